@@ -1,0 +1,8 @@
+//! The async API, re-exported at the crate root. It assumes no particular runtime: every
+//! future here can be polled by tokio, smol or any other executor.
+
+pub(crate) mod builder;
+pub(crate) mod fs;
+pub(crate) mod op;
+pub(crate) mod sandbox;
+pub(crate) mod stream;

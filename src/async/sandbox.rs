@@ -1,0 +1,403 @@
+//! [`Sandbox`]: a live sandbox and everything that runs in it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::audit::{OperationKind, Outcome};
+use crate::backend::{Backend, BackendSandbox, KillOutcome};
+use crate::error::{Error, Result};
+use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult};
+use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
+use crate::runtime::{TeardownReport, spawn_teardown};
+
+use super::builder::{IntoBackend, SandboxBuilder};
+use super::fs::Fs;
+use super::op::OpContext;
+use super::stream::ExecStream;
+
+/// A live sandbox.
+///
+/// The handle returned by `create()` owns the sandbox: [`Sandbox::close`] destroys it and
+/// waits; dropping the handle without closing hands the teardown to a library thread (it
+/// never blocks and never panics; [`shutdown`](crate::shutdown) waits for it). A handle from
+/// [`Sandbox::connect`], or one given up with [`Sandbox::detach`], does not own the sandbox.
+///
+/// Methods take `&self`, so one sandbox can run several commands at once.
+pub struct Sandbox {
+    backend: Arc<dyn Backend>,
+    handle: Arc<dyn BackendSandbox>,
+    ctx: OpContext,
+    owned: bool,
+    killed: AtomicBool,
+}
+
+impl fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("id", &self.id())
+            .field("backend", &self.backend.scheme())
+            .field("owned", &self.owned)
+            .field("policy", &self.ctx.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sandbox {
+    /// A builder for a sandbox on the backend named by `dsn` (`"fake://"`, `"docker://"`, …).
+    /// Does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration): a malformed DSN, an
+    /// unknown scheme, a scheme whose Cargo feature is off, or a bad DSN option.
+    pub fn builder(dsn: &str) -> Result<SandboxBuilder> {
+        Ok(SandboxBuilder::new(crate::dsn::resolve(dsn)?))
+    }
+
+    /// A builder for a sandbox on a backend value built in code (a
+    /// [`FakeBackend`](crate::testing::FakeBackend), a third-party adapter). Does no I/O.
+    pub fn builder_with(backend: impl IntoBackend) -> SandboxBuilder {
+        SandboxBuilder::new(backend.into_backend())
+    }
+
+    /// Attaches to an existing sandbox by id, without owning it: dropping or closing this
+    /// handle does not destroy it (call [`Sandbox::kill`] to do that).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Configuration`](crate::ErrorCode) for a bad DSN,
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) if the backend lacks
+    /// `CONNECT`, [`ErrorCode::Connect`](crate::ErrorCode) for an unknown id.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: connecting creates nothing.
+    pub async fn connect(dsn: &str, id: &str) -> Result<Sandbox> {
+        let backend = crate::dsn::resolve(dsn)?;
+        Self::connect_with(backend, id).await
+    }
+
+    /// [`Sandbox::connect`] on a backend value built in code.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::connect`], without the DSN errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: connecting creates nothing.
+    pub async fn connect_with(backend: impl IntoBackend, id: &str) -> Result<Sandbox> {
+        let backend = backend.into_backend();
+        let ctx = OpContext {
+            backend: Arc::from(backend.scheme()),
+            sandbox_id: Some(Arc::from(id)),
+            audit: backend.audit(),
+            metadata: Arc::new(BTreeMap::new()),
+            policy: None,
+        };
+        let attach = async {
+            if !backend.capabilities().contains(Capabilities::CONNECT) {
+                return Err(Error::missing_capability(backend.scheme(), Capabilities::CONNECT));
+            }
+            if id.is_empty() || id.contains('\0') {
+                return Err(Error::invalid_input(format!("sandbox id {id:?} is empty or holds a NUL byte")));
+            }
+            backend.connect(id).await
+        };
+        let handle = ctx.observe(OperationKind::Connect, attach).await?;
+        let ctx = OpContext {
+            metadata: Arc::new(handle.metadata()),
+            policy: handle.network_policy(),
+            ..ctx
+        };
+        Ok(Sandbox::from_parts(backend, handle, ctx, false))
+    }
+
+    pub(crate) fn from_parts(
+        backend: Arc<dyn Backend>,
+        handle: Box<dyn BackendSandbox>,
+        mut ctx: OpContext,
+        owned: bool,
+    ) -> Self {
+        ctx.sandbox_id = Some(Arc::from(handle.id()));
+        Sandbox { backend, handle: Arc::from(handle), ctx, owned, killed: AtomicBool::new(false) }
+    }
+
+    /// The sandbox id, as [`Sandbox::connect`] takes it.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        self.handle.id()
+    }
+
+    /// The backend's DSN scheme, for example `"fake"`.
+    #[must_use]
+    pub fn backend(&self) -> &str {
+        self.backend.scheme()
+    }
+
+    /// What this sandbox can do: the backend's declared capabilities, possibly narrowed
+    /// after create (an image without `python3` has no `RUN_CODE`).
+    #[must_use]
+    pub fn capabilities(&self) -> Capabilities {
+        self.handle.capabilities()
+    }
+
+    /// The backend's isolation tier.
+    #[must_use]
+    pub fn isolation(&self) -> IsolationTier {
+        self.backend.isolation()
+    }
+
+    /// The network policy in effect (`None` on a connected handle whose backend does not
+    /// report it).
+    #[must_use]
+    pub fn network_policy(&self) -> Option<&NetworkPolicy> {
+        self.ctx.policy.as_ref()
+    }
+
+    /// The metadata labels of the sandbox.
+    #[must_use]
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.ctx.metadata
+    }
+
+    /// Whether this handle owns the sandbox (destroys it on close or drop).
+    #[must_use]
+    pub fn is_owner(&self) -> bool {
+        self.owned
+    }
+
+    pub(crate) fn context(&self) -> &OpContext {
+        &self.ctx
+    }
+
+    pub(crate) fn backend_handle(&self) -> &dyn BackendSandbox {
+        &*self.handle
+    }
+
+    pub(crate) fn require(&self, capability: Capabilities) -> Result<()> {
+        if self.capabilities().contains(capability) {
+            Ok(())
+        } else {
+            Err(Error::missing_capability(self.backend.scheme(), capability))
+        }
+    }
+
+    /// Runs a command to completion and returns its exit status and output. A non-zero
+    /// exit is `Ok`; look at [`ExecResult::status`].
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a malformed command (nothing runs),
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `RUN`,
+    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) (with the partial output; the
+    /// process tree is killed), [`ErrorCode::SandboxGone`](crate::ErrorCode),
+    /// [`ErrorCode::Provider`](crate::ErrorCode).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future kills the command's process tree; the sandbox lives on.
+    pub async fn run(&self, command: Command) -> Result<ExecResult> {
+        self.ctx
+            .observe(OperationKind::Run, async {
+                command.validate()?;
+                self.require(Capabilities::RUN)?;
+                self.handle.run(command).await
+            })
+            .await
+    }
+
+    /// Starts a command and returns its output as a stream, at once: this is not an async
+    /// method, and the stream is not a future (it cannot be `.await`ed).
+    ///
+    /// # Errors
+    ///
+    /// Returned before any remote work starts:
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STREAM`,
+    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a malformed command. Later failures
+    /// arrive as stream items.
+    pub fn stream(&self, command: Command) -> Result<ExecStream> {
+        let guard = self.ctx.start(OperationKind::Stream);
+        let started = (|| {
+            command.validate()?;
+            self.require(Capabilities::STREAM)?;
+            self.handle.stream(command)
+        })();
+        match started {
+            Ok(inner) => {
+                // The stream writes the one record of this call when it ends.
+                guard.disarm();
+                Ok(ExecStream::new(inner, self.capabilities(), self.ctx.clone()))
+            }
+            Err(e) => {
+                guard.finish(Outcome::Error(e.code()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs a code cell (Python unless [`Code::language`] says otherwise). A cell that fails
+    /// to compile or raises is `Ok`, with a non-zero status and [`CodeResult::error`].
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `RUN_CODE`, or with a
+    /// context but without `STATEFUL_CODE`; [`ErrorCode::ExecutionTimeout`](crate::ErrorCode);
+    /// [`ErrorCode::SandboxGone`](crate::ErrorCode); [`ErrorCode::Provider`](crate::ErrorCode).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future interrupts the cell.
+    pub async fn run_code(&self, code: impl Into<Code>) -> Result<CodeResult> {
+        let code = code.into();
+        self.ctx
+            .observe(OperationKind::RunCode, async {
+                self.require(Capabilities::RUN_CODE)?;
+                if code.context_id().is_some() {
+                    self.require(Capabilities::STATEFUL_CODE)?;
+                }
+                let mut result = self.handle.run_code(code).await?;
+                if !self.capabilities().contains(Capabilities::RICH_OUTPUTS) {
+                    result.results.clear();
+                }
+                Ok(result)
+            })
+            .await
+    }
+
+    /// Creates a code context for `language` (`"python"`): state set by one cell is seen by
+    /// the next cell run [`in`](Code::in_context) it.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STATEFUL_CODE`
+    /// (sandboxio never emulates contexts), [`ErrorCode::SandboxGone`](crate::ErrorCode),
+    /// [`ErrorCode::Provider`](crate::ErrorCode).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a context abandoned half-made is released with the sandbox.
+    pub async fn create_context(&self, language: &str) -> Result<CodeContext> {
+        self.ctx
+            .observe(OperationKind::CreateContext, async {
+                self.require(Capabilities::STATEFUL_CODE)?;
+                self.handle.create_context(language).await
+            })
+            .await
+    }
+
+    /// The sandbox's file system.
+    #[must_use]
+    pub fn fs(&self) -> Fs<'_> {
+        Fs::new(self)
+    }
+
+    /// Destroys the sandbox now, whoever owns it. Idempotent: a second call does nothing
+    /// and is recorded as a no-op. Works from synchronous code too (see
+    /// [`crate::runtime`] for `Drop`).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Provider`](crate::ErrorCode) or [`ErrorCode::Connect`](crate::ErrorCode)
+    /// if the backend could not destroy it.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped, the kill may or may not have happened; calling `kill` again
+    /// is always safe, and an owned handle's drop still tears the sandbox down.
+    pub async fn kill(&self) -> Result<()> {
+        self.ctx
+            .observe_with(OperationKind::Kill, self.handle.kill(), |o| match o {
+                KillOutcome::Killed => Outcome::Ok,
+                KillOutcome::AlreadyGone => Outcome::NoOp,
+            })
+            .await?;
+        self.killed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Destroys the sandbox and waits for the teardown to finish, consuming the handle. On
+    /// a handle that does not own the sandbox (from `connect`), it only lets go of the
+    /// handle.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::kill`]. If it fails, the library still tears the sandbox down in the
+    /// background.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped, the teardown goes on in the background.
+    pub async fn close(self) -> Result<()> {
+        let owned = self.owned;
+        let result = self
+            .ctx
+            .observe(OperationKind::Close, async {
+                if owned {
+                    self.handle.kill().await.map(drop)
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        if result.is_ok() {
+            self.killed.store(true, Ordering::Release);
+        }
+        result
+    }
+
+    /// Gives up ownership: the sandbox now lives until its TTL even if this process dies.
+    /// Returns the id, for [`Sandbox::connect`] later.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `DETACH` (the handle
+    /// is then dropped as usual, tearing an owned sandbox down);
+    /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped before the backend confirmed, the owned sandbox is torn down
+    /// as on drop.
+    pub async fn detach(mut self) -> Result<String> {
+        let handle = Arc::clone(&self.handle);
+        let caps = self.capabilities();
+        let scheme = self.backend.scheme().to_owned();
+        self.ctx
+            .observe(OperationKind::Detach, async move {
+                if !caps.contains(Capabilities::DETACH) {
+                    return Err(Error::missing_capability(scheme, Capabilities::DETACH));
+                }
+                handle.detach().await
+            })
+            .await?;
+        self.owned = false;
+        Ok(self.id().to_owned())
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if !self.owned || self.killed.load(Ordering::Acquire) {
+            return;
+        }
+        tracing::debug!(sandbox_id = %self.id(), backend = %self.backend.scheme(), "sandbox dropped without close(); tearing it down in the background");
+        let handle = Arc::clone(&self.handle);
+        let report = TeardownReport {
+            audit: self.ctx.audit.clone(),
+            template: self.ctx.record_template(OperationKind::DropTeardown),
+        };
+        spawn_teardown(
+            async move {
+                match handle.kill().await {
+                    Ok(KillOutcome::Killed) => Outcome::Ok,
+                    Ok(KillOutcome::AlreadyGone) => Outcome::NoOp,
+                    Err(e) => Outcome::Error(e.code()),
+                }
+            },
+            report,
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! [`ExecStream`]: a running command's output, chunk by chunk.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use futures_core::Stream;
+
+use crate::audit::{OperationKind, Outcome};
+use crate::backend::BackendExecStream;
+use crate::error::{Error, Result};
+use crate::exec::{ExecResult, OutputChunk};
+use crate::policy::Capabilities;
+
+use super::op::OpContext;
+
+/// A running command, from [`Sandbox::stream`](crate::Sandbox::stream).
+///
+/// It is a [`Stream`] of [`OutputChunk`]s (stdout and stderr, each in order), not a future:
+/// `.await` on it does not compile. Iterate it with `StreamExt::next` or
+/// [`ExecStream::next_chunk`], then [`ExecStream::wait`] for the exit status.
+///
+/// Dropping it, or [`ExecStream::close`], terminates the remote process (and its process
+/// tree). Exactly one audit record is written for the stream: when it ends, is closed, or
+/// is dropped.
+#[must_use = "a stream runs its command until it is dropped: iterate it, wait() or close() it"]
+pub struct ExecStream {
+    inner: Box<dyn BackendExecStream>,
+    capabilities: Capabilities,
+    ctx: OpContext,
+    started_at: SystemTime,
+    started: Instant,
+    finished: Option<ExecResult>,
+    output_done: bool,
+    recorded: bool,
+}
+
+impl fmt::Debug for ExecStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecStream")
+            .field("sandbox_id", &self.ctx.sandbox_id)
+            .field("output_done", &self.output_done)
+            .field("finished", &self.finished.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecStream {
+    pub(crate) fn new(inner: Box<dyn BackendExecStream>, capabilities: Capabilities, ctx: OpContext) -> Self {
+        ExecStream {
+            inner,
+            capabilities,
+            ctx,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            finished: None,
+            output_done: false,
+            recorded: false,
+        }
+    }
+
+    fn record(&mut self, outcome: Outcome) {
+        if std::mem::replace(&mut self.recorded, true) {
+            return;
+        }
+        let mut record = self.ctx.record_template(OperationKind::Stream);
+        record.started_at = self.started_at;
+        record.duration = self.started.elapsed();
+        record.outcome = outcome;
+        self.ctx.audit.emit(&record);
+    }
+
+    /// The next chunk of output, or `None` once the command has closed both streams.
+    ///
+    /// # Errors
+    ///
+    /// An item is `Err` for [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) (the process
+    /// tree was killed), [`ErrorCode::SandboxGone`](crate::ErrorCode) or
+    /// [`ErrorCode::Provider`](crate::ErrorCode); the stream ends after it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: no output is lost if the future is dropped before it completes.
+    pub async fn next_chunk(&mut self) -> Option<Result<OutputChunk>> {
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+
+    /// Writes `data` to the command's stdin.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STDIN`;
+    /// [`ErrorCode::Provider`](crate::ErrorCode) if the process is gone or closed its stdin.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped, part of `data` may have been written.
+    pub async fn write_stdin(&mut self, data: impl AsRef<[u8]>) -> Result<()> {
+        self.require_stdin()?;
+        self.inner.write_stdin(data.as_ref()).await
+    }
+
+    /// Closes the command's stdin, so it reads end-of-file.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STDIN`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: closing twice is harmless.
+    pub async fn close_stdin(&mut self) -> Result<()> {
+        self.require_stdin()?;
+        self.inner.close_stdin().await
+    }
+
+    fn require_stdin(&self) -> Result<()> {
+        if self.capabilities.contains(Capabilities::STDIN) {
+            Ok(())
+        } else {
+            Err(Error::missing_capability(self.ctx.backend.to_string(), Capabilities::STDIN))
+        }
+    }
+
+    /// Waits for the command to exit, discarding any output not yet read, and returns its
+    /// status with `streamed = true` and empty `stdout`/`stderr` (the output went through
+    /// the stream). Idempotent: later calls return the same result.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) (the process tree was killed),
+    /// [`ErrorCode::SandboxGone`](crate::ErrorCode), [`ErrorCode::Provider`](crate::ErrorCode).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: call it again to keep waiting.
+    pub async fn wait(&mut self) -> Result<ExecResult> {
+        if let Some(done) = &self.finished {
+            return Ok(done.clone());
+        }
+        match self.inner.wait().await {
+            Ok(result) => {
+                let result = result.into_streamed();
+                self.finished = Some(result.clone());
+                self.output_done = true;
+                self.record(Outcome::Ok);
+                Ok(result)
+            }
+            Err(e) => {
+                self.record(Outcome::Error(e.code()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Terminates the command if it is still running and releases the stream.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Provider`](crate::ErrorCode) if the backend could not confirm the kill
+    /// (the process is still killed when the stream's backend handle is dropped).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the stream, which terminates the process.
+    pub async fn close(mut self) -> Result<()> {
+        if self.finished.is_some() {
+            self.record(Outcome::Ok);
+            return Ok(());
+        }
+        let result = self.inner.terminate().await;
+        self.record(match &result {
+            Ok(()) if self.output_done => Outcome::Ok,
+            Ok(()) => Outcome::Cancelled,
+            Err(e) => Outcome::Error(e.code()),
+        });
+        result
+    }
+}
+
+impl Stream for ExecStream {
+    type Item = Result<OutputChunk>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.output_done {
+            return Poll::Ready(None);
+        }
+        match self.inner.poll_chunk(cx) {
+            Poll::Ready(None) => {
+                self.output_done = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.output_done = true;
+                self.record(Outcome::Error(e.code()));
+                Poll::Ready(Some(Err(e)))
+            }
+            other => other,
+        }
+    }
+}
+
+impl Drop for ExecStream {
+    fn drop(&mut self) {
+        // The backend stream terminates its process in its own Drop.
+        let outcome = if self.output_done || self.finished.is_some() { Outcome::Ok } else { Outcome::Cancelled };
+        self.record(outcome);
+    }
+}

@@ -1,0 +1,278 @@
+//! The adapter interface: what a backend implements so that [`Sandbox`](crate::Sandbox) can
+//! drive it.
+//!
+//! A third-party crate implements [`Backend`] (what can be created) and [`BackendSandbox`]
+//! (one live sandbox), optionally [`BackendExecStream`] (one streamed process), and registers
+//! its DSN scheme with [`register_scheme`](crate::register_scheme). Both traits are
+//! object-safe; async methods return [`BoxFuture`]s so any executor can poll them.
+//!
+//! The core validates inputs (argv, env, paths), checks declared capabilities, policy and
+//! isolation before calling in, and writes the audit records; the backend does the work and
+//! maps its provider's errors into [`Error`](crate::Error), keeping the provider error as the
+//! source. Rules every backend follows (the contract suite checks them):
+//!
+//! 1. Never silently no-op: what cannot be honoured raises.
+//! 2. Never fake a capability: declare only what the provider really does.
+//! 3. Never block the caller's executor: blocking calls run on your own threads.
+//! 4. Propagate [`CreateSpec::metadata`] to provider-native labels.
+//! 5. Apply policy and limits before user code can run, or raise.
+//! 6. Dropping any returned future must leave nothing behind (see each method's
+//!    *Cancellation* note).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::audit::AuditConfig;
+use crate::error::{Error, Result};
+use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, OutputChunk};
+use crate::fs::DirEntry;
+use crate::policy::{Capabilities, IsolationTier, NetworkPolicy, ResourceLimits};
+use crate::secret::SecretString;
+
+/// A boxed, sendable future, the return type of the async adapter methods.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The typed backend options a builder can set. A backend lists the ones it understands in
+/// [`Backend::supports_option`]; any other one set by the caller makes `create()` fail with
+/// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackendOption {
+    /// A container image (Docker).
+    Image,
+    /// A provider template (E2B, Modal).
+    Template,
+}
+
+impl fmt::Display for BackendOption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendOption::Image => "typed option `image`",
+            BackendOption::Template => "typed option `template`",
+        })
+    }
+}
+
+/// Everything a backend needs to create a sandbox, already validated by the core.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CreateSpec {
+    /// The egress policy to apply before user code runs.
+    pub network: NetworkPolicy,
+    /// Resource limits; only those whose capability the backend declares reach it.
+    pub limits: ResourceLimits,
+    /// Environment variables for every process.
+    pub env: Vec<(String, String)>,
+    /// Secret environment variables: pass them to each process, never store them where the
+    /// provider shows its configuration (labels, `docker inspect`).
+    pub secret_env: Vec<(String, SecretString)>,
+    /// The user's metadata: propagate it to provider-native labels.
+    pub metadata: BTreeMap<String, String>,
+    /// How long the sandbox may live; enforce it on the provider side where possible.
+    pub ttl: Duration,
+    /// How long creation may take before [`Error::CreateTimeout`].
+    pub create_timeout: Duration,
+    /// Whether the sandbox outlives its owner process (until its TTL).
+    pub detached: bool,
+    /// `Some` when the caller chose a container image.
+    pub image: Option<String>,
+    /// `Some` when the caller chose a provider template.
+    pub template: Option<String>,
+}
+
+/// Whether a kill did anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KillOutcome {
+    /// The sandbox was running and is now destroyed.
+    Killed,
+    /// It was already gone; nothing was done.
+    AlreadyGone,
+}
+
+/// A kind of sandbox provider: what it can do and how to create or reach its sandboxes.
+pub trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// The DSN scheme, for example `"docker"`. Used in errors, audit records and spans.
+    fn scheme(&self) -> &str;
+
+    /// The capabilities every sandbox of this backend has (a sandbox may narrow them).
+    fn capabilities(&self) -> Capabilities;
+
+    /// The isolation tier. The default, [`IsolationTier::Unknown`], satisfies no
+    /// `require_isolation`.
+    fn isolation(&self) -> IsolationTier {
+        IsolationTier::Unknown
+    }
+
+    /// Whether the backend understands a typed builder option. Default: none.
+    fn supports_option(&self, option: BackendOption) -> bool {
+        let _ = option;
+        false
+    }
+
+    /// The audit sinks the backend was constructed with; every sandbox it creates writes
+    /// to them as well as to the builder's. Default: none.
+    fn audit(&self) -> AuditConfig {
+        AuditConfig::new()
+    }
+
+    /// Creates a sandbox.
+    ///
+    /// Cancellation: if the returned future is dropped, no sandbox may be left behind. Run
+    /// the provisioning on a task you own, and destroy the sandbox if the result can no
+    /// longer be delivered.
+    fn create(&self, spec: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>>;
+
+    /// Attaches to an existing sandbox without owning it. Called only when the backend
+    /// declares [`Capabilities::CONNECT`]. An unknown id is [`Error::Connect`].
+    fn connect(&self, id: &str) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+        let _ = id;
+        Box::pin(async { Err(Error::unsupported(self.scheme(), "CONNECT")) })
+    }
+}
+
+/// One live sandbox of a backend.
+///
+/// Methods for undeclared capabilities keep their defaults, which return
+/// [`Error::CapabilityNotSupported`]; the core never calls them when the capability is
+/// undeclared, so the defaults only guard direct callers. Paths given to the file methods
+/// are validated (no NUL, no `..`) but may be relative: resolve them against the same
+/// working directory `run` uses.
+pub trait BackendSandbox: Send + Sync + fmt::Debug {
+    /// The sandbox id, as `Sandbox::connect` takes it.
+    fn id(&self) -> &str;
+
+    /// This sandbox's capabilities: the backend's, possibly narrowed (an image without
+    /// `python3` has no `RUN_CODE`).
+    fn capabilities(&self) -> Capabilities;
+
+    /// The network policy in effect, when the backend knows it (a connected handle may not).
+    fn network_policy(&self) -> Option<NetworkPolicy> {
+        None
+    }
+
+    /// The metadata recorded with the sandbox, as the provider reports it.
+    fn metadata(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
+    /// Runs a command to completion. A non-zero exit is `Ok`. On timeout, kill the whole
+    /// process tree and return [`Error::ExecutionTimeout`] with the partial output.
+    ///
+    /// Cancellation: if the returned future is dropped, the process must be killed.
+    fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
+        let _ = command;
+        Box::pin(async { Err(Error::unsupported("this backend", "RUN")) })
+    }
+
+    /// Starts a command and returns its stream at once; the remote start may finish in the
+    /// background. Dropping the returned stream must terminate the process.
+    ///
+    /// # Errors
+    ///
+    /// Errors found before any remote work starts.
+    fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
+        let _ = command;
+        Err(Error::unsupported("this backend", "STREAM"))
+    }
+
+    /// Runs a code cell (in `code.context_id()` when set).
+    ///
+    /// Cancellation: if the returned future is dropped, the cell must be interrupted.
+    fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
+        let _ = code;
+        Box::pin(async { Err(Error::unsupported("this backend", "RUN_CODE")) })
+    }
+
+    /// Creates a code context for `language`.
+    fn create_context(&self, language: &str) -> BoxFuture<'_, Result<CodeContext>> {
+        let _ = language;
+        Box::pin(async { Err(Error::unsupported("this backend", "STATEFUL_CODE")) })
+    }
+
+    /// Reads a whole file.
+    fn read(&self, path: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
+        let _ = path;
+        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+    }
+
+    /// Writes a whole file, creating parent directories and replacing any existing file.
+    /// `mode` is the permission bits to give a new file (`None`: `0o644`).
+    fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
+        let _ = (path, data, mode);
+        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+    }
+
+    /// Lists a directory.
+    fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
+        let _ = path;
+        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+    }
+
+    /// Creates a directory and its parents; an existing directory is not an error.
+    fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
+        let _ = path;
+        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+    }
+
+    /// Removes a file, or a directory (its contents too when `recursive`).
+    fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
+        let _ = (path, recursive);
+        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+    }
+
+    /// Copies a host file or directory tree into the sandbox. The default walks the host
+    /// tree (never following links) and calls [`BackendSandbox::mkdir`] and
+    /// [`BackendSandbox::write`]; override it with a bulk transfer (a tar stream) when the
+    /// provider has one.
+    fn upload<'a>(&'a self, host_path: &'a Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(crate::transfer::upload_via_primitives(self, host_path, path))
+    }
+
+    /// Copies a sandbox file or directory tree to the host. The default walks the sandbox
+    /// tree with [`BackendSandbox::list`] and [`BackendSandbox::read`], keeps modes, skips
+    /// links, and writes nothing outside `host_path`.
+    fn download<'a>(&'a self, path: &'a str, host_path: &'a Path) -> BoxFuture<'a, Result<()>> {
+        Box::pin(crate::transfer::download_via_primitives(self, path, host_path))
+    }
+
+    /// Destroys the sandbox. Idempotent: a second call returns
+    /// [`KillOutcome::AlreadyGone`]. Must work from any thread with no ambient runtime (the
+    /// library calls it from `Drop` teardown).
+    fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>>;
+
+    /// Lets go of ownership: after this, the sandbox lives until its TTL even if the owner
+    /// process dies. Called only when [`Capabilities::DETACH`] is declared.
+    fn detach(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Err(Error::unsupported("this backend", "DETACH")) })
+    }
+}
+
+/// One streamed process. Dropping it must terminate the process.
+pub trait BackendExecStream: Send + fmt::Debug {
+    /// The next output chunk, `None` once both streams are closed.
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>>;
+
+    /// Writes to the process's stdin (needs [`Capabilities::STDIN`]).
+    fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        let _ = data;
+        Box::pin(async { Err(Error::unsupported("this backend", "STDIN")) })
+    }
+
+    /// Closes the process's stdin, delivering end-of-file.
+    fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Err(Error::unsupported("this backend", "STDIN")) })
+    }
+
+    /// Drains what output is left (discarding it) and returns how the process ended. The
+    /// core calls it at most once.
+    fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>>;
+
+    /// Kills the process (and its process tree) if it is still running.
+    fn terminate(&mut self) -> BoxFuture<'_, Result<()>>;
+}

@@ -1,0 +1,288 @@
+//! DSNs (`scheme://[authority][/path][?options]`) and the scheme registry.
+//!
+//! The query carries non-secret options only: a DSN with user info (`user:key@host`) or a
+//! secret-looking option (`api_key=`, `token=`, …) is refused, with the value redacted.
+//! Secrets come from environment variables or typed options. Precedence, strongest first:
+//! typed builder options, then DSN options, then environment variables.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+
+/// A parsed DSN.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Dsn {
+    scheme: String,
+    authority: String,
+    path: String,
+    options: BTreeMap<String, String>,
+}
+
+/// Option names that would carry a secret; a DSN must not.
+const SECRET_OPTION_HINTS: &[&str] = &["key", "token", "secret", "password", "passwd", "credential"];
+
+impl Dsn {
+    /// Parses `raw`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) naming the offending
+    /// part: an empty DSN, a missing `://`, a malformed scheme, user info, a repeated or
+    /// secret-looking option.
+    pub fn parse(raw: &str) -> Result<Dsn> {
+        if raw.trim().is_empty() {
+            return Err(Error::configuration(
+                "empty DSN; expected scheme://[authority][/path][?options], for example \"fake://\"",
+            ));
+        }
+        if raw.contains('\0') {
+            return Err(Error::configuration("NUL byte in DSN"));
+        }
+        let Some((scheme, rest)) = raw.split_once("://") else {
+            return Err(Error::configuration(format!(
+                "DSN {:?} has no \"://\" after its scheme; expected scheme://[authority][/path][?options]",
+                redact_dsn(raw)
+            )));
+        };
+        let valid_scheme = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        if !valid_scheme {
+            return Err(Error::configuration(format!(
+                "DSN scheme {scheme:?} is not a scheme (letters, digits, '+', '-', '.', starting with a letter)"
+            )));
+        }
+        let (before_query, query) = match rest.split_once('?') {
+            Some((b, q)) => (b, Some(q)),
+            None => (rest, None),
+        };
+        if before_query.contains('#') || query.is_some_and(|q| q.contains('#')) {
+            return Err(Error::configuration(format!(
+                "DSN {:?} has a '#' fragment, which DSNs do not use",
+                redact_dsn(raw)
+            )));
+        }
+        let (authority, path) = match before_query.find('/') {
+            Some(i) => (&before_query[..i], &before_query[i..]),
+            None => (before_query, ""),
+        };
+        if authority.contains('@') {
+            return Err(Error::configuration(format!(
+                "DSN {:?} carries user info; DSNs never hold credentials: put them in the backend's environment variable or a typed option",
+                redact_dsn(raw)
+            )));
+        }
+        let mut options = BTreeMap::new();
+        if let Some(q) = query {
+            for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+                let lower = k.to_ascii_lowercase();
+                if SECRET_OPTION_HINTS.iter().any(|h| lower.contains(h)) {
+                    return Err(Error::configuration(format!(
+                        "DSN option {k:?} looks like a secret (value redacted); DSN options are not secret: use the backend's environment variable or a typed option"
+                    )));
+                }
+                if k.is_empty() {
+                    return Err(Error::configuration(format!("DSN {:?} has an option with no name", redact_dsn(raw))));
+                }
+                if options.insert(k.to_string(), v.to_string()).is_some() {
+                    return Err(Error::configuration(format!("DSN option {k:?} is given twice")));
+                }
+            }
+        }
+        Ok(Dsn {
+            scheme: scheme.to_ascii_lowercase(),
+            authority: authority.to_owned(),
+            path: path.to_owned(),
+            options,
+        })
+    }
+
+    /// The scheme, lower-case (`"docker"`).
+    #[must_use]
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
+    /// The authority (`host:port`, or empty).
+    #[must_use]
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The path, starting with `/` when present (`/var/run/docker.sock`), or empty.
+    #[must_use]
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The options of the query string, decoded.
+    #[must_use]
+    pub fn options(&self) -> &BTreeMap<String, String> {
+        &self.options
+    }
+
+    /// One option's value.
+    #[must_use]
+    pub fn option(&self, name: &str) -> Option<&str> {
+        self.options.get(name).map(String::as_str)
+    }
+
+    /// Fails on any option outside `known`, so that a typo is never silently ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) naming the option and
+    /// the known ones.
+    pub fn reject_unknown_options(&self, known: &[&str]) -> Result<()> {
+        match self.options.keys().find(|k| !known.contains(&k.as_str())) {
+            Some(k) => Err(Error::configuration(format!(
+                "unknown option {k:?} for the {} backend; known options: {}",
+                self.scheme,
+                if known.is_empty() { "(none)".to_owned() } else { known.join(", ") }
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for Dsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}{}", self.scheme, self.authority, self.path)?;
+        for (i, (k, v)) in self.options.iter().enumerate() {
+            write!(f, "{}{k}={v}", if i == 0 { '?' } else { '&' })?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Dsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Dsn({self})")
+    }
+}
+
+/// `raw` with any user info replaced, for error messages.
+fn redact_dsn(raw: &str) -> String {
+    match (raw.find("://"), raw.find('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://[redacted]{}", &raw[..s], &raw[at..]),
+        (None, Some(at)) => format!("[redacted]{}", &raw[at..]),
+        _ => raw.to_owned(),
+    }
+}
+
+/// Builds a backend from a parsed DSN. Must do no I/O and start no thread: connecting
+/// happens on first use.
+pub type BackendFactory = fn(&Dsn) -> Result<Arc<dyn Backend>>;
+
+/// Schemes of first-party backends and the Cargo feature each needs.
+const FIRST_PARTY: &[(&str, &str)] =
+    &[("local", "local"), ("docker", "docker"), ("e2b", "e2b"), ("modal", "modal")];
+
+fn registry() -> &'static RwLock<HashMap<String, BackendFactory>> {
+    static REGISTRY: OnceLock<RwLock<HashMap<String, BackendFactory>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut map: HashMap<String, BackendFactory> = HashMap::new();
+        map.insert("fake".into(), crate::testing::FakeBackend::from_dsn);
+        RwLock::new(map)
+    })
+}
+
+/// Registers a third-party backend under `scheme`, so that `Sandbox::builder("scheme://…")`
+/// reaches it.
+///
+/// # Errors
+///
+/// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) if `scheme` is already
+/// registered or reserved for a first-party backend, or is not a valid scheme.
+pub fn register_scheme(scheme: &str, factory: BackendFactory) -> Result<()> {
+    let probe = format!("{scheme}://");
+    let parsed = Dsn::parse(&probe)?;
+    if parsed.scheme() != scheme {
+        return Err(Error::configuration(format!("scheme {scheme:?} must be lower-case")));
+    }
+    if FIRST_PARTY.iter().any(|(s, _)| *s == scheme) {
+        return Err(Error::configuration(format!("scheme {scheme:?} is reserved for sandboxio's own backend")));
+    }
+    let mut map = registry().write().unwrap_or_else(PoisonError::into_inner);
+    if map.contains_key(scheme) {
+        return Err(Error::configuration(format!("scheme {scheme:?} is already registered")));
+    }
+    map.insert(scheme.to_owned(), factory);
+    Ok(())
+}
+
+/// Parses `raw` and builds its backend. Does no I/O.
+///
+/// # Errors
+///
+/// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration): a malformed DSN, an
+/// unknown scheme, a first-party scheme whose Cargo feature is off (naming the feature), or
+/// options the backend rejects.
+pub fn resolve(raw: &str) -> Result<Arc<dyn Backend>> {
+    let dsn = Dsn::parse(raw)?;
+    let factory = registry().read().unwrap_or_else(PoisonError::into_inner).get(dsn.scheme()).copied();
+    if let Some(factory) = factory {
+        return factory(&dsn);
+    }
+    if let Some((scheme, feature)) = FIRST_PARTY.iter().find(|(s, _)| *s == dsn.scheme()) {
+        return Err(Error::configuration(format!(
+            "the {scheme}:// backend is not in this build: enable sandboxio's Cargo feature `{feature}`"
+        )));
+    }
+    let mut known: Vec<String> = registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+    known.extend(FIRST_PARTY.iter().map(|(s, _)| (*s).to_owned()));
+    known.sort();
+    Err(Error::configuration(format!(
+        "unknown DSN scheme {:?}; known schemes: {}",
+        dsn.scheme(),
+        known.join(", ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_parts() {
+        let d = Dsn::parse("docker:///var/run/docker.sock?pull=never").unwrap();
+        assert_eq!(d.scheme(), "docker");
+        assert_eq!(d.authority(), "");
+        assert_eq!(d.path(), "/var/run/docker.sock");
+        assert_eq!(d.option("pull"), Some("never"));
+        let d = Dsn::parse("E2B://api.e2b.dev:443/v1?domain=x%20y").unwrap();
+        assert_eq!((d.scheme(), d.authority(), d.path()), ("e2b", "api.e2b.dev:443", "/v1"));
+        assert_eq!(d.option("domain"), Some("x y"));
+        assert_eq!(Dsn::parse("fake://").unwrap().to_string(), "fake://");
+    }
+
+    #[test]
+    fn malformed_dsns_name_the_part() {
+        for (raw, needle) in [
+            ("", "empty DSN"),
+            ("docker//x", "\"docker//x\""),
+            ("1x://", "\"1x\""),
+            ("://x", "\"\""),
+            ("e2b://user:hunter2@host", "[redacted]"),
+            ("e2b://?api_key=hunter2", "\"api_key\""),
+            ("fake://?a=1&a=2", "\"a\""),
+            ("fake://#frag", "fragment"),
+        ] {
+            let err = Dsn::parse(raw).unwrap_err();
+            assert_eq!(err.code(), crate::ErrorCode::Configuration, "{raw:?}");
+            let msg = err.to_string();
+            assert!(msg.contains(needle), "{raw:?}: {msg}");
+            assert!(!msg.contains("hunter2"), "secret leaked: {msg}");
+        }
+    }
+
+    #[test]
+    fn unknown_and_disabled_schemes() {
+        let err = resolve("nope://").unwrap_err();
+        assert!(err.to_string().contains("unknown DSN scheme \"nope\""), "{err}");
+        let err = resolve("docker://").unwrap_err();
+        assert!(err.to_string().contains("feature `docker`"), "{err}");
+    }
+}

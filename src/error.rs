@@ -1,0 +1,278 @@
+//! The one error type every public entry point returns, and its stable codes.
+//!
+//! Every [`Error`] has a stable [`ErrorCode`] (`SBX-001` …) with a page in
+//! `docs/errors/<code>.md`; the page is also the rustdoc of the matching `ErrorCode`
+//! variant, so a code without a page does not compile, and a test fails on a page without
+//! a code. The provider's own error (bollard, reqwest, tonic, …) is kept as
+//! [`std::error::Error::source`], never as a public type. Messages never contain a secret:
+//! secret values are [`SecretString`](crate::SecretString)s, which print as `[redacted]`.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::exec::ExecResult;
+use crate::policy::{Capabilities, IsolationTier};
+
+/// The boxed provider error kept as an [`Error`]'s source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+macro_rules! error_codes {
+    ($( $(#[$meta:meta])* $variant:ident = $code:literal, $page:literal; )*) => {
+        /// The stable code of an [`Error`]; each has a page in `docs/errors/`.
+        ///
+        /// Codes are never reused: a retired code keeps its page with a note.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $( $(#[$meta])* #[doc = include_str!(concat!("../docs/errors/", $page))] $variant, )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in catalog order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant),*];
+
+            /// The stable code, for example `"SBX-006"`.
+            #[must_use]
+            pub const fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $code,)* }
+            }
+
+            /// The catalog page of this code, relative to the repository root.
+            #[must_use]
+            pub const fn docs_path(self) -> &'static str {
+                match self { $(ErrorCode::$variant => concat!("docs/errors/", $page),)* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    Connect = "SBX-001", "SBX-001.md";
+    Auth = "SBX-002", "SBX-002.md";
+    Configuration = "SBX-003", "SBX-003.md";
+    CapabilityNotSupported = "SBX-004", "SBX-004.md";
+    CreateTimeout = "SBX-005", "SBX-005.md";
+    ExecutionTimeout = "SBX-006", "SBX-006.md";
+    SandboxGone = "SBX-007", "SBX-007.md";
+    NetworkPolicyViolation = "SBX-008", "SBX-008.md";
+    IsolationUnsatisfied = "SBX-009", "SBX-009.md";
+    NotFound = "SBX-010", "SBX-010.md";
+    PermissionDenied = "SBX-011", "SBX-011.md";
+    IsADirectory = "SBX-012", "SBX-012.md";
+    InvalidInput = "SBX-013", "SBX-013.md";
+    RateLimited = "SBX-014", "SBX-014.md";
+    Provider = "SBX-015", "SBX-015.md";
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every failure sandboxio reports.
+///
+/// `Display` prints the code first, the way rustc does: `[SBX-006] command timed out after 1s`.
+/// Match on the variant for its data, or call [`Error::code`] for the stable code.
+/// Cancellation is never an `Error`: dropping a future cancels it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The backend could not be reached, or the sandbox id given to `connect` is unknown.
+    #[error("[SBX-001] cannot connect to the {backend} backend: {message}")]
+    Connect {
+        /// The backend's scheme, for example `docker`.
+        backend: String,
+        /// What failed, naming the socket, address or id.
+        message: String,
+        /// The provider's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// Credentials are missing or were refused.
+    #[error("[SBX-002] authentication with the {backend} backend failed: {message}")]
+    Auth {
+        /// The backend's scheme.
+        backend: String,
+        /// What is missing (naming the environment variable) or what was refused.
+        message: String,
+        /// The environment variable that should hold the credential, if any.
+        env_var: Option<String>,
+        /// The provider's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The DSN, the builder options or the backend setup are inconsistent.
+    #[error("[SBX-003] configuration error: {message}")]
+    Configuration {
+        /// What is wrong, naming the offending part.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The backend (or this sandbox) does not declare the capability the call needs.
+    #[error("[SBX-004] the {backend} backend does not support {capability}")]
+    CapabilityNotSupported {
+        /// The backend's scheme.
+        backend: String,
+        /// The capability or typed option that was asked for, for example `STATEFUL_CODE`.
+        capability: String,
+    },
+    /// `create()` did not finish within its create timeout.
+    #[error("[SBX-005] sandbox creation timed out after {timeout:?}")]
+    CreateTimeout {
+        /// The create timeout in effect.
+        timeout: Duration,
+    },
+    /// A command or code cell ran past its timeout; its process tree was killed.
+    #[error("[SBX-006] execution timed out after {timeout:?}")]
+    ExecutionTimeout {
+        /// The timeout in effect.
+        timeout: Duration,
+        /// What the command wrote before it was killed.
+        partial: Box<ExecResult>,
+    },
+    /// The sandbox no longer exists: it was killed, or its TTL expired.
+    #[error("[SBX-007] sandbox {id} is gone: {message}")]
+    SandboxGone {
+        /// The sandbox id.
+        id: String,
+        /// Why, when known.
+        message: String,
+    },
+    /// Code in the sandbox tried to reach a destination the network policy forbids.
+    #[error("[SBX-008] network policy violation: {message}")]
+    NetworkPolicyViolation {
+        /// The destination and the policy that refused it.
+        message: String,
+    },
+    /// `require_isolation` asked for a tier above the backend's.
+    #[error("[SBX-009] isolation tier {required} required but the {backend} backend provides {actual}")]
+    IsolationUnsatisfied {
+        /// The backend's scheme.
+        backend: String,
+        /// The tier asked for.
+        required: IsolationTier,
+        /// The tier the backend reports.
+        actual: IsolationTier,
+    },
+    /// A path in the sandbox (or on the host, for upload) does not exist.
+    #[error("[SBX-010] not found: {path}")]
+    NotFound {
+        /// The missing path.
+        path: String,
+    },
+    /// The sandbox refused access to a path.
+    #[error("[SBX-011] permission denied: {path}")]
+    PermissionDenied {
+        /// The path.
+        path: String,
+    },
+    /// A file operation met a directory where it needs a file.
+    #[error("[SBX-012] is a directory: {path}")]
+    IsADirectory {
+        /// The path.
+        path: String,
+    },
+    /// An argument is malformed: NUL bytes, `..` in a path, an empty argv, and so on.
+    #[error("[SBX-013] invalid input: {message}")]
+    InvalidInput {
+        /// What is wrong, naming the offending part (secrets redacted).
+        message: String,
+    },
+    /// The provider asked us to slow down.
+    #[error("[SBX-014] rate limited by the {backend} backend{}", retry_hint(*.retry_after))]
+    RateLimited {
+        /// The backend's scheme.
+        backend: String,
+        /// How long the provider asked us to wait, when it said.
+        retry_after: Option<Duration>,
+        /// The provider's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// Any other provider failure, with the provider's error as the source.
+    #[error("[SBX-015] the {backend} backend failed: {message}")]
+    Provider {
+        /// The backend's scheme.
+        backend: String,
+        /// What failed.
+        message: String,
+        /// The provider's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+fn retry_hint(retry_after: Option<Duration>) -> String {
+    retry_after.map_or_else(String::new, |d| format!("; retry after {d:?}"))
+}
+
+impl Error {
+    /// The stable code of this error.
+    #[must_use]
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::Connect { .. } => ErrorCode::Connect,
+            Error::Auth { .. } => ErrorCode::Auth,
+            Error::Configuration { .. } => ErrorCode::Configuration,
+            Error::CapabilityNotSupported { .. } => ErrorCode::CapabilityNotSupported,
+            Error::CreateTimeout { .. } => ErrorCode::CreateTimeout,
+            Error::ExecutionTimeout { .. } => ErrorCode::ExecutionTimeout,
+            Error::SandboxGone { .. } => ErrorCode::SandboxGone,
+            Error::NetworkPolicyViolation { .. } => ErrorCode::NetworkPolicyViolation,
+            Error::IsolationUnsatisfied { .. } => ErrorCode::IsolationUnsatisfied,
+            Error::NotFound { .. } => ErrorCode::NotFound,
+            Error::PermissionDenied { .. } => ErrorCode::PermissionDenied,
+            Error::IsADirectory { .. } => ErrorCode::IsADirectory,
+            Error::InvalidInput { .. } => ErrorCode::InvalidInput,
+            Error::RateLimited { .. } => ErrorCode::RateLimited,
+            Error::Provider { .. } => ErrorCode::Provider,
+        }
+    }
+
+    /// Whether retrying the same call later may succeed (rate limits, unreachable backends).
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::RateLimited { .. } | Error::Connect { .. })
+    }
+
+    /// A [`Error::Configuration`] with no source.
+    pub fn configuration(message: impl Into<String>) -> Self {
+        Error::Configuration { message: message.into(), source: None }
+    }
+
+    /// An [`Error::InvalidInput`].
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Error::InvalidInput { message: message.into() }
+    }
+
+    /// An [`Error::Connect`] for `backend`, with no source.
+    pub fn connect(backend: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Connect { backend: backend.into(), message: message.into(), source: None }
+    }
+
+    /// An [`Error::Provider`] for `backend` keeping `source` as the cause.
+    pub fn provider(
+        backend: impl Into<String>,
+        message: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Provider { backend: backend.into(), message: message.into(), source: Some(source.into()) }
+    }
+
+    /// An [`Error::CapabilityNotSupported`] naming `capability`.
+    pub fn unsupported(backend: impl Into<String>, capability: impl fmt::Display) -> Self {
+        Error::CapabilityNotSupported { backend: backend.into(), capability: capability.to_string() }
+    }
+
+    /// An [`Error::CapabilityNotSupported`] for a capability flag, named as in
+    /// [`Capabilities`]' documentation (for example `STATEFUL_CODE`).
+    pub fn missing_capability(backend: impl Into<String>, capability: Capabilities) -> Self {
+        Self::unsupported(backend, capability.names())
+    }
+}

@@ -1,0 +1,91 @@
+//! # sandboxio
+//!
+//! One honest, compile-time-safe API over every sandbox that runs untrusted code for AI
+//! agents: an in-memory fake for tests (always built), and backends behind Cargo features.
+//!
+//! ```
+//! use sandboxio::{Command, NetworkPolicy, Sandbox};
+//!
+//! # futures_lite::future::block_on(async {
+//! let sandbox = Sandbox::builder("fake://")?
+//!     .network(NetworkPolicy::deny_all()) // required: there is no default policy
+//!     .create()
+//!     .await?;
+//! let out = sandbox.run(Command::new("echo").arg("hello")).await?;
+//! assert_eq!(out.stdout, b"hello\n");
+//! sandbox.close().await?;
+//! # Ok::<(), sandboxio::Error>(()) }).unwrap();
+//! ```
+//!
+//! Forgetting the policy is a compile error that says what to do:
+//!
+//! ```compile_fail
+//! # futures_lite::future::block_on(async {
+//! let sandbox = sandboxio::Sandbox::builder("fake://")?.create().await?;
+//! # Ok::<(), sandboxio::Error>(()) });
+//! ```
+//!
+//! ## Shape
+//!
+//! - [`Sandbox::builder`] / [`Sandbox::builder_with`] → [`SandboxBuilder`] (typestate:
+//!   `network(..)` before `create()`, `limits(..)` at most once) → [`Sandbox`].
+//! - [`Sandbox::run`] → [`ExecResult`]; [`Sandbox::stream`] → [`ExecStream`] (a `Stream`,
+//!   never a future); [`Sandbox::run_code`] → [`CodeResult`]; [`Sandbox::fs`] → [`Fs`].
+//! - [`Sandbox::kill`] (idempotent), [`Sandbox::close`], [`Sandbox::detach`]; dropping an
+//!   owned sandbox tears it down in the background, and [`shutdown`] waits for that.
+//! - Errors: one [`Error`] with a stable [`ErrorCode`] and a page per code in
+//!   `docs/errors/`.
+//! - Backends implement [`backend::Backend`]; [`testing::FakeBackend`] is the in-memory one.
+//!
+//! ## Features
+//!
+//! All opt-in; the default build pulls no adapter code.
+//!
+//! | DSN | backend | feature | status |
+//! |---|---|---|---|
+//! | `fake://` | in-memory fake ([`testing::FakeBackend`]) | always on | available |
+//! | `local://` | Linux namespaces | `local` | planned |
+//! | `docker://` | Docker engine | `docker` | planned |
+//! | `e2b://` | E2B | `e2b` | planned |
+//! | `modal://` | Modal | `modal` | planned |
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+#![warn(clippy::pedantic)]
+#![allow(
+    // Builders return `Self` by value everywhere; `#[must_use]` on the type covers it.
+    clippy::return_self_not_must_use,
+    // Public async methods document their errors in `# Errors`; the lint cannot see
+    // through the `ErrorCode` links, so it is checked by review instead.
+    clippy::module_name_repetitions
+)]
+
+#[path = "async/mod.rs"]
+mod api;
+pub mod audit;
+pub mod backend;
+pub mod dsn;
+mod error;
+mod exec;
+mod fs;
+pub mod path;
+mod policy;
+pub mod runtime;
+mod secret;
+pub mod testing;
+mod transfer;
+
+pub use api::builder::{DEFAULT_CREATE_TIMEOUT, DEFAULT_TTL, IntoBackend, SandboxBuilder, state};
+pub use api::fs::Fs;
+pub use api::sandbox::Sandbox;
+pub use api::stream::ExecStream;
+pub use audit::{AuditConfig, AuditSink, OperationKind, OperationRecord, Outcome, RecordingSink};
+pub use dsn::{Dsn, register_scheme};
+pub use error::{BoxError, Error, ErrorCode, Result};
+pub use exec::{
+    Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_OUTPUT_LIMIT, ExecResult, ExitStatus, MimeBundle,
+    OutputChunk, StreamKind,
+};
+pub use fs::{DirEntry, FileKind};
+pub use policy::{AllowlistEntry, Capabilities, IsolationTier, NetworkPolicy, ResourceLimits};
+pub use runtime::shutdown;
+pub use secret::SecretString;

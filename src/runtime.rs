@@ -1,0 +1,174 @@
+//! The library's own executor: background teardown of dropped sandboxes, [`shutdown`], and
+//! running blocking host I/O off the caller's executor.
+//!
+//! Nothing here starts before it is needed: a thread is spawned only when a sandbox is
+//! dropped un-closed, or when host files are read or written.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use event_listener::Event;
+use futures_lite::future;
+
+use crate::audit::{AuditConfig, OperationKind, OperationRecord, Outcome};
+
+/// How long a background teardown may take before the sandbox is reported orphaned.
+pub const TEARDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// A one-shot slot: a value set once from a thread, awaited from any executor.
+struct Slot<T> {
+    value: Mutex<Option<T>>,
+    ready: Event,
+}
+
+impl<T> Slot<T> {
+    fn new() -> Arc<Self> {
+        Arc::new(Slot { value: Mutex::new(None), ready: Event::new() })
+    }
+
+    fn set(&self, v: T) {
+        *self.value.lock().unwrap_or_else(PoisonError::into_inner) = Some(v);
+        self.ready.notify(usize::MAX);
+    }
+
+    fn take(&self) -> Option<T> {
+        self.value.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    async fn wait(&self) -> T {
+        loop {
+            if let Some(v) = self.take() {
+                return v;
+            }
+            let listener = self.ready.listen();
+            if let Some(v) = self.take() {
+                return v;
+            }
+            listener.await;
+        }
+    }
+}
+
+/// Runs blocking `work` on a fresh thread and awaits its result, so that host file I/O never
+/// blocks the caller's executor.
+pub(crate) async fn unblock<T, F>(work: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let slot = Slot::new();
+    let sender = Arc::clone(&slot);
+    std::thread::Builder::new()
+        .name("sandboxio-blocking".into())
+        .spawn(move || sender.set(work()))
+        .expect("the OS refused to start a thread");
+    slot.wait().await
+}
+
+/// Teardowns still running in the background.
+struct Pending {
+    count: Mutex<usize>,
+    changed: Event,
+}
+
+fn pending() -> &'static Pending {
+    static PENDING: std::sync::OnceLock<Pending> = std::sync::OnceLock::new();
+    PENDING.get_or_init(|| Pending { count: Mutex::new(0), changed: Event::new() })
+}
+
+fn pending_count() -> usize {
+    *pending().count.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn adjust_pending(up: bool) {
+    let p = pending();
+    let mut n = p.count.lock().unwrap_or_else(PoisonError::into_inner);
+    if up {
+        *n += 1;
+    } else {
+        *n -= 1;
+    }
+    drop(n);
+    p.changed.notify(usize::MAX);
+}
+
+/// What a background teardown needs to report an orphan.
+pub(crate) struct TeardownReport {
+    pub(crate) audit: AuditConfig,
+    pub(crate) template: OperationRecord,
+}
+
+/// Runs `teardown` on a library-owned thread, bounded by [`TEARDOWN_GRACE`]. Never blocks,
+/// never panics. If the grace expires, a `tracing` warning on target `sandboxio::orphan`
+/// and an [`OperationKind::OrphanedSandbox`] record report the sandbox.
+pub(crate) fn spawn_teardown<F>(teardown: F, report: TeardownReport)
+where
+    F: Future<Output = Outcome> + Send + 'static,
+{
+    adjust_pending(true);
+    let spawned = std::thread::Builder::new().name("sandboxio-teardown".into()).spawn(move || {
+        let started = Instant::now();
+        let bounded = future::or(async { Some(teardown.await) }, async {
+            futures_timer::Delay::new(TEARDOWN_GRACE).await;
+            None
+        });
+        let outcome = future::block_on(bounded);
+        let mut record = report.template;
+        record.duration = started.elapsed();
+        match outcome {
+            Some(outcome) => {
+                record.kind = OperationKind::DropTeardown;
+                record.outcome = outcome;
+            }
+            None => {
+                record.kind = OperationKind::OrphanedSandbox;
+                record.outcome = Outcome::Error(crate::ErrorCode::Provider);
+                tracing::warn!(
+                    target: "sandboxio::orphan",
+                    sandbox_id = record.sandbox_id.as_deref().unwrap_or(""),
+                    backend = %record.backend,
+                    labels = ?record.metadata,
+                    "teardown of a dropped sandbox did not finish within {TEARDOWN_GRACE:?}; it may still be running"
+                );
+            }
+        }
+        report.audit.emit(&record);
+        adjust_pending(false);
+    });
+    if spawned.is_err() {
+        adjust_pending(false);
+        tracing::warn!(target: "sandboxio::orphan", "could not start a teardown thread; the sandbox is left to its TTL");
+    }
+}
+
+/// Waits until every background teardown (of sandboxes dropped without `close()`) has
+/// finished, or until `deadline` has passed. Call it at the end of `main` so that a clean
+/// exit leaves nothing running.
+///
+/// Returns the number of teardowns still running at the deadline (0 when all finished).
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping the future stops waiting; the teardowns go on.
+pub async fn shutdown(deadline: Duration) -> usize {
+    let end = Instant::now() + deadline;
+    loop {
+        let listener = pending().changed.listen();
+        let n = pending_count();
+        if n == 0 {
+            return 0;
+        }
+        let now = Instant::now();
+        if now >= end {
+            return n;
+        }
+        future::or(async { listener.await }, futures_timer::Delay::new(end - now)).await;
+    }
+}
+
+/// The number of background teardowns still running.
+#[must_use]
+pub fn pending_teardowns() -> usize {
+    pending_count()
+}

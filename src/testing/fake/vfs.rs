@@ -1,0 +1,169 @@
+//! The fake's in-memory file system.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Result};
+use crate::fs::{DirEntry, FileKind};
+
+/// The working directory of every fake sandbox: `run` and relative paths start here.
+pub const WORKDIR: &str = "/workspace";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Node {
+    File { data: Vec<u8>, mode: u32 },
+    Dir { mode: u32 },
+    Symlink { target: String },
+}
+
+/// Absolute, normalised paths to nodes. Every ancestor of a node is a `Dir`.
+#[derive(Debug, Clone)]
+pub(crate) struct Vfs {
+    nodes: BTreeMap<String, Node>,
+}
+
+fn parent_of(path: &str) -> Option<&str> {
+    if path == "/" {
+        return None;
+    }
+    match path.rfind('/') {
+        Some(0) => Some("/"),
+        Some(i) => Some(&path[..i]),
+        None => None,
+    }
+}
+
+fn name_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+impl Vfs {
+    pub(crate) fn new() -> Self {
+        let mut nodes = BTreeMap::new();
+        for dir in ["/", "/tmp", "/etc", "/dev", WORKDIR] {
+            nodes.insert(dir.to_owned(), Node::Dir { mode: 0o755 });
+        }
+        nodes.insert("/etc/hostname".into(), Node::File { data: b"fake\n".to_vec(), mode: 0o644 });
+        Vfs { nodes }
+    }
+
+    /// Resolves `path` against `cwd` into an absolute normalised path.
+    pub(crate) fn resolve(cwd: &str, path: &str) -> String {
+        crate::path::resolve(cwd, path)
+    }
+
+    pub(crate) fn get(&self, abs: &str) -> Option<&Node> {
+        self.nodes.get(abs)
+    }
+
+    pub(crate) fn read(&self, abs: &str) -> Result<Vec<u8>> {
+        match self.nodes.get(abs) {
+            Some(Node::File { data, .. }) => Ok(data.clone()),
+            Some(Node::Dir { .. }) => Err(Error::IsADirectory { path: abs.to_owned() }),
+            Some(Node::Symlink { target }) => {
+                let target = Self::resolve(parent_of(abs).unwrap_or("/"), target);
+                if target == abs {
+                    return Err(Error::NotFound { path: abs.to_owned() });
+                }
+                self.read(&target)
+            }
+            None => Err(Error::NotFound { path: abs.to_owned() }),
+        }
+    }
+
+    pub(crate) fn mkdir_all(&mut self, abs: &str) -> Result<()> {
+        match self.nodes.get(abs) {
+            Some(Node::Dir { .. }) => return Ok(()),
+            Some(_) => {
+                return Err(Error::invalid_input(format!("{abs:?} exists and is not a directory")));
+            }
+            None => {}
+        }
+        if let Some(parent) = parent_of(abs) {
+            self.mkdir_all(parent)?;
+        }
+        self.nodes.insert(abs.to_owned(), Node::Dir { mode: 0o755 });
+        Ok(())
+    }
+
+    pub(crate) fn write(&mut self, abs: &str, data: Vec<u8>, mode: Option<u32>, append: bool) -> Result<()> {
+        if let Some(parent) = parent_of(abs) {
+            self.mkdir_all(parent)?;
+        }
+        match self.nodes.get_mut(abs) {
+            Some(Node::Dir { .. }) => Err(Error::IsADirectory { path: abs.to_owned() }),
+            Some(Node::File { data: existing, mode: m }) => {
+                if append {
+                    existing.extend_from_slice(&data);
+                } else {
+                    *existing = data;
+                }
+                if let Some(mode) = mode {
+                    *m = mode;
+                }
+                Ok(())
+            }
+            _ => {
+                self.nodes.insert(abs.to_owned(), Node::File { data, mode: mode.unwrap_or(0o644) });
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn symlink(&mut self, abs: &str, target: &str) -> Result<()> {
+        if let Some(parent) = parent_of(abs) {
+            self.mkdir_all(parent)?;
+        }
+        self.nodes.insert(abs.to_owned(), Node::Symlink { target: target.to_owned() });
+        Ok(())
+    }
+
+    fn children(&self, abs: &str) -> Vec<(&String, &Node)> {
+        let prefix = if abs == "/" { "/".to_owned() } else { format!("{abs}/") };
+        self.nodes
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, _)| k.len() > prefix.len() && !k[prefix.len()..].contains('/'))
+            .collect()
+    }
+
+    pub(crate) fn list(&self, abs: &str) -> Result<Vec<DirEntry>> {
+        match self.nodes.get(abs) {
+            Some(Node::Dir { .. }) => {}
+            Some(_) => {
+                return Err(Error::invalid_input(format!("{abs:?} is not a directory")));
+            }
+            None => return Err(Error::NotFound { path: abs.to_owned() }),
+        }
+        Ok(self
+            .children(abs)
+            .into_iter()
+            .map(|(path, node)| match node {
+                Node::File { data, mode } => DirEntry::new(name_of(path), FileKind::File, data.len() as u64, *mode),
+                Node::Dir { mode } => DirEntry::new(name_of(path), FileKind::Dir, 0, *mode),
+                Node::Symlink { target } => {
+                    DirEntry::new(name_of(path), FileKind::Symlink, target.len() as u64, 0o777)
+                }
+            })
+            .collect())
+    }
+
+    pub(crate) fn remove(&mut self, abs: &str, recursive: bool) -> Result<()> {
+        match self.nodes.get(abs) {
+            None => return Err(Error::NotFound { path: abs.to_owned() }),
+            Some(Node::Dir { .. }) => {
+                if abs == "/" {
+                    return Err(Error::PermissionDenied { path: abs.to_owned() });
+                }
+                let prefix = format!("{abs}/");
+                let has_children = self.nodes.keys().any(|k| k.starts_with(&prefix));
+                if has_children && !recursive {
+                    return Err(Error::IsADirectory { path: abs.to_owned() });
+                }
+                self.nodes.retain(|k, _| !k.starts_with(&prefix));
+            }
+            Some(_) => {}
+        }
+        self.nodes.remove(abs);
+        Ok(())
+    }
+}
