@@ -13,8 +13,24 @@ use futures_lite::future;
 
 use crate::audit::{AuditConfig, OperationKind, OperationRecord, Outcome};
 
-/// How long a background teardown may take before the sandbox is reported orphaned.
+/// How long a background teardown may take, by default, before the sandbox is reported
+/// orphaned: 30 seconds.
 pub const TEARDOWN_GRACE: Duration = Duration::from_secs(30);
+
+static GRACE_MILLIS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(30_000);
+
+/// Sets the process-wide grace bound of background teardowns (default
+/// [`TEARDOWN_GRACE`]). Teardowns already running keep the bound they started with.
+pub fn set_teardown_grace(grace: Duration) {
+    let millis = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    GRACE_MILLIS.store(millis, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The grace bound of background teardowns now in effect.
+#[must_use]
+pub fn teardown_grace() -> Duration {
+    Duration::from_millis(GRACE_MILLIS.load(std::sync::atomic::Ordering::Relaxed))
+}
 
 /// A one-shot slot: a value set once from a thread, awaited from any executor.
 struct Slot<T> {
@@ -99,7 +115,7 @@ pub(crate) struct TeardownReport {
     pub(crate) template: OperationRecord,
 }
 
-/// Runs `teardown` on a library-owned thread, bounded by [`TEARDOWN_GRACE`]. Never blocks,
+/// Runs `teardown` on a library-owned thread, bounded by [`teardown_grace`]. Never blocks,
 /// never panics. If the grace expires, a `tracing` warning on target `sandboxio::orphan`
 /// and an [`OperationKind::OrphanedSandbox`] record report the sandbox.
 pub(crate) fn spawn_teardown<F>(teardown: F, report: TeardownReport)
@@ -107,10 +123,11 @@ where
     F: Future<Output = Outcome> + Send + 'static,
 {
     adjust_pending(true);
+    let grace = teardown_grace();
     let spawned = std::thread::Builder::new().name("sandboxio-teardown".into()).spawn(move || {
         let started = Instant::now();
         let bounded = future::or(async { Some(teardown.await) }, async {
-            futures_timer::Delay::new(TEARDOWN_GRACE).await;
+            futures_timer::Delay::new(grace).await;
             None
         });
         let outcome = future::block_on(bounded);
@@ -129,7 +146,7 @@ where
                     sandbox_id = record.sandbox_id.as_deref().unwrap_or(""),
                     backend = %record.backend,
                     labels = ?record.metadata,
-                    "teardown of a dropped sandbox did not finish within {TEARDOWN_GRACE:?}; it may still be running"
+                    "teardown of a dropped sandbox did not finish within {grace:?}; it may still be running"
                 );
             }
         }

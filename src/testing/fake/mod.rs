@@ -517,6 +517,8 @@ struct Launch {
     /// Whether the deadline is the TTL (expiry) rather than the timeout.
     deadline_is_ttl: bool,
     timeout: Option<Duration>,
+    /// The absolute working directory.
+    cwd: String,
 }
 
 fn launch(
@@ -541,7 +543,20 @@ fn launch(
         Some(t) if t < ttl_left => (Some(t), false),
         _ => (Some(ttl_left), true),
     };
-    Launch { env, deadline, deadline_is_ttl, timeout }
+    Launch { env, deadline, deadline_is_ttl, timeout, cwd: WORKDIR.to_owned() }
+}
+
+/// Sets the command's working directory, which must be an existing directory.
+fn with_cwd(mut launch: Launch, s: &SandboxState, cwd: Option<&str>) -> Result<Launch> {
+    if let Some(dir) = cwd {
+        let abs = crate::path::resolve(WORKDIR, dir);
+        if !matches!(s.vfs.get(&abs), Some(vfs::Node::Dir { .. })) {
+            return Err(Error::NotFound { path: abs });
+        }
+        launch.env.insert("PWD".to_owned(), abs.clone());
+        launch.cwd = abs;
+    }
+    Ok(launch)
 }
 
 /// Runs `argv` to a trace against the sandbox's world. `Err(stop)` only for
@@ -556,7 +571,7 @@ fn simulate(
 ) -> Result<std::result::Result<Trace, Stop>> {
     let World { sandboxes, rng, .. } = world;
     let sandbox = sandboxes.get_mut(id).ok_or_else(|| gone(id, "no such sandbox"))?;
-    let proc = Proc::new(launch.deadline, limit, launch.env.clone(), WORKDIR.to_owned());
+    let proc = Proc::new(launch.deadline, limit, launch.env.clone(), launch.cwd.clone());
     let mut program_world = ProgramWorld { vfs: &mut sandbox.vfs, policy: &sandbox.spec.network, rng };
     let mut sh = shell::Shell::new(&mut program_world, proc);
     let result = sh.run_argv(argv, stdin);
@@ -747,6 +762,7 @@ impl BackendSandbox for FakeSandbox {
                 let clock = world.clock;
                 let s = world.alive(&self.id)?;
                 let launch = launch(clock, s, command.env_vars(), command.secret_env_vars(), command.timeout_duration());
+                let launch = with_cwd(launch, s, command.working_dir())?;
                 let stdin = Stdin::Bytes(command.stdin_bytes().unwrap_or_default().to_vec());
                 let trace = simulate(&mut world, &self.id, &argv, stdin, &launch, command.output_limit_bytes())?
                     .map_err(|_| Error::Provider {
@@ -774,6 +790,7 @@ impl BackendSandbox for FakeSandbox {
         let clock = world.clock;
         let s = world.alive(&self.id)?;
         let launch = launch(clock, s, command.env_vars(), command.secret_env_vars(), command.timeout_duration());
+        let launch = with_cwd(launch, s, command.working_dir())?;
         let pid = world.spawn(&self.id);
         drop(world);
         Ok(Box::new(stream::FakeExecStream::start(

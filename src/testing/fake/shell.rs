@@ -1157,52 +1157,48 @@ fn unescape(s: &str) -> (Vec<u8>, bool) {
 }
 
 /// `printf` with `%s %d %i %b %c %x %o %%`; the format is reused while arguments remain.
+/// Works on bytes, so escapes such as `\xff` stay byte-exact.
 fn printf(format: &str, args: &[String]) -> Vec<u8> {
     let (fmt, _) = unescape(format);
-    let fmt = String::from_utf8_lossy(&fmt).into_owned();
     let mut out = Vec::new();
     let mut next = 0;
     loop {
-        let mut chars = fmt.chars().peekable();
         let mut consumed = false;
-        while let Some(c) = chars.next() {
-            if c != '%' {
-                let mut buf = [0; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        let mut i = 0;
+        while i < fmt.len() {
+            let c = fmt[i];
+            i += 1;
+            if c != b'%' {
+                out.push(c);
                 continue;
             }
-            let mut spec = String::new();
-            while let Some(&d) = chars.peek() {
-                if d.is_ascii_digit() || d == '-' || d == '.' {
-                    spec.push(d);
-                    chars.next();
-                } else {
-                    break;
-                }
+            let spec_start = i;
+            while i < fmt.len() && (fmt[i].is_ascii_digit() || fmt[i] == b'-' || fmt[i] == b'.') {
+                i += 1;
             }
-            let Some(conv) = chars.next() else { break };
-            if conv == '%' {
+            let spec = String::from_utf8_lossy(&fmt[spec_start..i]).into_owned();
+            let Some(&conv) = fmt.get(i) else { break };
+            i += 1;
+            if conv == b'%' {
                 out.push(b'%');
                 continue;
             }
             let arg = args.get(next).cloned().unwrap_or_default();
-            if next < args.len() {
-                consumed = true;
-            }
+            consumed |= next < args.len();
             next += 1;
             let width: usize = spec.trim_start_matches('-').split('.').next().and_then(|w| w.parse().ok()).unwrap_or(0);
+            let number = || arg.trim().parse::<i64>().unwrap_or(0);
             let text = match conv {
-                's' => arg,
-                'b' => {
-                    let (b, _) = unescape(&arg);
-                    out.extend_from_slice(&b);
+                b's' => arg.clone(),
+                b'b' => {
+                    out.extend_from_slice(&unescape(&arg).0);
                     continue;
                 }
-                'c' => arg.chars().next().map(String::from).unwrap_or_default(),
-                'd' | 'i' => arg.trim().parse::<i64>().unwrap_or(0).to_string(),
-                'x' => format!("{:x}", arg.trim().parse::<i64>().unwrap_or(0)),
-                'o' => format!("{:o}", arg.trim().parse::<i64>().unwrap_or(0)),
-                other => format!("%{spec}{other}"),
+                b'c' => arg.chars().next().map(String::from).unwrap_or_default(),
+                b'd' | b'i' => number().to_string(),
+                b'x' => format!("{:x}", number()),
+                b'o' => format!("{:o}", number()),
+                other => format!("%{spec}{}", char::from(other)),
             };
             let padded = if spec.starts_with('-') { format!("{text:<width$}") } else { format!("{text:>width$}") };
             out.extend_from_slice(padded.as_bytes());

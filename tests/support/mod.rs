@@ -1,0 +1,28 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use sandboxio::testing::FakeBackend;
+use sandboxio::{NetworkPolicy, Sandbox};
+
+pub use futures_lite::future::block_on;
+
+/// A fake backend and a deny-all sandbox on it.
+pub fn fake_sandbox() -> (FakeBackend, Sandbox) {
+    let fake = FakeBackend::new();
+    let sandbox =
+        block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
+    (fake, sandbox)
+}
+
+/// Polls `fut` exactly `k` times, then drops it. Returns whether it completed.
+pub fn poll_k_times<F: std::future::Future>(fut: F, k: usize) -> bool {
+    let mut fut = std::pin::pin!(fut);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    for _ in 0..k {
+        if fut.as_mut().poll(&mut cx).is_ready() {
+            return true;
+        }
+    }
+    false
+}
