@@ -105,6 +105,8 @@ enum Tok {
     FStr(String),
     Op(String),
     Newline,
+    /// Leading whitespace on a logical line: legal only inside a compound statement.
+    Indent,
 }
 
 #[derive(Debug)]
@@ -166,7 +168,7 @@ fn tokenize(src: &str) -> Result<Vec<(Tok, usize)>, SyntaxError> {
                 j += 1;
             }
             if j < chars.len() && chars[j] != '\n' && chars[j] != '#' && j > i {
-                return syntax(line, "unexpected indent");
+                toks.push((Tok::Indent, line));
             }
             line_start = false;
         }
@@ -432,6 +434,16 @@ impl Parser {
                     });
                 }
                 self.next();
+            }
+            if matches!(self.peek(), Tok::Indent) {
+                if self.unsupported.is_none() {
+                    return syntax(self.line(), "unexpected indent");
+                }
+                // The body of an unmodelled compound statement.
+                while !matches!(self.peek(), Tok::Newline) {
+                    self.next();
+                }
+                continue;
             }
             if let Tok::Name(n) = self.peek() {
                 if COMPOUND.contains(&n.as_str()) {
@@ -1500,6 +1512,10 @@ fn builtin_name(n: &str) -> Result<Value, Flow> {
 fn attribute(obj: &Value, name: &str) -> Result<Value, Flow> {
     if let Value::Module(m) = obj {
         let full = format!("{m}.{name}");
+        let is_stdio = matches!(m.as_str(), "sys.stdout" | "sys.stderr" | "sys.stdin" | "sys.stdout.buffer" | "sys.stderr.buffer");
+        if is_stdio && matches!(name, "write" | "flush" | "read") {
+            return Ok(Value::Method(Box::new(obj.clone()), name.to_owned()));
+        }
         return match full.as_str() {
             "sys.stdout" | "sys.stderr" | "sys.stdin" | "sys.stdout.buffer" | "sys.stderr.buffer" | "os.path"
             | "urllib.request" => Ok(Value::Module(full)),

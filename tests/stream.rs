@@ -1,0 +1,203 @@
+//! `Sandbox::stream`: not awaitable, ordered, distinguishable, idempotent wait, cleanup.
+#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+
+mod support;
+
+use std::time::Duration;
+
+use futures_lite::StreamExt;
+use sandboxio::testing::FakeBackend;
+use sandboxio::{Capabilities, Command, ErrorCode, ExecStream, NetworkPolicy, OperationKind, Sandbox, StreamKind};
+use support::{block_on, fake_sandbox, poll_k_times};
+
+static_assertions_not_future!();
+
+/// `ExecStream` must not be a future (then `.await` on it cannot compile).
+macro_rules! static_assertions_not_future {
+    () => {
+        #[test]
+        fn streaming__stream_is_not_awaitable() {
+            trait AmbiguousIfFuture<A> {
+                fn some_item() {}
+            }
+            impl<T: ?Sized> AmbiguousIfFuture<()> for T {}
+            #[allow(dead_code)]
+            struct Invalid;
+            impl<T: ?Sized + std::future::IntoFuture> AmbiguousIfFuture<Invalid> for T {}
+            // Compiles only if exactly one impl applies, i.e. ExecStream is not IntoFuture.
+            <ExecStream as AmbiguousIfFuture<_>>::some_item();
+        }
+    };
+}
+use static_assertions_not_future;
+
+fn collect(stream: &mut ExecStream) -> Vec<(StreamKind, Vec<u8>)> {
+    block_on(async {
+        let mut chunks = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.unwrap();
+            chunks.push((chunk.stream, chunk.data));
+        }
+        chunks
+    })
+}
+
+#[test]
+fn streaming__per_stream_order_is_kept_and_streams_are_distinguishable() {
+    let (_, sbx) = fake_sandbox();
+    let mut stream = sbx.stream(Command::shell("echo 1; echo a >&2; sleep 1; echo 2; echo b >&2; echo 3")).unwrap();
+    let chunks = collect(&mut stream);
+    let out: Vec<u8> = chunks.iter().filter(|c| c.0 == StreamKind::Stdout).flat_map(|c| c.1.clone()).collect();
+    let err: Vec<u8> = chunks.iter().filter(|c| c.0 == StreamKind::Stderr).flat_map(|c| c.1.clone()).collect();
+    assert_eq!(out, b"1\n2\n3\n");
+    assert_eq!(err, b"a\nb\n");
+}
+
+#[test]
+fn streaming__wait_returns_streamed_with_empty_output_and_is_idempotent() {
+    let (_, sbx) = fake_sandbox();
+    let mut stream = sbx.stream(Command::shell("echo hi; exit 4")).unwrap();
+    let _ = collect(&mut stream);
+    let first = block_on(stream.wait()).unwrap();
+    assert!(first.streamed);
+    assert!(first.stdout.is_empty() && first.stderr.is_empty());
+    assert_eq!(first.exit_code(), Some(4));
+    let second = block_on(stream.wait()).unwrap();
+    assert_eq!(first, second);
+}
+
+#[test]
+fn streaming__capability_not_supported_is_raised_from_stream_before_any_work() {
+    let fake = FakeBackend::new().with_capabilities(Capabilities::all() - Capabilities::STREAM);
+    let sbx = block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
+    let err = sbx.stream(Command::new("echo")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);
+    assert!(err.to_string().contains("STREAM"));
+    assert!(fake.calls().iter().all(|c| c.kind != OperationKind::Stream), "nothing reached the backend");
+    assert_eq!(fake.live_processes(), 0);
+}
+
+#[test]
+fn streaming__stdin_can_be_written_and_closed() {
+    let (fake, sbx) = fake_sandbox();
+    let mut stream = sbx.stream(Command::new("cat")).unwrap();
+    block_on(async {
+        stream.write_stdin("hello ").await.unwrap();
+        stream.write_stdin(b"world\x00").await.unwrap();
+        stream.close_stdin().await.unwrap();
+    });
+    let chunks = collect(&mut stream);
+    assert_eq!(chunks.concat_stdout(), b"hello world\x00");
+    assert_eq!(block_on(stream.wait()).unwrap().exit_code(), Some(0));
+    assert_eq!(fake.live_processes(), 0);
+}
+
+#[test]
+fn streaming__stdin_needs_the_capability() {
+    let fake = FakeBackend::new().with_capabilities(Capabilities::all() - Capabilities::STDIN);
+    let sbx = block_on(Sandbox::builder_with(fake).network(NetworkPolicy::deny_all()).create()).unwrap();
+    let mut stream = sbx.stream(Command::new("cat")).unwrap();
+    let err = block_on(stream.write_stdin("x")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);
+}
+
+#[test]
+fn streaming__timeout_arrives_as_an_item_and_kills_the_process() {
+    let (fake, sbx) = fake_sandbox();
+    let mut stream = sbx.stream(Command::shell("echo a; sleep 60").timeout(Duration::from_secs(2))).unwrap();
+    let items: Vec<_> = block_on(async {
+        let mut items = Vec::new();
+        while let Some(item) = stream.next().await {
+            items.push(item);
+        }
+        items
+    });
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[1].as_ref().unwrap_err().code(), ErrorCode::ExecutionTimeout);
+    assert_eq!(fake.live_processes(), 0);
+}
+
+trait ConcatStdout {
+    fn concat_stdout(&self) -> Vec<u8>;
+}
+
+impl ConcatStdout for Vec<(StreamKind, Vec<u8>)> {
+    fn concat_stdout(&self) -> Vec<u8> {
+        self.iter().filter(|c| c.0 == StreamKind::Stdout).flat_map(|c| c.1.clone()).collect()
+    }
+}
+
+// ---- Streaming cleanup: four separate cases, each asserting no orphan remains.
+
+const LONG: &str = "echo 1; sleep 1; echo 2; sleep 1; echo 3; sleep 1; echo 4";
+
+#[test]
+fn streaming_cleanup__full_iteration_leaves_no_process() {
+    let (fake, sbx) = fake_sandbox();
+    let mut stream = sbx.stream(Command::shell(LONG)).unwrap();
+    assert_eq!(fake.live_processes(), 1);
+    assert_eq!(collect(&mut stream).concat_stdout(), b"1\n2\n3\n4\n");
+    drop(stream);
+    assert_eq!(fake.live_processes(), 0);
+    assert_eq!(fake.audit_sink().records_of(OperationKind::Stream).len(), 1);
+}
+
+#[test]
+fn streaming_cleanup__early_break_terminates_the_process() {
+    let (fake, sbx) = fake_sandbox();
+    let mut stream = sbx.stream(Command::shell(LONG)).unwrap();
+    block_on(async {
+        while let Some(chunk) = stream.next().await {
+            if chunk.unwrap().data == b"2\n" {
+                break;
+            }
+        }
+    });
+    drop(stream);
+    assert_eq!(fake.live_processes(), 0);
+    let records = fake.audit_sink().records_of(OperationKind::Stream);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].outcome, sandboxio::Outcome::Cancelled);
+}
+
+#[test]
+fn streaming_cleanup__an_error_inside_the_loop_terminates_the_process() {
+    let (fake, sbx) = fake_sandbox();
+    let result: Result<(), &str> = block_on(async {
+        let mut stream = sbx.stream(Command::shell(LONG)).unwrap();
+        while let Some(chunk) = stream.next().await {
+            if chunk.unwrap().data == b"1\n" {
+                return Err("the caller's own error");
+            }
+        }
+        Ok(())
+    });
+    assert!(result.is_err());
+    assert_eq!(fake.live_processes(), 0);
+}
+
+#[test]
+fn streaming_cleanup__cancellation_inside_the_loop_terminates_the_process() {
+    let (fake, sbx) = fake_sandbox();
+    for k in 0..12 {
+        let completed = poll_k_times(
+            async {
+                let mut stream = sbx.stream(Command::shell(LONG)).unwrap();
+                while let Some(chunk) = stream.next().await {
+                    chunk.unwrap();
+                }
+            },
+            k,
+        );
+        assert_eq!(fake.live_processes(), 0, "orphan after {k} polls (completed: {completed})");
+    }
+}
+
+#[test]
+fn streaming_cleanup__close_terminates_a_running_process() {
+    let (fake, sbx) = fake_sandbox();
+    let mut stream = sbx.stream(Command::shell(LONG)).unwrap();
+    let _ = block_on(stream.next_chunk());
+    block_on(stream.close()).unwrap();
+    assert_eq!(fake.live_processes(), 0);
+}
