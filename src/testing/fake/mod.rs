@@ -45,6 +45,8 @@ pub enum Failure {
     RateLimited(Option<Duration>),
     /// [`Error::Provider`] with this message.
     Provider(String),
+    /// [`Error::Auth`]: the provider refused the credentials.
+    Auth,
 }
 
 /// One call the fake received, for assertions.
@@ -498,6 +500,12 @@ impl World {
                 Err(Error::RateLimited { backend: SCHEME.into(), retry_after, source: None })
             }
             Failure::Provider(message) => Err(Error::Provider { backend: SCHEME.into(), message, source: None }),
+            Failure::Auth => Err(Error::Auth {
+                backend: SCHEME.into(),
+                message: "simulated: the provider refused the credentials".into(),
+                env_var: None,
+                source: None,
+            }),
         }
     }
 

@@ -1,0 +1,113 @@
+//! DSN parsing and scheme resolution, including property tests on random input.
+#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+
+mod support;
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use sandboxio::backend::Backend;
+use sandboxio::testing::FakeBackend;
+use sandboxio::{Command, Dsn, ErrorCode, NetworkPolicy, Sandbox};
+use support::block_on;
+
+#[test]
+fn dsn__malformed_dsns_are_configuration_errors_naming_the_part() {
+    for (raw, needle) in [
+        ("", "empty DSN"),
+        ("nope://", "\"nope\""),
+        ("docker//x", "docker//x"),
+        ("fake://?seed=abc", "seed=\"abc\""),
+        ("fake://?colour=red", "\"colour\""),
+        ("fake://host", "no host or path"),
+    ] {
+        let err = Sandbox::builder(raw).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Configuration, "{raw:?}: {err}");
+        assert!(err.to_string().contains(needle), "{raw:?}: {err}");
+    }
+}
+
+#[test]
+fn dsn__a_scheme_whose_feature_is_off_names_the_feature() {
+    for scheme in ["local", "docker", "e2b", "modal"] {
+        let err = Sandbox::builder(&format!("{scheme}://")).unwrap_err();
+        assert!(err.to_string().contains(&format!("feature `{scheme}`")), "{err}");
+    }
+}
+
+#[test]
+fn dsn__fake_seed_makes_ids_deterministic() {
+    let id = |dsn: &str| {
+        let sbx = block_on(Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
+        sbx.id().to_owned()
+    };
+    assert_eq!(id("fake://?seed=7"), id("fake://?seed=7"));
+    assert_ne!(id("fake://?seed=7"), id("fake://?seed=8"));
+}
+
+fn fly_factory(_: &Dsn) -> sandboxio::Result<Arc<dyn Backend>> {
+    Ok(Arc::new(FakeBackend::new().with_seed(99)))
+}
+
+#[test]
+fn dsn__third_party_schemes_register_once() {
+    sandboxio::register_scheme("flytest", fly_factory).unwrap();
+    let err = sandboxio::register_scheme("flytest", fly_factory).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Configuration);
+    let err = sandboxio::register_scheme("docker", fly_factory).unwrap_err();
+    assert!(err.to_string().contains("reserved"), "{err}");
+    let sbx = block_on(Sandbox::builder("flytest://").unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
+    assert_eq!(block_on(sbx.run(Command::new("echo").arg("fly"))).unwrap().stdout, b"fly\n");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn dsn__random_strings_never_panic(raw in ".{0,64}") {
+        match Dsn::parse(&raw) {
+            Ok(dsn) => prop_assert!(!dsn.scheme().is_empty()),
+            Err(e) => prop_assert_eq!(e.code(), ErrorCode::Configuration),
+        }
+        let _ = Sandbox::builder(&raw);
+    }
+
+    #[test]
+    fn dsn__random_dsn_shaped_strings_never_panic(scheme in "[a-z0-9+.-]{0,8}", rest in "[ -~]{0,40}") {
+        let raw = format!("{scheme}://{rest}");
+        if let Err(e) = Sandbox::builder(&raw) {
+            prop_assert!(matches!(e.code(), ErrorCode::Configuration | ErrorCode::InvalidInput), "{}", e);
+        }
+    }
+
+    #[test]
+    fn fake__random_argv_env_and_paths_give_results_or_typed_errors(
+        argv in proptest::collection::vec(".{0,12}", 0..4),
+        env_name in ".{0,8}",
+        env_value in ".{0,8}",
+        path in ".{0,16}",
+    ) {
+        let fake = FakeBackend::new();
+        let sbx = block_on(Sandbox::builder_with(fake).network(NetworkPolicy::deny_all()).create()).unwrap();
+        let mut cmd = match argv.split_first() {
+            Some((program, args)) => Command::new(program.clone()).args(args.iter().cloned()),
+            None => Command::new(""),
+        };
+        cmd = cmd.env(env_name, env_value).timeout(std::time::Duration::from_secs(5));
+        match block_on(sbx.run(cmd)) {
+            Ok(_) => {}
+            Err(e) => prop_assert!(
+                matches!(e.code(), ErrorCode::InvalidInput | ErrorCode::ExecutionTimeout | ErrorCode::NotFound),
+                "{}", e
+            ),
+        }
+        match block_on(sbx.fs().write(&path, "x")) {
+            Ok(()) => {}
+            Err(e) => prop_assert!(
+                matches!(e.code(), ErrorCode::InvalidInput | ErrorCode::IsADirectory),
+                "{}", e
+            ),
+        }
+        let _ = block_on(sbx.run(Command::shell(path)));
+    }
+}
