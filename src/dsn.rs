@@ -84,7 +84,10 @@ impl Dsn {
                     )));
                 }
                 if k.is_empty() {
-                    return Err(Error::configuration(format!("DSN {:?} has an option with no name", redact_dsn(raw))));
+                    return Err(Error::configuration(format!(
+                        "DSN {:?} has an option with no name",
+                        redact_dsn(raw)
+                    )));
                 }
                 if options.insert(k.to_string(), v.to_string()).is_some() {
                     return Err(Error::configuration(format!("DSN option {k:?} is given twice")));
@@ -203,7 +206,9 @@ pub fn register_scheme(scheme: &str, factory: BackendFactory) -> Result<()> {
         return Err(Error::configuration(format!("scheme {scheme:?} must be lower-case")));
     }
     if FIRST_PARTY.iter().any(|(s, _)| *s == scheme) {
-        return Err(Error::configuration(format!("scheme {scheme:?} is reserved for sandboxio's own backend")));
+        return Err(Error::configuration(format!(
+            "scheme {scheme:?} is reserved for sandboxio's own backend"
+        )));
     }
     let mut map = registry().write().unwrap_or_else(PoisonError::into_inner);
     if map.contains_key(scheme) {
@@ -231,7 +236,8 @@ pub fn resolve(raw: &str) -> Result<Arc<dyn Backend>> {
             "the {scheme}:// backend is not in this build: enable sandboxio's Cargo feature `{feature}`"
         )));
     }
-    let mut known: Vec<String> = registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+    let mut known: Vec<String> =
+        registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
     known.extend(FIRST_PARTY.iter().map(|(s, _)| (*s).to_owned()));
     known.sort();
     Err(Error::configuration(format!(

@@ -82,8 +82,8 @@ pub use audit::{AuditConfig, AuditSink, OperationKind, OperationRecord, Outcome,
 pub use dsn::{Dsn, register_scheme};
 pub use error::{BoxError, Error, ErrorCode, Result};
 pub use exec::{
-    Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_OUTPUT_LIMIT, ExecResult, ExitStatus, MimeBundle,
-    OutputChunk, StreamKind,
+    Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_OUTPUT_LIMIT, ExecResult, ExitStatus,
+    MimeBundle, OutputChunk, StreamKind,
 };
 pub use fs::{DirEntry, FileKind};
 pub use policy::{AllowlistEntry, Capabilities, IsolationTier, NetworkPolicy, ResourceLimits};

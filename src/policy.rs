@@ -124,9 +124,9 @@ impl AllowlistEntry {
                     && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
             }
             AllowlistEntry::HostPort(h, p) => *h == host && *p == port,
-            AllowlistEntry::Cidr(net, prefix) => host
-                .parse::<IpAddr>()
-                .is_ok_and(|ip| cidr_contains(*net, *prefix, ip)),
+            AllowlistEntry::Cidr(net, prefix) => {
+                host.parse::<IpAddr>().is_ok_and(|ip| cidr_contains(*net, *prefix, ip))
+            }
         }
     }
 }
@@ -134,11 +134,7 @@ impl AllowlistEntry {
 fn cidr_contains(net: IpAddr, prefix: u8, ip: IpAddr) -> bool {
     fn masked(bits: u128, width: u32, prefix: u8) -> u128 {
         let prefix = u32::from(prefix);
-        if prefix == 0 {
-            0
-        } else {
-            bits >> (width - prefix)
-        }
+        if prefix == 0 { 0 } else { bits >> (width - prefix) }
     }
     match (net, ip) {
         (IpAddr::V4(n), IpAddr::V4(i)) => {

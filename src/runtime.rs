@@ -133,12 +133,11 @@ where
         let outcome = future::block_on(bounded);
         let mut record = report.template;
         record.duration = started.elapsed();
-        match outcome {
-            Some(outcome) => {
-                record.kind = OperationKind::DropTeardown;
-                record.outcome = outcome;
-            }
-            None => {
+        if let Some(outcome) = outcome {
+            record.kind = OperationKind::DropTeardown;
+            record.outcome = outcome;
+        } else {
+            {
                 record.kind = OperationKind::OrphanedSandbox;
                 record.outcome = Outcome::Error(crate::ErrorCode::Provider);
                 tracing::warn!(
@@ -180,7 +179,7 @@ pub async fn shutdown(deadline: Duration) -> usize {
         if now >= end {
             return n;
         }
-        future::or(async { listener.await }, futures_timer::Delay::new(end - now)).await;
+        future::or(listener, futures_timer::Delay::new(end - now)).await;
     }
 }
 

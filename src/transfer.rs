@@ -64,7 +64,8 @@ fn collect_host(root: &Path, rel: &str, out: &mut Vec<HostItem>) -> Result<()> {
         for name in names {
             let Some(name_str) = name.to_str() else {
                 return Err(Error::invalid_input(format!(
-                    "host file name {name:?} under {} is not UTF-8",
+                    "host file name {} under {} is not UTF-8",
+                    name.display(),
                     root.display()
                 )));
             };

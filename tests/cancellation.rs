@@ -67,7 +67,11 @@ fn cancellation__mid_create_leaves_no_orphan() {
         |k| {
             let done = poll_k_times(
                 async {
-                    let sbx = Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create().await.unwrap();
+                    let sbx = Sandbox::builder_with(fake.clone())
+                        .network(NetworkPolicy::deny_all())
+                        .create()
+                        .await
+                        .unwrap();
                     sbx.close().await.unwrap();
                 },
                 k,

@@ -38,7 +38,8 @@ fn dsn__a_scheme_whose_feature_is_off_names_the_feature() {
 #[test]
 fn dsn__fake_seed_makes_ids_deterministic() {
     let id = |dsn: &str| {
-        let sbx = block_on(Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
+        let sbx =
+            block_on(Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
         sbx.id().to_owned()
     };
     assert_eq!(id("fake://?seed=7"), id("fake://?seed=7"));
@@ -56,7 +57,8 @@ fn dsn__third_party_schemes_register_once() {
     assert_eq!(err.code(), ErrorCode::Configuration);
     let err = sandboxio::register_scheme("docker", fly_factory).unwrap_err();
     assert!(err.to_string().contains("reserved"), "{err}");
-    let sbx = block_on(Sandbox::builder("flytest://").unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
+    let sbx = block_on(Sandbox::builder("flytest://").unwrap().network(NetworkPolicy::deny_all()).create())
+        .unwrap();
     assert_eq!(block_on(sbx.run(Command::new("echo").arg("fly"))).unwrap().stdout, b"fly\n");
 }
 

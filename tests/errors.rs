@@ -22,7 +22,11 @@ fn errors__every_code_has_a_page_and_every_page_has_a_code() {
     assert!(missing_pages.is_empty(), "codes without a page: {missing_pages:?}");
     for code in ErrorCode::ALL {
         let page = std::fs::read_to_string(format!("{root}/{}", code.docs_path())).unwrap();
-        assert!(page.starts_with(&format!("# {}:", code.as_str())), "{} page must open with its code", code.as_str());
+        assert!(
+            page.starts_with(&format!("# {}:", code.as_str())),
+            "{} page must open with its code",
+            code.as_str()
+        );
     }
 }
 
@@ -77,7 +81,11 @@ fn errors__display_leads_with_the_code_and_source_is_preserved() {
     assert_eq!(source.to_string(), "socket closed");
     assert!(source.downcast_ref::<std::io::Error>().is_some());
     assert!(!err.is_retryable());
-    let limited = Error::RateLimited { backend: "e2b".into(), retry_after: Some(std::time::Duration::from_secs(3)), source: None };
+    let limited = Error::RateLimited {
+        backend: "e2b".into(),
+        retry_after: Some(std::time::Duration::from_secs(3)),
+        source: None,
+    };
     assert!(limited.is_retryable());
     assert!(limited.to_string().contains("retry after 3s"), "{limited}");
 }

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use sandboxio::testing::{FakeBackend, Failure, sbx_fake};
+use sandboxio::testing::{Failure, FakeBackend, sbx_fake};
 use sandboxio::{CodeResult, Command, ErrorCode, ExecResult, NetworkPolicy, OperationKind, Sandbox};
 use support::{block_on, fake_sandbox};
 
@@ -74,9 +74,7 @@ fn fake__flaky_every_nth_call() {
 fn fake__calls_record_the_policy_and_arguments_in_effect() {
     let fake = FakeBackend::new();
     let sbx = block_on(
-        Sandbox::builder_with(fake.clone())
-            .network(NetworkPolicy::allowlist(["pypi.org"]).unwrap())
-            .create(),
+        Sandbox::builder_with(fake.clone()).network(NetworkPolicy::allowlist(["pypi.org"]).unwrap()).create(),
     )
     .unwrap();
     block_on(sbx.run(Command::new("echo").arg("x"))).unwrap();
@@ -92,10 +90,12 @@ fn fake__calls_record_the_policy_and_arguments_in_effect() {
 #[test]
 fn fake__simulated_egress_obeys_the_policy() {
     let fake = FakeBackend::new();
-    let deny = block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
+    let deny =
+        block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
     let out = block_on(deny.run(Command::new("curl").arg("https://canary.test/"))).unwrap();
     assert_eq!(out.exit_code(), Some(7));
-    let out = block_on(deny.run_code("import socket\nsocket.create_connection(('canary.test', 80))")).unwrap();
+    let out =
+        block_on(deny.run_code("import socket\nsocket.create_connection(('canary.test', 80))")).unwrap();
     assert_eq!(out.error.unwrap().name, "OSError");
 
     let allow = block_on(
@@ -103,8 +103,14 @@ fn fake__simulated_egress_obeys_the_policy() {
     )
     .unwrap();
     assert!(block_on(allow.run(Command::new("curl").arg("https://canary.test/x"))).unwrap().success());
-    assert_eq!(block_on(allow.run(Command::new("curl").arg("http://canary.test/x"))).unwrap().exit_code(), Some(7));
-    assert_eq!(block_on(allow.run(Command::new("curl").arg("https://other.test/"))).unwrap().exit_code(), Some(7));
+    assert_eq!(
+        block_on(allow.run(Command::new("curl").arg("http://canary.test/x"))).unwrap().exit_code(),
+        Some(7)
+    );
+    assert_eq!(
+        block_on(allow.run(Command::new("curl").arg("https://other.test/"))).unwrap().exit_code(),
+        Some(7)
+    );
 }
 
 #[test]
@@ -133,7 +139,10 @@ fn fake__a_thirty_second_sleep_finishes_in_virtual_time() {
 fn observability__one_operation_record_per_call() {
     let fake = FakeBackend::new();
     let sbx = block_on(
-        Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).metadata("team", "evals").create(),
+        Sandbox::builder_with(fake.clone())
+            .network(NetworkPolicy::deny_all())
+            .metadata("team", "evals")
+            .create(),
     )
     .unwrap();
     block_on(sbx.run(Command::new("true"))).unwrap();
@@ -179,10 +188,6 @@ fn observability__secrets_never_reach_records_errors_or_debug_output() {
     let err = block_on(sbx.run(Command::new("true").secret_env("BAD", format!("{canary}\0")))).unwrap_err();
     let out = block_on(sbx.run(Command::shell("echo $API_KEY"))).unwrap();
     assert_eq!(out.stdout_lossy(), format!("{canary}\n"), "the secret reaches the process");
-    let surfaces = format!(
-        "{err} {err:?} {:?} {:?} {sbx:?}",
-        fake.audit_records(),
-        fake.calls()
-    );
+    let surfaces = format!("{err} {err:?} {:?} {:?} {sbx:?}", fake.audit_records(), fake.calls());
     assert!(!surfaces.contains(canary), "secret leaked: {surfaces}");
 }

@@ -27,7 +27,10 @@ fn filesystem__write_read_list_mkdir_remove_round_trip() {
     block_on(fs.mkdir("a/b/c")).unwrap();
     let entries = block_on(fs.list("deep/dir")).unwrap();
     assert_eq!(entries.len(), 1);
-    assert_eq!((entries[0].name.as_str(), entries[0].kind, entries[0].size, entries[0].mode), ("file.bin", FileKind::File, 8, 0o644));
+    assert_eq!(
+        (entries[0].name.as_str(), entries[0].kind, entries[0].size, entries[0].mode),
+        ("file.bin", FileKind::File, 8, 0o644)
+    );
     assert_eq!(block_on(fs.list("a/b")).unwrap()[0].kind, FileKind::Dir);
     let err = block_on(fs.remove("a", false)).unwrap_err();
     assert_eq!(err.code(), ErrorCode::IsADirectory);

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use sandboxio::testing::FakeBackend;
 use sandboxio::{
-    Capabilities, Command, Error, ErrorCode, IsolationTier, NetworkPolicy, OperationKind,
-    Outcome, ResourceLimits, Sandbox,
+    Capabilities, Command, Error, ErrorCode, IsolationTier, NetworkPolicy, OperationKind, Outcome,
+    ResourceLimits, Sandbox,
 };
 use support::{block_on, fake_sandbox};
 
@@ -66,7 +66,11 @@ fn lifecycle__connect_attaches_without_owning() {
     assert!(!attached.is_owner());
     assert_eq!(attached.network_policy(), Some(&NetworkPolicy::deny_all()));
     block_on(attached.close()).unwrap();
-    assert_eq!(fake.live_sandboxes(), vec![owner.id().to_owned()], "closing a connected handle kills nothing");
+    assert_eq!(
+        fake.live_sandboxes(),
+        vec![owner.id().to_owned()],
+        "closing a connected handle kills nothing"
+    );
     block_on(owner.close()).unwrap();
 }
 
@@ -132,7 +136,10 @@ fn isolation__require_isolation_above_the_tier_fails_before_provisioning() {
 fn isolation__unknown_satisfies_nothing() {
     let fake = FakeBackend::new().with_isolation(IsolationTier::Unknown);
     let err = block_on(
-        Sandbox::builder_with(fake).network(NetworkPolicy::deny_all()).require_isolation(IsolationTier::None).create(),
+        Sandbox::builder_with(fake)
+            .network(NetworkPolicy::deny_all())
+            .require_isolation(IsolationTier::None)
+            .create(),
     )
     .unwrap_err();
     assert_eq!(err.code(), ErrorCode::IsolationUnsatisfied);
@@ -169,9 +176,7 @@ fn policy__limits_on_a_backend_that_cannot_apply_them_are_refused_before_provisi
 fn policy__a_policy_the_backend_cannot_enforce_is_refused() {
     let fake = FakeBackend::new().with_capabilities(Capabilities::all() - Capabilities::NETWORK_ALLOWLIST);
     let err = block_on(
-        Sandbox::builder_with(fake)
-            .network(NetworkPolicy::allowlist(["pypi.org"]).unwrap())
-            .create(),
+        Sandbox::builder_with(fake).network(NetworkPolicy::allowlist(["pypi.org"]).unwrap()).create(),
     )
     .unwrap_err();
     assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);

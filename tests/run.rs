@@ -37,7 +37,8 @@ fn run__env_is_injected_from_builder_and_command() {
             .create(),
     )
     .unwrap();
-    let out = block_on(sbx.run(Command::shell("echo $FROM_BUILDER ${FROM_CMD} $TOKEN").env("FROM_CMD", "c"))).unwrap();
+    let out = block_on(sbx.run(Command::shell("echo $FROM_BUILDER ${FROM_CMD} $TOKEN").env("FROM_CMD", "c")))
+        .unwrap();
     assert_eq!(out.stdout_lossy(), "b c s3cr3t\n");
     let out = block_on(sbx.run(Command::new("printenv").arg("FROM_CMD").env("FROM_CMD", "direct"))).unwrap();
     assert_eq!(out.stdout_lossy(), "direct\n");
@@ -57,8 +58,10 @@ fn run__argv_does_not_go_through_a_shell() {
 fn run__timeout_raises_execution_timeout_and_does_not_hang() {
     let (fake, sbx) = fake_sandbox();
     let before = fake.now();
-    let err = block_on(sbx.run(Command::shell("echo started; sleep 30; echo never").timeout(Duration::from_secs(1))))
-        .unwrap_err();
+    let err = block_on(
+        sbx.run(Command::shell("echo started; sleep 30; echo never").timeout(Duration::from_secs(1))),
+    )
+    .unwrap_err();
     let Error::ExecutionTimeout { timeout, partial } = &err else { panic!("{err}") };
     assert_eq!(*timeout, Duration::from_secs(1));
     assert_eq!(partial.stdout, b"started\n", "partial output is kept");
@@ -81,7 +84,8 @@ fn run__output_is_byte_exact() {
 #[test]
 fn run__output_beyond_the_cap_is_dropped_and_flagged() {
     let (_, sbx) = fake_sandbox();
-    let out = block_on(sbx.run(Command::shell("head -c 5000 /dev/zero; echo tail >&2").output_limit(1000))).unwrap();
+    let out = block_on(sbx.run(Command::shell("head -c 5000 /dev/zero; echo tail >&2").output_limit(1000)))
+        .unwrap();
     assert_eq!(out.stdout.len(), 1000);
     assert!(out.truncated);
     assert_eq!(out.stderr, b"tail\n");
@@ -139,7 +143,10 @@ fn run__bad_input_is_a_typed_error_and_nothing_runs() {
         assert!(err.to_string().contains(needle), "{err} lacks {needle}");
         assert!(!err.to_string().contains("hunter2"));
     }
-    assert!(fake.calls().iter().all(|c| c.kind != sandboxio::OperationKind::Run), "nothing reached the backend");
+    assert!(
+        fake.calls().iter().all(|c| c.kind != sandboxio::OperationKind::Run),
+        "nothing reached the backend"
+    );
 }
 
 #[test]
@@ -158,6 +165,10 @@ fn run__shell_features_behave_like_sh() {
     let script = r#"X=1; export Y=two; echo "$X ${Y}" '$X'; false || echo or; true && echo and; echo $(echo sub) | cat; echo $?"#;
     let out = block_on(sbx.run(Command::shell(script))).unwrap();
     assert_eq!(out.stdout_lossy(), "1 two $X\nor\nand\nsub\n0\n");
-    let out = block_on(sbx.run(Command::shell("echo a > f.txt; echo b >> f.txt; cat f.txt; cat missing 2>/dev/null; echo $?"))).unwrap();
+    let out =
+        block_on(sbx.run(Command::shell(
+            "echo a > f.txt; echo b >> f.txt; cat f.txt; cat missing 2>/dev/null; echo $?",
+        )))
+        .unwrap();
     assert_eq!(out.stdout_lossy(), "a\nb\n1\n");
 }

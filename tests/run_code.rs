@@ -15,7 +15,8 @@ fn run_code__basic_execution() {
     let out = block_on(sbx.run_code("x = 6 * 7\nprint(f'answer={x}', 'ok', sep=':')")).unwrap();
     assert!(out.success());
     assert_eq!(out.stdout_lossy(), "answer=42:ok\n");
-    let out = block_on(sbx.run_code("import sys\nprint('warn', file=sys.stderr)\nsys.stdout.write('raw')")).unwrap();
+    let out = block_on(sbx.run_code("import sys\nprint('warn', file=sys.stderr)\nsys.stdout.write('raw')"))
+        .unwrap();
     assert_eq!((out.stdout_lossy().as_ref(), out.stderr_lossy().as_ref()), ("raw", "warn\n"));
 }
 
@@ -88,8 +89,10 @@ fn run_code__rich_outputs_are_present_iff_declared() {
 #[test]
 fn run_code__a_long_cell_is_interrupted_at_its_timeout() {
     let (fake, sbx) = fake_sandbox();
-    let err = block_on(sbx.run_code(Code::new("import time\nprint('go')\ntime.sleep(100)").timeout(Duration::from_secs(3))))
-        .unwrap_err();
+    let err = block_on(
+        sbx.run_code(Code::new("import time\nprint('go')\ntime.sleep(100)").timeout(Duration::from_secs(3))),
+    )
+    .unwrap_err();
     let sandboxio::Error::ExecutionTimeout { partial, .. } = err else { panic!("{err}") };
     assert_eq!(partial.stdout, b"go\n");
     assert_eq!(fake.live_processes(), 0);

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use futures_lite::StreamExt;
 use sandboxio::testing::FakeBackend;
-use sandboxio::{Capabilities, Command, ErrorCode, ExecStream, NetworkPolicy, OperationKind, Sandbox, StreamKind};
+use sandboxio::{
+    Capabilities, Command, ErrorCode, ExecStream, NetworkPolicy, OperationKind, Sandbox, StreamKind,
+};
 use support::{block_on, fake_sandbox, poll_k_times};
 
 static_assertions_not_future!();
@@ -45,10 +47,13 @@ fn collect(stream: &mut ExecStream) -> Vec<(StreamKind, Vec<u8>)> {
 #[test]
 fn streaming__per_stream_order_is_kept_and_streams_are_distinguishable() {
     let (_, sbx) = fake_sandbox();
-    let mut stream = sbx.stream(Command::shell("echo 1; echo a >&2; sleep 1; echo 2; echo b >&2; echo 3")).unwrap();
+    let mut stream =
+        sbx.stream(Command::shell("echo 1; echo a >&2; sleep 1; echo 2; echo b >&2; echo 3")).unwrap();
     let chunks = collect(&mut stream);
-    let out: Vec<u8> = chunks.iter().filter(|c| c.0 == StreamKind::Stdout).flat_map(|c| c.1.clone()).collect();
-    let err: Vec<u8> = chunks.iter().filter(|c| c.0 == StreamKind::Stderr).flat_map(|c| c.1.clone()).collect();
+    let out: Vec<u8> =
+        chunks.iter().filter(|c| c.0 == StreamKind::Stdout).flat_map(|c| c.1.clone()).collect();
+    let err: Vec<u8> =
+        chunks.iter().filter(|c| c.0 == StreamKind::Stderr).flat_map(|c| c.1.clone()).collect();
     assert_eq!(out, b"1\n2\n3\n");
     assert_eq!(err, b"a\nb\n");
 }
@@ -69,7 +74,8 @@ fn streaming__wait_returns_streamed_with_empty_output_and_is_idempotent() {
 #[test]
 fn streaming__capability_not_supported_is_raised_from_stream_before_any_work() {
     let fake = FakeBackend::new().with_capabilities(Capabilities::all() - Capabilities::STREAM);
-    let sbx = block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
+    let sbx =
+        block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
     let err = sbx.stream(Command::new("echo")).unwrap_err();
     assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);
     assert!(err.to_string().contains("STREAM"));

@@ -24,7 +24,9 @@ impl tracing::Subscriber for OrphanWarnings {
     fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
     fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
     fn event(&self, event: &tracing::Event<'_>) {
-        if event.metadata().target() == "sandboxio::orphan" && *event.metadata().level() == tracing::Level::WARN {
+        if event.metadata().target() == "sandboxio::orphan"
+            && *event.metadata().level() == tracing::Level::WARN
+        {
             self.0.lock().unwrap().push(format!("{event:?}"));
         }
     }
@@ -50,7 +52,11 @@ fn cancellation_identity__grace_expiry_emits_an_orphan_warning_and_record() {
     let id = sbx.id().to_owned();
     fake.simulate_kill_hang(true);
     drop(sbx); // never blocks, even though the kill will hang
-    assert_eq!(block_on(sandboxio::shutdown(Duration::from_secs(10))), 0, "the grace bound ends the teardown");
+    assert_eq!(
+        block_on(sandboxio::shutdown(Duration::from_secs(10))),
+        0,
+        "the grace bound ends the teardown"
+    );
     let orphans = sink.records_of(OperationKind::OrphanedSandbox);
     assert_eq!(orphans.len(), 1);
     assert_eq!(orphans[0].sandbox_id.as_deref(), Some(id.as_str()));

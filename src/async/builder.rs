@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{AuditConfig, Outcome, OperationKind};
+use crate::audit::{AuditConfig, OperationKind, Outcome};
 use crate::backend::{Backend, BackendOption, CreateSpec};
 use crate::error::{Error, Result};
 use crate::exec::validate_env_name;
@@ -17,11 +17,11 @@ use super::op::OpContext;
 use super::sandbox::Sandbox;
 
 /// The TTL every sandbox gets unless [`SandboxBuilder::ttl`] says otherwise: 10 minutes.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(10 * 60);
+pub const DEFAULT_TTL: Duration = Duration::from_mins(10);
 
 /// How long `create()` may take unless [`SandboxBuilder::create_timeout`] says otherwise:
 /// 2 minutes.
-pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(2 * 60);
+pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_mins(2);
 
 /// Type-level states of a [`SandboxBuilder`]. You never name them unless you write a
 /// function that takes a builder in a particular state.
@@ -79,7 +79,9 @@ pub mod state {
     impl LimitsNotChosen for LimitsUnset {}
 }
 
-use state::{LimitsNotChosen, LimitsSet, LimitsUnset, NetworkChosen, NetworkNotChosen, NetworkSet, NetworkUnset};
+use state::{
+    LimitsNotChosen, LimitsSet, LimitsUnset, NetworkChosen, NetworkNotChosen, NetworkSet, NetworkUnset,
+};
 
 /// Something a builder can take as its backend: any [`Backend`] value, or an
 /// `Arc<dyn Backend>`.
@@ -266,7 +268,7 @@ impl<N, L> SandboxBuilder<N, L> {
 
     /// Adds audit sinks for this sandbox (on top of the backend's own).
     pub fn audit(mut self, audit: AuditConfig) -> Self {
-        self.audit = self.audit.merged(&audit);
+        self.audit = audit.merged(&self.audit);
         self
     }
 
@@ -314,7 +316,9 @@ impl<N, L> SandboxBuilder<N, L> {
         }
         for (k, v) in &self.metadata {
             if k.is_empty() || k.contains('\0') || v.contains('\0') {
-                return Err(Error::invalid_input(format!("metadata label {k:?} is empty or holds a NUL byte")));
+                return Err(Error::invalid_input(format!(
+                    "metadata label {k:?} is empty or holds a NUL byte"
+                )));
             }
         }
         if let Some(required) = self.isolation {
@@ -342,7 +346,10 @@ impl<N, L> SandboxBuilder<N, L> {
         if self.detached && !declared.contains(Capabilities::DETACH) {
             return Err(Error::missing_capability(scheme, Capabilities::DETACH));
         }
-        let options = [(BackendOption::Image, self.image.is_some()), (BackendOption::Template, self.template.is_some())];
+        let options = [
+            (BackendOption::Image, self.image.is_some()),
+            (BackendOption::Template, self.template.is_some()),
+        ];
         for (option, set) in options {
             if set && !backend.supports_option(option) {
                 return Err(Error::unsupported(scheme, option));

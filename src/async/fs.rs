@@ -26,7 +26,7 @@ impl<'a> Fs<'a> {
         Fs { sandbox }
     }
 
-    fn check(&self, paths: &[&str]) -> Result<()> {
+    fn check(self, paths: &[&str]) -> Result<()> {
         self.sandbox.require(Capabilities::FILESYSTEM)?;
         paths.iter().try_for_each(|p| crate::path::validate(p))
     }
@@ -67,7 +67,10 @@ impl<'a> Fs<'a> {
     pub async fn read_text(&self, path: &str) -> Result<String> {
         let bytes = self.read(path).await?;
         String::from_utf8(bytes).map_err(|e| {
-            Error::invalid_input(format!("{path:?} is not UTF-8 (first bad byte at {})", e.utf8_error().valid_up_to()))
+            Error::invalid_input(format!(
+                "{path:?} is not UTF-8 (first bad byte at {})",
+                e.utf8_error().valid_up_to()
+            ))
         })
     }
 

@@ -47,7 +47,14 @@ impl OpContext {
     /// Starts timing an operation; the guard records it exactly once (as cancelled if it
     /// is dropped before [`OpGuard::finish`]).
     pub(crate) fn start(&self, kind: OperationKind) -> OpGuard<'_> {
-        OpGuard { ctx: self, kind, sandbox_id: None, started_at: SystemTime::now(), started: Instant::now(), done: false }
+        OpGuard {
+            ctx: self,
+            kind,
+            sandbox_id: None,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            done: false,
+        }
     }
 
     /// Runs `fut` as operation `kind`: in its span, with its one record.

@@ -107,11 +107,7 @@ impl Sandbox {
             backend.connect(id).await
         };
         let handle = ctx.observe(OperationKind::Connect, attach).await?;
-        let ctx = OpContext {
-            metadata: Arc::new(handle.metadata()),
-            policy: handle.network_policy(),
-            ..ctx
-        };
+        let ctx = OpContext { metadata: Arc::new(handle.metadata()), policy: handle.network_policy(), ..ctx };
         Ok(Sandbox::from_parts(backend, handle, ctx, false))
     }
 
@@ -335,11 +331,7 @@ impl Sandbox {
         let result = self
             .ctx
             .observe(OperationKind::Close, async {
-                if owned {
-                    self.handle.kill().await.map(drop)
-                } else {
-                    Ok(())
-                }
+                if owned { self.handle.kill().await.map(drop) } else { Ok(()) }
             })
             .await;
         if result.is_ok() {

@@ -204,7 +204,8 @@ impl Stream for ExecStream {
 impl Drop for ExecStream {
     fn drop(&mut self) {
         // The backend stream terminates its process in its own Drop.
-        let outcome = if self.output_done || self.finished.is_some() { Outcome::Ok } else { Outcome::Cancelled };
+        let outcome =
+            if self.output_done || self.finished.is_some() { Outcome::Ok } else { Outcome::Cancelled };
         self.record(outcome);
     }
 }

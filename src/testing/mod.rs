@@ -22,7 +22,7 @@ mod fake;
 
 use std::ops::Deref;
 
-pub use fake::{FakeBackend, FakeCall, Failure, WORKDIR};
+pub use fake::{Failure, FakeBackend, FakeCall, WORKDIR};
 
 use crate::{NetworkPolicy, Sandbox};
 

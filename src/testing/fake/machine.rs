@@ -12,7 +12,7 @@ use crate::policy::NetworkPolicy;
 
 use super::vfs::Vfs;
 
-/// A seeded, deterministic generator (SplitMix64).
+/// A seeded, deterministic generator (`SplitMix64`).
 #[derive(Debug, Clone)]
 pub(crate) struct Rng(u64);
 
@@ -102,7 +102,12 @@ pub(crate) struct Proc {
 }
 
 impl Proc {
-    pub(crate) fn new(deadline: Option<Duration>, limit: usize, env: BTreeMap<String, String>, cwd: String) -> Self {
+    pub(crate) fn new(
+        deadline: Option<Duration>,
+        limit: usize,
+        env: BTreeMap<String, String>,
+        cwd: String,
+    ) -> Self {
         Proc {
             elapsed: Duration::ZERO,
             deadline,

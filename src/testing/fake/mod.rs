@@ -14,7 +14,9 @@ use std::time::Duration;
 use futures_lite::future;
 
 use crate::audit::{AuditConfig, OperationKind, OperationRecord, RecordingSink};
-use crate::backend::{Backend, BackendExecStream, BackendOption, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
+use crate::backend::{
+    Backend, BackendExecStream, BackendOption, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
+};
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, ExitStatus};
@@ -22,8 +24,8 @@ use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 
 use machine::{Proc, Rng, Stdin, Stop, Trace, World as ProgramWorld};
-pub use vfs::WORKDIR;
 use vfs::Vfs;
+pub use vfs::WORKDIR;
 
 const SCHEME: &str = "fake";
 
@@ -200,7 +202,9 @@ impl FakeBackend {
             kill_hangs: false,
             reaped_children: 0,
         };
-        FakeBackend { inner: Arc::new(Inner { config, recorder: RecordingSink::new(), world: Mutex::new(world) }) }
+        FakeBackend {
+            inner: Arc::new(Inner { config, recorder: RecordingSink::new(), world: Mutex::new(world) }),
+        }
     }
 
     fn reconfigure(self, change: impl FnOnce(&mut Config)) -> Self {
@@ -318,6 +322,7 @@ impl FakeBackend {
     }
 
     /// Expires a sandbox now, as if its TTL had passed. Returns whether it was alive.
+    #[allow(clippy::must_use_candidate)] // expiring is the point; the answer is optional
     pub fn expire(&self, sandbox_id: &str) -> bool {
         let mut world = self.world();
         let World { sandboxes, processes, .. } = &mut *world;
@@ -434,7 +439,8 @@ fn refresh_ttl(s: &mut SandboxState, now: Duration) {
 
 impl World {
     fn record(&mut self, kind: OperationKind, sandbox_id: &str, f: impl FnOnce(&mut FakeCall)) {
-        let network = self.sandboxes.get(sandbox_id).map_or(NetworkPolicy::DenyAll, |s| s.spec.network.clone());
+        let network =
+            self.sandboxes.get(sandbox_id).map_or(NetworkPolicy::DenyAll, |s| s.spec.network.clone());
         let mut call = FakeCall {
             kind,
             sandbox_id: Some(sandbox_id.to_owned()),
@@ -469,7 +475,7 @@ impl World {
             return Some(rule.value.clone());
         }
         match &self.flaky {
-            Some((n, failure)) if self.exec_calls % n == 0 => Some(failure.clone()),
+            Some((n, failure)) if self.exec_calls.is_multiple_of(*n) => Some(failure.clone()),
             _ => None,
         }
     }
@@ -499,7 +505,9 @@ impl World {
             Failure::RateLimited(retry_after) => {
                 Err(Error::RateLimited { backend: SCHEME.into(), retry_after, source: None })
             }
-            Failure::Provider(message) => Err(Error::Provider { backend: SCHEME.into(), message, source: None }),
+            Failure::Provider(message) => {
+                Err(Error::Provider { backend: SCHEME.into(), message, source: None })
+            }
             Failure::Auth => Err(Error::Auth {
                 backend: SCHEME.into(),
                 message: "simulated: the provider refused the credentials".into(),
@@ -643,7 +651,13 @@ impl Backend for FakeBackend {
             let created_at = world.clock;
             world.sandboxes.insert(
                 id.clone(),
-                SandboxState { spec, created_at, vfs: Vfs::new(), contexts: BTreeMap::new(), life: Life::Alive },
+                SandboxState {
+                    spec,
+                    created_at,
+                    vfs: Vfs::new(),
+                    contexts: BTreeMap::new(),
+                    life: Life::Alive,
+                },
             );
             world.record(OperationKind::Create, &id, |_| {});
             Ok(Box::new(FakeSandbox { backend: self.clone(), id }) as Box<dyn BackendSandbox>)
@@ -764,26 +778,37 @@ impl BackendSandbox for FakeSandbox {
             let argv = command.argv().to_vec();
             let (trace, start, launch, pid) = {
                 let mut world = self.world();
-                if let Some(answer) = self.prologue(&mut world, OperationKind::Run, &argv, command.timeout_duration())? {
+                if let Some(answer) =
+                    self.prologue(&mut world, OperationKind::Run, &argv, command.timeout_duration())?
+                {
                     return Ok(answer);
                 }
                 let clock = world.clock;
                 let s = world.alive(&self.id)?;
-                let launch = launch(clock, s, command.env_vars(), command.secret_env_vars(), command.timeout_duration());
+                let launch = launch(
+                    clock,
+                    s,
+                    command.env_vars(),
+                    command.secret_env_vars(),
+                    command.timeout_duration(),
+                );
                 let launch = with_cwd(launch, s, command.working_dir())?;
                 let stdin = Stdin::Bytes(command.stdin_bytes().unwrap_or_default().to_vec());
-                let trace = simulate(&mut world, &self.id, &argv, stdin, &launch, command.output_limit_bytes())?
-                    .map_err(|_| Error::Provider {
-                        backend: SCHEME.into(),
-                        message: "the command waited for stdin that never closes".into(),
-                        source: None,
-                    })?;
+                let trace =
+                    simulate(&mut world, &self.id, &argv, stdin, &launch, command.output_limit_bytes())?
+                        .map_err(|_| Error::Provider {
+                            backend: SCHEME.into(),
+                            message: "the command waited for stdin that never closes".into(),
+                            source: None,
+                        })?;
                 let pid = world.spawn(&self.id);
                 (trace, clock, launch, pid)
             };
             let _running = ProcessGuard { backend: &self.backend, pid };
             let (stdout, stderr) = self.replay(&trace, start).await;
-            let result = ExecResult::new(0, stdout, stderr).with_duration(trace.elapsed).with_truncated(trace.truncated);
+            let result = ExecResult::new(0, stdout, stderr)
+                .with_duration(trace.elapsed)
+                .with_truncated(trace.truncated);
             match trace.exit {
                 Some(code) => Ok(result.with_status(ExitStatus::Code(code))),
                 None => Err(deadline_error(&self.id, &launch, result.with_status(ExitStatus::Signal(9)))),
@@ -797,7 +822,8 @@ impl BackendSandbox for FakeSandbox {
         let early = self.prologue(&mut world, OperationKind::Stream, &argv, command.timeout_duration())?;
         let clock = world.clock;
         let s = world.alive(&self.id)?;
-        let launch = launch(clock, s, command.env_vars(), command.secret_env_vars(), command.timeout_duration());
+        let launch =
+            launch(clock, s, command.env_vars(), command.secret_env_vars(), command.timeout_duration());
         let launch = with_cwd(launch, s, command.working_dir())?;
         let pid = world.spawn(&self.id);
         drop(world);
@@ -820,13 +846,18 @@ impl BackendSandbox for FakeSandbox {
                 world.record(OperationKind::RunCode, &self.id, |c| c.code = Some(code.source().to_owned()));
                 world.alive(&self.id)?;
                 if code.language_name() != "python" {
-                    return Err(Error::unsupported(SCHEME, format!("code language {:?}", code.language_name())));
+                    return Err(Error::unsupported(
+                        SCHEME,
+                        format!("code language {:?}", code.language_name()),
+                    ));
                 }
                 if let Some(failure) = world.take_failure(code.source()) {
                     let status = world.apply_failure(&self.id, failure, code.timeout_duration())?;
                     return Ok(CodeResult::new(status, "", ""));
                 }
-                if let Some(rule) = world.code_scripts.iter().rev().find(|r| code.source().contains(&r.matcher)) {
+                if let Some(rule) =
+                    world.code_scripts.iter().rev().find(|r| code.source().contains(&r.matcher))
+                {
                     return Ok(rule.value.clone());
                 }
                 let clock = world.clock;
@@ -839,7 +870,12 @@ impl BackendSandbox for FakeSandbox {
                     })?,
                     None => python::Globals::default(),
                 };
-                let proc = Proc::new(launch.deadline, crate::DEFAULT_OUTPUT_LIMIT, launch.env.clone(), WORKDIR.to_owned());
+                let proc = Proc::new(
+                    launch.deadline,
+                    crate::DEFAULT_OUTPUT_LIMIT,
+                    launch.env.clone(),
+                    WORKDIR.to_owned(),
+                );
                 let mut host = CellHost {
                     world: ProgramWorld { vfs: &mut sandbox.vfs, policy: &sandbox.spec.network, rng },
                     proc,
@@ -909,7 +945,9 @@ impl BackendSandbox for FakeSandbox {
 
     fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        Box::pin(async move { self.fs_op(OperationKind::FsMkdir, &path, |vfs, abs| vfs.mkdir_all(&abs)).await })
+        Box::pin(
+            async move { self.fs_op(OperationKind::FsMkdir, &path, |vfs, abs| vfs.mkdir_all(&abs)).await },
+        )
     }
 
     fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {

@@ -12,6 +12,16 @@
 //! (or `ModuleNotFoundError`), never with an invented answer; script such cells with
 //! `FakeBackend::on_run_code`.
 
+// Lints relaxed for the simulator: Python semantics compare floats exactly and its dispatch tables are long by nature.
+#![allow(
+    clippy::float_cmp,
+    clippy::too_many_lines,
+    clippy::similar_names,
+    clippy::single_match_else,
+    clippy::format_collect,
+    clippy::collapsible_if
+)]
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -132,14 +142,15 @@ fn decode_escapes(body: &str, line: usize) -> Result<String, SyntaxError> {
             Some('t') => out.push('\t'),
             Some('r') => out.push('\r'),
             Some('0') => out.push('\0'),
-            Some('\\') => out.push('\\'),
             Some('\'') => out.push('\''),
             Some('"') => out.push('"'),
             Some('\n') => {}
             Some('x') => {
                 let hex: String = chars.by_ref().take(2).collect();
-                let code = u32::from_str_radix(&hex, 16)
-                    .map_err(|_| SyntaxError { line, message: "(unicode error) truncated \\xXX escape".into() })?;
+                let code = u32::from_str_radix(&hex, 16).map_err(|_| SyntaxError {
+                    line,
+                    message: "(unicode error) truncated \\xXX escape".into(),
+                })?;
                 out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
             }
             Some(other) => {
@@ -193,7 +204,9 @@ fn tokenize(src: &str) -> Result<Vec<(Tok, usize)>, SyntaxError> {
             }
             '0'..='9' | '.' if c != '.' || chars.get(i + 1).is_some_and(char::is_ascii_digit) => {
                 let start = i;
-                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.' || chars[i] == '_') {
+                while i < chars.len()
+                    && (chars[i].is_ascii_alphanumeric() || chars[i] == '.' || chars[i] == '_')
+                {
                     i += 1;
                 }
                 let text: String = chars[start..i].iter().filter(|c| **c != '_').collect();
@@ -221,7 +234,9 @@ fn tokenize(src: &str) -> Result<Vec<(Tok, usize)>, SyntaxError> {
                     let text = if raw { body } else { decode_escapes(&body, line)? };
                     toks.push((
                         if prefix.contains('b') {
-                            Tok::Bytes(text.chars().map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?')).collect())
+                            Tok::Bytes(
+                                text.chars().map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?')).collect(),
+                            )
                         } else if prefix.contains('f') {
                             Tok::FStr(text)
                         } else {
@@ -254,7 +269,10 @@ fn tokenize(src: &str) -> Result<Vec<(Tok, usize)>, SyntaxError> {
                 match depth.pop() {
                     Some((open, _)) if open == want => {}
                     Some((open, _)) => {
-                        return syntax(line, format!("closing parenthesis '{c}' does not match opening parenthesis '{open}'"));
+                        return syntax(
+                            line,
+                            format!("closing parenthesis '{c}' does not match opening parenthesis '{open}'"),
+                        );
                     }
                     None => return syntax(line, format!("unmatched '{c}'")),
                 }
@@ -263,8 +281,9 @@ fn tokenize(src: &str) -> Result<Vec<(Tok, usize)>, SyntaxError> {
             }
             _ => {
                 const OPS: &[&str] = &[
-                    "**=", "//=", "->", "**", "//", "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=", ":=", "+", "-",
-                    "*", "/", "%", "<", ">", "=", ",", ":", ".", ";", "@", "|", "&", "^", "~",
+                    "**=", "//=", "->", "**", "//", "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=",
+                    ":=", "+", "-", "*", "/", "%", "<", ">", "=", ",", ":", ".", ";", "@", "|", "&", "^",
+                    "~",
                 ];
                 let rest: String = chars[i..chars.len().min(i + 3)].iter().collect();
                 match OPS.iter().find(|op| rest.starts_with(*op)) {
@@ -294,7 +313,14 @@ fn read_string(chars: &[char], i: usize, line: usize) -> Result<(String, usize, 
     let mut newlines = 0;
     loop {
         let Some(&c) = chars.get(j) else {
-            return syntax(line, if triple { "unterminated triple-quoted string literal" } else { "unterminated string literal" });
+            return syntax(
+                line,
+                if triple {
+                    "unterminated triple-quoted string literal"
+                } else {
+                    "unterminated string literal"
+                },
+            );
         };
         if c == '\\' {
             body.push(c);
@@ -359,6 +385,10 @@ enum Stmt {
     Pass,
 }
 
+/// A parsed module: its statements with their lines, or the first unmodelled construct
+/// and its line.
+type Parsed = Result<Vec<(Stmt, usize)>, (String, usize)>;
+
 struct Parser {
     toks: Vec<(Tok, usize)>,
     pos: usize,
@@ -366,7 +396,10 @@ struct Parser {
     unsupported: Option<(String, usize)>,
 }
 
-const COMPOUND: &[&str] = &["def", "class", "for", "while", "if", "elif", "else", "with", "try", "except", "finally", "async", "match", "lambda", "return", "yield", "global", "nonlocal", "del", "break", "continue"];
+const COMPOUND: &[&str] = &[
+    "def", "class", "for", "while", "if", "elif", "else", "with", "try", "except", "finally", "async",
+    "match", "lambda", "return", "yield", "global", "nonlocal", "del", "break", "continue",
+];
 
 impl Parser {
     fn peek(&self) -> &Tok {
@@ -423,7 +456,7 @@ impl Parser {
     }
 
     /// Parses the whole module. `Err(Ok(keyword))` means a compound statement was met.
-    fn module(&mut self) -> Result<Result<Vec<(Stmt, usize)>, (String, usize)>, SyntaxError> {
+    fn module(&mut self) -> Result<Parsed, SyntaxError> {
         let mut stmts = Vec::new();
         loop {
             while matches!(self.peek(), Tok::Newline) {
@@ -445,16 +478,16 @@ impl Parser {
                 }
                 continue;
             }
-            if let Tok::Name(n) = self.peek() {
-                if COMPOUND.contains(&n.as_str()) {
-                    // Skip the rest of the construct; remember the first one met.
-                    let first = (format!("`{n}` statements"), self.line());
-                    self.unsupported.get_or_insert(first);
-                    while !matches!(self.peek(), Tok::Newline) {
-                        self.next();
-                    }
-                    continue;
+            if let Tok::Name(n) = self.peek()
+                && COMPOUND.contains(&n.as_str())
+            {
+                // Skip the rest of the construct; remember the first one met.
+                let first = (format!("`{n}` statements"), self.line());
+                self.unsupported.get_or_insert(first);
+                while !matches!(self.peek(), Tok::Newline) {
+                    self.next();
                 }
+                continue;
             }
             let line = self.line();
             stmts.push((self.statement()?, line));
@@ -534,7 +567,10 @@ impl Parser {
         let target = self.expr_list()?;
         if self.eat_op("=") {
             if !matches!(target, Expr::Name(_) | Expr::Index(..) | Expr::Attr(..)) {
-                return syntax(self.line(), "cannot assign to expression here. Maybe you meant '==' instead of '='?");
+                return syntax(
+                    self.line(),
+                    "cannot assign to expression here. Maybe you meant '==' instead of '='?",
+                );
             }
             let value = self.expr_list()?;
             if self.is_op("=") {
@@ -695,16 +731,17 @@ impl Parser {
                 let mut args = Vec::new();
                 let mut kwargs = Vec::new();
                 while !self.is_op(")") {
-                    if let (Tok::Name(n), Some((Tok::Op(eq), _))) = (self.peek().clone(), self.toks.get(self.pos + 1)) {
-                        if eq == "=" {
-                            self.next();
-                            self.next();
-                            kwargs.push((n, self.expr()?));
-                            if !self.eat_op(",") {
-                                break;
-                            }
-                            continue;
+                    if let (Tok::Name(n), Some((Tok::Op(eq), _))) =
+                        (self.peek().clone(), self.toks.get(self.pos + 1))
+                        && eq == "="
+                    {
+                        self.next();
+                        self.next();
+                        kwargs.push((n, self.expr()?));
+                        if !self.eat_op(",") {
+                            break;
                         }
+                        continue;
                     }
                     if !kwargs.is_empty() {
                         return syntax(self.line(), "positional argument follows keyword argument");
@@ -744,7 +781,22 @@ impl Parser {
                 "True" => Ok(Expr::Const(Value::Bool(true))),
                 "False" => Ok(Expr::Const(Value::Bool(false))),
                 "None" => Ok(Expr::Const(Value::None)),
-                kw if COMPOUND.contains(&kw) || matches!(kw, "import" | "from" | "pass" | "raise" | "in" | "is" | "and" | "or" | "not" | "as" | "assert") => {
+                kw if COMPOUND.contains(&kw)
+                    || matches!(
+                        kw,
+                        "import"
+                            | "from"
+                            | "pass"
+                            | "raise"
+                            | "in"
+                            | "is"
+                            | "and"
+                            | "or"
+                            | "not"
+                            | "as"
+                            | "assert"
+                    ) =>
+                {
                     syntax(line, "invalid syntax")
                 }
                 _ => Ok(Expr::Name(n)),
@@ -791,7 +843,6 @@ impl Parser {
                 self.expect_op("}")?;
                 Ok(Expr::Dict(items))
             }
-            Tok::Newline => syntax(line, "invalid syntax"),
             _ => syntax(line, "invalid syntax"),
         }
     }
@@ -837,7 +888,9 @@ fn parse_fstring(s: &str, line: usize) -> Result<Vec<FPart>, SyntaxError> {
                 }
                 let toks = tokenize(&inner).map_err(|e| SyntaxError { line, message: e.message })?;
                 let mut p = Parser { toks, pos: 0, unsupported: None };
-                let e = p.expr().map_err(|e| SyntaxError { line, message: format!("f-string: {}", e.message) })?;
+                let e = p
+                    .expr()
+                    .map_err(|e| SyntaxError { line, message: format!("f-string: {}", e.message) })?;
                 parts.push(FPart::Expr(e, want_repr));
             }
             '}' => return syntax(line, "f-string: single '}' is not allowed"),
@@ -896,7 +949,10 @@ fn repr(v: &Value) -> String {
         Value::Tuple(items) if items.len() == 1 => format!("({},)", repr(&items[0])),
         Value::Tuple(items) => format!("({})", items.iter().map(repr).collect::<Vec<_>>().join(", ")),
         Value::Dict(items) => {
-            format!("{{{}}}", items.iter().map(|(k, v)| format!("{}: {}", repr(k), repr(v))).collect::<Vec<_>>().join(", "))
+            format!(
+                "{{{}}}",
+                items.iter().map(|(k, v)| format!("{}: {}", repr(k), repr(v))).collect::<Vec<_>>().join(", ")
+            )
         }
         Value::Module(m) => format!("<module '{m}'>"),
         Value::Func(f) => format!("<built-in function {f}>"),
@@ -978,12 +1034,33 @@ fn as_int(v: &Value) -> Option<i64> {
 }
 
 const KNOWN_MODULES: &[&str] = &[
-    "sys", "os", "os.path", "time", "math", "json", "socket", "urllib", "urllib.request", "random", "io", "base64",
-    "collections", "itertools", "functools", "re", "string", "datetime", "pathlib", "subprocess", "typing",
+    "sys",
+    "os",
+    "os.path",
+    "time",
+    "math",
+    "json",
+    "socket",
+    "urllib",
+    "urllib.request",
+    "random",
+    "io",
+    "base64",
+    "collections",
+    "itertools",
+    "functools",
+    "re",
+    "string",
+    "datetime",
+    "pathlib",
+    "subprocess",
+    "typing",
 ];
 
 fn is_exception_name(n: &str) -> bool {
-    n.ends_with("Error") || n.ends_with("Exception") || matches!(n, "KeyboardInterrupt" | "SystemExit" | "StopIteration")
+    n.ends_with("Error")
+        || n.ends_with("Exception")
+        || matches!(n, "KeyboardInterrupt" | "SystemExit" | "StopIteration")
 }
 
 // ---------------------------------------------------------------- evaluation
@@ -1077,7 +1154,10 @@ impl Interp<'_> {
                         items[i] = v;
                         Ok(())
                     }
-                    other => raise("TypeError", format!("'{}' object does not support item assignment", type_name(other))),
+                    other => raise(
+                        "TypeError",
+                        format!("'{}' object does not support item assignment", type_name(other)),
+                    ),
                 }
             }
             _ => raise("NotImplementedError", "the fake Python does not model this assignment target"),
@@ -1134,7 +1214,7 @@ impl Interp<'_> {
                 for (k, v) in kwargs {
                     kw.insert(k.clone(), self.eval(v)?);
                 }
-                self.call(&f, args, &kw)?
+                self.call(&f, &args, &kw)?
             }
             Expr::Unary(op, operand) => {
                 let v = self.eval(operand)?;
@@ -1144,7 +1224,12 @@ impl Interp<'_> {
                     ("-", Value::Float(f)) => Value::Float(-f),
                     ("+", Value::Int(_) | Value::Float(_)) => v.clone(),
                     ("~", Value::Int(n)) => Value::Int(!n),
-                    _ => return raise("TypeError", format!("bad operand type for unary {op}: '{}'", type_name(&v))),
+                    _ => {
+                        return raise(
+                            "TypeError",
+                            format!("bad operand type for unary {op}: '{}'", type_name(&v)),
+                        );
+                    }
                 }
             }
             Expr::Binary(op, l, r) => {
@@ -1200,11 +1285,13 @@ impl Interp<'_> {
     }
 
     #[allow(clippy::too_many_lines)]
-    fn call(&mut self, f: &Value, args: Vec<Value>, kw: &BTreeMap<String, Value>) -> Result<Value, Flow> {
+    fn call(&mut self, f: &Value, args: &[Value], kw: &BTreeMap<String, Value>) -> Result<Value, Flow> {
         let arg = |i: usize| args.get(i).cloned();
         match f {
-            Value::ExcType(name) => Ok(Value::Exc(name.clone(), args.first().map(str_of).unwrap_or_default())),
-            Value::Method(recv, method) => self.call_method(recv, method, &args, kw),
+            Value::ExcType(name) => {
+                Ok(Value::Exc(name.clone(), args.first().map(str_of).unwrap_or_default()))
+            }
+            Value::Method(recv, method) => self.call_method(recv, method, args, kw),
             Value::Func(name) => match name.as_str() {
                 "print" => {
                     let sep = kw.get("sep").map_or(" ".to_owned(), str_of);
@@ -1222,27 +1309,42 @@ impl Interp<'_> {
                     Some(Value::Bytes(b)) => Ok(Value::Int(count(b.len()))),
                     Some(Value::List(i) | Value::Tuple(i)) => Ok(Value::Int(count(i.len()))),
                     Some(Value::Dict(d)) => Ok(Value::Int(count(d.len()))),
-                    Some(other) => raise("TypeError", format!("object of type '{}' has no len()", type_name(&other))),
+                    Some(other) => {
+                        raise("TypeError", format!("object of type '{}' has no len()", type_name(&other)))
+                    }
                     None => raise("TypeError", "len() takes exactly one argument (0 given)"),
                 },
                 "str" => Ok(Value::Str(arg(0).map(|v| str_of(&v)).unwrap_or_default())),
                 "repr" => Ok(Value::Str(arg(0).map(|v| repr(&v)).unwrap_or_default())),
                 "int" => match arg(0) {
                     None => Ok(Value::Int(0)),
-                    Some(Value::Str(s)) => s
-                        .trim()
-                        .parse::<i64>()
-                        .map(Value::Int)
-                        .or_else(|_| raise("ValueError", format!("invalid literal for int() with base 10: {}", repr(&Value::Str(s.clone()))))),
+                    Some(Value::Str(s)) => s.trim().parse::<i64>().map(Value::Int).or_else(|_| {
+                        raise(
+                            "ValueError",
+                            format!(
+                                "invalid literal for int() with base 10: {}",
+                                repr(&Value::Str(s.clone()))
+                            ),
+                        )
+                    }),
                     #[allow(clippy::cast_possible_truncation)]
                     Some(Value::Float(f)) => Ok(Value::Int(f.trunc() as i64)),
-                    Some(v) => as_int(&v).map(Value::Int).map_or_else(|| raise("TypeError", "int() argument must be a string or a number"), Ok),
+                    Some(v) => as_int(&v).map(Value::Int).map_or_else(
+                        || raise("TypeError", "int() argument must be a string or a number"),
+                        Ok,
+                    ),
                 },
                 "float" => match arg(0) {
                     Some(Value::Str(s)) => s.trim().parse::<f64>().map(Value::Float).or_else(|_| {
-                        raise("ValueError", format!("could not convert string to float: {}", repr(&Value::Str(s.clone()))))
+                        raise(
+                            "ValueError",
+                            format!("could not convert string to float: {}", repr(&Value::Str(s.clone()))),
+                        )
                     }),
-                    Some(v) => as_f64(&v).map(Value::Float).map_or_else(|| raise("TypeError", "float() argument must be a string or a number"), Ok),
+                    Some(v) => as_f64(&v).map(Value::Float).map_or_else(
+                        || raise("TypeError", "float() argument must be a string or a number"),
+                        Ok,
+                    ),
                     None => Ok(Value::Float(0.0)),
                 },
                 "bool" => Ok(Value::Bool(arg(0).is_some_and(|v| truthy(&v)))),
@@ -1259,7 +1361,10 @@ impl Interp<'_> {
                         _ => return raise("TypeError", "range expected at least 1 argument"),
                     };
                     if stop - start > 1_000_000 {
-                        return raise("NotImplementedError", "the fake Python models ranges of at most 1,000,000 items");
+                        return raise(
+                            "NotImplementedError",
+                            "the fake Python models ranges of at most 1,000,000 items",
+                        );
                     }
                     Ok(Value::List((start..stop).map(Value::Int).collect()))
                 }
@@ -1269,12 +1374,19 @@ impl Interp<'_> {
                         Some(Value::List(i) | Value::Tuple(i)) => i,
                         Some(Value::Str(s)) => s.chars().map(|c| Value::Str(c.to_string())).collect(),
                         Some(Value::Dict(d)) => d.into_iter().map(|(k, _)| k).collect(),
-                        Some(other) => return raise("TypeError", format!("'{}' object is not iterable", type_name(&other))),
+                        Some(other) => {
+                            return raise(
+                                "TypeError",
+                                format!("'{}' object is not iterable", type_name(&other)),
+                            );
+                        }
                     };
                     if name == "sorted" {
                         let mut err = None;
                         items.sort_by(|a, b| match (as_f64(a), as_f64(b), a, b) {
-                            (Some(x), Some(y), _, _) => x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal),
+                            (Some(x), Some(y), _, _) => {
+                                x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
+                            }
                             (_, _, Value::Str(x), Value::Str(y)) => x.cmp(y),
                             _ => {
                                 err = Some(());
@@ -1290,7 +1402,7 @@ impl Interp<'_> {
                 "sum" | "min" | "max" => {
                     let items = match (arg(0), args.len()) {
                         (Some(Value::List(i) | Value::Tuple(i)), 1) => i,
-                        _ => args.clone(),
+                        _ => args.to_vec(),
                     };
                     if name == "sum" {
                         return items.iter().try_fold(Value::Int(0), |acc, v| binary("+", &acc, v));
@@ -1300,7 +1412,8 @@ impl Interp<'_> {
                         best = Some(match best {
                             None => v,
                             Some(b) => {
-                                let better = if name == "min" { compare("<", &v, &b)? } else { compare(">", &v, &b)? };
+                                let better =
+                                    if name == "min" { compare("<", &v, &b)? } else { compare(">", &v, &b)? };
                                 if better { v } else { b }
                             }
                         });
@@ -1320,7 +1433,8 @@ impl Interp<'_> {
                 }
                 "open" => {
                     let path = arg(0).map(|v| str_of(&v)).unwrap_or_default();
-                    let mode = arg(1).or_else(|| kw.get("mode").cloned()).map_or("r".to_owned(), |m| str_of(&m));
+                    let mode =
+                        arg(1).or_else(|| kw.get("mode").cloned()).map_or("r".to_owned(), |m| str_of(&m));
                     if mode.starts_with('w') {
                         self.host.write_file(&path, b"", false).or_else(|e| io_error(&e, &path))?;
                     } else if !mode.starts_with('a') {
@@ -1350,20 +1464,35 @@ impl Interp<'_> {
                 "time.time" => Ok(Value::Float(1_700_000_000.0)),
                 "os.getenv" => {
                     let name = arg(0).map(|v| str_of(&v)).unwrap_or_default();
-                    Ok(self.host.env().get(&name).map_or_else(|| arg(1).unwrap_or(Value::None), |v| Value::Str(v.clone())))
+                    Ok(self
+                        .host
+                        .env()
+                        .get(&name)
+                        .map_or_else(|| arg(1).unwrap_or(Value::None), |v| Value::Str(v.clone())))
                 }
                 "os.getcwd" => Ok(Value::Str(super::vfs::WORKDIR.to_owned())),
                 "math.sqrt" => {
                     let x = arg(0).as_ref().and_then(as_f64).unwrap_or(f64::NAN);
-                    if x < 0.0 { raise("ValueError", "math domain error") } else { Ok(Value::Float(x.sqrt())) }
+                    if x < 0.0 {
+                        raise("ValueError", "math domain error")
+                    } else {
+                        Ok(Value::Float(x.sqrt()))
+                    }
                 }
                 "json.dumps" => Ok(Value::Str(json_dumps(&arg(0).unwrap_or(Value::None))?)),
                 "socket.create_connection" | "urllib.request.urlopen" => {
                     let (host, port) = match arg(0) {
-                        Some(Value::Tuple(hp)) if hp.len() == 2 => (str_of(&hp[0]), as_int(&hp[1]).unwrap_or(0)),
+                        Some(Value::Tuple(hp)) if hp.len() == 2 => {
+                            (str_of(&hp[0]), as_int(&hp[1]).unwrap_or(0))
+                        }
                         Some(Value::Str(url)) => match super::machine::url_host_port(&url) {
                             Some((h, p)) => (h, i64::from(p)),
-                            None => return raise("ValueError", format!("unknown url type: {}", repr(&Value::Str(url)))),
+                            None => {
+                                return raise(
+                                    "ValueError",
+                                    format!("unknown url type: {}", repr(&Value::Str(url))),
+                                );
+                            }
                         },
                         _ => return raise("TypeError", "expected an address"),
                     };
@@ -1383,7 +1512,13 @@ impl Interp<'_> {
         }
     }
 
-    fn call_method(&mut self, recv: &Value, method: &str, args: &[Value], kw: &BTreeMap<String, Value>) -> Result<Value, Flow> {
+    fn call_method(
+        &mut self,
+        recv: &Value,
+        method: &str,
+        args: &[Value],
+        kw: &BTreeMap<String, Value>,
+    ) -> Result<Value, Flow> {
         let _ = kw;
         let arg = |i: usize| args.get(i).cloned();
         match (recv, method) {
@@ -1394,11 +1529,11 @@ impl Interp<'_> {
                 Ok(Value::Int(count(text.chars().count())))
             }
             (Value::Module(m), "write") if m == "sys.stdout.buffer" || m == "sys.stderr.buffer" => {
-                let data = match arg(0) {
-                    Some(Value::Bytes(b)) => b,
-                    _ => return raise("TypeError", "a bytes-like object is required"),
+                let Some(Value::Bytes(data)) = arg(0) else {
+                    return raise("TypeError", "a bytes-like object is required");
                 };
-                let stream = if m.starts_with("sys.stdout") { StreamKind::Stdout } else { StreamKind::Stderr };
+                let stream =
+                    if m.starts_with("sys.stdout") { StreamKind::Stdout } else { StreamKind::Stderr };
                 self.host.write(stream, &data);
                 Ok(Value::Int(count(data.len())))
             }
@@ -1409,11 +1544,18 @@ impl Interp<'_> {
             }
             (Value::Environ, "get") => {
                 let name = arg(0).map(|v| str_of(&v)).unwrap_or_default();
-                Ok(self.host.env().get(&name).map_or_else(|| arg(1).unwrap_or(Value::None), |v| Value::Str(v.clone())))
+                Ok(self
+                    .host
+                    .env()
+                    .get(&name)
+                    .map_or_else(|| arg(1).unwrap_or(Value::None), |v| Value::Str(v.clone())))
             }
             (Value::Dict(items), "get") => {
                 let key = arg(0).unwrap_or(Value::None);
-                Ok(items.iter().find(|(k, _)| *k == key).map_or_else(|| arg(1).unwrap_or(Value::None), |(_, v)| v.clone()))
+                Ok(items
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map_or_else(|| arg(1).unwrap_or(Value::None), |(_, v)| v.clone()))
             }
             (Value::Dict(items), "keys") => Ok(Value::List(items.iter().map(|(k, _)| k.clone()).collect())),
             (Value::Dict(items), "values") => Ok(Value::List(items.iter().map(|(_, v)| v.clone()).collect())),
@@ -1431,7 +1573,9 @@ impl Interp<'_> {
                 _ => raise("TypeError", "can only join an iterable"),
             },
             (Value::Str(s), "encode") => Ok(Value::Bytes(s.as_bytes().to_vec())),
-            (Value::Str(s), "startswith") => Ok(Value::Bool(arg(0).is_some_and(|p| s.starts_with(&str_of(&p))))),
+            (Value::Str(s), "startswith") => {
+                Ok(Value::Bool(arg(0).is_some_and(|p| s.starts_with(&str_of(&p)))))
+            }
             (Value::Str(s), "format") => {
                 let mut out = s.clone();
                 for a in args {
@@ -1442,7 +1586,11 @@ impl Interp<'_> {
             (Value::Bytes(b), "decode") => Ok(Value::Str(String::from_utf8_lossy(b).into_owned())),
             (Value::File(path, mode), "read") if mode.starts_with('r') => {
                 let data = self.host.read_file(path).or_else(|e| io_error(&e, path).map(|()| Vec::new()))?;
-                Ok(if mode.contains('b') { Value::Bytes(data) } else { Value::Str(String::from_utf8_lossy(&data).into_owned()) })
+                Ok(if mode.contains('b') {
+                    Value::Bytes(data)
+                } else {
+                    Value::Str(String::from_utf8_lossy(&data).into_owned())
+                })
             }
             (Value::File(path, mode), "write") if mode.starts_with('w') || mode.starts_with('a') => {
                 let data = match arg(0) {
@@ -1457,15 +1605,21 @@ impl Interp<'_> {
             (Value::List(_), "append") => {
                 raise("NotImplementedError", "the fake Python does not model list mutation through methods")
             }
-            (other, m) => raise("AttributeError", format!("'{}' object has no attribute '{m}'", type_name(other))),
+            (other, m) => {
+                raise("AttributeError", format!("'{}' object has no attribute '{m}'", type_name(other)))
+            }
         }
     }
 }
 
 fn io_error(e: &crate::Error, path: &str) -> Result<(), Flow> {
     match e {
-        crate::Error::NotFound { .. } => raise("FileNotFoundError", format!("[Errno 2] No such file or directory: '{path}'")),
-        crate::Error::IsADirectory { .. } => raise("IsADirectoryError", format!("[Errno 21] Is a directory: '{path}'")),
+        crate::Error::NotFound { .. } => {
+            raise("FileNotFoundError", format!("[Errno 2] No such file or directory: '{path}'"))
+        }
+        crate::Error::IsADirectory { .. } => {
+            raise("IsADirectoryError", format!("[Errno 21] Is a directory: '{path}'"))
+        }
         _ => raise("OSError", format!("{path}: {e}")),
     }
 }
@@ -1501,8 +1655,8 @@ fn check_module(module: &str) -> Result<(), Flow> {
 
 fn builtin_name(n: &str) -> Result<Value, Flow> {
     match n {
-        "print" | "len" | "str" | "repr" | "int" | "float" | "bool" | "abs" | "range" | "list" | "tuple" | "sorted"
-        | "sum" | "min" | "max" | "input" | "open" => Ok(Value::Func(n.to_owned())),
+        "print" | "len" | "str" | "repr" | "int" | "float" | "bool" | "abs" | "range" | "list" | "tuple"
+        | "sorted" | "sum" | "min" | "max" | "input" | "open" => Ok(Value::Func(n.to_owned())),
         "exit" | "quit" => Ok(Value::Func("sys.exit".into())),
         n if is_exception_name(n) => Ok(Value::ExcType(n.to_owned())),
         _ => raise("NameError", format!("name '{n}' is not defined")),
@@ -1512,13 +1666,16 @@ fn builtin_name(n: &str) -> Result<Value, Flow> {
 fn attribute(obj: &Value, name: &str) -> Result<Value, Flow> {
     if let Value::Module(m) = obj {
         let full = format!("{m}.{name}");
-        let is_stdio = matches!(m.as_str(), "sys.stdout" | "sys.stderr" | "sys.stdin" | "sys.stdout.buffer" | "sys.stderr.buffer");
+        let is_stdio = matches!(
+            m.as_str(),
+            "sys.stdout" | "sys.stderr" | "sys.stdin" | "sys.stdout.buffer" | "sys.stderr.buffer"
+        );
         if is_stdio && matches!(name, "write" | "flush" | "read") {
             return Ok(Value::Method(Box::new(obj.clone()), name.to_owned()));
         }
         return match full.as_str() {
-            "sys.stdout" | "sys.stderr" | "sys.stdin" | "sys.stdout.buffer" | "sys.stderr.buffer" | "os.path"
-            | "urllib.request" => Ok(Value::Module(full)),
+            "sys.stdout" | "sys.stderr" | "sys.stdin" | "sys.stdout.buffer" | "sys.stderr.buffer"
+            | "os.path" | "urllib.request" => Ok(Value::Module(full)),
             "sys.version" => Ok(Value::Str(format!("{VERSION} (fake)"))),
             "sys.argv" => Ok(Value::List(vec![Value::Str("-c".into())])),
             "sys.platform" => Ok(Value::Str("linux".into())),
@@ -1526,8 +1683,15 @@ fn attribute(obj: &Value, name: &str) -> Result<Value, Flow> {
             "os.sep" => Ok(Value::Str("/".into())),
             "math.pi" => Ok(Value::Float(std::f64::consts::PI)),
             "math.e" => Ok(Value::Float(std::f64::consts::E)),
-            "sys.exit" | "time.sleep" | "time.time" | "os.getenv" | "os.getcwd" | "math.sqrt" | "json.dumps"
-            | "socket.create_connection" | "urllib.request.urlopen" => Ok(Value::Func(full)),
+            "sys.exit"
+            | "time.sleep"
+            | "time.time"
+            | "os.getenv"
+            | "os.getcwd"
+            | "math.sqrt"
+            | "json.dumps"
+            | "socket.create_connection"
+            | "urllib.request.urlopen" => Ok(Value::Func(full)),
             _ if KNOWN_MODULES.contains(&m.as_str()) || m.starts_with("sys.") => {
                 raise("NotImplementedError", format!("the fake Python does not model {full}"))
             }
@@ -1536,9 +1700,15 @@ fn attribute(obj: &Value, name: &str) -> Result<Value, Flow> {
     }
     match (obj, name) {
         (Value::Exc(_, m), "args") => Ok(Value::Tuple(vec![Value::Str(m.clone())])),
-        (Value::Str(_) | Value::Bytes(_) | Value::Dict(_) | Value::Environ | Value::File(..) | Value::List(_), _) => {
-            Ok(Value::Method(Box::new(obj.clone()), name.to_owned()))
-        }
+        (
+            Value::Str(_)
+            | Value::Bytes(_)
+            | Value::Dict(_)
+            | Value::Environ
+            | Value::File(..)
+            | Value::List(_),
+            _,
+        ) => Ok(Value::Method(Box::new(obj.clone()), name.to_owned())),
         _ => raise("AttributeError", format!("'{}' object has no attribute '{name}'", type_name(obj))),
     }
 }
@@ -1627,7 +1797,12 @@ fn compare(op: &str, l: &Value, r: &Value) -> Result<bool, Flow> {
                 Value::Str(s) => s.contains(&str_of(l)),
                 Value::Dict(items) => items.iter().any(|(k, _)| values_equal(k, l)),
                 Value::Environ => false,
-                other => return raise("TypeError", format!("argument of type '{}' is not iterable", type_name(other))),
+                other => {
+                    return raise(
+                        "TypeError",
+                        format!("argument of type '{}' is not iterable", type_name(other)),
+                    );
+                }
             };
             Ok(found == (op == "in"))
         }
@@ -1642,7 +1817,11 @@ fn compare(op: &str, l: &Value, r: &Value) -> Result<bool, Flow> {
             let Some(ord) = ord else {
                 return raise(
                     "TypeError",
-                    format!("'{op}' not supported between instances of '{}' and '{}'", type_name(l), type_name(r)),
+                    format!(
+                        "'{op}' not supported between instances of '{}' and '{}'",
+                        type_name(l),
+                        type_name(r)
+                    ),
                 );
             };
             Ok(match op {
@@ -1680,7 +1859,12 @@ fn json_dumps(v: &Value) -> Result<String, Flow> {
                 .collect::<Result<Vec<_>, Flow>>()?
                 .join(", ")
         ),
-        other => return raise("TypeError", format!("Object of type {} is not JSON serializable", type_name(other))),
+        other => {
+            return raise(
+                "TypeError",
+                format!("Object of type {} is not JSON serializable", type_name(other)),
+            );
+        }
     })
 }
 
@@ -1688,22 +1872,28 @@ fn json_dumps(v: &Value) -> Result<String, Flow> {
 ///
 /// Returns `Err` only for a [`Stop`] (timeout, stdin needed): Python-level failures are in
 /// [`Outcome::error`].
-pub(crate) fn run(source: &str, filename: &str, globals: &mut Globals, host: &mut dyn Host) -> Result<Outcome, Stop> {
+pub(crate) fn run(
+    source: &str,
+    filename: &str,
+    globals: &mut Globals,
+    host: &mut dyn Host,
+) -> Result<Outcome, Stop> {
     let parsed = tokenize(source).and_then(|toks| Parser { toks, pos: 0, unsupported: None }.module());
     let stmts = match parsed {
         Err(e) => {
             return Ok(Outcome {
                 display: None,
-                error: Some(
-                    CodeError::new("SyntaxError", e.message.clone())
-                        .with_traceback(vec![format!("  File \"{filename}\", line {}", e.line), format!("SyntaxError: {}", e.message)]),
-                ),
+                error: Some(CodeError::new("SyntaxError", e.message.clone()).with_traceback(vec![
+                    format!("  File \"{filename}\", line {}", e.line),
+                    format!("SyntaxError: {}", e.message),
+                ])),
                 exit_code: None,
             });
         }
         Ok(Err((keyword, line))) => {
-            let message =
-                format!("the fake Python does not model {keyword}; script this code with FakeBackend::on_run_code");
+            let message = format!(
+                "the fake Python does not model {keyword}; script this code with FakeBackend::on_run_code"
+            );
             return Ok(Outcome {
                 display: None,
                 error: Some(CodeError::new("NotImplementedError", message.clone()).with_traceback(vec![
@@ -1727,7 +1917,9 @@ pub(crate) fn run(source: &str, filename: &str, globals: &mut Globals, host: &mu
                 }
             }
             Err(Flow::Stop(stop)) => return Err(stop),
-            Err(Flow::Exit(code)) => return Ok(Outcome { display: None, error: None, exit_code: Some(code) }),
+            Err(Flow::Exit(code)) => {
+                return Ok(Outcome { display: None, error: None, exit_code: Some(code) });
+            }
             Err(Flow::Raise(name, value)) => {
                 let header = if value.is_empty() { name.clone() } else { format!("{name}: {value}") };
                 return Ok(Outcome {

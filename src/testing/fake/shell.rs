@@ -8,6 +8,16 @@
 //! functions) are not modelled: they fail with exit 2 and a message saying so, so that a
 //! test never passes on a guess. Script such commands with `FakeBackend::on_run`.
 
+// Lints relaxed for the simulator: the command table is long by nature, and `args`/`argv` follow sh usage.
+#![allow(
+    clippy::float_cmp,
+    clippy::too_many_lines,
+    clippy::similar_names,
+    clippy::single_match_else,
+    clippy::format_collect,
+    clippy::collapsible_if
+)]
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -205,7 +215,8 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
             }
             '\'' => {
                 flush_lit(&mut lit, &mut word);
-                let end = chars[i + 1..].iter().position(|c| *c == '\'').ok_or("unterminated quoted string")?;
+                let end =
+                    chars[i + 1..].iter().position(|c| *c == '\'').ok_or("unterminated quoted string")?;
                 word.push(Seg::Quoted(chars[i + 1..i + 1 + end].iter().collect()));
                 i += end + 2;
             }
@@ -265,8 +276,10 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
     Ok(toks)
 }
 
-const KEYWORDS: &[&str] =
-    &["if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "function", "{", "}"];
+const KEYWORDS: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "function",
+    "{", "}",
+];
 
 fn literal(word: &Word) -> Option<String> {
     let mut s = String::new();
@@ -491,7 +504,11 @@ impl<'w, 'a> Shell<'w, 'a> {
     fn capture_script(&mut self, script: &str) -> Result<Vec<u8>, Stop> {
         self.captures.push(Vec::new());
         let saved = (self.proc.env.clone(), self.proc.cwd.clone());
-        let io = Io { stdin: Some(Stdin::Bytes(Vec::new())), out: Sink::Capture, err: Sink::Stream(StreamKind::Stderr) };
+        let io = Io {
+            stdin: Some(Stdin::Bytes(Vec::new())),
+            out: Sink::Capture,
+            err: Sink::Stream(StreamKind::Stderr),
+        };
         let result = self.run_source(script, io);
         (self.proc.env, self.proc.cwd) = saved;
         let out = self.captures.pop().unwrap_or_default();
@@ -503,7 +520,11 @@ impl<'w, 'a> Shell<'w, 'a> {
 
     /// Runs an argv directly, with no shell parsing (`Command::new(..)`).
     pub(crate) fn run_argv(&mut self, argv: &[String], stdin: Stdin) -> Result<i32, Stop> {
-        let mut io = Io { stdin: Some(stdin), out: Sink::Stream(StreamKind::Stdout), err: Sink::Stream(StreamKind::Stderr) };
+        let mut io = Io {
+            stdin: Some(stdin),
+            out: Sink::Stream(StreamKind::Stdout),
+            err: Sink::Stream(StreamKind::Stderr),
+        };
         match self.dispatch(argv, &mut io) {
             Ok(code) | Err(Stop::Exit(code)) => Ok(code),
             Err(stop) => Err(stop),
@@ -566,7 +587,13 @@ impl<'w, 'a> Shell<'w, 'a> {
         Ok(())
     }
 
-    fn run_andor(&mut self, andor: &AndOr, stdin: Option<Stdin>, out: &Sink, err: &Sink) -> Result<i32, Stop> {
+    fn run_andor(
+        &mut self,
+        andor: &AndOr,
+        stdin: Option<Stdin>,
+        out: &Sink,
+        err: &Sink,
+    ) -> Result<i32, Stop> {
         let mut status = self.run_pipeline(&andor.first, stdin, out, err)?;
         for (and, pipeline) in &andor.rest {
             if (status == 0) == *and {
@@ -577,7 +604,13 @@ impl<'w, 'a> Shell<'w, 'a> {
         Ok(status)
     }
 
-    fn run_pipeline(&mut self, p: &Pipeline, stdin: Option<Stdin>, out: &Sink, err: &Sink) -> Result<i32, Stop> {
+    fn run_pipeline(
+        &mut self,
+        p: &Pipeline,
+        stdin: Option<Stdin>,
+        out: &Sink,
+        err: &Sink,
+    ) -> Result<i32, Stop> {
         let mut input = stdin;
         let mut status = 0;
         let n = p.cmds.len();
@@ -721,7 +754,9 @@ impl<'w, 'a> Shell<'w, 'a> {
                 let mut newline = true;
                 let mut escapes = false;
                 let mut rest = args;
-                while let Some(flag) = rest.first().filter(|a| matches!(a.as_str(), "-n" | "-e" | "-ne" | "-en")) {
+                while let Some(flag) =
+                    rest.first().filter(|a| matches!(a.as_str(), "-n" | "-e" | "-ne" | "-en"))
+                {
                     newline &= !flag.contains('n');
                     escapes |= flag.contains('e');
                     rest = &rest[1..];
@@ -781,16 +816,20 @@ impl<'w, 'a> Shell<'w, 'a> {
                     return Ok(2);
                 };
                 let data = match file {
-                    Some(f) => match self.special_file(f, Some(count)) {
-                        Some(d) => d,
-                        None => match self.world.vfs.read(&crate::path::resolve(&self.proc.cwd, f)) {
-                            Ok(d) => d,
-                            Err(_) => {
-                                self.err_line(io, &format!("head: cannot open '{f}' for reading: No such file or directory"));
-                                return Ok(1);
+                    Some(f) => {
+                        match self.special_file(f, Some(count)) {
+                            Some(d) => d,
+                            None => {
+                                match self.world.vfs.read(&crate::path::resolve(&self.proc.cwd, f)) {
+                                    Ok(d) => d,
+                                    Err(_) => {
+                                        self.err_line(io, &format!("head: cannot open '{f}' for reading: No such file or directory"));
+                                        return Ok(1);
+                                    }
+                                }
                             }
-                        },
-                    },
+                        }
+                    }
                     None => self.read_stdin(io)?,
                 };
                 self.write(&out, &data[..data.len().min(count)]);
@@ -831,7 +870,8 @@ impl<'w, 'a> Shell<'w, 'a> {
                     }
                     let r = if n < args.len() { self.dispatch(&args[n..], io) } else { Ok(0) };
                     if n == args.len() {
-                        let listing: String = self.proc.env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+                        let listing: String =
+                            self.proc.env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
                         self.write(&out, listing.as_bytes());
                     }
                     self.proc.env = saved;
@@ -915,12 +955,15 @@ impl<'w, 'a> Shell<'w, 'a> {
                         self.write(&out, listing.as_bytes());
                         Ok(0)
                     }
-                    Err(_) if matches!(self.world.vfs.get(&path), Some(_)) => {
+                    Err(_) if self.world.vfs.get(&path).is_some() => {
                         self.write(&out, format!("{target}\n").as_bytes());
                         Ok(0)
                     }
                     Err(_) => {
-                        self.err_line(io, &format!("ls: cannot access '{target}': No such file or directory"));
+                        self.err_line(
+                            io,
+                            &format!("ls: cannot access '{target}': No such file or directory"),
+                        );
                         Ok(2)
                     }
                 }
@@ -939,7 +982,8 @@ impl<'w, 'a> Shell<'w, 'a> {
                         String::from_utf8_lossy(&data).into_owned()
                     }
                 };
-                let saved = (self.proc.env.clone(), self.proc.cwd.clone(), std::mem::take(&mut self.args), self.last);
+                let saved =
+                    (self.proc.env.clone(), self.proc.cwd.clone(), std::mem::take(&mut self.args), self.last);
                 let mut sub_args = vec![program.clone()];
                 sub_args.extend(rest.iter().cloned());
                 self.args = sub_args;
@@ -965,16 +1009,23 @@ impl<'w, 'a> Shell<'w, 'a> {
                 if self.world.policy.permits(&host, port) {
                     Ok(0)
                 } else if program == "curl" {
-                    self.err_line(io, &format!("curl: (7) Failed to connect to {host} port {port}: Network is unreachable"));
+                    self.err_line(
+                        io,
+                        &format!("curl: (7) Failed to connect to {host} port {port}: Network is unreachable"),
+                    );
                     Ok(7)
                 } else {
-                    self.err_line(io, &format!("wget: unable to connect to {host}:{port}: Network is unreachable"));
+                    self.err_line(
+                        io,
+                        &format!("wget: unable to connect to {host}:{port}: Network is unreachable"),
+                    );
                     Ok(4)
                 }
             }
             "nc" => {
                 let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-                let (Some(host), Some(port)) = (positional.first(), positional.get(1).and_then(|p| p.parse::<u16>().ok()))
+                let (Some(host), Some(port)) =
+                    (positional.first(), positional.get(1).and_then(|p| p.parse::<u16>().ok()))
                 else {
                     self.err_line(io, "nc: usage: nc host port");
                     return Ok(1);
@@ -982,7 +1033,10 @@ impl<'w, 'a> Shell<'w, 'a> {
                 if self.world.policy.permits(host, port) {
                     Ok(0)
                 } else {
-                    self.err_line(io, &format!("nc: connect to {host} port {port} (tcp) failed: Network is unreachable"));
+                    self.err_line(
+                        io,
+                        &format!("nc: connect to {host} port {port} (tcp) failed: Network is unreachable"),
+                    );
                     Ok(1)
                 }
             }
@@ -1026,7 +1080,12 @@ impl<'w, 'a> Shell<'w, 'a> {
                 match self.world.vfs.read(&path) {
                     Ok(data) => (String::from_utf8_lossy(&data).into_owned(), file.clone()),
                     Err(_) => {
-                        self.err_line(io, &format!("python3: can't open file '{file}': [Errno 2] No such file or directory"));
+                        self.err_line(
+                            io,
+                            &format!(
+                                "python3: can't open file '{file}': [Errno 2] No such file or directory"
+                            ),
+                        );
                         return Ok(2);
                     }
                 }
@@ -1126,8 +1185,12 @@ fn unescape(s: &str) -> (Vec<u8>, bool) {
             b'\\' => out.push(b'\\'),
             b'c' => return (out, true),
             b'x' => {
-                let hex: String =
-                    bytes[i + 1..].iter().take(2).take_while(|b| b.is_ascii_hexdigit()).map(|b| *b as char).collect();
+                let hex: String = bytes[i + 1..]
+                    .iter()
+                    .take(2)
+                    .take_while(|b| b.is_ascii_hexdigit())
+                    .map(|b| *b as char)
+                    .collect();
                 if hex.is_empty() {
                     out.extend_from_slice(b"\\x");
                 } else {
@@ -1137,8 +1200,12 @@ fn unescape(s: &str) -> (Vec<u8>, bool) {
             }
             b'0'..=b'7' => {
                 let start = if bytes[i] == b'0' { i + 1 } else { i };
-                let oct: String =
-                    bytes[start..].iter().take(3).take_while(|b| (b'0'..=b'7').contains(b)).map(|b| *b as char).collect();
+                let oct: String = bytes[start..]
+                    .iter()
+                    .take(3)
+                    .take_while(|b| (b'0'..=b'7').contains(b))
+                    .map(|b| *b as char)
+                    .collect();
                 let value = u32::from_str_radix(if oct.is_empty() { "0" } else { &oct }, 8).unwrap_or(0);
                 out.push(u8::try_from(value & 0xff).unwrap_or(0));
                 i = start + oct.len() - 1;
@@ -1186,7 +1253,8 @@ fn printf(format: &str, args: &[String]) -> Vec<u8> {
             let arg = args.get(next).cloned().unwrap_or_default();
             consumed |= next < args.len();
             next += 1;
-            let width: usize = spec.trim_start_matches('-').split('.').next().and_then(|w| w.parse().ok()).unwrap_or(0);
+            let width: usize =
+                spec.trim_start_matches('-').split('.').next().and_then(|w| w.parse().ok()).unwrap_or(0);
             let number = || arg.trim().parse::<i64>().unwrap_or(0);
             let text = match conv {
                 b's' => arg.clone(),
@@ -1200,7 +1268,8 @@ fn printf(format: &str, args: &[String]) -> Vec<u8> {
                 b'o' => format!("{:o}", number()),
                 other => format!("%{spec}{}", char::from(other)),
             };
-            let padded = if spec.starts_with('-') { format!("{text:<width$}") } else { format!("{text:>width$}") };
+            let padded =
+                if spec.starts_with('-') { format!("{text:<width$}") } else { format!("{text:>width$}") };
             out.extend_from_slice(padded.as_bytes());
         }
         if !consumed || next >= args.len() {

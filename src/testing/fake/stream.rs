@@ -41,7 +41,9 @@ impl ErrorSnapshot {
         match self {
             ErrorSnapshot::Timeout(t, p) => Error::ExecutionTimeout { timeout: *t, partial: p.clone() },
             ErrorSnapshot::Gone(id, m) => Error::SandboxGone { id: id.clone(), message: m.clone() },
-            ErrorSnapshot::Other(m) => Error::Provider { backend: SCHEME.into(), message: m.clone(), source: None },
+            ErrorSnapshot::Other(m) => {
+                Error::Provider { backend: SCHEME.into(), message: m.clone(), source: None }
+            }
         }
     }
 }
@@ -92,15 +94,12 @@ impl FakeExecStream {
             stdout_len: 0,
             stderr_len: 0,
         };
-        match early {
-            Some(answer) => stream.phase = Phase::Replaying { trace: scripted_trace(&answer), next: 0, yielded: false },
-            None => {
-                let stdin = match stream.command.stdin_bytes() {
-                    Some(bytes) => Stdin::Bytes(bytes.to_vec()),
-                    None => Stdin::Open,
-                };
-                stream.simulate(stdin);
-            }
+        if let Some(answer) = early {
+            stream.phase = Phase::Replaying { trace: scripted_trace(&answer), next: 0, yielded: false };
+        } else {
+            let stdin =
+                stream.command.stdin_bytes().map_or(Stdin::Open, |bytes| Stdin::Bytes(bytes.to_vec()));
+            stream.simulate(stdin);
         }
         stream
     }
@@ -155,11 +154,15 @@ impl FakeExecStream {
                         crate::StreamKind::Stdout => self.stdout_len += event.data.len(),
                         crate::StreamKind::Stderr => self.stderr_len += event.data.len(),
                     }
-                    return Poll::Ready(Some(Ok(OutputChunk { stream: event.stream, data: event.data.clone() })));
+                    return Poll::Ready(Some(Ok(OutputChunk {
+                        stream: event.stream,
+                        data: event.data.clone(),
+                    })));
                 }
                 world.clock = world.clock.max(self.start + trace.elapsed);
                 drop(world);
-                let result = ExecResult::new(0, "", "").with_duration(trace.elapsed).with_truncated(trace.truncated);
+                let result =
+                    ExecResult::new(0, "", "").with_duration(trace.elapsed).with_truncated(trace.truncated);
                 let outcome = match trace.exit {
                     Some(code) => Ok(result.with_status(ExitStatus::Code(code))),
                     None => Err(ErrorSnapshot::of(&deadline_error(
@@ -178,7 +181,9 @@ impl FakeExecStream {
 
 fn scripted_trace(answer: &ExecResult) -> Trace {
     let mut events = Vec::new();
-    for (stream, data) in [(crate::StreamKind::Stdout, &answer.stdout), (crate::StreamKind::Stderr, &answer.stderr)] {
+    for (stream, data) in
+        [(crate::StreamKind::Stdout, &answer.stdout), (crate::StreamKind::Stderr, &answer.stderr)]
+    {
         if !data.is_empty() {
             events.push(super::machine::Event { at: Duration::ZERO, stream, data: data.clone() });
         }

@@ -138,7 +138,9 @@ impl Vfs {
             .children(abs)
             .into_iter()
             .map(|(path, node)| match node {
-                Node::File { data, mode } => DirEntry::new(name_of(path), FileKind::File, data.len() as u64, *mode),
+                Node::File { data, mode } => {
+                    DirEntry::new(name_of(path), FileKind::File, data.len() as u64, *mode)
+                }
                 Node::Dir { mode } => DirEntry::new(name_of(path), FileKind::Dir, 0, *mode),
                 Node::Symlink { target } => {
                     DirEntry::new(name_of(path), FileKind::Symlink, target.len() as u64, 0o777)
