@@ -89,3 +89,8 @@ pub use fs::{DirEntry, FileKind};
 pub use policy::{AllowlistEntry, Capabilities, IsolationTier, NetworkPolicy, ResourceLimits};
 pub use runtime::shutdown;
 pub use secret::SecretString;
+
+/// Compiles and runs the code blocks of README.md as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
