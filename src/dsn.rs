@@ -179,9 +179,14 @@ fn redact_dsn(raw: &str) -> String {
 /// happens on first use.
 pub type BackendFactory = fn(&Dsn) -> Result<Arc<dyn Backend>>;
 
-/// Schemes of first-party backends and the Cargo feature each needs.
-const FIRST_PARTY: &[(&str, &str)] =
-    &[("local", "local"), ("docker", "docker"), ("e2b", "e2b"), ("modal", "modal")];
+/// Schemes of first-party backends, the Cargo feature each needs, and whether this version
+/// ships that feature yet.
+const FIRST_PARTY: &[(&str, &str, bool)] = &[
+    ("local", "local", false),
+    ("docker", "docker", false),
+    ("e2b", "e2b", false),
+    ("modal", "modal", false),
+];
 
 fn registry() -> &'static RwLock<HashMap<String, BackendFactory>> {
     static REGISTRY: OnceLock<RwLock<HashMap<String, BackendFactory>>> = OnceLock::new();
@@ -205,7 +210,7 @@ pub fn register_scheme(scheme: &str, factory: BackendFactory) -> Result<()> {
     if parsed.scheme() != scheme {
         return Err(Error::configuration(format!("scheme {scheme:?} must be lower-case")));
     }
-    if FIRST_PARTY.iter().any(|(s, _)| *s == scheme) {
+    if FIRST_PARTY.iter().any(|(s, _, _)| *s == scheme) {
         return Err(Error::configuration(format!(
             "scheme {scheme:?} is reserved for sandboxio's own backend"
         )));
@@ -231,14 +236,20 @@ pub fn resolve(raw: &str) -> Result<Arc<dyn Backend>> {
     if let Some(factory) = factory {
         return factory(&dsn);
     }
-    if let Some((scheme, feature)) = FIRST_PARTY.iter().find(|(s, _)| *s == dsn.scheme()) {
-        return Err(Error::configuration(format!(
-            "the {scheme}:// backend is not in this build: enable sandboxio's Cargo feature `{feature}`"
-        )));
+    if let Some((scheme, feature, shipped)) = FIRST_PARTY.iter().find(|(s, _, _)| *s == dsn.scheme()) {
+        return Err(Error::configuration(if *shipped {
+            format!(
+                "the {scheme}:// backend is not in this build: enable sandboxio's Cargo feature `{feature}`"
+            )
+        } else {
+            format!(
+                "the {scheme}:// backend needs sandboxio's Cargo feature `{feature}`, which this version of sandboxio does not ship yet"
+            )
+        }));
     }
     let mut known: Vec<String> =
         registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
-    known.extend(FIRST_PARTY.iter().map(|(s, _)| (*s).to_owned()));
+    known.extend(FIRST_PARTY.iter().map(|(s, _, _)| (*s).to_owned()));
     known.sort();
     Err(Error::configuration(format!(
         "unknown DSN scheme {:?}; known schemes: {}",

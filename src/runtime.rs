@@ -68,17 +68,17 @@ impl<T> Slot<T> {
 
 /// Runs blocking `work` on a fresh thread and awaits its result, so that host file I/O never
 /// blocks the caller's executor.
-pub(crate) async fn unblock<T, F>(work: F) -> T
+pub(crate) async fn unblock<T, F>(work: F) -> crate::Result<T>
 where
     T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
+    F: FnOnce() -> crate::Result<T> + Send + 'static,
 {
     let slot = Slot::new();
     let sender = Arc::clone(&slot);
     std::thread::Builder::new()
         .name("sandboxio-blocking".into())
         .spawn(move || sender.set(work()))
-        .expect("the OS refused to start a thread");
+        .map_err(|e| crate::Error::provider("host", "could not start a thread for host file I/O", e))?;
     slot.wait().await
 }
 
