@@ -115,15 +115,16 @@ pub(crate) struct TeardownReport {
     pub(crate) template: OperationRecord,
 }
 
-/// Runs `teardown` on a library-owned thread, bounded by [`teardown_grace`]. Never blocks,
+/// Runs `teardown` on a library-owned thread, bounded by `grace` (default
+/// [`teardown_grace`]). Never blocks,
 /// never panics. If the grace expires, a `tracing` warning on target `sandboxio::orphan`
 /// and an [`OperationKind::OrphanedSandbox`] record report the sandbox.
-pub(crate) fn spawn_teardown<F>(teardown: F, report: TeardownReport)
+pub(crate) fn spawn_teardown<F>(teardown: F, report: TeardownReport, grace: Option<Duration>)
 where
     F: Future<Output = Outcome> + Send + 'static,
 {
     adjust_pending(true);
-    let grace = teardown_grace();
+    let grace = grace.unwrap_or_else(teardown_grace);
     let spawned = std::thread::Builder::new().name("sandboxio-teardown".into()).spawn(move || {
         let started = Instant::now();
         let bounded = future::or(async { Some(teardown.await) }, async {

@@ -106,3 +106,18 @@ fn run_code__without_run_code_raises() {
     assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);
     assert!(err.to_string().contains("RUN_CODE"));
 }
+
+#[test]
+fn run_code__display_hooks_give_html_and_png_where_rich_outputs_are_declared() {
+    let (_, sbx) = fake_sandbox();
+    let png = [0x89u8, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
+    let cell = "import base64\nclass Rich:\n    def _repr_html_(self):\n        return '<b>rich</b>'\n    def _repr_png_(self): return base64.b64decode('iVBORw0KGgo=')\nRich()";
+    let out = block_on(sbx.run_code(cell)).unwrap();
+    assert!(out.success(), "{:?}", out.error);
+    let bundle = &out.results[0];
+    assert_eq!(bundle["text/html"], b"<b>rich</b>");
+    assert_eq!(bundle["image/png"], png);
+    assert_eq!(bundle["text/plain"], b"<__main__.Rich object>");
+    let out = block_on(sbx.run_code("class Odd:\n    x = 1\nOdd()")).unwrap();
+    assert_eq!(out.error.unwrap().name, "NotImplementedError");
+}

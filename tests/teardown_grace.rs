@@ -38,19 +38,19 @@ impl tracing::Subscriber for OrphanWarnings {
 fn cancellation_identity__grace_expiry_emits_an_orphan_warning_and_record() {
     let warnings = OrphanWarnings::default();
     tracing::subscriber::set_global_default(warnings.clone()).unwrap();
-    sandboxio::runtime::set_teardown_grace(Duration::from_millis(100));
     let sink = RecordingSink::new();
     let fake = sandboxio::testing::FakeBackend::new();
     let sbx = block_on(
         sandboxio::Sandbox::builder_with(fake.clone())
             .network(sandboxio::NetworkPolicy::deny_all())
             .metadata("owner", "grace-test")
+            .teardown_grace(Duration::from_millis(100))
             .audit(AuditConfig::new().with_sink(Arc::clone(&sink)))
             .create(),
     )
     .unwrap();
     let id = sbx.id().to_owned();
-    fake.simulate_kill_hang(true);
+    fake.simulate_kill_hang(&id, true);
     drop(sbx); // never blocks, even though the kill will hang
     assert_eq!(
         block_on(sandboxio::shutdown(Duration::from_secs(10))),

@@ -135,6 +135,7 @@ pub struct SandboxBuilder<N = NetworkUnset, L = LimitsUnset> {
     detached: bool,
     image: Option<String>,
     template: Option<String>,
+    teardown_grace: Option<Duration>,
     _state: PhantomData<fn() -> (N, L)>,
 }
 
@@ -153,6 +154,7 @@ impl<N, L> std::fmt::Debug for SandboxBuilder<N, L> {
             .field("detached", &self.detached)
             .field("image", &self.image)
             .field("template", &self.template)
+            .field("teardown_grace", &self.teardown_grace)
             .finish_non_exhaustive()
     }
 }
@@ -173,6 +175,7 @@ impl SandboxBuilder {
             detached: false,
             image: None,
             template: None,
+            teardown_grace: None,
             _state: PhantomData,
         }
     }
@@ -194,6 +197,7 @@ impl<N, L> SandboxBuilder<N, L> {
             detached: self.detached,
             image: self.image,
             template: self.template,
+            teardown_grace: self.teardown_grace,
             _state: PhantomData,
         }
     }
@@ -276,6 +280,15 @@ impl<N, L> SandboxBuilder<N, L> {
     /// [`Capabilities::DETACH`]). Default `false`: it dies with its owner.
     pub fn detached(mut self, detached: bool) -> Self {
         self.detached = detached;
+        self
+    }
+
+    /// How long the background teardown of this sandbox may take when its handle is
+    /// dropped without `close()`, before it is reported orphaned (a `tracing` warning on
+    /// target `sandboxio::orphan` and an `OrphanedSandbox` audit record). Default: the
+    /// process-wide [`runtime::teardown_grace`](crate::runtime::teardown_grace), 30 s.
+    pub fn teardown_grace(mut self, grace: Duration) -> Self {
+        self.teardown_grace = Some(grace);
         self
     }
 
@@ -414,7 +427,8 @@ impl<N, L> SandboxBuilder<N, L> {
             Ok((handle, owned)) => {
                 guard.set_sandbox_id(handle.id());
                 guard.finish(Outcome::Ok);
-                Ok(Sandbox::from_parts(Arc::clone(&self.backend), handle, ctx, owned))
+                Ok(Sandbox::from_parts(Arc::clone(&self.backend), handle, ctx, owned)
+                    .with_teardown_grace(self.teardown_grace))
             }
             Err(e) => {
                 guard.finish(Outcome::Error(e.code()));

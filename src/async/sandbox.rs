@@ -31,6 +31,7 @@ pub struct Sandbox {
     ctx: OpContext,
     owned: bool,
     killed: AtomicBool,
+    teardown_grace: Option<std::time::Duration>,
 }
 
 impl fmt::Debug for Sandbox {
@@ -118,7 +119,14 @@ impl Sandbox {
         owned: bool,
     ) -> Self {
         ctx.sandbox_id = Some(Arc::from(handle.id()));
-        Sandbox { backend, handle: Arc::from(handle), ctx, owned, killed: AtomicBool::new(false) }
+        Sandbox {
+            backend,
+            handle: Arc::from(handle),
+            ctx,
+            owned,
+            killed: AtomicBool::new(false),
+            teardown_grace: None,
+        }
     }
 
     /// The sandbox id, as [`Sandbox::connect`] takes it.
@@ -163,6 +171,11 @@ impl Sandbox {
     #[must_use]
     pub fn is_owner(&self) -> bool {
         self.owned
+    }
+
+    pub(crate) fn with_teardown_grace(mut self, grace: Option<std::time::Duration>) -> Self {
+        self.teardown_grace = grace;
+        self
     }
 
     pub(crate) fn context(&self) -> &OpContext {
@@ -390,6 +403,7 @@ impl Drop for Sandbox {
                 }
             },
             report,
+            self.teardown_grace,
         );
     }
 }

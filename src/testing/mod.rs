@@ -22,7 +22,7 @@ mod fake;
 
 use std::ops::Deref;
 
-pub use fake::{Failure, FakeBackend, FakeCall, WORKDIR};
+pub use fake::{DEFAULT_CREATE_LATENCY, Failure, FakeBackend, FakeCall, WORKDIR};
 
 use crate::{NetworkPolicy, Sandbox};
 

@@ -29,6 +29,11 @@ pub use vfs::WORKDIR;
 
 const SCHEME: &str = "fake";
 
+/// How long a fake `create()` takes on the virtual clock unless
+/// [`FakeBackend::with_create_latency`] says otherwise: 50 ms, so that a create timeout
+/// shorter than that fires, as it would on any real provider.
+pub const DEFAULT_CREATE_LATENCY: Duration = Duration::from_millis(50);
+
 /// A failure the fake produces on demand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -108,7 +113,8 @@ struct World {
     processes: BTreeMap<u64, String>,
     next_pid: u64,
     next_context: u64,
-    kill_hangs: bool,
+    /// Sandboxes whose `kill` hangs forever (the `simulate_kill_hang` probe).
+    kill_hangs: std::collections::BTreeSet<String>,
     reaped_children: usize,
 }
 
@@ -180,7 +186,7 @@ impl FakeBackend {
             isolation: IsolationTier::None,
             options: Vec::new(),
             audit: AuditConfig::new(),
-            create_latency: Duration::ZERO,
+            create_latency: DEFAULT_CREATE_LATENCY,
         })
     }
 
@@ -199,7 +205,7 @@ impl FakeBackend {
             processes: BTreeMap::new(),
             next_pid: 1,
             next_context: 1,
-            kill_hangs: false,
+            kill_hangs: std::collections::BTreeSet::new(),
             reaped_children: 0,
         };
         FakeBackend {
@@ -336,10 +342,15 @@ impl FakeBackend {
         }
     }
 
-    /// Makes `kill` hang forever from now on (the `simulate_kill_hang` probe), so that
+    /// Makes `kill` of one sandbox hang forever (the `simulate_kill_hang` probe), so that
     /// teardown's grace bound can be observed. `false` restores it.
-    pub fn simulate_kill_hang(&self, hang: bool) {
-        self.world().kill_hangs = hang;
+    pub fn simulate_kill_hang(&self, sandbox_id: &str, hang: bool) {
+        let mut world = self.world();
+        if hang {
+            world.kill_hangs.insert(sandbox_id.to_owned());
+        } else {
+            world.kill_hangs.remove(sandbox_id);
+        }
     }
 
     /// Advances the virtual clock (sandboxes past their TTL expire).
@@ -376,10 +387,39 @@ impl FakeBackend {
         Arc::clone(&self.inner.recorder)
     }
 
-    /// Processes still running (streams not finished, runs in flight): `0` means no orphan.
+    /// Processes still running (streams not finished, runs in flight) in every sandbox:
+    /// `0` means no orphan.
     #[must_use]
     pub fn live_processes(&self) -> usize {
         self.world().processes.len()
+    }
+
+    /// Processes still running in one sandbox.
+    #[must_use]
+    pub fn processes_in(&self, sandbox_id: &str) -> usize {
+        self.world().processes.values().filter(|owner| *owner == sandbox_id).count()
+    }
+
+    /// Live sandboxes whose metadata has `key` = `value`.
+    #[must_use]
+    pub fn live_sandboxes_labelled(&self, key: &str, value: &str) -> Vec<String> {
+        let mut world = self.world();
+        let now = world.clock;
+        world
+            .sandboxes
+            .iter_mut()
+            .filter_map(|(id, s)| {
+                refresh_ttl(s, now);
+                let labelled = s.spec.metadata.get(key).is_some_and(|v| v == value);
+                (labelled && s.life == Life::Alive).then(|| id.clone())
+            })
+            .collect()
+    }
+
+    /// The resource limits a sandbox was created with, as the fake enforces them.
+    #[must_use]
+    pub fn limits(&self, sandbox_id: &str) -> Option<crate::ResourceLimits> {
+        self.world().sandboxes.get(sandbox_id).map(|s| s.spec.limits)
     }
 
     /// Background children killed because their parent command exited (with its process
@@ -903,8 +943,8 @@ impl BackendSandbox for FakeSandbox {
             if let Some(error) = outcome.error {
                 result = result.with_error(error);
             }
-            if let Some(text) = outcome.display {
-                result = result.with_result(BTreeMap::from([("text/plain".to_owned(), text.into_bytes())]));
+            if let Some(bundle) = outcome.display {
+                result = result.with_result(bundle);
             }
             Ok(result)
         })
@@ -960,7 +1000,7 @@ impl BackendSandbox for FakeSandbox {
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
         Box::pin(async move {
             future::yield_now().await;
-            if self.world().kill_hangs {
+            if self.world().kill_hangs.contains(&self.id) {
                 future::pending::<()>().await;
             }
             let mut world = self.world();

@@ -24,6 +24,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
+
+use base64::Engine as _;
 use std::time::Duration;
 
 use crate::exec::{CodeError, StreamKind};
@@ -53,8 +56,9 @@ pub(crate) struct Globals {
 /// The result of a cell.
 #[derive(Debug)]
 pub(crate) struct Outcome {
-    /// `repr` of the last expression statement, when it is not `None`.
-    pub(crate) display: Option<String>,
+    /// The display of the last expression statement, when it is not `None`: `text/plain`
+    /// plus whatever its `_repr_*_` hooks produce.
+    pub(crate) display: Option<crate::MimeBundle>,
     pub(crate) error: Option<CodeError>,
     /// `sys.exit(n)` was called with this code.
     pub(crate) exit_code: Option<i32>,
@@ -84,6 +88,23 @@ enum Value {
     Environ,
     /// A file opened with `open()`: path, mode.
     File(String, String),
+    /// A class defined in the cell.
+    Class(Arc<ClassDef>),
+    /// An instance of such a class.
+    Instance(Arc<ClassDef>),
+}
+
+/// A class whose methods each return one expression: the shape of display-hook probes.
+#[derive(Debug)]
+struct ClassDef {
+    name: String,
+    methods: Vec<(String, Expr)>,
+}
+
+impl PartialEq for ClassDef {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
 }
 
 #[derive(Debug)]
@@ -383,6 +404,7 @@ enum Stmt {
     Raise(Option<Expr>),
     Assert(Expr, Option<Expr>),
     Pass,
+    ClassDef(Arc<ClassDef>),
 }
 
 /// A parsed module: its statements with their lines, or the first unmodelled construct
@@ -478,6 +500,13 @@ impl Parser {
                 }
                 continue;
             }
+            if self.is_name("class") && self.unsupported.is_none() {
+                let line = self.line();
+                if let Some(class) = self.class_def()? {
+                    stmts.push((Stmt::ClassDef(Arc::new(class)), line));
+                }
+                continue;
+            }
             if let Tok::Name(n) = self.peek()
                 && COMPOUND.contains(&n.as_str())
             {
@@ -493,6 +522,88 @@ impl Parser {
             stmts.push((self.statement()?, line));
             if !self.eat_op(";") && !matches!(self.peek(), Tok::Newline) {
                 return syntax(self.line(), "invalid syntax");
+            }
+        }
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos + 1 >= self.toks.len()
+    }
+
+    /// `class Name[(bases)]:` whose body is methods `def m(self): return <expr>` (on one line
+    /// or two). Any other body marks the cell unsupported and returns `None`.
+    fn class_def(&mut self) -> Result<Option<ClassDef>, SyntaxError> {
+        self.next();
+        let name = self.name()?;
+        if self.eat_op("(") {
+            while !self.is_op(")") && !matches!(self.peek(), Tok::Newline) {
+                self.next();
+            }
+            self.expect_op(")")?;
+        }
+        self.expect_op(":")?;
+        if !matches!(self.peek(), Tok::Newline) {
+            return syntax(self.line(), "the fake Python expects a class body on the following lines");
+        }
+        let mut methods = Vec::new();
+        loop {
+            while matches!(self.peek(), Tok::Newline) && !self.at_end() {
+                self.next();
+            }
+            if !matches!(self.peek(), Tok::Indent) {
+                break;
+            }
+            self.next();
+            let line = self.line();
+            if self.is_name("pass") {
+                self.next();
+                continue;
+            }
+            if !self.is_name("def") {
+                return self
+                    .unsupported_block("class bodies other than `def m(self): return <expr>` methods", line);
+            }
+            self.next();
+            let method = self.name()?;
+            self.expect_op("(")?;
+            while !self.is_op(")") && !matches!(self.peek(), Tok::Newline) {
+                self.next();
+            }
+            self.expect_op(")")?;
+            self.expect_op(":")?;
+            if matches!(self.peek(), Tok::Newline) {
+                self.next();
+                if !matches!(self.peek(), Tok::Indent) {
+                    return syntax(self.line(), "expected an indented block");
+                }
+                self.next();
+            }
+            if !self.is_name("return") {
+                return self.unsupported_block("method bodies other than one `return <expr>`", line);
+            }
+            self.next();
+            let body = self.expr()?;
+            if !matches!(self.peek(), Tok::Newline) {
+                return self.unsupported_block("method bodies other than one `return <expr>`", line);
+            }
+            methods.push((method, body));
+        }
+        Ok(Some(ClassDef { name, methods }))
+    }
+
+    /// Records an unmodelled construct and skips the rest of its block.
+    fn unsupported_block<T>(&mut self, what: &str, line: usize) -> Result<Option<T>, SyntaxError> {
+        self.unsupported.get_or_insert((what.to_owned(), line));
+        loop {
+            while !matches!(self.peek(), Tok::Newline) {
+                self.next();
+            }
+            if self.at_end() {
+                return Ok(None);
+            }
+            self.next();
+            if !matches!(self.peek(), Tok::Indent) {
+                return Ok(None);
             }
         }
     }
@@ -961,6 +1072,8 @@ fn repr(v: &Value) -> String {
         Value::Exc(n, m) => format!("{n}({})", repr(&Value::Str(m.clone()))),
         Value::Environ => "environ({...})".into(),
         Value::File(p, m) => format!("<_io.TextIOWrapper name='{p}' mode='{m}'>"),
+        Value::Class(c) => format!("<class '__main__.{}'>", c.name),
+        Value::Instance(c) => format!("<__main__.{} object>", c.name),
     }
 }
 
@@ -998,6 +1111,8 @@ fn type_name(v: &Value) -> &'static str {
         Value::ExcType(_) => "type",
         Value::Exc(..) => "Exception",
         Value::File(..) => "TextIOWrapper",
+        Value::Class(_) => "type",
+        Value::Instance(_) => "object",
     }
 }
 
@@ -1070,10 +1185,48 @@ struct Interp<'h> {
     host: &'h mut dyn Host,
 }
 
+/// IPython's display hooks and the MIME type each produces.
+const DISPLAY_HOOKS: &[(&str, &str)] = &[
+    ("_repr_html_", "text/html"),
+    ("_repr_markdown_", "text/markdown"),
+    ("_repr_svg_", "image/svg+xml"),
+    ("_repr_png_", "image/png"),
+    ("_repr_jpeg_", "image/jpeg"),
+    ("_repr_json_", "application/json"),
+];
+
 impl Interp<'_> {
+    /// The MIME bundle of a displayed value. A hook that raises is left out, as IPython
+    /// leaves out a failing formatter.
+    fn display(&mut self, v: &Value) -> Result<crate::MimeBundle, Stop> {
+        let mut bundle = crate::MimeBundle::new();
+        bundle.insert("text/plain".to_owned(), repr(v).into_bytes());
+        if let Value::Instance(class) = v {
+            for (hook, mime) in DISPLAY_HOOKS {
+                if !class.methods.iter().any(|(m, _)| m == hook) {
+                    continue;
+                }
+                match self.call_method(v, hook, &[], &BTreeMap::new()) {
+                    Ok(Value::Str(s)) => {
+                        bundle.insert((*mime).to_owned(), s.into_bytes());
+                    }
+                    Ok(Value::Bytes(b)) => {
+                        bundle.insert((*mime).to_owned(), b);
+                    }
+                    Ok(_) | Err(Flow::Raise(..) | Flow::Exit(_)) => {}
+                    Err(Flow::Stop(stop)) => return Err(stop),
+                }
+            }
+        }
+        Ok(bundle)
+    }
+
     fn exec(&mut self, stmt: &Stmt) -> Result<Option<Value>, Flow> {
         match stmt {
             Stmt::Pass => {}
+            Stmt::ClassDef(class) => {
+                self.globals.vars.insert(class.name.clone(), Value::Class(Arc::clone(class)));
+            }
             Stmt::Expr(e) => return self.eval(e).map(Some),
             Stmt::Assign(target, value) => {
                 let v = self.eval(value)?;
@@ -1291,6 +1444,7 @@ impl Interp<'_> {
             Value::ExcType(name) => {
                 Ok(Value::Exc(name.clone(), args.first().map(str_of).unwrap_or_default()))
             }
+            Value::Class(class) => Ok(Value::Instance(Arc::clone(class))),
             Value::Method(recv, method) => self.call_method(recv, method, args, kw),
             Value::Func(name) => match name.as_str() {
                 "print" => {
@@ -1480,6 +1634,28 @@ impl Interp<'_> {
                     }
                 }
                 "json.dumps" => Ok(Value::Str(json_dumps(&arg(0).unwrap_or(Value::None))?)),
+                "base64.b64decode" => {
+                    let input = match arg(0) {
+                        Some(Value::Str(s)) => s.into_bytes(),
+                        Some(Value::Bytes(b)) => b,
+                        _ => {
+                            return raise(
+                                "TypeError",
+                                "argument should be a bytes-like object or ASCII string",
+                            );
+                        }
+                    };
+                    base64::engine::general_purpose::STANDARD
+                        .decode(input)
+                        .map(Value::Bytes)
+                        .or_else(|e| raise("binascii.Error", e.to_string()))
+                }
+                "base64.b64encode" => match arg(0) {
+                    Some(Value::Bytes(b)) => {
+                        Ok(Value::Bytes(base64::engine::general_purpose::STANDARD.encode(b).into_bytes()))
+                    }
+                    _ => raise("TypeError", "a bytes-like object is required"),
+                },
                 "socket.create_connection" | "urllib.request.urlopen" => {
                     let (host, port) = match arg(0) {
                         Some(Value::Tuple(hp)) if hp.len() == 2 => {
@@ -1538,6 +1714,21 @@ impl Interp<'_> {
                 Ok(Value::Int(count(data.len())))
             }
             (Value::Module(m), "flush") if m.starts_with("sys.std") => Ok(Value::None),
+            (Value::Instance(class), m) => {
+                let Some((_, body)) = class.methods.iter().find(|(name, _)| name == m) else {
+                    return raise(
+                        "AttributeError",
+                        format!("'{}' object has no attribute '{m}'", class.name),
+                    );
+                };
+                let saved = self.globals.vars.insert("self".to_owned(), recv.clone());
+                let result = self.eval(body);
+                match saved {
+                    Some(v) => self.globals.vars.insert("self".to_owned(), v),
+                    None => self.globals.vars.remove("self"),
+                };
+                result
+            }
             (Value::Module(m), "read") if m == "sys.stdin" => {
                 let data = self.host.read_stdin()?;
                 Ok(Value::Str(String::from_utf8_lossy(&data).into_owned()))
@@ -1691,7 +1882,9 @@ fn attribute(obj: &Value, name: &str) -> Result<Value, Flow> {
             | "math.sqrt"
             | "json.dumps"
             | "socket.create_connection"
-            | "urllib.request.urlopen" => Ok(Value::Func(full)),
+            | "urllib.request.urlopen"
+            | "base64.b64decode"
+            | "base64.b64encode" => Ok(Value::Func(full)),
             _ if KNOWN_MODULES.contains(&m.as_str()) || m.starts_with("sys.") => {
                 raise("NotImplementedError", format!("the fake Python does not model {full}"))
             }
@@ -1700,6 +1893,9 @@ fn attribute(obj: &Value, name: &str) -> Result<Value, Flow> {
     }
     match (obj, name) {
         (Value::Exc(_, m), "args") => Ok(Value::Tuple(vec![Value::Str(m.clone())])),
+        (Value::Instance(class), _) if class.methods.iter().any(|(m, _)| m == name) => {
+            Ok(Value::Method(Box::new(obj.clone()), name.to_owned()))
+        }
         (
             Value::Str(_)
             | Value::Bytes(_)
@@ -1913,7 +2109,10 @@ pub(crate) fn run(
         match interp.exec(stmt) {
             Ok(value) => {
                 if i == last {
-                    display = value.filter(|v| *v != Value::None).map(|v| repr(&v));
+                    display = match value.filter(|v| *v != Value::None) {
+                        Some(v) => Some(interp.display(&v)?),
+                        None => None,
+                    };
                 }
             }
             Err(Flow::Stop(stop)) => return Err(stop),

@@ -3,8 +3,8 @@
 //! Modelled: simple commands, `;` `&&` `||` `|` `&` and newlines, `'…'` `"…"` and `\`
 //! quoting, `$VAR` `${VAR}` `$?` `$$` `$RANDOM` `$(…)`, redirections (`>` `>>` `<` `2>`
 //! `>&2` `2>&1` `&>`, `/dev/null`), `VAR=value cmd`, and the commands `echo printf cat exit
-//! true false : sleep env printenv pwd cd export unset mkdir rm ls touch head wait sh bash
-//! python3 python curl wget nc`. Compound commands (`if`, `for`, `while`, `case`, `( … )`,
+//! true false : sleep env printenv pwd cd export unset mkdir rm ls ln touch head wait sh
+//! bash python3 python curl wget nc`. Compound commands (`if`, `for`, `while`, `case`, `( … )`,
 //! functions) are not modelled: they fail with exit 2 and a message saying so, so that a
 //! test never passes on a guess. Script such commands with `FakeBackend::on_run`.
 
@@ -921,6 +921,25 @@ impl<'w, 'a> Shell<'w, 'a> {
                     }
                 }
                 Ok(status)
+            }
+            "ln" => {
+                let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+                let symbolic = args.iter().any(|a| a.starts_with('-') && a.contains('s'));
+                match (symbolic, positional.as_slice()) {
+                    (true, [target, link]) => {
+                        let path = crate::path::resolve(&self.proc.cwd, link);
+                        if self.world.vfs.get(&path).is_some() {
+                            self.err_line(io, &format!("ln: {link}: File exists"));
+                            return Ok(1);
+                        }
+                        let _ = self.world.vfs.symlink(&path, target);
+                        Ok(0)
+                    }
+                    _ => {
+                        self.err_line(io, "ln: the fake models only `ln -s TARGET LINK`");
+                        Ok(2)
+                    }
+                }
             }
             "touch" => {
                 for a in args {
