@@ -1108,10 +1108,9 @@ fn type_name(v: &Value) -> &'static str {
         Value::Dict(_) | Value::Environ => "dict",
         Value::Module(_) => "module",
         Value::Func(_) | Value::Method(..) => "builtin_function_or_method",
-        Value::ExcType(_) => "type",
+        Value::ExcType(_) | Value::Class(_) => "type",
         Value::Exc(..) => "Exception",
         Value::File(..) => "TextIOWrapper",
-        Value::Class(_) => "type",
         Value::Instance(_) => "object",
     }
 }
@@ -1185,7 +1184,7 @@ struct Interp<'h> {
     host: &'h mut dyn Host,
 }
 
-/// IPython's display hooks and the MIME type each produces.
+/// `IPython`'s display hooks and the MIME type each produces.
 const DISPLAY_HOOKS: &[(&str, &str)] = &[
     ("_repr_html_", "text/html"),
     ("_repr_markdown_", "text/markdown"),
@@ -1196,7 +1195,7 @@ const DISPLAY_HOOKS: &[(&str, &str)] = &[
 ];
 
 impl Interp<'_> {
-    /// The MIME bundle of a displayed value. A hook that raises is left out, as IPython
+    /// The MIME bundle of a displayed value. A hook that raises is left out, as `IPython`
     /// leaves out a failing formatter.
     fn display(&mut self, v: &Value) -> Result<crate::MimeBundle, Stop> {
         let mut bundle = crate::MimeBundle::new();
