@@ -247,14 +247,17 @@ pub fn resolve(raw: &str) -> Result<Arc<dyn Backend>> {
             )
         }));
     }
-    let mut known: Vec<String> =
+    let mut usable: Vec<String> =
         registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
-    known.extend(FIRST_PARTY.iter().map(|(s, _, _)| (*s).to_owned()));
-    known.sort();
+    usable.extend(FIRST_PARTY.iter().filter(|(_, _, shipped)| *shipped).map(|(s, _, _)| (*s).to_owned()));
+    usable.sort();
+    let planned: Vec<&str> =
+        FIRST_PARTY.iter().filter(|(_, _, shipped)| !shipped).map(|(s, _, _)| *s).collect();
     Err(Error::configuration(format!(
-        "unknown DSN scheme {:?}; known schemes: {}",
+        "unknown DSN scheme {:?}; schemes in this build: {} (planned for later versions: {})",
         dsn.scheme(),
-        known.join(", ")
+        usable.join(", "),
+        planned.join(", ")
     )))
 }
 

@@ -75,7 +75,7 @@ impl fmt::Display for ErrorCode {
 
 /// Every failure sandboxio reports.
 ///
-/// `Display` prints the code first, the way rustc does: `[SBX-006] command timed out after 1s`.
+/// `Display` prints the code first, the way rustc does: `[SBX-006] execution timed out after 1s`.
 /// Match on the variant for its data, or call [`Error::code`] for the stable code.
 /// Cancellation is never an `Error`: dropping a future cancels it.
 #[derive(Debug, thiserror::Error)]

@@ -497,7 +497,8 @@ pub struct CodeResult {
     /// Rich results, only from backends declaring
     /// [`Capabilities::RICH_OUTPUTS`](crate::Capabilities::RICH_OUTPUTS).
     pub results: Vec<MimeBundle>,
-    /// The syntax or runtime error, if the cell failed.
+    /// The syntax or runtime error, if the cell failed. Its traceback is here, not in
+    /// `stderr` (as in Jupyter kernels).
     pub error: Option<CodeError>,
     /// Wall time of the cell.
     pub duration: Duration,

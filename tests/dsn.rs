@@ -36,14 +36,16 @@ fn dsn__a_scheme_whose_feature_is_off_names_the_feature() {
 }
 
 #[test]
-fn dsn__fake_seed_makes_ids_deterministic() {
-    let id = |dsn: &str| {
-        let sbx =
-            block_on(Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
-        sbx.id().to_owned()
+fn dsn__fake_dsns_share_one_world_per_seed_so_connect_finds_sandboxes() {
+    let create = |dsn: &str| {
+        block_on(Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap()
     };
-    assert_eq!(id("fake://?seed=7"), id("fake://?seed=7"));
-    assert_ne!(id("fake://?seed=7"), id("fake://?seed=8"));
+    let (a, b) = (create("fake://?seed=7"), create("fake://?seed=7"));
+    assert_ne!(a.id(), b.id(), "ids are unique within a process");
+    let attached = block_on(Sandbox::connect("fake://?seed=7", a.id())).unwrap();
+    assert!(!attached.is_owner());
+    let err = block_on(Sandbox::connect("fake://?seed=8", a.id())).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Connect, "another seed is another world");
 }
 
 fn fly_factory(_: &Dsn) -> sandboxio::Result<Arc<dyn Backend>> {

@@ -172,3 +172,12 @@ fn run__shell_features_behave_like_sh() {
         .unwrap();
     assert_eq!(out.stdout_lossy(), "a\nb\n1\n");
 }
+
+#[test]
+fn run__unmodelled_shell_syntax_ends_the_whole_command_with_status_2() {
+    let (_, sbx) = fake_sandbox();
+    let out = block_on(sbx.run(Command::shell("echo $((1+2)); echo after"))).unwrap();
+    assert_eq!(out.status, ExitStatus::Code(2));
+    assert!(out.stderr_lossy().contains("arithmetic expansion"), "{}", out.stderr_lossy());
+    assert!(!out.stdout_lossy().contains("after"));
+}

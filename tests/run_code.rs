@@ -121,3 +121,22 @@ fn run_code__display_hooks_give_html_and_png_where_rich_outputs_are_declared() {
     let out = block_on(sbx.run_code("class Odd:\n    x = 1\nOdd()")).unwrap();
     assert_eq!(out.error.unwrap().name, "NotImplementedError");
 }
+
+#[test]
+fn run_code__valid_python_the_fake_cannot_parse_is_not_called_a_syntax_error() {
+    let (_, sbx) = fake_sandbox();
+    for cell in [
+        "print([i*i for i in range(4)])",
+        "x = [1, 2, 3][1:]",
+        "f = lambda: 1",
+        "print(1 | 2)",
+        "print(*[1])",
+    ] {
+        let out = block_on(sbx.run_code(cell)).unwrap();
+        let error = out.error.unwrap();
+        assert_eq!(error.name, "NotImplementedError", "{cell}: {}", error.value);
+        assert!(out.stdout.is_empty());
+    }
+    let out = block_on(sbx.run_code("print(1 +)")).unwrap();
+    assert_eq!(out.error.unwrap().name, "SyntaxError", "a genuine syntax error stays one");
+}

@@ -52,7 +52,7 @@ pub mod state {
     #[diagnostic::on_unimplemented(
         message = "a network policy must be chosen before `create()`",
         label = "`create()` is called here on a builder with no network policy",
-        note = "call `.network(NetworkPolicy::deny_all())` (or `allow_all()`, or `allowlist([..])`) before `.create()`: sandboxio has no default policy"
+        note = "call `.network(NetworkPolicy::deny_all())` (or `allow_all()`, or `allowlist([..])?`) before `.create()`: sandboxio has no default policy"
     )]
     pub trait NetworkChosen: sealed::Sealed {}
     #[diagnostic::do_not_recommend]

@@ -17,9 +17,10 @@ use super::op::OpContext;
 
 /// A running command, from [`Sandbox::stream`](crate::Sandbox::stream).
 ///
-/// It is a [`Stream`] of [`OutputChunk`]s (stdout and stderr, each in order), not a future:
-/// `.await` on it does not compile. Iterate it with `StreamExt::next` or
-/// [`ExecStream::next_chunk`], then [`ExecStream::wait`] for the exit status.
+/// It is a [`futures_core::Stream`] of [`OutputChunk`]s (stdout and stderr, each in order),
+/// not a future: `.await` on it does not compile. Iterate it with
+/// [`ExecStream::next_chunk`] (no extra crate needed), or with the `StreamExt::next` of
+/// `futures` or `futures-lite`, then call [`ExecStream::wait`] for the exit status.
 ///
 /// Dropping it, or [`ExecStream::close`], terminates the remote process (and its process
 /// tree). Exactly one audit record is written for the stream: when it ends, is closed, or

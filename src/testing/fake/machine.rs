@@ -46,6 +46,9 @@ pub(crate) enum Stop {
     TimedOut,
     /// It read stdin that is still open; run it again once stdin is closed.
     NeedsStdin,
+    /// It met something the fake does not model: the whole process ends with this exit
+    /// code (its message is already on stderr), so no test passes on a guess.
+    Unmodelled(i32),
 }
 
 /// One piece of output, stamped with the virtual time since the process started.

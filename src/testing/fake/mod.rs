@@ -267,7 +267,12 @@ impl FakeBackend {
     }
 
     /// The [`BackendFactory`](crate::dsn::BackendFactory) of `fake://`. Options: `seed`
-    /// (an unsigned integer).
+    /// (an unsigned integer, default 0).
+    ///
+    /// Every `fake://` DSN with the same seed reaches the same process-wide fake, so ids
+    /// stay unique within a process and `Sandbox::connect("fake://", id)` finds sandboxes
+    /// made through the DSN. For an isolated, reproducible world per test, build a
+    /// [`FakeBackend`] in code and use `Sandbox::builder_with`.
     ///
     /// # Errors
     ///
@@ -280,13 +285,15 @@ impl FakeBackend {
                 "fake:// takes no host or path, got {dsn:?}; options go in the query, for example fake://?seed=7"
             )));
         }
-        let mut backend = FakeBackend::new();
-        if let Some(seed) = dsn.option("seed") {
-            let seed = seed.parse::<u64>().map_err(|_| {
+        let seed = match dsn.option("seed") {
+            Some(seed) => seed.parse::<u64>().map_err(|_| {
                 Error::configuration(format!("fake:// option seed={seed:?} is not an unsigned integer"))
-            })?;
-            backend = backend.with_seed(seed);
-        }
+            })?,
+            None => 0,
+        };
+        static SHARED: std::sync::OnceLock<Mutex<BTreeMap<u64, FakeBackend>>> = std::sync::OnceLock::new();
+        let mut shared = SHARED.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner);
+        let backend = shared.entry(seed).or_insert_with(|| FakeBackend::new().with_seed(seed)).clone();
         Ok(Arc::new(backend))
     }
 
@@ -633,7 +640,7 @@ fn simulate(
     let result = sh.run_argv(argv, stdin);
     let proc = sh.proc;
     let trace = match result {
-        Ok(code) | Err(Stop::Exit(code)) => proc.finish(Some(code)),
+        Ok(code) | Err(Stop::Exit(code) | Stop::Unmodelled(code)) => proc.finish(Some(code)),
         Err(Stop::TimedOut) => proc.finish(None),
         Err(stop @ Stop::NeedsStdin) => return Ok(Err(stop)),
     };

@@ -302,9 +302,9 @@ fn tokenize(src: &str) -> Result<Vec<(Tok, usize)>, SyntaxError> {
             }
             _ => {
                 const OPS: &[&str] = &[
-                    "**=", "//=", "->", "**", "//", "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=",
-                    ":=", "+", "-", "*", "/", "%", "<", ">", "=", ",", ":", ".", ";", "@", "|", "&", "^",
-                    "~",
+                    "**=", "//=", "<<=", ">>=", "->", "**", "//", "<<", ">>", "==", "!=", "<=", ">=", "+=",
+                    "-=", "*=", "/=", "%=", ":=", "+", "-", "*", "/", "%", "<", ">", "=", ",", ":", ".", ";",
+                    "@", "|", "&", "^", "~",
                 ];
                 let rest: String = chars[i..chars.len().min(i + 3)].iter().collect();
                 match OPS.iter().find(|op| rest.starts_with(*op)) {
@@ -519,11 +519,58 @@ impl Parser {
                 continue;
             }
             let line = self.line();
-            stmts.push((self.statement()?, line));
+            let start = self.pos;
+            match self.statement() {
+                Ok(stmt) => stmts.push((stmt, line)),
+                Err(e) => match self.unmodelled_in_line(start) {
+                    // Valid Python the fake cannot parse must not be called a SyntaxError.
+                    Some(what) => {
+                        self.unsupported.get_or_insert((what, line));
+                        while !matches!(self.peek(), Tok::Newline) {
+                            self.next();
+                        }
+                        continue;
+                    }
+                    None => return Err(e),
+                },
+            }
             if !self.eat_op(";") && !matches!(self.peek(), Tok::Newline) {
                 return syntax(self.line(), "invalid syntax");
             }
         }
+    }
+
+    /// The first construct of the logical line starting at `start` that the fake does not
+    /// model, if any: keywords inside expressions (comprehensions, `lambda`, …), slices,
+    /// bitwise and matrix operators, star arguments, the walrus operator.
+    fn unmodelled_in_line(&self, start: usize) -> Option<String> {
+        let mut depth = 0usize;
+        let line = self.toks[start..].iter().map(|(t, _)| t).take_while(|t| !matches!(t, Tok::Newline));
+        for (i, tok) in line.enumerate() {
+            match tok {
+                Tok::Name(n) if COMPOUND.contains(&n.as_str()) || matches!(n.as_str(), "await") => {
+                    return Some(format!("`{n}` inside an expression"));
+                }
+                Tok::Op(o) if matches!(o.as_str(), "(" | "[" | "{") => depth += 1,
+                Tok::Op(o) if matches!(o.as_str(), ")" | "]" | "}") => depth = depth.saturating_sub(1),
+                Tok::Op(o) if o == ":" && depth > 0 => {
+                    return Some("slices and set/dict comprehensions".into());
+                }
+                Tok::Op(o)
+                    if matches!(o.as_str(), "|" | "&" | "^" | "~" | "<<" | ">>" | "@" | ":=" | "->") =>
+                {
+                    return Some(format!("the `{o}` operator"));
+                }
+                Tok::Op(o) if (o == "*" || o == "**") && i > 0 && depth > 0 => {
+                    let prev = &self.toks[start + i - 1].0;
+                    if matches!(prev, Tok::Op(p) if p == "(" || p == "," || p == "[") {
+                        return Some("star arguments".into());
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
     }
 
     fn at_end(&self) -> bool {

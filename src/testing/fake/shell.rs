@@ -90,6 +90,9 @@ fn lex_dollar(chars: &[char], i: &mut usize, quoted: bool) -> Result<Seg, String
             *i = start + end + 1;
             Ok(Seg::Var(chars[start..start + end].iter().collect(), quoted))
         }
+        Some('(') if chars.get(*i + 1) == Some(&'(') => {
+            Err("arithmetic expansion `$((…))` is not modelled by the fake shell".into())
+        }
         Some('(') => {
             let mut depth = 0;
             let start = *i + 1;
@@ -535,9 +538,11 @@ impl<'w, 'a> Shell<'w, 'a> {
         let items = match lex(script).and_then(parse) {
             Ok(items) => items,
             Err(message) => {
+                // A syntax error, or syntax the fake does not model: either way nothing of
+                // this process can be trusted to go on, so it ends here with status 2.
                 let err = io.err.clone();
                 self.write(&err, format!("sh: {message}\n").as_bytes());
-                return Ok(2);
+                return Err(Stop::Unmodelled(2));
             }
         };
         let mut stdin = io.stdin;
@@ -560,8 +565,8 @@ impl<'w, 'a> Shell<'w, 'a> {
         std::mem::swap(&mut self.proc, &mut child);
         let result = self.run_andor(andor, Some(Stdin::Bytes(Vec::new())), out, err);
         std::mem::swap(&mut self.proc, &mut child);
-        if result == Err(Stop::NeedsStdin) {
-            return Err(Stop::NeedsStdin);
+        if let Err(stop @ (Stop::NeedsStdin | Stop::Unmodelled(_))) = result {
+            return Err(stop);
         }
         let end = if result == Err(Stop::TimedOut) { Duration::MAX } else { offset + child.elapsed };
         let events = child
@@ -1016,7 +1021,12 @@ impl<'w, 'a> Shell<'w, 'a> {
             }
             "python3" | "python" => self.python(args, io),
             "curl" | "wget" => {
-                let Some(url) = args.iter().find(|a| !a.starts_with('-')) else {
+                let with_value: &[&str] = if program == "curl" {
+                    &["-o", "-m", "--max-time", "-H", "-X", "-d", "--connect-timeout", "-u", "-A", "-e"]
+                } else {
+                    &["-O", "-T", "-t", "--timeout", "-U", "--header"]
+                };
+                let Some(url) = positional(args, with_value).into_iter().next() else {
                     self.err_line(io, &format!("{program}: no URL specified"));
                     return Ok(2);
                 };
@@ -1042,7 +1052,7 @@ impl<'w, 'a> Shell<'w, 'a> {
                 }
             }
             "nc" => {
-                let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+                let positional = positional(args, &["-w", "-i", "-p", "-s", "-q"]);
                 let (Some(host), Some(port)) =
                     (positional.first(), positional.get(1).and_then(|p| p.parse::<u16>().ok()))
                 else {
@@ -1165,6 +1175,23 @@ impl python::Host for PyHost<'_, '_, '_, '_> {
         let abs = crate::path::resolve(&self.shell.proc.cwd, path);
         self.shell.world.vfs.write(&abs, data.to_vec(), None, append)
     }
+}
+
+/// The arguments that are neither flags nor the values of the flags in `with_value`.
+fn positional<'a>(args: &'a [String], with_value: &[&str]) -> Vec<&'a String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if a.starts_with('-') {
+            skip = with_value.contains(&a.as_str());
+        } else {
+            out.push(a);
+        }
+    }
+    out
 }
 
 /// `1`, `0.5`, `2s`, `1m`.
