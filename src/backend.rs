@@ -8,7 +8,7 @@
 //!
 //! The core validates inputs (argv, env, paths), checks declared capabilities, policy and
 //! isolation before calling in, and writes the audit records; the backend does the work and
-//! maps its provider's errors into [`Error`](crate::Error), keeping the provider error as the
+//! maps its provider's errors into [`Error`], keeping the provider error as the
 //! source. Rules every backend follows (the contract suite checks them):
 //!
 //! 1. Never silently no-op: what cannot be honoured raises.

@@ -279,6 +279,7 @@ impl FakeBackend {
     /// [`ErrorCode::Configuration`](crate::ErrorCode) for an unknown option, a bad seed, or
     /// an authority or path (the fake has neither).
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
+        static SHARED: std::sync::OnceLock<Mutex<BTreeMap<u64, FakeBackend>>> = std::sync::OnceLock::new();
         dsn.reject_unknown_options(&["seed"])?;
         if !dsn.authority().is_empty() || !dsn.path().is_empty() {
             return Err(Error::configuration(format!(
@@ -291,7 +292,6 @@ impl FakeBackend {
             })?,
             None => 0,
         };
-        static SHARED: std::sync::OnceLock<Mutex<BTreeMap<u64, FakeBackend>>> = std::sync::OnceLock::new();
         let mut shared = SHARED.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner);
         let backend = shared.entry(seed).or_insert_with(|| FakeBackend::new().with_seed(seed)).clone();
         Ok(Arc::new(backend))
