@@ -41,10 +41,44 @@ impl Dsn {
         if raw.contains('\0') {
             return Err(Error::configuration("NUL byte in DSN"));
         }
-        let Some((scheme, rest)) = raw.split_once("://") else {
+        // Secrets first, so that no later message can echo one.
+        let (before_fragment, fragment) = match raw.split_once('#') {
+            Some((b, f)) => (b, Some(f)),
+            None => (raw, None),
+        };
+        let (before_query, query) = match before_fragment.split_once('?') {
+            Some((b, q)) => (b, Some(q)),
+            None => (before_fragment, None),
+        };
+        let pairs: Vec<(String, String)> = query
+            .map(|q| {
+                form_urlencoded::parse(q.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect()
+            })
+            .unwrap_or_default();
+        for (k, _) in &pairs {
+            let lower = k.to_ascii_lowercase();
+            if SECRET_OPTION_HINTS.iter().any(|h| lower.contains(h)) {
+                return Err(Error::configuration(format!(
+                    "DSN option {k:?} looks like a secret (value redacted); DSN options are not secret: use the backend's environment variable or a typed option"
+                )));
+            }
+        }
+        // Messages name the DSN by its scheme only: the rest may hold anything, a
+        // credential pasted in the wrong place included.
+        let lead: String = raw
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+            .take(12)
+            .collect();
+        let shown = format!("{lead}:…");
+        if fragment.is_some() {
             return Err(Error::configuration(format!(
-                "DSN {:?} has no \"://\" after its scheme; expected scheme://[authority][/path][?options]",
-                redact_dsn(raw)
+                "DSN {shown:?} has a '#' fragment, which DSNs do not use"
+            )));
+        }
+        let Some((scheme, rest)) = before_query.split_once("://") else {
+            return Err(Error::configuration(format!(
+                "the DSN starting {lead:?} has no \"://\" after its scheme; expected scheme://[authority][/path][?options]"
             )));
         };
         let valid_scheme = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
@@ -54,45 +88,24 @@ impl Dsn {
                 "DSN scheme {scheme:?} is not a scheme (letters, digits, '+', '-', '.', starting with a letter)"
             )));
         }
-        let (before_query, query) = match rest.split_once('?') {
-            Some((b, q)) => (b, Some(q)),
-            None => (rest, None),
-        };
-        if before_query.contains('#') || query.is_some_and(|q| q.contains('#')) {
-            return Err(Error::configuration(format!(
-                "DSN {:?} has a '#' fragment, which DSNs do not use",
-                redact_dsn(raw)
-            )));
-        }
-        let (authority, path) = match before_query.find('/') {
-            Some(i) => (&before_query[..i], &before_query[i..]),
-            None => (before_query, ""),
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
         };
         if authority.contains('@') {
             return Err(Error::configuration(format!(
-                "DSN {:?} carries user info; DSNs never hold credentials: put them in the backend's environment variable or a typed option",
-                redact_dsn(raw)
+                "DSN {shown:?} carries user info (redacted); DSNs never hold credentials: put them in the backend's environment variable or a typed option"
             )));
         }
         let mut options = BTreeMap::new();
-        if let Some(q) = query {
-            for (k, v) in form_urlencoded::parse(q.as_bytes()) {
-                let lower = k.to_ascii_lowercase();
-                if SECRET_OPTION_HINTS.iter().any(|h| lower.contains(h)) {
-                    return Err(Error::configuration(format!(
-                        "DSN option {k:?} looks like a secret (value redacted); DSN options are not secret: use the backend's environment variable or a typed option"
-                    )));
-                }
-                if k.is_empty() {
-                    return Err(Error::configuration(format!(
-                        "DSN {:?} has an option with no name",
-                        redact_dsn(raw)
-                    )));
-                }
-                if options.insert(k.to_string(), v.to_string()).is_some() {
-                    return Err(Error::configuration(format!("DSN option {k:?} is given twice")));
-                }
+        for (k, v) in pairs {
+            if k.is_empty() {
+                return Err(Error::configuration(format!("DSN {shown:?} has an option with no name")));
             }
+            if options.contains_key(&k) {
+                return Err(Error::configuration(format!("DSN option {k:?} is given twice")));
+            }
+            options.insert(k, v);
         }
         Ok(Dsn {
             scheme: scheme.to_ascii_lowercase(),
@@ -163,15 +176,6 @@ impl fmt::Display for Dsn {
 impl fmt::Debug for Dsn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Dsn({self})")
-    }
-}
-
-/// `raw` with any user info replaced, for error messages.
-fn redact_dsn(raw: &str) -> String {
-    match (raw.find("://"), raw.find('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://[redacted]{}", &raw[..s], &raw[at..]),
-        (None, Some(at)) => format!("[redacted]{}", &raw[at..]),
-        _ => raw.to_owned(),
     }
 }
 
@@ -282,13 +286,18 @@ mod tests {
     fn malformed_dsns_name_the_part() {
         for (raw, needle) in [
             ("", "empty DSN"),
-            ("docker//x", "\"docker//x\""),
+            ("docker//x", "starting \"docker\""),
             ("1x://", "\"1x\""),
             ("://x", "\"\""),
-            ("e2b://user:hunter2@host", "[redacted]"),
+            ("e2b://user:hunter2@host", "user info (redacted)"),
             ("e2b://?api_key=hunter2", "\"api_key\""),
             ("fake://?a=1&a=2", "\"a\""),
             ("fake://#frag", "fragment"),
+            ("e2b://?api_key=hunter2#x", "\"api_key\""),
+            ("fake://?=x&token=hunter2", "\"token\""),
+            ("e2b:/?api_key=hunter2", "\"api_key\""),
+            ("e2b:/x?region=hunter2", "starting \"e2b\""),
+            ("x://u:hunter2@h/p?q=hunter2#hunter2", "\"x:…\""),
         ] {
             let err = Dsn::parse(raw).unwrap_err();
             assert_eq!(err.code(), crate::ErrorCode::Configuration, "{raw:?}");

@@ -74,7 +74,7 @@ mod secret;
 pub mod testing;
 mod transfer;
 
-pub use api::builder::{DEFAULT_CREATE_TIMEOUT, DEFAULT_TTL, IntoBackend, SandboxBuilder, state};
+pub use api::builder::{DEFAULT_CREATE_TIMEOUT, DEFAULT_TTL, IntoBackend, MAX_TTL, SandboxBuilder, state};
 pub use api::fs::Fs;
 pub use api::sandbox::Sandbox;
 pub use api::stream::ExecStream;

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use event_listener::Event;
-use futures_lite::future;
+use futures_lite::{FutureExt as _, future};
+use std::panic::AssertUnwindSafe;
 
 use crate::audit::{AuditConfig, OperationKind, OperationRecord, Outcome};
 
@@ -77,7 +78,16 @@ where
     let sender = Arc::clone(&slot);
     std::thread::Builder::new()
         .name("sandboxio-blocking".into())
-        .spawn(move || sender.set(work()))
+        .spawn(move || {
+            let result = std::panic::catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|_| {
+                Err(crate::Error::Provider {
+                    backend: "host".into(),
+                    message: "the host file I/O thread panicked".into(),
+                    source: None,
+                })
+            });
+            sender.set(result);
+        })
         .map_err(|e| crate::Error::provider("host", "could not start a thread for host file I/O", e))?;
     slot.wait().await
 }
@@ -126,32 +136,37 @@ where
     adjust_pending(true);
     let grace = grace.unwrap_or_else(teardown_grace);
     let spawned = std::thread::Builder::new().name("sandboxio-teardown".into()).spawn(move || {
+        // Counted down however this thread ends, a panicking sink included.
+        let _pending = PendingGuard;
         let started = Instant::now();
-        let bounded = future::or(async { Some(teardown.await) }, async {
+        let guarded = AssertUnwindSafe(teardown).catch_unwind();
+        let bounded = future::or(async { Some(guarded.await) }, async {
             futures_timer::Delay::new(grace).await;
             None
         });
         let outcome = future::block_on(bounded);
         let mut record = report.template;
         record.duration = started.elapsed();
-        if let Some(outcome) = outcome {
-            record.kind = OperationKind::DropTeardown;
-            record.outcome = outcome;
-        } else {
-            {
-                record.kind = OperationKind::OrphanedSandbox;
-                record.outcome = Outcome::Error(crate::ErrorCode::Provider);
-                tracing::warn!(
-                    target: "sandboxio::orphan",
-                    sandbox_id = record.sandbox_id.as_deref().unwrap_or(""),
-                    backend = %record.backend,
-                    labels = ?record.metadata,
-                    "teardown of a dropped sandbox did not finish within {grace:?}; it may still be running"
-                );
+        let why = match outcome {
+            Some(Ok(outcome)) => {
+                record.kind = OperationKind::DropTeardown;
+                record.outcome = outcome;
+                report.audit.emit(&record);
+                return;
             }
-        }
+            Some(Err(_panic)) => "the backend's kill panicked".to_owned(),
+            None => format!("teardown did not finish within {grace:?}"),
+        };
+        record.kind = OperationKind::OrphanedSandbox;
+        record.outcome = Outcome::Error(crate::ErrorCode::Provider);
+        tracing::warn!(
+            target: "sandboxio::orphan",
+            sandbox_id = record.sandbox_id.as_deref().unwrap_or(""),
+            backend = %record.backend,
+            labels = ?record.metadata,
+            "a dropped sandbox may still be running: {why}"
+        );
         report.audit.emit(&record);
-        adjust_pending(false);
     });
     if spawned.is_err() {
         adjust_pending(false);
@@ -159,9 +174,19 @@ where
     }
 }
 
+/// Decrements the pending-teardown count when dropped.
+struct PendingGuard;
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        adjust_pending(false);
+    }
+}
+
 /// Waits until every background teardown (of sandboxes dropped without `close()`) has
-/// finished, or until `deadline` has passed. Call it at the end of `main` so that a clean
-/// exit leaves nothing running.
+/// finished, or for at most `deadline` (a duration from now; `Duration::MAX` waits as
+/// long as it takes). Call it at the end of `main` so that a clean exit leaves nothing
+/// running.
 ///
 /// Returns the number of teardowns still running at the deadline (0 when all finished).
 ///
@@ -169,18 +194,23 @@ where
 ///
 /// Cancel safe: dropping the future stops waiting; the teardowns go on.
 pub async fn shutdown(deadline: Duration) -> usize {
-    let end = Instant::now() + deadline;
+    let end = Instant::now().checked_add(deadline);
     loop {
         let listener = pending().changed.listen();
         let n = pending_count();
         if n == 0 {
             return 0;
         }
-        let now = Instant::now();
-        if now >= end {
-            return n;
+        match end {
+            None => listener.await,
+            Some(end) => {
+                let now = Instant::now();
+                if now >= end {
+                    return n;
+                }
+                future::or(listener, futures_timer::Delay::new(end - now)).await;
+            }
         }
-        future::or(listener, futures_timer::Delay::new(end - now)).await;
     }
 }
 

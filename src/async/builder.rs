@@ -19,6 +19,11 @@ use super::sandbox::Sandbox;
 /// The TTL every sandbox gets unless [`SandboxBuilder::ttl`] says otherwise: 10 minutes.
 pub const DEFAULT_TTL: Duration = Duration::from_mins(10);
 
+/// The longest TTL `create()` accepts: 30 days. Longer ones are refused with
+/// [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput), so that expiry times stay
+/// representable on every provider.
+pub const MAX_TTL: Duration = Duration::from_hours(30 * 24);
+
 /// How long `create()` may take unless [`SandboxBuilder::create_timeout`] says otherwise:
 /// 2 minutes.
 pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_mins(2);
@@ -257,8 +262,8 @@ impl<N, L> SandboxBuilder<N, L> {
         self
     }
 
-    /// How long the sandbox may live ([`DEFAULT_TTL`], 10 minutes, unless set). The backend
-    /// destroys it at expiry even if no client is left.
+    /// How long the sandbox may live ([`DEFAULT_TTL`], 10 minutes, unless set; at most
+    /// [`MAX_TTL`], 30 days). The backend destroys it at expiry even if no client is left.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -370,6 +375,12 @@ impl<N, L> SandboxBuilder<N, L> {
         }
         if self.ttl.is_zero() {
             return Err(Error::invalid_input("a TTL of zero would expire the sandbox before it starts"));
+        }
+        if self.ttl > MAX_TTL {
+            return Err(Error::invalid_input(format!(
+                "a TTL of {:?} is above the longest sandboxio accepts, {MAX_TTL:?} (30 days)",
+                self.ttl
+            )));
         }
         Ok(CreateSpec {
             network,

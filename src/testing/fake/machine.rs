@@ -95,7 +95,7 @@ pub(crate) struct Proc {
     pub(crate) elapsed: Duration,
     pub(crate) deadline: Option<Duration>,
     pub(crate) events: Vec<Event>,
-    limit: usize,
+    pub(crate) limit: usize,
     written: [usize; 2],
     pub(crate) truncated: bool,
     /// Background jobs: their events (already offset) and when they end.

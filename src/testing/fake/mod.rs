@@ -283,7 +283,7 @@ impl FakeBackend {
         dsn.reject_unknown_options(&["seed"])?;
         if !dsn.authority().is_empty() || !dsn.path().is_empty() {
             return Err(Error::configuration(format!(
-                "fake:// takes no host or path, got {dsn:?}; options go in the query, for example fake://?seed=7"
+                "fake:// takes no host or path; options go in the query, for example fake://?seed=7"
             )));
         }
         let seed = match dsn.option("seed") {
@@ -479,7 +479,7 @@ fn gone(id: &str, why: &str) -> Error {
 }
 
 fn refresh_ttl(s: &mut SandboxState, now: Duration) {
-    if s.life == Life::Alive && now >= s.created_at + s.spec.ttl {
+    if s.life == Life::Alive && now >= s.created_at.saturating_add(s.spec.ttl) {
         s.life = Life::Expired;
     }
 }
@@ -601,7 +601,7 @@ fn launch(
     for (k, v) in s.spec.secret_env.iter().chain(extra_secret) {
         env.insert(k.clone(), v.expose_secret().to_owned());
     }
-    let ttl_left = (s.created_at + s.spec.ttl).saturating_sub(clock);
+    let ttl_left = s.created_at.saturating_add(s.spec.ttl).saturating_sub(clock);
     let (deadline, deadline_is_ttl) = match timeout {
         Some(t) if t < ttl_left => (Some(t), false),
         _ => (Some(ttl_left), true),

@@ -144,11 +144,21 @@ enum Tok {
 struct SyntaxError {
     line: usize,
     message: String,
+    /// Valid Python the fake does not model: reported as `NotImplementedError`.
+    unmodelled: bool,
 }
 
 fn syntax<T>(line: usize, message: impl Into<String>) -> Result<T, SyntaxError> {
-    Err(SyntaxError { line, message: message.into() })
+    Err(SyntaxError { line, message: message.into(), unmodelled: false })
 }
+
+fn unmodelled<T>(line: usize, message: impl Into<String>) -> Result<T, SyntaxError> {
+    Err(SyntaxError { line, message: message.into(), unmodelled: true })
+}
+
+/// How deeply expressions may nest in the fake (CPython allows 200 parentheses; the fake
+/// stops earlier rather than overflow its stack).
+const MAX_DEPTH: usize = 40;
 
 fn decode_escapes(body: &str, line: usize) -> Result<String, SyntaxError> {
     let mut out = String::new();
@@ -170,6 +180,7 @@ fn decode_escapes(body: &str, line: usize) -> Result<String, SyntaxError> {
                 let hex: String = chars.by_ref().take(2).collect();
                 let code = u32::from_str_radix(&hex, 16).map_err(|_| SyntaxError {
                     line,
+                    unmodelled: false,
                     message: "(unicode error) truncated \\xXX escape".into(),
                 })?;
                 out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
@@ -231,8 +242,13 @@ fn tokenize(src: &str) -> Result<Vec<(Tok, usize)>, SyntaxError> {
                     i += 1;
                 }
                 let text: String = chars[start..i].iter().filter(|c| **c != '_').collect();
+                let lower = text.to_ascii_lowercase();
                 if let Ok(n) = text.parse::<i64>() {
                     toks.push((Tok::Int(n), line));
+                } else if text.bytes().all(|b| b.is_ascii_digit()) {
+                    return unmodelled(line, "integer literals beyond 64 bits");
+                } else if ["0x", "0o", "0b"].iter().any(|p| lower.starts_with(p)) || lower.ends_with('j') {
+                    return unmodelled(line, "hexadecimal, octal, binary and imaginary literals");
                 } else if let Ok(f) = text.parse::<f64>() {
                     toks.push((Tok::Float(f), line));
                 } else {
@@ -416,6 +432,8 @@ struct Parser {
     pos: usize,
     /// The first construct met that the fake does not model, and its line.
     unsupported: Option<(String, usize)>,
+    /// Current expression nesting, bounded by [`MAX_DEPTH`].
+    depth: usize,
 }
 
 const COMPOUND: &[&str] = &[
@@ -763,7 +781,25 @@ impl Parser {
         Ok(Expr::Tuple(items))
     }
 
+    /// Runs `parse` one nesting level deeper, refusing to go beyond [`MAX_DEPTH`].
+    fn nested<T>(
+        &mut self,
+        parse: impl FnOnce(&mut Self) -> Result<T, SyntaxError>,
+    ) -> Result<T, SyntaxError> {
+        if self.depth >= MAX_DEPTH {
+            return unmodelled(self.line(), format!("expressions nested deeper than {MAX_DEPTH} levels"));
+        }
+        self.depth += 1;
+        let result = parse(self);
+        self.depth -= 1;
+        result
+    }
+
     fn expr(&mut self) -> Result<Expr, SyntaxError> {
+        self.nested(Self::expr_unchecked)
+    }
+
+    fn expr_unchecked(&mut self) -> Result<Expr, SyntaxError> {
         let body = self.or_expr()?;
         if self.is_name("if") {
             self.next();
@@ -799,7 +835,7 @@ impl Parser {
     fn not_expr(&mut self) -> Result<Expr, SyntaxError> {
         if self.is_name("not") {
             self.next();
-            return Ok(Expr::Unary("not".into(), Box::new(self.not_expr()?)));
+            return Ok(Expr::Unary("not".into(), Box::new(self.nested(Self::not_expr)?)));
         }
         self.comparison()
     }
@@ -867,7 +903,7 @@ impl Parser {
     fn unary(&mut self) -> Result<Expr, SyntaxError> {
         if self.is_op("-") || self.is_op("+") || self.is_op("~") {
             let Tok::Op(op) = self.next() else { unreachable!() };
-            return Ok(Expr::Unary(op, Box::new(self.unary()?)));
+            return Ok(Expr::Unary(op, Box::new(self.nested(Self::unary)?)));
         }
         self.power()
     }
@@ -1044,11 +1080,16 @@ fn parse_fstring(s: &str, line: usize) -> Result<Vec<FPart>, SyntaxError> {
                 if !lit.is_empty() {
                     parts.push(FPart::Lit(std::mem::take(&mut lit)));
                 }
-                let toks = tokenize(&inner).map_err(|e| SyntaxError { line, message: e.message })?;
-                let mut p = Parser { toks, pos: 0, unsupported: None };
-                let e = p
-                    .expr()
-                    .map_err(|e| SyntaxError { line, message: format!("f-string: {}", e.message) })?;
+                let toks = tokenize(&inner).map_err(|e| SyntaxError { line, ..e })?;
+                let mut p = Parser { toks, pos: 0, unsupported: None, depth: 0 };
+                let e = p.expr().map_err(|e| SyntaxError {
+                    line,
+                    message: format!("f-string: {}", e.message),
+                    ..e
+                })?;
+                if !matches!(p.peek(), Tok::Newline) {
+                    return syntax(line, "f-string: expecting '}'");
+                }
                 parts.push(FPart::Expr(e, want_repr));
             }
             '}' => return syntax(line, "f-string: single '}' is not allowed"),
@@ -1527,8 +1568,17 @@ impl Interp<'_> {
                             ),
                         )
                     }),
-                    #[allow(clippy::cast_possible_truncation)]
-                    Some(Value::Float(f)) => Ok(Value::Int(f.trunc() as i64)),
+                    Some(Value::Float(f)) if f.is_nan() => {
+                        raise("ValueError", "cannot convert float NaN to integer")
+                    }
+                    Some(Value::Float(f)) if f.is_infinite() => {
+                        raise("OverflowError", "cannot convert float infinity to integer")
+                    }
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+                    Some(Value::Float(f)) if f.trunc().abs() < i64::MAX as f64 => {
+                        Ok(Value::Int(f.trunc() as i64))
+                    }
+                    Some(Value::Float(_)) => Err(overflow()),
                     Some(v) => as_int(&v).map(Value::Int).map_or_else(
                         || raise("TypeError", "int() argument must be a string or a number"),
                         Ok,
@@ -1549,7 +1599,7 @@ impl Interp<'_> {
                 },
                 "bool" => Ok(Value::Bool(arg(0).is_some_and(|v| truthy(&v)))),
                 "abs" => match arg(0) {
-                    Some(Value::Int(n)) => Ok(Value::Int(n.abs())),
+                    Some(Value::Int(n)) => n.checked_abs().map(Value::Int).ok_or_else(overflow),
                     Some(Value::Float(f)) => Ok(Value::Float(f.abs())),
                     _ => raise("TypeError", "bad operand type for abs()"),
                 },
@@ -1560,7 +1610,7 @@ impl Interp<'_> {
                         [start, stop, ..] => (*start, *stop),
                         _ => return raise("TypeError", "range expected at least 1 argument"),
                     };
-                    if stop - start > 1_000_000 {
+                    if stop.checked_sub(start).is_none_or(|n| n > 1_000_000) {
                         return raise(
                             "NotImplementedError",
                             "the fake Python models ranges of at most 1,000,000 items",
@@ -1655,10 +1705,11 @@ impl Interp<'_> {
                 }
                 "time.sleep" => {
                     let secs = arg(0).as_ref().and_then(as_f64).unwrap_or(0.0);
-                    if !(secs.is_finite() && secs >= 0.0) {
+                    if secs.is_nan() || secs < 0.0 {
                         return raise("ValueError", "sleep length must be non-negative");
                     }
-                    self.host.sleep(Duration::from_secs_f64(secs))?;
+                    // Too long for `Duration` is forever: the cell ends at its deadline.
+                    self.host.sleep(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))?;
                     Ok(Value::None)
                 }
                 "time.time" => Ok(Value::Float(1_700_000_000.0)),
@@ -1865,8 +1916,10 @@ fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// Python integers are unbounded; the fake's are 64-bit, so going beyond is unmodelled
+/// (never a wrong number).
 fn overflow() -> Flow {
-    Flow::Raise("OverflowError".into(), "the fake Python models 64-bit integers only".into())
+    Flow::Raise("NotImplementedError".into(), "the fake Python models 64-bit integers only".into())
 }
 
 fn index_of(key: &Value, len: usize) -> Result<usize, Flow> {
@@ -1981,17 +2034,7 @@ fn binary(op: &str, l: &Value, r: &Value) -> Result<Value, Flow> {
                 Tuple(items) => items.clone(),
                 other => vec![other.clone()],
             };
-            let mut out = fmt.clone();
-            for item in items {
-                for spec in ["%s", "%d", "%r"] {
-                    if let Some(pos) = out.find(spec) {
-                        let text = if spec == "%r" { repr(&item) } else { str_of(&item) };
-                        out.replace_range(pos..pos + 2, &text);
-                        break;
-                    }
-                }
-            }
-            Ok(Str(out))
+            percent_format(fmt, &items)
         }
         (_, Int(_) | Value::Bool(_), Int(_) | Value::Bool(_)) => {
             let (a, b) = (as_int(l).unwrap_or(0), as_int(r).unwrap_or(0));
@@ -2002,8 +2045,12 @@ fn binary(op: &str, l: &Value, r: &Value) -> Result<Value, Flow> {
                 "/" if b == 0 => raise("ZeroDivisionError", "division by zero"),
                 "/" => Ok(Float(a as f64 / b as f64)),
                 "//" | "%" if b == 0 => raise("ZeroDivisionError", "integer division or modulo by zero"),
-                "//" => Ok(Int(a.div_euclid(b) - i64::from(b < 0 && a.rem_euclid(b) != 0))),
-                "%" => Ok(Int(((a % b) + b) % b)),
+                "//" => floor_div(a, b).map(Int).ok_or_else(overflow),
+                "%" => floor_div(a, b)
+                    .and_then(|q| q.checked_mul(b))
+                    .and_then(|qb| a.checked_sub(qb))
+                    .map(Int)
+                    .ok_or_else(overflow),
                 "**" if b < 0 => Ok(Float((a as f64).powf(b as f64))),
                 "**" => u32::try_from(b).ok().and_then(|b| a.checked_pow(b)).map(Int).ok_or_else(overflow),
                 _ => unsupported(),
@@ -2025,6 +2072,62 @@ fn binary(op: &str, l: &Value, r: &Value) -> Result<Value, Flow> {
         }
         _ => unsupported(),
     }
+}
+
+/// `fmt % items` with the conversions `%s`, `%r`, `%d` and `%%`, left to right.
+fn percent_format(fmt: &str, items: &[Value]) -> Result<Value, Flow> {
+    let mut out = String::new();
+    let mut items = items.iter();
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let conv = chars.next();
+        if conv == Some('%') {
+            out.push('%');
+            continue;
+        }
+        let Some(item) = items.next() else {
+            return raise("TypeError", "not enough arguments for format string");
+        };
+        match conv {
+            Some('s') => out.push_str(&str_of(item)),
+            Some('r') => out.push_str(&repr(item)),
+            Some('d' | 'i') => match item {
+                Value::Int(_) | Value::Bool(_) => out.push_str(&as_int(item).unwrap_or(0).to_string()),
+                #[allow(clippy::cast_possible_truncation)]
+                Value::Float(f) if f.is_finite() && f.abs() < 9.0e18 => {
+                    out.push_str(&(f.trunc() as i64).to_string())
+                }
+                other => {
+                    return raise(
+                        "TypeError",
+                        format!("%d format: a real number is required, not {}", type_name(other)),
+                    );
+                }
+            },
+            other => {
+                let shown = other.map(String::from).unwrap_or_default();
+                return raise(
+                    "NotImplementedError",
+                    format!("the fake Python does not model the `%{shown}` conversion"),
+                );
+            }
+        }
+    }
+    if items.next().is_some() {
+        return raise("TypeError", "not all arguments converted during string formatting");
+    }
+    Ok(Value::Str(out))
+}
+
+/// Python's `//` on integers: the quotient rounded towards negative infinity.
+fn floor_div(a: i64, b: i64) -> Option<i64> {
+    let q = a.checked_div(b)?;
+    let inexact = a.checked_rem(b)? != 0;
+    if inexact && ((a < 0) != (b < 0)) { q.checked_sub(1) } else { Some(q) }
 }
 
 fn compare(op: &str, l: &Value, r: &Value) -> Result<bool, Flow> {
@@ -2120,7 +2223,12 @@ pub(crate) fn run(
     globals: &mut Globals,
     host: &mut dyn Host,
 ) -> Result<Outcome, Stop> {
-    let parsed = tokenize(source).and_then(|toks| Parser { toks, pos: 0, unsupported: None }.module());
+    let parsed =
+        tokenize(source).and_then(|toks| Parser { toks, pos: 0, unsupported: None, depth: 0 }.module());
+    let parsed = match parsed {
+        Err(e) if e.unmodelled => Ok(Err((e.message, e.line))),
+        other => other,
+    };
     let stmts = match parsed {
         Err(e) => {
             return Ok(Outcome {

@@ -400,7 +400,13 @@ pub(crate) struct Shell<'w, 'a> {
     captures: Vec<Vec<u8>>,
     stdin_consumed: bool,
     args: Vec<String>,
+    /// Nesting of scripts (`$(…)`, `sh -c`, `sh < file`), bounded by [`MAX_NESTING`].
+    depth: usize,
 }
+
+/// How deeply scripts may nest before the fake gives up (a real shell would recurse until
+/// it runs out of memory; the fake must never overflow its stack).
+const MAX_NESTING: usize = 32;
 
 struct Io {
     stdin: Option<Stdin>,
@@ -410,7 +416,15 @@ struct Io {
 
 impl<'w, 'a> Shell<'w, 'a> {
     pub(crate) fn new(world: &'w mut World<'a>, proc: Proc) -> Self {
-        Shell { world, proc, last: 0, captures: Vec::new(), stdin_consumed: false, args: Vec::new() }
+        Shell {
+            world,
+            proc,
+            last: 0,
+            captures: Vec::new(),
+            stdin_consumed: false,
+            args: Vec::new(),
+            depth: 0,
+        }
     }
 
     fn write(&mut self, sink: &Sink, data: &[u8]) {
@@ -535,6 +549,21 @@ impl<'w, 'a> Shell<'w, 'a> {
     }
 
     fn run_source(&mut self, script: &str, io: Io) -> Result<i32, Stop> {
+        if self.depth >= MAX_NESTING {
+            let err = io.err.clone();
+            self.write(
+                &err,
+                format!("sh: scripts nested deeper than {MAX_NESTING} levels are not modelled\n").as_bytes(),
+            );
+            return Err(Stop::Unmodelled(2));
+        }
+        self.depth += 1;
+        let result = self.run_source_unchecked(script, io);
+        self.depth -= 1;
+        result
+    }
+
+    fn run_source_unchecked(&mut self, script: &str, io: Io) -> Result<i32, Stop> {
         let items = match lex(script).and_then(parse) {
             Ok(items) => items,
             Err(message) => {
@@ -561,7 +590,7 @@ impl<'w, 'a> Shell<'w, 'a> {
     fn spawn_background(&mut self, andor: &AndOr, out: &Sink, err: &Sink) -> Result<(), Stop> {
         let offset = self.proc.elapsed;
         let deadline = self.proc.deadline.map(|d| d.saturating_sub(offset));
-        let mut child = Proc::new(deadline, usize::MAX, self.proc.env.clone(), self.proc.cwd.clone());
+        let mut child = Proc::new(deadline, self.proc.limit, self.proc.env.clone(), self.proc.cwd.clone());
         std::mem::swap(&mut self.proc, &mut child);
         let result = self.run_andor(andor, Some(Stdin::Bytes(Vec::new())), out, err);
         std::mem::swap(&mut self.proc, &mut child);
@@ -793,6 +822,10 @@ impl<'w, 'a> Shell<'w, 'a> {
                 for a in args {
                     if let Some(data) = self.special_file(a, None) {
                         self.write(&out, &data);
+                        if a != "/dev/null" {
+                            // An endless device: `cat` runs until its deadline kills it.
+                            self.proc.sleep(Duration::MAX)?;
+                        }
                         continue;
                     }
                     let path = crate::path::resolve(&self.proc.cwd, a);
@@ -1076,10 +1109,11 @@ impl<'w, 'a> Shell<'w, 'a> {
         }
     }
 
-    /// `/dev/zero`, `/dev/urandom` (seeded) and `/dev/null`, read up to `limit` bytes
-    /// (1 MiB when unbounded, as a stand-in for an endless device).
+    /// `/dev/zero`, `/dev/urandom` (seeded) and `/dev/null`, read up to `limit` bytes. No
+    /// more than one byte past the output cap is ever produced: the rest would be dropped.
     fn special_file(&mut self, name: &str, limit: Option<usize>) -> Option<Vec<u8>> {
-        let n = limit.unwrap_or(1 << 20);
+        let cap = self.proc.limit.saturating_add(1);
+        let n = limit.unwrap_or(cap).min(cap);
         match name {
             "/dev/zero" => Some(vec![0; n]),
             "/dev/urandom" | "/dev/random" => {
@@ -1203,7 +1237,8 @@ fn parse_duration(s: &str) -> Option<Duration> {
         _ => (s, 1.0),
     };
     let secs: f64 = num.parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs * scale))
+    // A sleep too long for `Duration` is a sleep forever: it ends at the deadline.
+    (secs >= 0.0).then(|| Duration::try_from_secs_f64(secs * scale).unwrap_or(Duration::MAX))
 }
 
 /// Backslash escapes as `echo -e` and `printf` read them. Returns the bytes and whether
@@ -1299,8 +1334,14 @@ fn printf(format: &str, args: &[String]) -> Vec<u8> {
             let arg = args.get(next).cloned().unwrap_or_default();
             consumed |= next < args.len();
             next += 1;
-            let width: usize =
-                spec.trim_start_matches('-').split('.').next().and_then(|w| w.parse().ok()).unwrap_or(0);
+            // Wider than the largest output cap is truncated output anyway.
+            let width: usize = spec
+                .trim_start_matches('-')
+                .split('.')
+                .next()
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(0)
+                .min(crate::DEFAULT_OUTPUT_LIMIT + 1);
             let number = || arg.trim().parse::<i64>().unwrap_or(0);
             let text = match conv {
                 b's' => arg.clone(),

@@ -55,19 +55,20 @@ impl Vfs {
         self.nodes.get(abs)
     }
 
+    /// Reads a file, following up to 40 symlinks as Linux does (`ELOOP` beyond).
     pub(crate) fn read(&self, abs: &str) -> Result<Vec<u8>> {
-        match self.nodes.get(abs) {
-            Some(Node::File { data, .. }) => Ok(data.clone()),
-            Some(Node::Dir { .. }) => Err(Error::IsADirectory { path: abs.to_owned() }),
-            Some(Node::Symlink { target }) => {
-                let target = Self::resolve(parent_of(abs).unwrap_or("/"), target);
-                if target == abs {
-                    return Err(Error::NotFound { path: abs.to_owned() });
+        let mut current = abs.to_owned();
+        for _ in 0..=40 {
+            match self.nodes.get(&current) {
+                Some(Node::File { data, .. }) => return Ok(data.clone()),
+                Some(Node::Dir { .. }) => return Err(Error::IsADirectory { path: abs.to_owned() }),
+                Some(Node::Symlink { target }) => {
+                    current = Self::resolve(parent_of(&current).unwrap_or("/"), target);
                 }
-                self.read(&target)
+                None => return Err(Error::NotFound { path: abs.to_owned() }),
             }
-            None => Err(Error::NotFound { path: abs.to_owned() }),
         }
+        Err(Error::invalid_input(format!("{abs:?}: too many levels of symbolic links")))
     }
 
     pub(crate) fn mkdir_all(&mut self, abs: &str) -> Result<()> {
