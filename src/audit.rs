@@ -142,10 +142,15 @@ impl AuditConfig {
         self
     }
 
-    /// Adds every sink of `other`.
+    /// Adds every sink of `other` that is not already here (the same `Arc`), so a sink
+    /// given twice still sees each record once.
     #[must_use]
     pub fn merged(mut self, other: &AuditConfig) -> Self {
-        self.sinks.extend(other.sinks.iter().cloned());
+        for sink in &other.sinks {
+            if !self.sinks.iter().any(|s| Arc::ptr_eq(s, sink)) {
+                self.sinks.push(Arc::clone(sink));
+            }
+        }
         self
     }
 

@@ -21,7 +21,7 @@ enum HostItem {
     File(String, Vec<u8>, u32),
 }
 
-fn host_error(path: &Path, e: &io::Error) -> Error {
+fn host_error(path: &Path, e: io::Error) -> Error {
     let shown = path.display().to_string();
     match e.kind() {
         io::ErrorKind::NotFound => Error::NotFound { path: shown },
@@ -29,7 +29,7 @@ fn host_error(path: &Path, e: &io::Error) -> Error {
         _ => Error::Provider {
             backend: "host".into(),
             message: format!("host file error at {shown}: {e}"),
-            source: Some(Box::new(io::Error::new(e.kind(), e.to_string()))),
+            source: Some(Box::new(e)),
         },
     }
 }
@@ -37,7 +37,7 @@ fn host_error(path: &Path, e: &io::Error) -> Error {
 #[cfg(unix)]
 fn mode_of(meta: &fs::Metadata) -> u32 {
     use std::os::unix::fs::PermissionsExt;
-    meta.permissions().mode() & 0o7777
+    meta.permissions().mode() & 0o777
 }
 
 #[cfg(not(unix))]
@@ -48,7 +48,7 @@ fn mode_of(meta: &fs::Metadata) -> u32 {
 /// Reads the host tree at `root` without following links. `rel` is the path under the
 /// sandbox target, `""` for the root itself.
 fn collect_host(root: &Path, rel: &str, out: &mut Vec<HostItem>) -> Result<()> {
-    let meta = fs::symlink_metadata(root).map_err(|e| host_error(root, &e))?;
+    let meta = fs::symlink_metadata(root).map_err(|e| host_error(root, e))?;
     if meta.file_type().is_symlink() {
         tracing::debug!(path = %root.display(), "upload skips a host symlink");
         return Ok(());
@@ -56,10 +56,10 @@ fn collect_host(root: &Path, rel: &str, out: &mut Vec<HostItem>) -> Result<()> {
     if meta.is_dir() {
         out.push(HostItem::Dir(rel.to_owned()));
         let mut names: Vec<_> = fs::read_dir(root)
-            .map_err(|e| host_error(root, &e))?
+            .map_err(|e| host_error(root, e))?
             .map(|entry| entry.map(|e| e.file_name()))
             .collect::<io::Result<_>>()
-            .map_err(|e| host_error(root, &e))?;
+            .map_err(|e| host_error(root, e))?;
         names.sort();
         for name in names {
             let Some(name_str) = name.to_str() else {
@@ -73,7 +73,7 @@ fn collect_host(root: &Path, rel: &str, out: &mut Vec<HostItem>) -> Result<()> {
             collect_host(&root.join(&name), &child_rel, out)?;
         }
     } else if meta.is_file() {
-        let data = fs::read(root).map_err(|e| host_error(root, &e))?;
+        let data = fs::read(root).map_err(|e| host_error(root, e))?;
         out.push(HostItem::File(rel.to_owned(), data, mode_of(&meta)));
     }
     Ok(())
@@ -194,31 +194,74 @@ fn refuse_symlink(path: &Path) -> Result<()> {
     }
 }
 
+/// Permission bits a download keeps: never setuid, setgid or sticky.
+const KEPT_MODE_BITS: u32 = 0o777;
+
 fn write_host(items: Vec<SandboxItem>) -> Result<()> {
     for item in items {
         match item {
             SandboxItem::Dir(dir, mode) => {
-                refuse_symlink(&dir)?;
-                fs::create_dir_all(&dir).map_err(|e| host_error(&dir, &e))?;
-                set_mode(&dir, mode | 0o700)?;
+                match fs::symlink_metadata(&dir) {
+                    Ok(meta) if meta.file_type().is_symlink() => refuse_symlink(&dir)?,
+                    Ok(meta) if meta.is_dir() => {}
+                    Ok(_) => {
+                        return Err(Error::invalid_input(format!(
+                            "host target {} exists and is not a directory",
+                            dir.display()
+                        )));
+                    }
+                    Err(_) => {
+                        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                            fs::create_dir_all(parent).map_err(|e| host_error(parent, e))?;
+                        }
+                        // `create_dir` (not `_all`) fails on anything already there, a link
+                        // planted since the check included.
+                        fs::create_dir(&dir).map_err(|e| host_error(&dir, e))?;
+                    }
+                }
+                set_mode(&dir, (mode & KEPT_MODE_BITS) | 0o700)?;
             }
             SandboxItem::File(file, data, mode) => {
                 refuse_symlink(&file)?;
                 if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    fs::create_dir_all(parent).map_err(|e| host_error(parent, &e))?;
+                    fs::create_dir_all(parent).map_err(|e| host_error(parent, e))?;
                 }
-                fs::write(&file, data).map_err(|e| host_error(&file, &e))?;
-                set_mode(&file, mode)?;
+                write_replacing(&file, &data, mode & KEPT_MODE_BITS)?;
             }
         }
     }
     Ok(())
 }
 
+/// Writes `data` to a new temporary file beside `target`, then renames it over `target`.
+/// The rename replaces whatever directory entry `target` is (a link planted after the check
+/// included) instead of writing through it.
+fn write_replacing(target: &Path, data: &[u8], mode: u32) -> Result<()> {
+    use std::io::Write as _;
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = target.with_file_name(format!(".{name}.sandboxio-{}-{n}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| host_error(&tmp, e))?;
+        file.write_all(data).map_err(|e| host_error(&tmp, e))?;
+        set_mode(&tmp, mode)?;
+        fs::rename(&tmp, target).map_err(|e| host_error(target, e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
 #[cfg(unix)]
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| host_error(path, &e))
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|e| host_error(path, e))
 }
 
 #[cfg(not(unix))]

@@ -102,3 +102,80 @@ fn filesystem__download_never_follows_links_or_escapes_the_host_target() {
     let err = block_on(sbx.fs().upload(dst.join("no-such-host-file"), "x")).unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotFound);
 }
+
+#[test]
+fn filesystem__download_drops_setuid_setgid_and_sticky_bits() {
+    let (_, sbx) = fake_sandbox();
+    let src = scratch("suid");
+    std::fs::write(src.join("tool"), "x").unwrap();
+    std::fs::set_permissions(src.join("tool"), std::fs::Permissions::from_mode(0o6755)).unwrap();
+    block_on(sbx.fs().upload(src.join("tool"), "tool")).unwrap();
+    assert_eq!(block_on(sbx.fs().list(".")).unwrap().iter().find(|e| e.name == "tool").unwrap().mode, 0o755);
+    let dst = scratch("suid-down");
+    block_on(sbx.fs().download("tool", dst.join("tool"))).unwrap();
+    let mode = std::fs::metadata(dst.join("tool")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o7777, 0o755);
+}
+
+mod hostile {
+    //! A backend whose listing tries to escape the host target.
+    use sandboxio::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
+    use sandboxio::{Capabilities, DirEntry, FileKind, Result};
+
+    #[derive(Debug)]
+    pub struct Hostile;
+
+    #[derive(Debug)]
+    struct HostileSandbox;
+
+    impl Backend for Hostile {
+        fn scheme(&self) -> &str {
+            "hostile"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::FILESYSTEM | Capabilities::NETWORK_DENY
+        }
+        fn create(&self, _: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+            Box::pin(async { Ok(Box::new(HostileSandbox) as Box<dyn BackendSandbox>) })
+        }
+    }
+
+    impl BackendSandbox for HostileSandbox {
+        fn id(&self) -> &str {
+            "hostile-1"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::FILESYSTEM
+        }
+        fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
+            let entries = if path == "." {
+                vec![DirEntry::new("out", FileKind::Dir, 0, 0o755)]
+            } else {
+                vec![DirEntry::new("../../escaped", FileKind::File, 1, 0o644)]
+            };
+            Box::pin(async move { Ok(entries) })
+        }
+        fn read(&self, _: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
+            Box::pin(async { Ok(b"x".to_vec()) })
+        }
+        fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
+            Box::pin(async { Ok(KillOutcome::Killed) })
+        }
+    }
+}
+
+#[test]
+fn filesystem__a_hostile_listing_cannot_escape_the_host_target() {
+    let sbx = block_on(
+        sandboxio::Sandbox::builder_with(hostile::Hostile)
+            .network(sandboxio::NetworkPolicy::deny_all())
+            .create(),
+    )
+    .unwrap();
+    let dst = scratch("hostile");
+    let err = block_on(sbx.fs().download("out", dst.join("a/b"))).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidInput, "{err}");
+    assert!(err.to_string().contains("escape"), "{err}");
+    assert!(!dst.join("escaped").exists() && !dst.join("a/escaped").exists());
+    block_on(sbx.close()).unwrap();
+}

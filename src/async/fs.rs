@@ -65,13 +65,20 @@ impl<'a> Fs<'a> {
     ///
     /// Cancel safe: reading changes nothing.
     pub async fn read_text(&self, path: &str) -> Result<String> {
-        let bytes = self.read(path).await?;
-        String::from_utf8(bytes).map_err(|e| {
-            Error::invalid_input(format!(
-                "{path:?} is not UTF-8 (first bad byte at {})",
-                e.utf8_error().valid_up_to()
-            ))
-        })
+        let handle = self.sandbox.backend_handle();
+        self.sandbox
+            .context()
+            .observe(OperationKind::FsRead, async {
+                self.check(&[path])?;
+                let bytes = handle.read(path).await?;
+                String::from_utf8(bytes).map_err(|e| {
+                    Error::invalid_input(format!(
+                        "{path:?} is not UTF-8 (first bad byte at {})",
+                        e.utf8_error().valid_up_to()
+                    ))
+                })
+            })
+            .await
     }
 
     /// Writes a whole file, creating parent directories and replacing an existing file.

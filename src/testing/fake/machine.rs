@@ -66,11 +66,13 @@ pub(crate) struct Trace {
     /// Virtual run time of the main process.
     pub(crate) elapsed: Duration,
     /// `None` when the process was killed at its deadline.
-    pub(crate) exit: Option<i32>,
+    pub(crate) exit: Option<crate::ExitStatus>,
     pub(crate) truncated: bool,
     /// Background children still running when the main process exited (killed with its
     /// process group).
     pub(crate) killed_children: usize,
+    /// File-system changes, stamped with when the process made them.
+    pub(crate) effects: Vec<(Duration, super::vfs::Effect)>,
 }
 
 /// What programs share: the sandbox's files, its policy, its randomness.
@@ -182,7 +184,14 @@ impl Proc {
             written[slot] += e.data.len();
             !e.data.is_empty()
         });
-        Trace { events: self.events, elapsed: end, exit, truncated, killed_children: killed }
+        Trace {
+            events: self.events,
+            elapsed: end,
+            exit: exit.map(crate::ExitStatus::Code),
+            truncated,
+            killed_children: killed,
+            effects: Vec::new(),
+        }
     }
 }
 

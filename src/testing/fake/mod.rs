@@ -282,9 +282,9 @@ impl FakeBackend {
         static SHARED: std::sync::OnceLock<Mutex<BTreeMap<u64, FakeBackend>>> = std::sync::OnceLock::new();
         dsn.reject_unknown_options(&["seed"])?;
         if !dsn.authority().is_empty() || !dsn.path().is_empty() {
-            return Err(Error::configuration(format!(
-                "fake:// takes no host or path; options go in the query, for example fake://?seed=7"
-            )));
+            return Err(Error::configuration(
+                "fake:// takes no host or path; options go in the query, for example fake://?seed=7",
+            ));
         }
         let seed = match dsn.option("seed") {
             Some(seed) => seed.parse::<u64>().map_err(|_| {
@@ -635,17 +635,40 @@ fn simulate(
     let World { sandboxes, rng, .. } = world;
     let sandbox = sandboxes.get_mut(id).ok_or_else(|| gone(id, "no such sandbox"))?;
     let proc = Proc::new(launch.deadline, limit, launch.env.clone(), launch.cwd.clone());
-    let mut program_world = ProgramWorld { vfs: &mut sandbox.vfs, policy: &sandbox.spec.network, rng };
+    // The process runs on a scratch copy; its changes are replayed as it is delivered.
+    let mut scratch = sandbox.vfs.scratch();
+    let mut program_world = ProgramWorld { vfs: &mut scratch, policy: &sandbox.spec.network, rng };
     let mut sh = shell::Shell::new(&mut program_world, proc);
     let result = sh.run_argv(argv, stdin);
     let proc = sh.proc;
-    let trace = match result {
+    let mut trace = match result {
         Ok(code) | Err(Stop::Exit(code) | Stop::Unmodelled(code)) => proc.finish(Some(code)),
         Err(Stop::TimedOut) => proc.finish(None),
         Err(stop @ Stop::NeedsStdin) => return Ok(Err(stop)),
     };
+    trace.effects = settled_effects(scratch.take_journal(), trace.elapsed);
     world.reaped_children += trace.killed_children;
     Ok(Ok(trace))
+}
+
+/// The changes a process made before it ended (later ones belong to background children
+/// killed with it), in time order.
+fn settled_effects(journal: Vec<(Duration, vfs::Effect)>, end: Duration) -> Vec<(Duration, vfs::Effect)> {
+    let mut effects: Vec<_> = journal.into_iter().filter(|(at, _)| *at <= end).collect();
+    effects.sort_by_key(|(at, _)| *at);
+    effects
+}
+
+/// Applies, in order, the effects due by `until` and not applied yet; `next` is the index
+/// of the first one not applied.
+fn apply_due(vfs: &mut Vfs, effects: &[(Duration, vfs::Effect)], next: &mut usize, until: Duration) {
+    while let Some((at, effect)) = effects.get(*next) {
+        if *at > until {
+            break;
+        }
+        vfs.apply(effect.clone());
+        *next += 1;
+    }
 }
 
 /// The error of a process that reached its deadline.
@@ -732,6 +755,15 @@ struct FakeSandbox {
     id: String,
 }
 
+/// What a scripted rule decides before a command is simulated.
+#[derive(Debug)]
+enum Early {
+    /// A failure injected with `fail_next`, `fail_on` or `flaky_every`.
+    Fail(Failure),
+    /// An answer scripted with `on_run`.
+    Answer(ExecResult),
+}
+
 /// Unregisters a process when the operation running it ends or is dropped.
 struct ProcessGuard<'a> {
     backend: &'a FakeBackend,
@@ -749,23 +781,35 @@ impl FakeSandbox {
         self.backend.world()
     }
 
-    /// Delivers a trace step by step on the virtual clock, collecting its output.
-    async fn replay(&self, trace: &Trace, start: Duration) -> (Vec<u8>, Vec<u8>) {
+    /// Delivers a trace step by step on the virtual clock: output is collected and file
+    /// changes land on the sandbox as the replay reaches their time, so a run dropped mid-way
+    /// has made exactly the changes made before that point. A sandbox killed meanwhile ends
+    /// the process with [`Error::SandboxGone`].
+    async fn replay(&self, trace: &Trace, start: Duration) -> Result<(Vec<u8>, Vec<u8>)> {
         let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let mut applied = 0;
         for event in &trace.events {
             future::yield_now().await;
-            let mut world = self.world();
-            world.clock = world.clock.max(start + event.at);
-            drop(world);
+            self.advance(trace, start, event.at, &mut applied)?;
             match event.stream {
                 crate::StreamKind::Stdout => stdout.extend_from_slice(&event.data),
                 crate::StreamKind::Stderr => stderr.extend_from_slice(&event.data),
             }
         }
         future::yield_now().await;
+        self.advance(trace, start, trace.elapsed, &mut applied)?;
+        Ok((stdout, stderr))
+    }
+
+    /// Moves a replay to `at` (since the process started): checks the sandbox is alive,
+    /// advances the clock and applies the file changes due.
+    fn advance(&self, trace: &Trace, start: Duration, at: Duration, applied: &mut usize) -> Result<()> {
         let mut world = self.world();
-        world.clock = world.clock.max(start + trace.elapsed);
-        (stdout, stderr)
+        let now = world.clock.max(start + at);
+        world.clock = now;
+        let sandbox = world.alive(&self.id)?;
+        apply_due(&mut sandbox.vfs, &trace.effects, applied, at);
+        Ok(())
     }
 
     async fn fs_op<T>(
@@ -782,23 +826,16 @@ impl FakeSandbox {
         op(&mut sandbox.vfs, abs)
     }
 
-    /// Checks liveness, records the call and applies scripted failures and answers.
-    /// `Ok(Err(result))` is an early answer.
-    fn prologue(
-        &self,
-        world: &mut World,
-        kind: OperationKind,
-        argv: &[String],
-        timeout: Option<Duration>,
-    ) -> Result<Option<ExecResult>> {
+    /// Checks liveness, records the call and finds a scripted failure or answer.
+    fn prologue(&self, world: &mut World, kind: OperationKind, argv: &[String]) -> Result<Option<Early>> {
         world.record(kind, &self.id, |c| c.argv = argv.to_vec());
         world.alive(&self.id)?;
         let subject = joined(argv);
         if let Some(failure) = world.take_failure(&subject) {
-            let code = world.apply_failure(&self.id, failure, timeout)?;
-            return Ok(Some(ExecResult::new(code, "", "")));
+            return Ok(Some(Early::Fail(failure)));
         }
-        Ok(world.run_scripts.iter().rev().find(|r| subject.contains(&r.matcher)).map(|r| r.value.clone()))
+        let answer = world.run_scripts.iter().rev().find(|r| subject.contains(&r.matcher));
+        Ok(answer.map(|r| Early::Answer(r.value.clone())))
     }
 }
 
@@ -825,10 +862,13 @@ impl BackendSandbox for FakeSandbox {
             let argv = command.argv().to_vec();
             let (trace, start, launch, pid) = {
                 let mut world = self.world();
-                if let Some(answer) =
-                    self.prologue(&mut world, OperationKind::Run, &argv, command.timeout_duration())?
-                {
-                    return Ok(answer);
+                match self.prologue(&mut world, OperationKind::Run, &argv)? {
+                    Some(Early::Answer(answer)) => return Ok(answer),
+                    Some(Early::Fail(failure)) => {
+                        let code = world.apply_failure(&self.id, failure, command.timeout_duration())?;
+                        return Ok(ExecResult::new(code, "", ""));
+                    }
+                    None => {}
                 }
                 let clock = world.clock;
                 let s = world.alive(&self.id)?;
@@ -852,12 +892,12 @@ impl BackendSandbox for FakeSandbox {
                 (trace, clock, launch, pid)
             };
             let _running = ProcessGuard { backend: &self.backend, pid };
-            let (stdout, stderr) = self.replay(&trace, start).await;
+            let (stdout, stderr) = self.replay(&trace, start).await?;
             let result = ExecResult::new(0, stdout, stderr)
                 .with_duration(trace.elapsed)
                 .with_truncated(trace.truncated);
             match trace.exit {
-                Some(code) => Ok(result.with_status(ExitStatus::Code(code))),
+                Some(status) => Ok(result.with_status(status)),
                 None => Err(deadline_error(&self.id, &launch, result.with_status(ExitStatus::Signal(9)))),
             }
         })
@@ -866,7 +906,7 @@ impl BackendSandbox for FakeSandbox {
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
         let argv = command.argv().to_vec();
         let mut world = self.world();
-        let early = self.prologue(&mut world, OperationKind::Stream, &argv, command.timeout_duration())?;
+        let early = self.prologue(&mut world, OperationKind::Stream, &argv)?;
         let clock = world.clock;
         let s = world.alive(&self.id)?;
         let launch =
@@ -923,8 +963,9 @@ impl BackendSandbox for FakeSandbox {
                     launch.env.clone(),
                     WORKDIR.to_owned(),
                 );
+                let mut scratch = sandbox.vfs.scratch();
                 let mut host = CellHost {
-                    world: ProgramWorld { vfs: &mut sandbox.vfs, policy: &sandbox.spec.network, rng },
+                    world: ProgramWorld { vfs: &mut scratch, policy: &sandbox.spec.network, rng },
                     proc,
                 };
                 let result = python::run(code.source(), "<cell>", &mut globals, &mut host);
@@ -932,15 +973,16 @@ impl BackendSandbox for FakeSandbox {
                 if let Some(ctx) = code.context_id() {
                     sandbox.contexts.insert(ctx.to_owned(), globals);
                 }
-                let (outcome, trace) = match result {
+                let (outcome, mut trace) = match result {
                     Ok(outcome) => (Some(outcome), proc.finish(Some(0))),
                     Err(_) => (None, proc.finish(None)),
                 };
+                trace.effects = settled_effects(scratch.take_journal(), trace.elapsed);
                 let pid = world.spawn(&self.id);
                 (outcome, trace, clock, launch, pid)
             };
             let _running = ProcessGuard { backend: &self.backend, pid };
-            let (stdout, stderr) = self.replay(&trace, start).await;
+            let (stdout, stderr) = self.replay(&trace, start).await?;
             let Some(outcome) = outcome else {
                 let partial = ExecResult::new(0, stdout, stderr).with_status(ExitStatus::Signal(2));
                 return Err(deadline_error(&self.id, &launch, partial.with_duration(trace.elapsed)));
@@ -1067,6 +1109,7 @@ impl python::Host for CellHost<'_> {
     }
 
     fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<()> {
+        self.world.vfs.now = self.proc.elapsed;
         self.world.vfs.write(&crate::path::resolve(WORKDIR, path), data.to_vec(), None, append)
     }
 }

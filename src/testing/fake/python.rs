@@ -156,7 +156,7 @@ fn unmodelled<T>(line: usize, message: impl Into<String>) -> Result<T, SyntaxErr
     Err(SyntaxError { line, message: message.into(), unmodelled: true })
 }
 
-/// How deeply expressions may nest in the fake (CPython allows 200 parentheses; the fake
+/// How deeply expressions may nest in the fake (`CPython` allows 200 parentheses; the fake
 /// stops earlier rather than overflow its stack).
 const MAX_DEPTH: usize = 40;
 
@@ -2099,7 +2099,7 @@ fn percent_format(fmt: &str, items: &[Value]) -> Result<Value, Flow> {
                 Value::Int(_) | Value::Bool(_) => out.push_str(&as_int(item).unwrap_or(0).to_string()),
                 #[allow(clippy::cast_possible_truncation)]
                 Value::Float(f) if f.is_finite() && f.abs() < 9.0e18 => {
-                    out.push_str(&(f.trunc() as i64).to_string())
+                    out.push_str(&(f.trunc() as i64).to_string());
                 }
                 other => {
                     return raise(

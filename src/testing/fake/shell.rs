@@ -402,6 +402,8 @@ pub(crate) struct Shell<'w, 'a> {
     args: Vec<String>,
     /// Nesting of scripts (`$(…)`, `sh -c`, `sh < file`), bounded by [`MAX_NESTING`].
     depth: usize,
+    /// When this (background) process started, relative to the main process.
+    time_base: Duration,
 }
 
 /// How deeply scripts may nest before the fake gives up (a real shell would recurse until
@@ -424,7 +426,14 @@ impl<'w, 'a> Shell<'w, 'a> {
             stdin_consumed: false,
             args: Vec::new(),
             depth: 0,
+            time_base: Duration::ZERO,
         }
+    }
+
+    /// The file system, with the clock that stamps this process's changes set to now.
+    fn vfs(&mut self) -> &mut super::vfs::Vfs {
+        self.world.vfs.now = self.time_base + self.proc.elapsed;
+        self.world.vfs
     }
 
     fn write(&mut self, sink: &Sink, data: &[u8]) {
@@ -436,7 +445,7 @@ impl<'w, 'a> Shell<'w, 'a> {
                 }
             }
             Sink::File(path) => {
-                let _ = self.world.vfs.write(path, data.to_vec(), None, true);
+                let _ = self.vfs().write(path, data.to_vec(), None, true);
             }
             Sink::Null => {}
         }
@@ -592,7 +601,9 @@ impl<'w, 'a> Shell<'w, 'a> {
         let deadline = self.proc.deadline.map(|d| d.saturating_sub(offset));
         let mut child = Proc::new(deadline, self.proc.limit, self.proc.env.clone(), self.proc.cwd.clone());
         std::mem::swap(&mut self.proc, &mut child);
+        self.time_base += offset;
         let result = self.run_andor(andor, Some(Stdin::Bytes(Vec::new())), out, err);
+        self.time_base -= offset;
         std::mem::swap(&mut self.proc, &mut child);
         if let Err(stop @ (Stop::NeedsStdin | Stop::Unmodelled(_))) = result {
             return Err(stop);
@@ -674,15 +685,25 @@ impl<'w, 'a> Shell<'w, 'a> {
         Ok(if p.negate { i32::from(status == 0) } else { status })
     }
 
-    fn open_target(&mut self, target: &str, append: bool) -> Sink {
+    /// Opens a redirection target, as `sh` does before running the command: `None` (with
+    /// the message on stderr) when it cannot be created.
+    fn open_target(&mut self, target: &str, append: bool, io: &Io) -> Option<Sink> {
         if target == "/dev/null" {
-            return Sink::Null;
+            return Some(Sink::Null);
         }
         let path = crate::path::resolve(&self.proc.cwd, target);
-        if !append {
-            let _ = self.world.vfs.write(&path, Vec::new(), None, false);
+        let opened = match self.world.vfs.get(&path) {
+            Some(Node::Dir { .. }) => Err("Is a directory"),
+            Some(_) if append => Ok(()),
+            _ => self.vfs().write(&path, Vec::new(), None, false).map_err(|_| "Directory nonexistent"),
+        };
+        match opened {
+            Ok(()) => Some(Sink::File(path)),
+            Err(why) => {
+                self.err_line(io, &format!("sh: cannot create {target}: {why}"));
+                None
+            }
         }
-        Sink::File(path)
     }
 
     fn run_simple(&mut self, cmd: &Simple, io: &mut Io) -> Result<i32, Stop> {
@@ -714,7 +735,9 @@ impl<'w, 'a> Shell<'w, 'a> {
                     }
                 }
                 ">" | ">>" | "&>" => {
-                    let sink = self.open_target(&target, r.op == ">>");
+                    let Some(sink) = self.open_target(&target, r.op == ">>", io) else {
+                        return Ok(2);
+                    };
                     match (r.op, r.fd) {
                         ("&>", _) => {
                             io.out = sink.clone();
@@ -808,9 +831,12 @@ impl<'w, 'a> Shell<'w, 'a> {
                     self.err_line(io, "printf: usage: printf format [arguments]");
                     return Ok(2);
                 };
-                let bytes = printf(format, &args[1..]);
+                let (bytes, bad_numbers) = printf(format, &args[1..]);
                 self.write(&out, &bytes);
-                Ok(0)
+                for bad in &bad_numbers {
+                    self.err_line(io, &format!("printf: {bad}: expected a 64-bit integer"));
+                }
+                Ok(i32::from(!bad_numbers.is_empty()))
             }
             "cat" => {
                 if args.is_empty() || args == ["-"] {
@@ -953,7 +979,7 @@ impl<'w, 'a> Shell<'w, 'a> {
                 let mut status = 0;
                 for a in args.iter().filter(|a| !a.starts_with('-')) {
                     let path = crate::path::resolve(&self.proc.cwd, a);
-                    if self.world.vfs.mkdir_all(&path).is_err() {
+                    if self.vfs().mkdir_all(&path).is_err() {
                         self.err_line(io, &format!("mkdir: cannot create directory '{a}': File exists"));
                         status = 1;
                     }
@@ -970,7 +996,7 @@ impl<'w, 'a> Shell<'w, 'a> {
                             self.err_line(io, &format!("ln: {link}: File exists"));
                             return Ok(1);
                         }
-                        let _ = self.world.vfs.symlink(&path, target);
+                        let _ = self.vfs().symlink(&path, target);
                         Ok(0)
                     }
                     _ => {
@@ -983,7 +1009,7 @@ impl<'w, 'a> Shell<'w, 'a> {
                 for a in args {
                     let path = crate::path::resolve(&self.proc.cwd, a);
                     if self.world.vfs.get(&path).is_none() {
-                        let _ = self.world.vfs.write(&path, Vec::new(), None, false);
+                        let _ = self.vfs().write(&path, Vec::new(), None, false);
                     }
                 }
                 Ok(0)
@@ -994,7 +1020,7 @@ impl<'w, 'a> Shell<'w, 'a> {
                 let mut status = 0;
                 for a in args.iter().filter(|a| !a.starts_with('-')) {
                     let path = crate::path::resolve(&self.proc.cwd, a);
-                    if let Err(e) = self.world.vfs.remove(&path, recursive) {
+                    if let Err(e) = self.vfs().remove(&path, recursive) {
                         if !(force && matches!(e, crate::Error::NotFound { .. })) {
                             self.err_line(io, &format!("rm: cannot remove '{a}'"));
                             status = 1;
@@ -1032,9 +1058,18 @@ impl<'w, 'a> Shell<'w, 'a> {
                     script_from_c = rest.get(1).cloned();
                     rest = rest.get(2..).unwrap_or_default();
                 }
-                let script = match script_from_c {
-                    Some(s) => s,
-                    None => {
+                let script = match (script_from_c, rest.first()) {
+                    (Some(s), _) => s,
+                    (None, Some(file)) if !file.starts_with('-') => {
+                        let path = crate::path::resolve(&self.proc.cwd, file);
+                        let Ok(data) = self.world.vfs.read(&path) else {
+                            self.err_line(io, &format!("{program}: 0: cannot open {file}: No such file"));
+                            return Ok(2);
+                        };
+                        rest = &rest[1..];
+                        String::from_utf8_lossy(&data).into_owned()
+                    }
+                    _ => {
                         let data = self.read_stdin(io)?;
                         String::from_utf8_lossy(&data).into_owned()
                     }
@@ -1207,7 +1242,7 @@ impl python::Host for PyHost<'_, '_, '_, '_> {
 
     fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<(), crate::Error> {
         let abs = crate::path::resolve(&self.shell.proc.cwd, path);
-        self.shell.world.vfs.write(&abs, data.to_vec(), None, append)
+        self.shell.vfs().write(&abs, data.to_vec(), None, append)
     }
 }
 
@@ -1306,7 +1341,10 @@ fn unescape(s: &str) -> (Vec<u8>, bool) {
 
 /// `printf` with `%s %d %i %b %c %x %o %%`; the format is reused while arguments remain.
 /// Works on bytes, so escapes such as `\xff` stay byte-exact.
-fn printf(format: &str, args: &[String]) -> Vec<u8> {
+/// Returns the output and the arguments that were not valid numbers for `%d`-style
+/// conversions (printed as 0, and the command exits 1, as `sh`'s printf does).
+fn printf(format: &str, args: &[String]) -> (Vec<u8>, Vec<String>) {
+    let mut bad_numbers = Vec::new();
     let (fmt, _) = unescape(format);
     let mut out = Vec::new();
     let mut next = 0;
@@ -1342,7 +1380,15 @@ fn printf(format: &str, args: &[String]) -> Vec<u8> {
                 .and_then(|w| w.parse().ok())
                 .unwrap_or(0)
                 .min(crate::DEFAULT_OUTPUT_LIMIT + 1);
-            let number = || arg.trim().parse::<i64>().unwrap_or(0);
+            let mut number = || {
+                let trimmed = arg.trim();
+                trimmed.parse::<i64>().unwrap_or_else(|_| {
+                    if !trimmed.is_empty() {
+                        bad_numbers.push(trimmed.to_owned());
+                    }
+                    0
+                })
+            };
             let text = match conv {
                 b's' => arg.clone(),
                 b'b' => {
@@ -1355,15 +1401,16 @@ fn printf(format: &str, args: &[String]) -> Vec<u8> {
                 b'o' => format!("{:o}", number()),
                 other => format!("%{spec}{}", char::from(other)),
             };
-            let padded =
-                if spec.starts_with('-') { format!("{text:<width$}") } else { format!("{text:>width$}") };
+            // Padded by hand: `format!` widths stop at 65535.
+            let pad = " ".repeat(width.saturating_sub(text.chars().count()));
+            let padded = if spec.starts_with('-') { format!("{text}{pad}") } else { format!("{pad}{text}") };
             out.extend_from_slice(padded.as_bytes());
         }
         if !consumed || next >= args.len() {
             break;
         }
     }
-    out
+    (out, bad_numbers)
 }
 
 #[cfg(test)]
@@ -1374,8 +1421,9 @@ mod tests {
     fn unescape_handles_hex_and_octal() {
         assert_eq!(unescape(r"a\x00\xffb\n").0, b"a\x00\xffb\n");
         assert_eq!(unescape(r"\0101\101").0, b"AA");
-        assert_eq!(printf(r"%s-%d\n", &["a".into(), "7".into(), "b".into(), "8".into()]), b"a-7\nb-8\n");
-        assert_eq!(printf(r"\x00\x01", &[]), b"\x00\x01");
+        assert_eq!(printf(r"%s-%d\n", &["a".into(), "7".into(), "b".into(), "8".into()]).0, b"a-7\nb-8\n");
+        assert_eq!(printf(r"\x00\x01", &[]).0, b"\x00\x01");
+        assert_eq!(printf("%d", &["99999999999999999999".into()]).1, ["99999999999999999999"]);
     }
 
     #[test]

@@ -1,21 +1,25 @@
 //! The fake's streamed process.
 
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::backend::{BackendExecStream, BoxFuture};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk};
+use crate::policy::Capabilities;
 
 use super::machine::{Stdin, Trace};
-use super::{FakeBackend, Launch, SCHEME, deadline_error, simulate};
+use super::{Early, FakeBackend, Launch, SCHEME, apply_due, deadline_error, simulate};
 
 #[derive(Debug)]
 enum Phase {
     /// The program reads stdin, which is still open: collecting writes until it closes.
     AwaitingStdin,
-    /// Delivering output, one event per poll with a yield in between.
-    Replaying { trace: Trace, next: usize, yielded: bool },
+    /// A scripted failure, delivered as the stream's first item.
+    Failing(Error),
+    /// Delivering output, one event per poll with a yield in between; file changes land as
+    /// their time is reached.
+    Replaying { trace: Trace, next: usize, applied: usize, yielded: bool },
     /// Finished (or killed): the outcome `wait` returns.
     Done(std::result::Result<ExecResult, ErrorSnapshot>),
 }
@@ -59,9 +63,6 @@ pub(super) struct FakeExecStream {
     phase: Phase,
     stdin: Vec<u8>,
     stdin_closed: bool,
-    waker: Option<Waker>,
-    stdout_len: usize,
-    stderr_len: usize,
 }
 
 impl std::fmt::Debug for Launch {
@@ -78,8 +79,10 @@ impl FakeExecStream {
         command: Command,
         launch: Launch,
         start: Duration,
-        early: Option<ExecResult>,
+        early: Option<Early>,
     ) -> Self {
+        // Without STDIN nobody can ever write: the process reads end-of-file at once.
+        let stdin_closed = !backend.inner.config.capabilities.contains(Capabilities::STDIN);
         let mut stream = FakeExecStream {
             backend,
             sandbox_id,
@@ -89,17 +92,34 @@ impl FakeExecStream {
             start,
             phase: Phase::AwaitingStdin,
             stdin: Vec::new(),
-            stdin_closed: false,
-            waker: None,
-            stdout_len: 0,
-            stderr_len: 0,
+            stdin_closed,
         };
-        if let Some(answer) = early {
-            stream.phase = Phase::Replaying { trace: scripted_trace(&answer), next: 0, yielded: false };
-        } else {
-            let stdin =
-                stream.command.stdin_bytes().map_or(Stdin::Open, |bytes| Stdin::Bytes(bytes.to_vec()));
-            stream.simulate(stdin);
+        match early {
+            Some(Early::Answer(answer)) => {
+                stream.phase =
+                    Phase::Replaying { trace: scripted_trace(&answer), next: 0, applied: 0, yielded: false };
+            }
+            Some(Early::Fail(failure)) => {
+                let mut world = stream.backend.world();
+                let timeout = stream.command.timeout_duration();
+                stream.phase = match world.apply_failure(&stream.sandbox_id, failure, timeout) {
+                    Ok(code) => Phase::Replaying {
+                        trace: scripted_trace(&ExecResult::new(code, "", "")),
+                        next: 0,
+                        applied: 0,
+                        yielded: false,
+                    },
+                    Err(e) => Phase::Failing(e),
+                };
+            }
+            None => {
+                let stdin = match stream.command.stdin_bytes() {
+                    Some(bytes) => Stdin::Bytes(bytes.to_vec()),
+                    None if stream.stdin_closed => Stdin::Bytes(Vec::new()),
+                    None => Stdin::Open,
+                };
+                stream.simulate(stdin);
+            }
         }
         stream
     }
@@ -117,7 +137,7 @@ impl FakeExecStream {
         );
         drop(world);
         self.phase = match outcome {
-            Ok(Ok(trace)) => Phase::Replaying { trace, next: 0, yielded: false },
+            Ok(Ok(trace)) => Phase::Replaying { trace, next: 0, applied: 0, yielded: false },
             Ok(Err(_needs_stdin)) => Phase::AwaitingStdin,
             Err(e) => self.finish(Err(ErrorSnapshot::of(&e))),
         };
@@ -128,51 +148,81 @@ impl FakeExecStream {
         Phase::Done(outcome)
     }
 
+    /// Ends the stream with `error` as its last item.
+    fn fail(&mut self, error: &Error) -> Poll<Option<Result<OutputChunk>>> {
+        let snapshot = ErrorSnapshot::of(error);
+        self.phase = self.finish(Err(snapshot.clone()));
+        Poll::Ready(Some(Err(snapshot.error())))
+    }
+
+    /// The process blocks on stdin that nobody can write while it is being waited on (the
+    /// stream is borrowed), so it stays blocked until its deadline, which the virtual clock
+    /// reaches at once.
+    fn block_until_deadline(&mut self) -> Error {
+        let mut world = self.backend.world();
+        world.clock = world.clock.max(self.start.saturating_add(self.launch.deadline.unwrap_or_default()));
+        drop(world);
+        let partial = ExecResult::new(0, "", "").with_status(ExitStatus::Signal(9));
+        deadline_error(&self.sandbox_id, &self.launch, partial)
+    }
+
     fn step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
         match &mut self.phase {
+            Phase::AwaitingStdin if self.stdin_closed => {
+                let input = std::mem::take(&mut self.stdin);
+                self.simulate(Stdin::Bytes(input));
+                self.step(cx)
+            }
             Phase::AwaitingStdin => {
-                if self.stdin_closed {
-                    let input = std::mem::take(&mut self.stdin);
-                    self.simulate(Stdin::Bytes(input));
-                    return self.step(cx);
-                }
-                self.waker = Some(cx.waker().clone());
+                let e = self.block_until_deadline();
+                self.fail(&e)
+            }
+            Phase::Failing(_) => {
+                let Phase::Failing(e) = std::mem::replace(&mut self.phase, Phase::AwaitingStdin) else {
+                    unreachable!("matched above")
+                };
+                self.fail(&e)
+            }
+            Phase::Replaying { yielded, .. } if !*yielded => {
+                *yielded = true;
+                cx.waker().wake_by_ref();
                 Poll::Pending
             }
-            Phase::Replaying { trace, next, yielded } => {
-                if !*yielded {
-                    *yielded = true;
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
+            Phase::Replaying { trace, next, applied, yielded } => {
                 *yielded = false;
+                let at = trace.events.get(*next).map_or(trace.elapsed, |e| e.at);
                 let mut world = self.backend.world();
+                world.clock = world.clock.max(self.start + at);
+                let sandbox = match world.alive(&self.sandbox_id) {
+                    Ok(sandbox) => sandbox,
+                    Err(e) => {
+                        drop(world);
+                        return self.fail(&e);
+                    }
+                };
+                apply_due(&mut sandbox.vfs, &trace.effects, applied, at);
+                drop(world);
                 if let Some(event) = trace.events.get(*next) {
                     *next += 1;
-                    world.clock = world.clock.max(self.start + event.at);
-                    match event.stream {
-                        crate::StreamKind::Stdout => self.stdout_len += event.data.len(),
-                        crate::StreamKind::Stderr => self.stderr_len += event.data.len(),
-                    }
                     return Poll::Ready(Some(Ok(OutputChunk {
                         stream: event.stream,
                         data: event.data.clone(),
                     })));
                 }
-                world.clock = world.clock.max(self.start + trace.elapsed);
-                drop(world);
                 let result =
                     ExecResult::new(0, "", "").with_duration(trace.elapsed).with_truncated(trace.truncated);
-                let outcome = match trace.exit {
-                    Some(code) => Ok(result.with_status(ExitStatus::Code(code))),
-                    None => Err(ErrorSnapshot::of(&deadline_error(
+                if let Some(status) = trace.exit {
+                    let done = Ok(result.with_status(status));
+                    self.phase = self.finish(done);
+                    Poll::Ready(None)
+                } else {
+                    let e = deadline_error(
                         &self.sandbox_id,
                         &self.launch,
                         result.with_status(ExitStatus::Signal(9)),
-                    ))),
-                };
-                self.phase = self.finish(outcome.clone());
-                Poll::Ready(outcome.err().map(|e| Err(e.error())))
+                    );
+                    self.fail(&e)
+                }
             }
             Phase::Done(_) => Poll::Ready(None),
         }
@@ -191,9 +241,10 @@ fn scripted_trace(answer: &ExecResult) -> Trace {
     Trace {
         events,
         elapsed: answer.duration,
-        exit: answer.status.code().or(Some(128 + answer.status.signal().unwrap_or(0))),
+        exit: Some(answer.status),
         truncated: answer.truncated,
         killed_children: 0,
+        effects: Vec::new(),
     }
 }
 
@@ -220,26 +271,12 @@ impl BackendExecStream for FakeExecStream {
     fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             self.stdin_closed = true;
-            if let Some(w) = self.waker.take() {
-                w.wake();
-            }
             Ok(())
         })
     }
 
     fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
         Box::pin(async move {
-            if matches!(self.phase, Phase::AwaitingStdin) && !self.stdin_closed {
-                // Nobody can write stdin while we wait: the process blocks until its
-                // deadline, which the virtual clock reaches at once.
-                let mut world = self.backend.world();
-                world.clock = world.clock.max(self.start + self.launch.deadline.unwrap_or_default());
-                drop(world);
-                let partial = ExecResult::new(0, "", "").with_status(ExitStatus::Signal(9));
-                let e = deadline_error(&self.sandbox_id, &self.launch, partial);
-                self.phase = self.finish(Err(ErrorSnapshot::of(&e)));
-                return Err(e);
-            }
             loop {
                 if let Phase::Done(outcome) = &self.phase {
                     return outcome.clone().map_err(|e| e.error());

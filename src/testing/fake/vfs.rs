@@ -1,6 +1,7 @@
 //! The fake's in-memory file system.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::fs::{DirEntry, FileKind};
@@ -15,10 +16,25 @@ pub(crate) enum Node {
     Symlink { target: String },
 }
 
+/// One change a simulated process made, replayed on the sandbox's real file system at the
+/// virtual time the process made it.
+#[derive(Debug, Clone)]
+pub(crate) enum Effect {
+    Write { path: String, data: Vec<u8>, mode: Option<u32>, append: bool },
+    Mkdir(String),
+    Remove { path: String, recursive: bool },
+    Symlink { path: String, target: String },
+}
+
 /// Absolute, normalised paths to nodes. Every ancestor of a node is a `Dir`.
 #[derive(Debug, Clone)]
 pub(crate) struct Vfs {
     nodes: BTreeMap<String, Node>,
+    /// When set, every change is also logged here, stamped with `now`: a process runs on a
+    /// scratch copy and its effects reach the real file system as its replay reaches them.
+    journal: Option<Vec<(Duration, Effect)>>,
+    /// The virtual time, since the process started, that stamps journal entries.
+    pub(crate) now: Duration,
 }
 
 fn parent_of(path: &str) -> Option<&str> {
@@ -43,7 +59,33 @@ impl Vfs {
             nodes.insert(dir.to_owned(), Node::Dir { mode: 0o755 });
         }
         nodes.insert("/etc/hostname".into(), Node::File { data: b"fake\n".to_vec(), mode: 0o644 });
-        Vfs { nodes }
+        Vfs { nodes, journal: None, now: Duration::ZERO }
+    }
+
+    /// A scratch copy that logs its changes.
+    pub(crate) fn scratch(&self) -> Self {
+        Vfs { nodes: self.nodes.clone(), journal: Some(Vec::new()), now: Duration::ZERO }
+    }
+
+    /// The changes logged so far, in order.
+    pub(crate) fn take_journal(&mut self) -> Vec<(Duration, Effect)> {
+        self.journal.take().unwrap_or_default()
+    }
+
+    fn log(&mut self, effect: impl FnOnce() -> Effect) {
+        if let Some(journal) = &mut self.journal {
+            journal.push((self.now, effect()));
+        }
+    }
+
+    /// Applies a logged change (errors are the process's own business, as when it ran).
+    pub(crate) fn apply(&mut self, effect: Effect) {
+        let _ = match effect {
+            Effect::Write { path, data, mode, append } => self.write(&path, data, mode, append),
+            Effect::Mkdir(path) => self.mkdir_all(&path),
+            Effect::Remove { path, recursive } => self.remove(&path, recursive),
+            Effect::Symlink { path, target } => self.symlink(&path, &target),
+        };
     }
 
     /// Resolves `path` against `cwd` into an absolute normalised path.
@@ -72,6 +114,11 @@ impl Vfs {
     }
 
     pub(crate) fn mkdir_all(&mut self, abs: &str) -> Result<()> {
+        self.log(|| Effect::Mkdir(abs.to_owned()));
+        self.mkdir_all_unlogged(abs)
+    }
+
+    fn mkdir_all_unlogged(&mut self, abs: &str) -> Result<()> {
         match self.nodes.get(abs) {
             Some(Node::Dir { .. }) => return Ok(()),
             Some(_) => {
@@ -80,15 +127,18 @@ impl Vfs {
             None => {}
         }
         if let Some(parent) = parent_of(abs) {
-            self.mkdir_all(parent)?;
+            self.mkdir_all_unlogged(parent)?;
         }
         self.nodes.insert(abs.to_owned(), Node::Dir { mode: 0o755 });
         Ok(())
     }
 
     pub(crate) fn write(&mut self, abs: &str, data: Vec<u8>, mode: Option<u32>, append: bool) -> Result<()> {
+        if self.journal.is_some() {
+            self.log(|| Effect::Write { path: abs.to_owned(), data: data.clone(), mode, append });
+        }
         if let Some(parent) = parent_of(abs) {
-            self.mkdir_all(parent)?;
+            self.mkdir_all_unlogged(parent)?;
         }
         match self.nodes.get_mut(abs) {
             Some(Node::Dir { .. }) => Err(Error::IsADirectory { path: abs.to_owned() }),
@@ -111,8 +161,9 @@ impl Vfs {
     }
 
     pub(crate) fn symlink(&mut self, abs: &str, target: &str) -> Result<()> {
+        self.log(|| Effect::Symlink { path: abs.to_owned(), target: target.to_owned() });
         if let Some(parent) = parent_of(abs) {
-            self.mkdir_all(parent)?;
+            self.mkdir_all_unlogged(parent)?;
         }
         self.nodes.insert(abs.to_owned(), Node::Symlink { target: target.to_owned() });
         Ok(())
@@ -151,6 +202,7 @@ impl Vfs {
     }
 
     pub(crate) fn remove(&mut self, abs: &str, recursive: bool) -> Result<()> {
+        self.log(|| Effect::Remove { path: abs.to_owned(), recursive });
         match self.nodes.get(abs) {
             None => return Err(Error::NotFound { path: abs.to_owned() }),
             Some(Node::Dir { .. }) => {
