@@ -85,6 +85,28 @@ pub struct CreateSpec {
     pub template: Option<String>,
 }
 
+impl CreateSpec {
+    /// A spec with `network` and the library defaults for everything else (no limits, no
+    /// env, no metadata, [`DEFAULT_TTL`](crate::DEFAULT_TTL),
+    /// [`DEFAULT_CREATE_TIMEOUT`](crate::DEFAULT_CREATE_TIMEOUT), owned, no typed options).
+    /// For adapter unit tests and benchmarks; `SandboxBuilder::create` builds the real one.
+    #[must_use]
+    pub fn new(network: NetworkPolicy) -> Self {
+        CreateSpec {
+            network,
+            limits: ResourceLimits::default(),
+            env: Vec::new(),
+            secret_env: Vec::new(),
+            metadata: BTreeMap::new(),
+            ttl: crate::DEFAULT_TTL,
+            create_timeout: crate::DEFAULT_CREATE_TIMEOUT,
+            detached: false,
+            image: None,
+            template: None,
+        }
+    }
+}
+
 /// Whether a kill did anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

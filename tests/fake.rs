@@ -191,3 +191,63 @@ fn observability__secrets_never_reach_records_errors_or_debug_output() {
     let surfaces = format!("{err} {err:?} {:?} {:?} {sbx:?}", fake.audit_records(), fake.calls());
     assert!(!surfaces.contains(canary), "secret leaked: {surfaces}");
 }
+
+#[test]
+fn observability__every_public_call_writes_exactly_one_record() {
+    use OperationKind as K;
+    let fake = FakeBackend::new();
+    let sbx =
+        block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
+    let host = std::env::temp_dir().join(format!("sandboxio-obs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&host);
+    std::fs::create_dir_all(&host).unwrap();
+    std::fs::write(host.join("in.txt"), "x").unwrap();
+    block_on(async {
+        let ctx = sbx.create_context("python").await.unwrap();
+        sbx.run_code(sandboxio::Code::new("1").in_context(&ctx)).await.unwrap();
+        sbx.fs().mkdir("d").await.unwrap();
+        sbx.fs().upload(host.join("in.txt"), "d/in.txt").await.unwrap();
+        sbx.fs().list("d").await.unwrap();
+        sbx.fs().download("d/in.txt", host.join("out.txt")).await.unwrap();
+        sbx.fs().read_text("d/in.txt").await.unwrap();
+        sbx.fs().remove("d", true).await.unwrap();
+        let attached = Sandbox::connect_with(fake.clone(), sbx.id()).await.unwrap();
+        attached.close().await.unwrap();
+    });
+    let id = block_on(sbx.detach()).unwrap();
+    let kinds: Vec<_> = fake.audit_records().iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            K::Create,
+            K::CreateContext,
+            K::RunCode,
+            K::FsMkdir,
+            K::FsUpload,
+            K::FsList,
+            K::FsDownload,
+            K::FsRead,
+            K::FsRemove,
+            K::Connect,
+            K::Close,
+            K::Detach
+        ]
+    );
+    assert!(fake.audit_records().iter().all(|r| r.sandbox_id.as_deref() == Some(id.as_str())));
+    let again = block_on(Sandbox::connect_with(fake.clone(), &id)).unwrap();
+    block_on(again.kill()).unwrap();
+}
+
+#[test]
+fn observability__a_sink_given_twice_sees_each_record_once() {
+    let fake = FakeBackend::new();
+    let sbx = block_on(
+        Sandbox::builder_with(fake.clone())
+            .network(NetworkPolicy::deny_all())
+            .audit(sandboxio::AuditConfig::new().with_sink(fake.audit_sink()))
+            .create(),
+    )
+    .unwrap();
+    block_on(sbx.run(Command::new("true"))).unwrap();
+    assert_eq!(fake.audit_records().len(), 2);
+}

@@ -1,0 +1,60 @@
+//! What sandboxio's core costs on top of a backend, measured on the in-memory fake.
+//!
+//! Each group has a baseline (the backend driven directly through the adapter interface)
+//! and the same work through the public API, in the same run; compare them as a ratio.
+//!
+//! ```text
+//! cargo bench --bench fake
+//! ```
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use futures_lite::future::block_on;
+use sandboxio::backend::{Backend, CreateSpec};
+use sandboxio::testing::FakeBackend;
+use sandboxio::{Command, NetworkPolicy, Sandbox};
+
+fn cold_start(c: &mut Criterion) {
+    let mut group = c.benchmark_group("create_then_close");
+    let fake = FakeBackend::new();
+    group.bench_function("baseline: adapter create + kill", |b| {
+        b.iter(|| {
+            block_on(async {
+                let handle = fake.create(CreateSpec::new(NetworkPolicy::deny_all())).await.unwrap();
+                black_box(handle.kill().await.unwrap());
+            });
+        });
+    });
+    group.bench_function("sandboxio: builder + create + close", |b| {
+        b.iter(|| {
+            block_on(async {
+                let sandbox = Sandbox::builder_with(fake.clone())
+                    .network(NetworkPolicy::deny_all())
+                    .create()
+                    .await
+                    .unwrap();
+                black_box(sandbox.close().await.unwrap());
+            });
+        });
+    });
+    group.finish();
+}
+
+fn exec(c: &mut Criterion) {
+    let mut group = c.benchmark_group("run_echo");
+    let fake = FakeBackend::new();
+    let handle = block_on(fake.create(CreateSpec::new(NetworkPolicy::deny_all()))).unwrap();
+    let sandbox =
+        block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
+    group.bench_function("baseline: adapter run", |b| {
+        b.iter(|| black_box(block_on(handle.run(Command::new("echo").arg("hi"))).unwrap()));
+    });
+    group.bench_function("sandboxio: Sandbox::run", |b| {
+        b.iter(|| black_box(block_on(sandbox.run(Command::new("echo").arg("hi"))).unwrap()));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cold_start, exec);
+criterion_main!(benches);
