@@ -34,7 +34,7 @@ fn cold_start(c: &mut Criterion) {
                     .create()
                     .await
                     .unwrap();
-                black_box(sandbox.close().await.unwrap());
+                sandbox.close().await.unwrap();
             });
         });
     });
