@@ -44,6 +44,7 @@
 //! | DSN | backend | feature | status |
 //! |---|---|---|---|
 //! | `fake://` | in-memory fake ([`testing::FakeBackend`]) | always on | available |
+//! | – | the backend contract suite (`testing::contract`) | `contract` | available |
 //! | `local://` | Linux namespaces | `local` | planned |
 //! | `docker://` | Docker engine | `docker` | planned |
 //! | `e2b://` | E2B | `e2b` | planned |

@@ -18,6 +18,9 @@
 //! assert_eq!(sbx_fake.calls()[0].network, NetworkPolicy::deny_all());
 //! ```
 
+#[cfg(feature = "contract")]
+#[cfg_attr(docsrs, doc(cfg(feature = "contract")))]
+pub mod contract;
 mod fake;
 
 use std::ops::Deref;

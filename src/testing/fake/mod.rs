@@ -126,6 +126,8 @@ struct Config {
     options: Vec<BackendOption>,
     audit: AuditConfig,
     create_latency: Duration,
+    /// The environment variable that must hold an API key for `create()` to succeed.
+    api_key_env: Option<String>,
 }
 
 struct Inner {
@@ -187,6 +189,7 @@ impl FakeBackend {
             options: Vec::new(),
             audit: AuditConfig::new(),
             create_latency: DEFAULT_CREATE_LATENCY,
+            api_key_env: None,
         })
     }
 
@@ -221,6 +224,7 @@ impl FakeBackend {
             options: self.inner.config.options.clone(),
             audit: self.inner.config.audit.clone(),
             create_latency: self.inner.config.create_latency,
+            api_key_env: self.inner.config.api_key_env.clone(),
         };
         change(&mut config);
         Self::from_config(config)
@@ -264,6 +268,14 @@ impl FakeBackend {
     #[must_use]
     pub fn with_create_latency(self, latency: Duration) -> Self {
         self.reconfigure(|c| c.create_latency = latency)
+    }
+
+    /// Simulates a provider that needs an API key (and a fresh world): `create()` fails with
+    /// [`Error::Auth`] naming `var` while that environment variable is unset or empty, as a
+    /// cloud backend does. The value itself is never read beyond that check.
+    #[must_use]
+    pub fn with_api_key_env(self, var: &str) -> Self {
+        self.reconfigure(|c| c.api_key_env = Some(var.to_owned()))
     }
 
     /// The [`BackendFactory`](crate::dsn::BackendFactory) of `fake://`. Options: `seed`
@@ -449,6 +461,13 @@ impl FakeBackend {
                 (s.life == Life::Alive).then(|| id.clone())
             })
             .collect()
+    }
+
+    /// Everything the fake stores about a sandbox, as text (the fake's `docker inspect`):
+    /// secret values appear only as `[redacted]`.
+    #[must_use]
+    pub fn stored_config(&self, sandbox_id: &str) -> Option<String> {
+        self.world().sandboxes.get(sandbox_id).map(|s| format!("{:?}", s.spec))
     }
 
     /// The metadata labels a sandbox was created with (as a provider would show them).
@@ -708,6 +727,16 @@ impl Backend for FakeBackend {
     fn create(&self, spec: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
         Box::pin(async move {
             future::yield_now().await;
+            if let Some(var) = &self.inner.config.api_key_env
+                && std::env::var_os(var).is_none_or(|v| v.is_empty())
+            {
+                return Err(Error::Auth {
+                    backend: SCHEME.into(),
+                    message: format!("no API key: set the environment variable {var}"),
+                    env_var: Some(var.clone()),
+                    source: None,
+                });
+            }
             // Nothing is awaited after the sandbox is inserted, so a dropped create
             // leaves nothing behind.
             let mut world = self.world();

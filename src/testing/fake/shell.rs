@@ -1066,7 +1066,6 @@ impl<'w, 'a> Shell<'w, 'a> {
                             self.err_line(io, &format!("{program}: 0: cannot open {file}: No such file"));
                             return Ok(2);
                         };
-                        rest = &rest[1..];
                         String::from_utf8_lossy(&data).into_owned()
                     }
                     _ => {
@@ -1076,9 +1075,8 @@ impl<'w, 'a> Shell<'w, 'a> {
                 };
                 let saved =
                     (self.proc.env.clone(), self.proc.cwd.clone(), std::mem::take(&mut self.args), self.last);
-                let mut sub_args = vec![program.clone()];
-                sub_args.extend(rest.iter().cloned());
-                self.args = sub_args;
+                // `sh -c script name args…` sets `$0` to `name`; otherwise `$0` is the shell.
+                self.args = if rest.is_empty() { vec![program.clone()] } else { rest.to_vec() };
                 let sub_io = Io { stdin: io.stdin.take(), out: io.out.clone(), err: io.err.clone() };
                 let r = self.run_source(&script, sub_io);
                 (self.proc.env, self.proc.cwd, self.args, self.last) = saved;

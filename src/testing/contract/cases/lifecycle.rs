@@ -1,0 +1,122 @@
+//! Lifecycle: create → run → kill; teardown on success and on error; idempotent kill;
+//! connect.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::policy::Capabilities as C;
+use crate::{ErrorCode, Sandbox};
+
+use super::super::ProbeKind as P;
+use super::super::Row;
+use super::super::ctx::{Ctx, Verdict, expect, expect_code, expect_eq};
+use super::Case;
+
+pub(super) fn cases() -> Vec<Case> {
+    vec![
+        Case::new(Row::Lifecycle, "lifecycle__create_run_kill", |cx| Box::pin(create_run_kill(cx)))
+            .requires(C::RUN),
+        Case::new(Row::Lifecycle, "lifecycle__close_tears_down_on_normal_exit", |cx| {
+            Box::pin(close_tears_down(cx))
+        })
+        .probes(&[P::LiveSandboxes]),
+        Case::new(Row::Lifecycle, "lifecycle__drop_tears_down_when_an_error_unwinds", |cx| {
+            Box::pin(drop_on_error(cx))
+        })
+        .probes(&[P::LiveSandboxes]),
+        Case::new(Row::Lifecycle, "lifecycle__double_kill_is_idempotent", |cx| Box::pin(double_kill(cx))),
+        Case::new(Row::Lifecycle, "lifecycle__connect_to_unknown_id_raises_connect_error", |cx| {
+            Box::pin(connect_unknown(cx))
+        })
+        .requires(C::CONNECT),
+        Case::new(Row::Lifecycle, "lifecycle__connect_attaches_without_owning", |cx| {
+            Box::pin(connect_attaches(cx))
+        })
+        .requires(C::CONNECT | C::RUN),
+        Case::new(Row::Lifecycle, "lifecycle__detached_sandbox_outlives_its_handle", |cx| {
+            Box::pin(detached(cx))
+        })
+        .requires(C::DETACH | C::CONNECT)
+        .probes(&[P::LiveSandboxes]),
+    ]
+}
+
+async fn create_run_kill(cx: Arc<Ctx>) -> Verdict {
+    let sandbox = cx.sandbox().await?;
+    let out = sandbox.run(cx.probes.echo("hello")).await.map_err(|e| cx.unexpected("run(echo)", &e))?;
+    expect_eq(out.stdout_lossy().as_ref(), "hello\n", "stdout of echo")?;
+    sandbox.kill().await.map_err(|e| cx.unexpected("kill()", &e))?;
+    let after = sandbox.run(cx.probes.echo("again")).await;
+    expect_code(&after, ErrorCode::SandboxGone, "run() after kill()")
+}
+
+async fn close_tears_down(cx: Arc<Ctx>) -> Verdict {
+    let sandbox = cx.sandbox().await?;
+    sandbox.close().await.map_err(|e| cx.unexpected("close()", &e))?;
+    cx.no_sandboxes("after close()", Duration::ZERO).await
+}
+
+async fn drop_on_error(cx: Arc<Ctx>) -> Verdict {
+    // The Rust reading of "context-manager teardown on exception": a `?` unwinds out of
+    // the function that owns the sandbox, which is dropped without `close()`.
+    async fn user_code(cx: &Ctx) -> std::result::Result<(), String> {
+        let _sandbox = cx.sandbox().await?;
+        Err("the caller's own error".to_owned())
+    }
+    let result = user_code(&cx).await;
+    expect(result.is_err(), || "the caller's error was lost".to_owned())?;
+    cx.no_sandboxes("after the owning scope failed", Duration::from_mins(1)).await
+}
+
+async fn double_kill(cx: Arc<Ctx>) -> Verdict {
+    let sandbox = cx.sandbox().await?;
+    sandbox.kill().await.map_err(|e| cx.unexpected("first kill()", &e))?;
+    sandbox.kill().await.map_err(|e| cx.unexpected("second kill()", &e))?;
+    sandbox.close().await.map_err(|e| cx.unexpected("close() after kill()", &e))
+}
+
+async fn connect_unknown(cx: Arc<Ctx>) -> Verdict {
+    let result = Sandbox::connect_with(Arc::clone(&cx.backend), "sandboxio-contract-no-such-sandbox").await;
+    expect_code(&result, ErrorCode::Connect, "connect() to an unknown id")
+}
+
+async fn connect_attaches(cx: Arc<Ctx>) -> Verdict {
+    let owner = cx.sandbox().await?;
+    let attached = Sandbox::connect_with(Arc::clone(&cx.backend), owner.id())
+        .await
+        .map_err(|e| cx.unexpected("connect() to a live id", &e))?;
+    expect(!attached.is_owner(), || "expected a connected handle not to own the sandbox".to_owned())?;
+    let out =
+        attached.run(cx.probes.echo("attached")).await.map_err(|e| cx.unexpected("run() on attached", &e))?;
+    expect_eq(out.stdout_lossy().as_ref(), "attached\n", "stdout through the connected handle")?;
+    attached.close().await.map_err(|e| cx.unexpected("close() of the connected handle", &e))?;
+    let out = owner.run(cx.probes.echo("still here")).await;
+    expect(out.is_ok(), || {
+        format!("expected the sandbox to outlive a connected handle's close(), observed {out:?}")
+    })?;
+    owner.close().await.map_err(|e| cx.unexpected("close()", &e))
+}
+
+async fn detached(cx: Arc<Ctx>) -> Verdict {
+    let sandbox = cx
+        .builder()
+        .network(cx.default_policy())
+        .detached(true)
+        .ttl(Duration::from_mins(2))
+        .create()
+        .await
+        .map_err(|e| cx.unexpected("create() detached", &e))?;
+    let id = sandbox.id().to_owned();
+    drop(sandbox);
+    crate::shutdown(Duration::from_secs(30)).await;
+    let live =
+        cx.probe("live_sandboxes", cx.probes.live_sandboxes(super::super::LABEL_KEY, &cx.token)).await?;
+    let verdict = expect(live.contains(&id), || {
+        format!("expected detached sandbox {id} alive after its handle dropped, observed live {live:?}")
+    });
+    // Clean up now rather than at the TTL.
+    if let Ok(again) = Sandbox::connect_with(Arc::clone(&cx.backend), &id).await {
+        let _ = again.kill().await;
+    }
+    verdict
+}

@@ -1,0 +1,174 @@
+//! The contract tests, one module per group of coverage-map rows.
+
+mod cancellation;
+mod exec;
+mod fs;
+mod honesty;
+mod lifecycle;
+mod observability;
+mod policy;
+mod sync_parity;
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
+
+use crate::backend::BoxFuture;
+use crate::policy::Capabilities;
+
+use super::Row;
+use super::ctx::{Ctx, Verdict};
+use super::probes::{CancellationPoints, ProbeKind};
+
+/// One contract test.
+pub(crate) struct Case {
+    pub(crate) name: &'static str,
+    pub(crate) row: Row,
+    /// Every one of these must be declared.
+    pub(crate) requires: Capabilities,
+    /// At least one of these must be declared (empty: no condition).
+    pub(crate) requires_any: Capabilities,
+    /// None of these may be declared (negative tests).
+    pub(crate) requires_absent: Capabilities,
+    /// At least one of these must be undeclared (empty: no condition).
+    pub(crate) absent_any: Capabilities,
+    pub(crate) probes: &'static [ProbeKind],
+    pub(crate) needs_audit: bool,
+    /// Waiting on other work: the test skips with this reason.
+    pub(crate) pending: Option<&'static str>,
+    pub(crate) run: fn(Arc<Ctx>) -> BoxFuture<'static, Verdict>,
+}
+
+impl Case {
+    pub(crate) fn new(
+        row: Row,
+        name: &'static str,
+        run: fn(Arc<Ctx>) -> BoxFuture<'static, Verdict>,
+    ) -> Self {
+        Case {
+            name,
+            row,
+            requires: Capabilities::empty(),
+            requires_any: Capabilities::empty(),
+            requires_absent: Capabilities::empty(),
+            absent_any: Capabilities::empty(),
+            probes: &[],
+            needs_audit: false,
+            pending: None,
+            run,
+        }
+    }
+
+    pub(crate) fn requires(mut self, caps: Capabilities) -> Self {
+        self.requires |= caps;
+        self
+    }
+
+    pub(crate) fn requires_any(mut self, caps: Capabilities) -> Self {
+        self.requires_any |= caps;
+        self
+    }
+
+    pub(crate) fn absent(mut self, caps: Capabilities) -> Self {
+        self.requires_absent |= caps;
+        self
+    }
+
+    pub(crate) fn absent_any(mut self, caps: Capabilities) -> Self {
+        self.absent_any |= caps;
+        self
+    }
+
+    pub(crate) fn probes(mut self, probes: &'static [ProbeKind]) -> Self {
+        self.probes = probes;
+        self
+    }
+
+    pub(crate) fn audited(mut self) -> Self {
+        self.needs_audit = true;
+        self
+    }
+
+    pub(crate) fn pending(mut self, why: &'static str) -> Self {
+        self.pending = Some(why);
+        self
+    }
+}
+
+/// Every contract test, in coverage-map order.
+pub(crate) fn all() -> &'static [Case] {
+    static ALL: OnceLock<Vec<Case>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut cases = Vec::new();
+        cases.extend(lifecycle::cases());
+        cases.extend(cancellation::cases());
+        cases.extend(exec::cases());
+        cases.extend(fs::cases());
+        cases.extend(policy::cases());
+        cases.extend(honesty::cases());
+        cases.extend(observability::cases());
+        cases.extend(sync_parity::cases());
+        cases
+    })
+}
+
+/// Polls `fut` in the caller's task until it completes or has returned `Pending` `k`
+/// times, then drops it: cancellation at the k-th suspension point. Wake-ups are real, so
+/// this works on any backend and executor.
+pub(crate) async fn poll_k<F: Future>(fut: F, k: usize) -> Option<F::Output> {
+    if k == 0 {
+        return None;
+    }
+    let mut fut = pin!(fut);
+    let mut pendings = 0;
+    std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+        Poll::Ready(v) => Poll::Ready(Some(v)),
+        Poll::Pending => {
+            pendings += 1;
+            if pendings >= k { Poll::Ready(None) } else { Poll::Pending }
+        }
+    })
+    .await
+}
+
+/// The values of k to cancel at: 0, 1, … until `op` completes (or the adapter's sample,
+/// then one run to completion). `op(k)` returns `Some` when it completed.
+pub(crate) async fn each_cancellation_point<T, Fut, Op, Check, CheckFut>(
+    cx: &Ctx,
+    mut op: Op,
+    mut check: Check,
+) -> Verdict
+where
+    Op: FnMut(usize) -> Fut,
+    Fut: Future<Output = Option<T>>,
+    Check: FnMut(usize) -> CheckFut,
+    CheckFut: Future<Output = Verdict>,
+{
+    match cx.probes.cancellation_points() {
+        CancellationPoints::Every => {
+            for k in 0..10_000 {
+                let done = op(k).await.is_some();
+                check(k).await?;
+                if done {
+                    return if k > 1 {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "expected the operation to suspend at least twice so cancellation can be tested, observed completion after {k} polls"
+                        ))
+                    };
+                }
+            }
+            Err("expected the operation to complete within 10000 polls, observed none".to_owned())
+        }
+        CancellationPoints::Sample(ks) => {
+            for k in ks {
+                op(k).await;
+                check(k).await?;
+            }
+            op(usize::MAX).await;
+            check(usize::MAX).await
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Policy, Errors and Timeouts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::BackendOption;
+use crate::policy::Capabilities as C;
+use crate::{Error, ErrorCode, NetworkPolicy, ResourceLimits, Sandbox};
+
+use super::super::ProbeKind as P;
+use super::super::Row;
+use super::super::ctx::{Ctx, Verdict, expect, expect_code, expect_eq};
+use super::Case;
+
+const ANY_LIMIT: C = C::LIMIT_MEMORY.union(C::LIMIT_CPU).union(C::LIMIT_PIDS);
+
+pub(super) fn cases() -> Vec<Case> {
+    vec![
+        Case::new(Row::Policy, "policy__allow_all_reaches_the_canary", |cx| Box::pin(allow_reaches(cx)))
+            .requires(C::RUN)
+            .probes(&[P::Canary]),
+        Case::new(Row::Policy, "policy__deny_actually_denies_egress_to_the_canary", |cx| {
+            Box::pin(deny_denies(cx))
+        })
+        .requires(C::RUN | C::NETWORK_DENY)
+        .probes(&[P::Canary]),
+        Case::new(Row::Policy, "policy__allowlist_permits_only_listed_hosts", |cx| Box::pin(allowlist(cx)))
+            .requires(C::RUN | C::NETWORK_ALLOWLIST)
+            .probes(&[P::Canary]),
+        Case::new(Row::Policy, "policy__resource_caps_are_applied", |cx| Box::pin(caps_applied(cx)))
+            .requires_any(ANY_LIMIT)
+            .probes(&[P::LimitsInEffect]),
+        Case::new(
+            Row::Policy,
+            "policy__caps_the_backend_cannot_apply_are_refused_before_provisioning",
+            |cx| Box::pin(caps_refused(cx)),
+        )
+        .absent_any(ANY_LIMIT),
+        Case::new(Row::Errors, "errors__operations_on_a_killed_sandbox_raise_sandbox_gone", |cx| {
+            Box::pin(killed_gone(cx))
+        })
+        .requires(C::RUN),
+        Case::new(Row::Errors, "errors__unsupported_typed_option_raises_capability_not_supported", |cx| {
+            Box::pin(typed_option(cx))
+        }),
+        Case::new(Row::Errors, "errors__auth_error_names_the_missing_env_var", |cx| Box::pin(auth(cx)))
+            .probes(&[P::MissingCredentials]),
+        Case::new(Row::Timeouts, "timeouts__create_timeout_raises_create_timeout", |cx| {
+            Box::pin(create_timeout(cx))
+        }),
+        Case::new(Row::Timeouts, "timeouts__expired_sandbox_raises_sandbox_gone", |cx| Box::pin(expired(cx)))
+            .requires(C::RUN)
+            .probes(&[P::ExpireSandbox]),
+        Case::new(Row::Timeouts, "timeouts__no_bare_timeout_error_escapes", |cx| {
+            Box::pin(no_bare_timeout(cx))
+        })
+        .requires(C::RUN),
+    ]
+}
+
+async fn egress(cx: &Ctx, policy: NetworkPolicy, host: &str, port: u16) -> std::result::Result<bool, String> {
+    let sandbox =
+        cx.builder().network(policy.clone()).create().await.map_err(|e| cx.unexpected("create()", &e))?;
+    let out = sandbox.run(cx.probes.egress(host, port).timeout(Duration::from_secs(30))).await;
+    let _ = sandbox.close().await;
+    let out = out.map_err(|e| cx.unexpected(&format!("run(egress) under {policy}"), &e))?;
+    Ok(out.success())
+}
+
+async fn allow_reaches(cx: Arc<Ctx>) -> Verdict {
+    let canary = cx.probes.canary().ok_or("no canary")?;
+    let reached = egress(&cx, NetworkPolicy::allow_all(), &canary.host, canary.port).await?;
+    expect(reached, || {
+        format!(
+            "expected the canary {}:{} reachable under allow-all (else the deny tests prove nothing)",
+            canary.host, canary.port
+        )
+    })
+}
+
+async fn deny_denies(cx: Arc<Ctx>) -> Verdict {
+    let canary = cx.probes.canary().ok_or("no canary")?;
+    let reached = egress(&cx, NetworkPolicy::deny_all(), &canary.host, canary.port).await?;
+    expect(!reached, || {
+        format!(
+            "expected the canary {}:{} unreachable under deny-all, observed a connection",
+            canary.host, canary.port
+        )
+    })
+}
+
+async fn allowlist(cx: Arc<Ctx>) -> Verdict {
+    let canary = cx.probes.canary().ok_or("no canary")?;
+    let listed =
+        NetworkPolicy::allowlist([format!("{}:{}", canary.host, canary.port)]).map_err(|e| e.to_string())?;
+    let reached = egress(&cx, listed, &canary.host, canary.port).await?;
+    expect(reached, || "expected the listed canary reachable under its allowlist".to_owned())?;
+    let other = NetworkPolicy::allowlist(["unlisted.sandboxio.invalid"]).map_err(|e| e.to_string())?;
+    let reached = egress(&cx, other, &canary.host, canary.port).await?;
+    expect(!reached, || "expected the canary unreachable under an allowlist that does not list it".to_owned())
+}
+
+async fn caps_applied(cx: Arc<Ctx>) -> Verdict {
+    let mut limits = ResourceLimits::new();
+    if cx.caps.contains(C::LIMIT_MEMORY) {
+        limits = limits.memory_mib(256);
+    }
+    if cx.caps.contains(C::LIMIT_CPU) {
+        limits = limits.cpu_millicores(500);
+    }
+    if cx.caps.contains(C::LIMIT_PIDS) {
+        limits = limits.pids(64);
+    }
+    let sandbox = cx
+        .builder()
+        .network(cx.default_policy())
+        .limits(limits)
+        .create()
+        .await
+        .map_err(|e| cx.unexpected("create()", &e))?;
+    let in_effect = cx.probe("limits_in_effect", cx.probes.limits_in_effect(sandbox.id())).await;
+    let _ = sandbox.close().await;
+    expect_eq(in_effect?, limits, "the limits in effect inside the sandbox")
+}
+
+async fn caps_refused(cx: Arc<Ctx>) -> Verdict {
+    for (flag, limits) in [
+        (C::LIMIT_MEMORY, ResourceLimits::new().memory_mib(256)),
+        (C::LIMIT_CPU, ResourceLimits::new().cpu_millicores(500)),
+        (C::LIMIT_PIDS, ResourceLimits::new().pids(64)),
+    ] {
+        if cx.caps.contains(flag) {
+            continue;
+        }
+        let result = cx.builder().network(cx.default_policy()).limits(limits).create().await;
+        expect_code(&result, ErrorCode::Configuration, &format!("create() with an undeclared {flag} limit"))?;
+    }
+    if crate::testing::contract::probes::implemented(&*cx.probes, P::LiveSandboxes) {
+        cx.no_sandboxes("after refused creates", Duration::ZERO).await?;
+    }
+    Ok(())
+}
+
+async fn killed_gone(cx: Arc<Ctx>) -> Verdict {
+    let sandbox = cx.sandbox().await?;
+    sandbox.kill().await.map_err(|e| cx.unexpected("kill()", &e))?;
+    let run = sandbox.run(cx.probes.echo("x")).await;
+    expect_code(&run, ErrorCode::SandboxGone, "run() on a killed sandbox")?;
+    if cx.caps.contains(C::FILESYSTEM) {
+        let read = sandbox.fs().read("x").await;
+        expect_code(&read, ErrorCode::SandboxGone, "fs().read() on a killed sandbox")?;
+    }
+    Ok(())
+}
+
+async fn typed_option(cx: Arc<Ctx>) -> Verdict {
+    let mut tried = 0;
+    for option in [BackendOption::Image, BackendOption::Template] {
+        if cx.backend.supports_option(option) {
+            continue;
+        }
+        tried += 1;
+        let builder = cx.builder().network(cx.default_policy());
+        let builder = match option {
+            BackendOption::Image => builder.image("sandboxio/contract:unsupported"),
+            _ => builder.template("sandboxio-contract-unsupported"),
+        };
+        let result = builder.create().await;
+        expect_code(
+            &result,
+            ErrorCode::CapabilityNotSupported,
+            &format!("create() with the unsupported {option}"),
+        )?;
+    }
+    if tried > 0 && crate::testing::contract::probes::implemented(&*cx.probes, P::LiveSandboxes) {
+        cx.no_sandboxes("after refused creates", Duration::ZERO).await?;
+    }
+    Ok(())
+}
+
+async fn auth(cx: Arc<Ctx>) -> Verdict {
+    let (backend, var) = cx.probes.missing_credentials().ok_or("no missing_credentials probe")?;
+    let result = Sandbox::builder_with(backend).network(cx.default_policy()).create().await;
+    match result {
+        Err(Error::Auth { env_var, message, .. }) => {
+            expect_eq(env_var.as_deref(), Some(var.as_str()), "the env var named by the Auth error")?;
+            expect(message.contains(&var), || {
+                format!("expected the message to name {var}, observed {message:?}")
+            })
+        }
+        other => Err(format!("expected an Auth error naming {var}, observed {other:?}")),
+    }
+}
+
+async fn create_timeout(cx: Arc<Ctx>) -> Verdict {
+    let result =
+        cx.builder().network(cx.default_policy()).create_timeout(Duration::from_nanos(1)).create().await;
+    expect_code(&result, ErrorCode::CreateTimeout, "create() with a 1 ns create timeout")?;
+    if crate::testing::contract::probes::implemented(&*cx.probes, P::LiveSandboxes) {
+        cx.no_sandboxes("after a timed-out create()", Duration::from_mins(1)).await?;
+    }
+    Ok(())
+}
+
+async fn expired(cx: Arc<Ctx>) -> Verdict {
+    let sandbox = cx.sandbox().await?;
+    cx.probe("expire_sandbox", cx.probes.expire_sandbox(sandbox.id())).await?;
+    let result = sandbox.run(cx.probes.echo("x")).await;
+    expect_code(&result, ErrorCode::SandboxGone, "run() on an expired sandbox")
+}
+
+async fn no_bare_timeout(cx: Arc<Ctx>) -> Verdict {
+    let sandbox = cx.sandbox().await?;
+    let result = sandbox.run(cx.probes.hang().timeout(Duration::from_millis(500))).await;
+    let _ = sandbox.close().await;
+    let Err(e) = result else {
+        return Err(format!("expected an ExecutionTimeout, observed {result:?}"));
+    };
+    expect_eq(e.code(), ErrorCode::ExecutionTimeout, "the timeout's code")?;
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            expect(io.kind() != std::io::ErrorKind::TimedOut, || {
+                format!("a bare io TimedOut sits in the source chain: {io}")
+            })?;
+        }
+        source = s.source();
+    }
+    Ok(())
+}

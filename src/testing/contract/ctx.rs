@@ -1,0 +1,176 @@
+//! What each contract test gets: the backend, its probes, a unique label, and helpers that
+//! turn observations into readable failures.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::audit::{OperationRecord, RecordingSink};
+use crate::backend::Backend;
+use crate::policy::{Capabilities, NetworkPolicy};
+use crate::{Error, Sandbox, SandboxBuilder};
+
+use super::probes::{ProbeFuture, Probes};
+
+/// The metadata key the suite puts on every sandbox it creates, with a value unique to the
+/// test, so that orphan probes can find exactly that test's sandboxes.
+pub const LABEL_KEY: &str = "sandboxio.contract.test";
+
+/// How long an orphan check waits for background cleanup to settle before it fails.
+pub(crate) const SETTLE: Duration = Duration::from_secs(10);
+
+/// A test's verdict: `Err` carries "expected …, observed …".
+pub(crate) type Verdict = std::result::Result<(), String>;
+
+pub(crate) struct Ctx {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) probes: Arc<dyn Probes>,
+    pub(crate) audit: Option<Arc<RecordingSink>>,
+    pub(crate) caps: Capabilities,
+    /// Unique per test run: the value of [`LABEL_KEY`].
+    pub(crate) token: String,
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+impl Ctx {
+    pub(crate) fn new(
+        backend: Arc<dyn Backend>,
+        probes: Arc<dyn Probes>,
+        audit: Option<Arc<RecordingSink>>,
+        case: &'static str,
+    ) -> Self {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let caps = backend.capabilities();
+        Ctx { backend, probes, audit, caps, token: format!("{case}-{}-{n}", std::process::id()) }
+    }
+
+    /// A builder with the probes' configuration and this test's label.
+    pub(crate) fn builder(&self) -> SandboxBuilder {
+        self.probes
+            .configure(Sandbox::builder_with(Arc::clone(&self.backend)))
+            .metadata(LABEL_KEY, self.token.clone())
+    }
+
+    /// The strictest policy the backend enforces: deny-all where declared.
+    pub(crate) fn default_policy(&self) -> NetworkPolicy {
+        if self.caps.contains(Capabilities::NETWORK_DENY) {
+            NetworkPolicy::deny_all()
+        } else {
+            NetworkPolicy::allow_all()
+        }
+    }
+
+    /// A sandbox under the default policy.
+    pub(crate) async fn sandbox(&self) -> std::result::Result<Sandbox, String> {
+        self.builder()
+            .network(self.default_policy())
+            .create()
+            .await
+            .map_err(|e| self.unexpected("create()", &e))
+    }
+
+    /// "`what` failed unexpectedly: error".
+    pub(crate) fn unexpected(&self, what: &str, e: &Error) -> String {
+        format!("{what} failed unexpectedly on {}://: {e}", self.backend.scheme())
+    }
+
+    /// Runs a behaviour probe the case declared it needs.
+    pub(crate) async fn probe<T>(
+        &self,
+        name: &str,
+        probe: Option<ProbeFuture<T>>,
+    ) -> std::result::Result<T, String> {
+        match probe {
+            Some(fut) => fut.await.map_err(|e| format!("probe {name} failed: {e}")),
+            None => Err(format!("probe {name} is not implemented (the case should have been skipped)")),
+        }
+    }
+
+    /// Fails if any process started in `sandbox` is still running once [`SETTLE`] has
+    /// passed (real backends kill a dropped operation's process in the background).
+    pub(crate) async fn no_processes(&self, sandbox: &Sandbox, when: &str) -> Verdict {
+        let started = std::time::Instant::now();
+        loop {
+            let left = self.probe("running_processes", self.probes.running_processes(sandbox.id())).await?;
+            if left.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() > SETTLE {
+                return Err(format!(
+                    "expected no process left {when} (waited {SETTLE:?}), observed {left:?}"
+                ));
+            }
+            futures_timer::Delay::new(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Fails if any sandbox with this test's label is still alive, after waiting for
+    /// background teardowns (bounded by `grace`) and then at most [`SETTLE`].
+    pub(crate) async fn no_sandboxes(&self, when: &str, grace: Duration) -> Verdict {
+        crate::shutdown(grace).await;
+        let started = std::time::Instant::now();
+        loop {
+            let left =
+                self.probe("live_sandboxes", self.probes.live_sandboxes(LABEL_KEY, &self.token)).await?;
+            if left.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() > SETTLE {
+                return Err(format!(
+                    "expected no sandbox left {when} (waited {SETTLE:?}), observed {left:?}"
+                ));
+            }
+            futures_timer::Delay::new(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The audit records of this test's sandboxes, oldest first.
+    pub(crate) fn records(&self) -> Vec<OperationRecord> {
+        self.audit
+            .as_ref()
+            .map(|sink| {
+                sink.records()
+                    .into_iter()
+                    .filter(|r| r.metadata.get(LABEL_KEY).is_some_and(|v| *v == self.token))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// `Err("what: expected {expected:?}, observed {observed:?}")` unless equal. Takes values
+/// so call sites read as `expect_eq(observed, expected, what)`.
+#[allow(clippy::needless_pass_by_value)]
+pub(crate) fn expect_eq<T: PartialEq + std::fmt::Debug>(observed: T, expected: T, what: &str) -> Verdict {
+    if observed == expected {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {expected:?}, observed {observed:?}"))
+    }
+}
+
+/// `Err(message)` unless `condition`.
+pub(crate) fn expect(condition: bool, message: impl FnOnce() -> String) -> Verdict {
+    if condition { Ok(()) } else { Err(message()) }
+}
+
+/// Expects `result` to be an error with `code`.
+pub(crate) fn expect_code<T: std::fmt::Debug>(
+    result: &crate::Result<T>,
+    code: crate::ErrorCode,
+    what: &str,
+) -> Verdict {
+    match result {
+        Err(e) if e.code() == code => Ok(()),
+        Err(e) => Err(format!("{what}: expected error {code}, observed {e}")),
+        Ok(v) => Err(format!("{what}: expected error {code}, observed success {v:?}")),
+    }
+}
+
+impl Ctx {
+    /// As [`Ctx::no_processes`], owning its description (for closures).
+    pub(crate) async fn no_processes_owned(&self, sandbox: &Sandbox, when: String) -> Verdict {
+        self.no_processes(sandbox, &when).await
+    }
+}

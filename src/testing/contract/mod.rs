@@ -1,0 +1,142 @@
+//! The backend contract suite: one call makes any backend prove it keeps sandboxio's
+//! contract (the seed's `08-adapter-contract`, mapped clause by clause in
+//! `docs/contract.md`).
+//!
+//! Feature `contract`. In a `harness = false` test target of your adapter crate:
+//!
+//! ```no_run
+//! use sandboxio::testing::FakeBackend;
+//! use sandboxio::testing::contract::{ContractSuite, FakeProbes};
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let backend = FakeBackend::new();
+//!     ContractSuite::new(backend.clone())
+//!         .probes(FakeProbes::new(backend.clone()))
+//!         .audit_sink(backend.audit_sink())
+//!         .run()
+//! }
+//! ```
+//!
+//! The suite reads the backend's declared capabilities and isolation tier, runs the tests
+//! of what is declared and a negative test for each capability that is not, and reports
+//! through `libtest-mimic`, so `cargo test` filters, `--list` and `--include-ignored` work
+//! as usual. Tests whose behaviour probe is not implemented are reported as ignored with
+//! `skip` and the probe's name, and counted in the summary; they never pass. Test names
+//! read as contract clauses: `run__timeout_raises_execution_timeout_and_does_not_hang`.
+//! A summary after the run lists passed, failed, skipped, not-applicable and known-failure
+//! counts per coverage-map row.
+
+mod cases;
+mod ctx;
+mod probes;
+mod runner;
+
+use std::fmt;
+
+pub use ctx::LABEL_KEY;
+pub use probes::{Canary, CancellationPoints, DefaultProbes, ProbeFuture, ProbeKind, ProbeResult, Probes};
+pub use runner::{ContractSuite, Executor};
+
+mod fake_probes;
+pub use fake_probes::FakeProbes;
+
+/// A row of the seed's coverage map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Row {
+    /// Create, run, kill; teardown; idempotent kill; connect.
+    Lifecycle,
+    /// Dropped futures leave no orphan; teardown is bounded.
+    Cancellation,
+    /// Cancellation is never an error; kill works from synchronous code; orphan warnings.
+    CancellationIdentity,
+    /// `run`.
+    Run,
+    /// `run_code` and contexts.
+    RunCode,
+    /// `stream`.
+    Streaming,
+    /// The four ways a stream ends, each leaving no process.
+    StreamingCleanup,
+    /// `fs()`.
+    Filesystem,
+    /// Network policy and resource limits.
+    Policy,
+    /// Error mapping, typed options, auth errors.
+    Errors,
+    /// Create and execution timeouts, expiry.
+    Timeouts,
+    /// Declared capabilities work; undeclared ones raise.
+    CapabilityHonesty,
+    /// The reported isolation tier is honoured.
+    IsolationHonesty,
+    /// Audit records, secrets, labels.
+    Observability,
+    /// The blocking facade matches the async API.
+    SyncParity,
+}
+
+impl Row {
+    /// Every row, in the seed's order.
+    pub const ALL: &'static [Row] = &[
+        Row::Lifecycle,
+        Row::Cancellation,
+        Row::CancellationIdentity,
+        Row::Run,
+        Row::RunCode,
+        Row::Streaming,
+        Row::StreamingCleanup,
+        Row::Filesystem,
+        Row::Policy,
+        Row::Errors,
+        Row::Timeouts,
+        Row::CapabilityHonesty,
+        Row::IsolationHonesty,
+        Row::Observability,
+        Row::SyncParity,
+    ];
+
+    /// The row's name in the seed's coverage map.
+    #[must_use]
+    pub fn seed_name(self) -> &'static str {
+        match self {
+            Row::Lifecycle => "Lifecycle",
+            Row::Cancellation => "Cancellation",
+            Row::CancellationIdentity => "Cancellation identity",
+            Row::Run => "run",
+            Row::RunCode => "run_code",
+            Row::Streaming => "Streaming",
+            Row::StreamingCleanup => "Streaming cleanup",
+            Row::Filesystem => "Filesystem",
+            Row::Policy => "Policy",
+            Row::Errors => "Errors",
+            Row::Timeouts => "Timeouts",
+            Row::CapabilityHonesty => "Capability honesty",
+            Row::IsolationHonesty => "Isolation honesty",
+            Row::Observability => "Observability",
+            Row::SyncParity => "Sync parity",
+        }
+    }
+}
+
+impl fmt::Display for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.seed_name())
+    }
+}
+
+/// A contract test's name and row, as `docs/contract.md` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CaseInfo {
+    /// The test's name, a contract clause (`run__exit_codes_are_data`).
+    pub name: &'static str,
+    /// Its coverage-map row.
+    pub row: Row,
+}
+
+/// Every test of the suite, in order.
+#[must_use]
+pub fn cases() -> Vec<CaseInfo> {
+    cases::all().iter().map(|c| CaseInfo { name: c.name, row: c.row }).collect()
+}

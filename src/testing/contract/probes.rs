@@ -1,0 +1,297 @@
+//! [`Probes`]: how the contract suite drives a particular backend.
+//!
+//! Three kinds, all with defaults:
+//!
+//! - **Command probes** build the commands the suite runs. They default to a POSIX shell
+//!   with `echo`, `printf`, `sleep`, `cat` and `nc`; override them for images without one.
+//! - **Code probes** build the code cells. They default to Python 3.
+//! - **Behaviour probes** provoke or observe what only the adapter can: leftover processes
+//!   and sandboxes, a hanging kill, expiry, a canary host for egress, the limits in effect,
+//!   provider-native labels. They default to `None`: *not implemented*, and every test that
+//!   needs one is reported as skipped, with the probe's name, never as passed.
+//!
+//! A behaviour probe must not act until its future is polled: the suite may call it once
+//! with a placeholder argument to learn whether it is implemented, and drop the result.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::SandboxBuilder;
+use crate::backend::{Backend, BoxFuture};
+use crate::exec::{Code, Command};
+use crate::policy::ResourceLimits;
+
+/// The result of a behaviour probe: a description of what went wrong on failure.
+pub type ProbeResult<T> = std::result::Result<T, String>;
+
+/// A behaviour probe's future, `'static` so the suite can run it on any executor.
+pub type ProbeFuture<T> = BoxFuture<'static, ProbeResult<T>>;
+
+/// A TCP endpoint the test itself serves (on loopback or the project's own network, never
+/// an outside address), used to observe egress from inside a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canary {
+    /// The host name or IP the sandbox connects to.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+}
+
+/// The name of a behaviour probe, as skip reasons report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ProbeKind {
+    /// [`Probes::running_processes`]: the `assert_no_orphans` probe for processes.
+    RunningProcesses,
+    /// [`Probes::live_sandboxes`]: the `assert_no_orphans` probe for sandboxes.
+    LiveSandboxes,
+    /// [`Probes::simulate_kill_hang`].
+    SimulateKillHang,
+    /// [`Probes::expire_sandbox`].
+    ExpireSandbox,
+    /// [`Probes::canary`].
+    Canary,
+    /// [`Probes::limits_in_effect`].
+    LimitsInEffect,
+    /// [`Probes::provider_labels`].
+    ProviderLabels,
+    /// [`Probes::provider_config_text`].
+    ProviderConfigText,
+    /// [`Probes::missing_credentials`].
+    MissingCredentials,
+}
+
+impl ProbeKind {
+    /// The probe's name as the contract documents it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeKind::RunningProcesses => "assert_no_orphans (running_processes)",
+            ProbeKind::LiveSandboxes => "assert_no_orphans (live_sandboxes)",
+            ProbeKind::SimulateKillHang => "simulate_kill_hang",
+            ProbeKind::ExpireSandbox => "expire_sandbox",
+            ProbeKind::Canary => "canary",
+            ProbeKind::LimitsInEffect => "limits_in_effect",
+            ProbeKind::ProviderLabels => "provider_labels",
+            ProbeKind::ProviderConfigText => "provider_config_text",
+            ProbeKind::MissingCredentials => "missing_credentials",
+        }
+    }
+}
+
+/// How many cancellation points the cancellation tests try.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CancellationPoints {
+    /// Every k = 0, 1, … until the operation completes (right for in-memory backends).
+    Every,
+    /// These values of k only, plus one run to completion (keeps real backends' CI time
+    /// bounded; document the sample in your adapter's tests).
+    Sample(Vec<usize>),
+}
+
+/// How the contract suite drives one backend. Implement the methods your backend needs
+/// and keep the defaults for the rest; see the module documentation.
+#[allow(unused_variables)]
+pub trait Probes: Send + Sync + 'static {
+    // ---- builder hook
+
+    /// Adjusts every builder the suite uses (typed options such as an image, a longer create
+    /// timeout). Must not choose a network policy or limits: the suite does.
+    fn configure(&self, builder: SandboxBuilder) -> SandboxBuilder {
+        builder
+    }
+
+    // ---- command probes (default: POSIX shell)
+
+    /// Prints `text` and a newline to stdout.
+    fn echo(&self, text: &str) -> Command {
+        Command::new("echo").arg(text)
+    }
+
+    /// Prints `text` and a newline to stderr.
+    fn to_stderr(&self, text: &str) -> Command {
+        Command::shell("printf '%s\\n' \"$1\" >&2").arg("sh").arg(text)
+    }
+
+    /// Exits with `code` without output.
+    fn exit_with(&self, code: i32) -> Command {
+        Command::shell(format!("exit {code}"))
+    }
+
+    /// Prints the value of environment variable `name` and a newline.
+    fn print_env(&self, name: &str) -> Command {
+        Command::shell(format!("printf '%s\\n' \"${name}\""))
+    }
+
+    /// Runs far longer than any test waits (an hour).
+    fn hang(&self) -> Command {
+        Command::new("sleep").arg("3600")
+    }
+
+    /// Writes every byte value 0–255 once, in order, to stdout; returns the command and
+    /// the bytes expected.
+    fn binary(&self) -> (Command, Vec<u8>) {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let escaped = bytes.iter().fold(String::new(), |mut s, b| {
+            let _ = write!(s, "\\{b:03o}");
+            s
+        });
+        (Command::new("printf").arg(escaped), bytes)
+    }
+
+    /// Starts a background child that would outlive its parent (it sleeps an hour), then
+    /// prints `parent done` and exits 0.
+    fn orphan_child(&self) -> Command {
+        Command::shell("sleep 3600 & echo parent done")
+    }
+
+    /// Prints the contents of the file at `path` (relative to the working directory).
+    fn read_file(&self, path: &str) -> Command {
+        Command::new("cat").arg(path)
+    }
+
+    /// Makes a symbolic link at `link` pointing to `target`.
+    fn symlink(&self, target: &str, link: &str) -> Command {
+        Command::new("ln").arg("-s").arg(target).arg(link)
+    }
+
+    /// Copies stdin to stdout until end-of-file.
+    fn cat_stdin(&self) -> Command {
+        Command::new("cat")
+    }
+
+    /// Prints `1`, `2` and `3` on their own lines, one second apart, to stdout, and `e` to
+    /// stderr between them.
+    fn paced_output(&self) -> Command {
+        Command::shell("echo 1; sleep 1; echo e >&2; echo 2; sleep 1; echo 3")
+    }
+
+    /// Exits 0 if a TCP connection to `host:port` succeeds within a few seconds, non-zero
+    /// otherwise.
+    fn egress(&self, host: &str, port: u16) -> Command {
+        Command::new("nc").arg("-z").arg("-w").arg("3").arg(host).arg(port.to_string())
+    }
+
+    // ---- code probes (default: Python 3)
+
+    /// Prints `text` and a newline.
+    fn code_print(&self, text: &str) -> Code {
+        Code::new(format!("print({text:?})"))
+    }
+
+    /// A cell that fails to compile.
+    fn code_syntax_error(&self) -> Code {
+        Code::new("print('unclosed'")
+    }
+
+    /// A cell that raises at run time; returns the cell and the error name expected.
+    fn code_runtime_error(&self) -> (Code, String) {
+        (Code::new("x = 1\nx / 0"), "ZeroDivisionError".to_owned())
+    }
+
+    /// Sets state in a context (`counter = 41`).
+    fn code_set_state(&self) -> Code {
+        Code::new("counter = 41")
+    }
+
+    /// Reads that state back, printing `42`.
+    fn code_read_state(&self) -> Code {
+        Code::new("counter += 1\nprint(counter)")
+    }
+
+    /// Displays an object whose display hooks produce `text/html` and `image/png` (standard
+    /// library only); returns the cell and the PNG bytes expected.
+    fn code_rich_display(&self) -> (Code, Vec<u8>) {
+        let cell = "import base64\nclass Rich:\n    def _repr_html_(self):\n        return '<b>rich</b>'\n    def _repr_png_(self):\n        return base64.b64decode('iVBORw0KGgo=')\nRich()";
+        (Code::new(cell), vec![0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a])
+    }
+
+    /// A cell that runs far longer than any test waits.
+    fn code_long_cell(&self) -> Code {
+        Code::new("import time\nprint('started')\ntime.sleep(3600)")
+    }
+
+    // ---- behaviour probes (default: not implemented, tests skip visibly)
+
+    /// Descriptions of the processes still running in sandbox `sandbox_id` that a command
+    /// started (not the sandbox's own init or agent). Empty means no orphan.
+    fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {
+        None
+    }
+
+    /// Ids of live sandboxes whose metadata has `key` = `value` (the suite labels each
+    /// test's sandboxes uniquely). Empty means no orphan.
+    fn live_sandboxes(&self, key: &str, value: &str) -> Option<ProbeFuture<Vec<String>>> {
+        None
+    }
+
+    /// Makes the next kill of sandbox `sandbox_id` hang forever.
+    fn simulate_kill_hang(&self, sandbox_id: &str) -> Option<ProbeFuture<()>> {
+        None
+    }
+
+    /// Makes sandbox `sandbox_id` expire now, as if its TTL had passed.
+    fn expire_sandbox(&self, sandbox_id: &str) -> Option<ProbeFuture<()>> {
+        None
+    }
+
+    /// A server the test runs, reachable from sandboxes whose policy allows it.
+    fn canary(&self) -> Option<Canary> {
+        None
+    }
+
+    /// The resource limits in effect in sandbox `sandbox_id`, read from inside it (cgroups,
+    /// rlimits) or from the provider.
+    fn limits_in_effect(&self, sandbox_id: &str) -> Option<ProbeFuture<ResourceLimits>> {
+        None
+    }
+
+    /// The provider-native labels of sandbox `sandbox_id` (Docker labels, E2B metadata).
+    fn provider_labels(&self, sandbox_id: &str) -> Option<ProbeFuture<BTreeMap<String, String>>> {
+        None
+    }
+
+    /// Everything the provider stores about sandbox `sandbox_id` as text (`docker inspect`),
+    /// scanned for secrets.
+    fn provider_config_text(&self, sandbox_id: &str) -> Option<ProbeFuture<String>> {
+        None
+    }
+
+    /// A backend like the one under test but built without its credentials, and the
+    /// environment variable that should hold them.
+    fn missing_credentials(&self) -> Option<(Arc<dyn Backend>, String)> {
+        None
+    }
+
+    /// How many cancellation points to try.
+    fn cancellation_points(&self) -> CancellationPoints {
+        CancellationPoints::Every
+    }
+}
+
+/// Whether a behaviour probe is implemented: it answers `Some` for a placeholder argument
+/// (the future is dropped unpolled, so nothing happens).
+pub(crate) fn implemented(probes: &dyn Probes, kind: ProbeKind) -> bool {
+    use ProbeKind as K;
+    let placeholder = "sandboxio-contract-probe-check";
+    match kind {
+        K::RunningProcesses => probes.running_processes(placeholder).is_some(),
+        K::LiveSandboxes => probes.live_sandboxes(placeholder, placeholder).is_some(),
+        K::SimulateKillHang => probes.simulate_kill_hang(placeholder).is_some(),
+        K::ExpireSandbox => probes.expire_sandbox(placeholder).is_some(),
+        K::Canary => probes.canary().is_some(),
+        K::LimitsInEffect => probes.limits_in_effect(placeholder).is_some(),
+        K::ProviderLabels => probes.provider_labels(placeholder).is_some(),
+        K::ProviderConfigText => probes.provider_config_text(placeholder).is_some(),
+        K::MissingCredentials => probes.missing_credentials().is_some(),
+    }
+}
+
+/// The default probes: POSIX shell and Python command and code probes, no behaviour
+/// probes (their tests skip visibly).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultProbes;
+
+impl Probes for DefaultProbes {}

@@ -1,0 +1,288 @@
+//! [`ContractSuite`]: builds one `libtest-mimic` trial per contract test and prints a
+//! summary per coverage-map row.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use libtest_mimic::{Arguments, Trial};
+
+use crate::IntoBackend;
+use crate::audit::RecordingSink;
+use crate::backend::{Backend, BoxFuture};
+use crate::policy::Capabilities;
+
+use super::Row;
+use super::cases::{self, Case};
+use super::ctx::Ctx;
+use super::probes::{DefaultProbes, Probes};
+
+/// Runs a test's future to completion. The default is `futures_lite::future::block_on`;
+/// supply your own to run the suite inside tokio (either flavour) or smol.
+pub type Executor = Arc<dyn Fn(BoxFuture<'static, Result<(), String>>) -> Result<(), String> + Send + Sync>;
+
+/// The contract suite for one backend. See the [module documentation](super).
+pub struct ContractSuite {
+    backend: Arc<dyn Backend>,
+    probes: Arc<dyn Probes>,
+    audit: Option<Arc<RecordingSink>>,
+    known_failures: BTreeMap<String, String>,
+    executor: Executor,
+}
+
+impl std::fmt::Debug for ContractSuite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContractSuite")
+            .field("backend", &self.backend.scheme())
+            .field("audit_sink", &self.audit.is_some())
+            .field("known_failures", &self.known_failures)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a test does not run.
+#[derive(Debug, Clone)]
+enum Skip {
+    /// A capability the test needs is undeclared (or one it checks the absence of is
+    /// declared): its counterpart runs instead.
+    NotApplicable(String),
+    /// A probe, the audit sink, or another issue's work is missing.
+    Skipped(String),
+    /// Listed by the adapter as a known failure, with its note.
+    KnownFailure(String),
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    not_applicable: usize,
+    known: usize,
+}
+
+impl ContractSuite {
+    /// The suite for `backend`, with the [`DefaultProbes`], no audit sink (the
+    /// Observability row skips) and the `futures-lite` executor.
+    pub fn new(backend: impl IntoBackend) -> Self {
+        ContractSuite {
+            backend: backend.into_backend(),
+            probes: Arc::new(DefaultProbes),
+            audit: None,
+            known_failures: BTreeMap::new(),
+            executor: Arc::new(futures_lite::future::block_on),
+        }
+    }
+
+    /// Uses `probes` to drive the backend.
+    #[must_use]
+    pub fn probes(mut self, probes: impl Probes) -> Self {
+        self.probes = Arc::new(probes);
+        self
+    }
+
+    /// The recording sink the backend was built with (its [`Backend::audit`]); the
+    /// Observability row needs it.
+    #[must_use]
+    pub fn audit_sink(mut self, sink: Arc<RecordingSink>) -> Self {
+        self.audit = Some(sink);
+        self
+    }
+
+    /// Marks `test` as a known failure with a note saying why: it is reported as ignored
+    /// (run it with `--include-ignored`) and counted in the summary. An unknown test name
+    /// fails the run.
+    #[must_use]
+    pub fn known_failure(mut self, test: &str, note: &str) -> Self {
+        self.known_failures.insert(test.to_owned(), note.to_owned());
+        self
+    }
+
+    /// Runs each test with `executor` (for example inside a tokio runtime).
+    #[must_use]
+    pub fn executor(
+        mut self,
+        executor: impl Fn(BoxFuture<'static, Result<(), String>>) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.executor = Arc::new(executor);
+        self
+    }
+
+    /// Runs the suite with the command line's arguments (`cargo test` passes them through
+    /// to a `harness = false` target) and prints the summary.
+    #[must_use]
+    pub fn run(self) -> ExitCode {
+        self.run_with(&Arguments::from_args())
+    }
+
+    /// Runs the suite with explicit arguments and prints the summary.
+    #[must_use]
+    pub fn run_with(self, args: &Arguments) -> ExitCode {
+        let all = cases::all();
+        let unknown: Vec<&String> =
+            self.known_failures.keys().filter(|k| !all.iter().any(|c| c.name == *k)).collect();
+        if !unknown.is_empty() {
+            eprintln!("contract suite: known_failure names tests that do not exist: {unknown:?}");
+            return ExitCode::FAILURE;
+        }
+        let results: Arc<Mutex<BTreeMap<Row, Counts>>> = Arc::default();
+        let mut skips = Vec::new();
+        let mut trials = Vec::new();
+        for case in all {
+            let selected = is_selected(case.name, args);
+            match self.skip_reason(case) {
+                Some(skip) => {
+                    if selected {
+                        let mut r = results.lock().unwrap_or_else(PoisonError::into_inner);
+                        let counts = r.entry(case.row).or_default();
+                        match &skip {
+                            Skip::NotApplicable(_) => counts.not_applicable += 1,
+                            Skip::Skipped(why) => {
+                                counts.skipped += 1;
+                                skips.push(format!("{}: {why}", case.name));
+                            }
+                            Skip::KnownFailure(note) => {
+                                counts.known += 1;
+                                skips.push(format!("{} (known failure): {note}", case.name));
+                            }
+                        }
+                    }
+                    trials.push(self.skipped_trial(case, &skip));
+                }
+                None => trials.push(self.trial(case, Arc::clone(&results))),
+            }
+        }
+        let conclusion = libtest_mimic::run(args, trials);
+        if !args.list {
+            println!("{}", self.summary(&results.lock().unwrap_or_else(PoisonError::into_inner), &skips));
+        }
+        if conclusion.has_failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    }
+
+    fn skip_reason(&self, case: &Case) -> Option<Skip> {
+        let caps = self.backend.capabilities();
+        if let Some(why) = case.pending {
+            return Some(Skip::Skipped(why.to_owned()));
+        }
+        if !caps.contains(case.requires) {
+            let missing = case.requires - caps;
+            return Some(Skip::NotApplicable(format!("needs {missing}, which the backend does not declare")));
+        }
+        if !case.requires_any.is_empty() && !caps.intersects(case.requires_any) {
+            return Some(Skip::NotApplicable(format!("needs one of {}, none declared", case.requires_any)));
+        }
+        if !case.absent_any.is_empty() && caps.contains(case.absent_any) {
+            return Some(Skip::NotApplicable(format!(
+                "checks one of {} is undeclared, all are declared",
+                case.absent_any
+            )));
+        }
+        if caps.intersects(case.requires_absent) {
+            let present = case.requires_absent & caps;
+            return Some(Skip::NotApplicable(format!(
+                "checks that {present} is undeclared, but it is declared"
+            )));
+        }
+        if let Some(probe) = case.probes.iter().find(|p| !super::probes::implemented(&*self.probes, **p)) {
+            return Some(Skip::Skipped(format!("probe {} is not implemented", probe.name())));
+        }
+        if case.needs_audit && self.audit.is_none() {
+            return Some(Skip::Skipped("no recording sink given (ContractSuite::audit_sink)".to_owned()));
+        }
+        self.known_failures.get(case.name).map(|note| Skip::KnownFailure(note.clone()))
+    }
+
+    fn skipped_trial(&self, case: &'static Case, skip: &Skip) -> Trial {
+        let (kind, why) = match skip {
+            Skip::NotApplicable(why) => ("n/a", why.clone()),
+            Skip::Skipped(why) => ("skip", why.clone()),
+            Skip::KnownFailure(note) => ("known failure", note.clone()),
+        };
+        let scheme = self.backend.scheme().to_owned();
+        let trial = if let Skip::KnownFailure(_) = skip {
+            // Run on request (`--include-ignored`), to see whether it is fixed.
+            self.trial(case, Arc::default())
+        } else {
+            Trial::test(case.name, move || Err(format!("[{scheme}] {}: cannot run: {why}", case.name).into()))
+        };
+        trial.with_kind(kind).with_ignored_flag(true)
+    }
+
+    fn trial(&self, case: &'static Case, results: Arc<Mutex<BTreeMap<Row, Counts>>>) -> Trial {
+        let backend = Arc::clone(&self.backend);
+        let probes = Arc::clone(&self.probes);
+        let audit = self.audit.clone();
+        let executor = Arc::clone(&self.executor);
+        Trial::test(case.name, move || {
+            let scheme = backend.scheme().to_owned();
+            let ctx = Arc::new(Ctx::new(backend, probes, audit, case.name));
+            let verdict = executor((case.run)(ctx));
+            let mut r = results.lock().unwrap_or_else(PoisonError::into_inner);
+            let counts = r.entry(case.row).or_default();
+            if verdict.is_ok() {
+                counts.passed += 1;
+            } else {
+                counts.failed += 1;
+            }
+            drop(r);
+            verdict.map_err(|e| format!("[{scheme}] {} ({} row): {e}", case.name, case.row).into())
+        })
+    }
+
+    fn summary(&self, results: &BTreeMap<Row, Counts>, skips: &[String]) -> String {
+        let mut out = format!(
+            "\ncontract summary for {}:// (tier {}, declares {})\n",
+            self.backend.scheme(),
+            self.backend.isolation(),
+            self.backend.capabilities() & Capabilities::all()
+        );
+        let _ = writeln!(
+            out,
+            "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6}",
+            "row", "passed", "failed", "skipped", "n/a", "known"
+        );
+        let mut total = Counts::default();
+        for row in Row::ALL {
+            let c = results.get(row).copied().unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6}",
+                row.seed_name(),
+                c.passed,
+                c.failed,
+                c.skipped,
+                c.not_applicable,
+                c.known
+            );
+            total.passed += c.passed;
+            total.failed += c.failed;
+            total.skipped += c.skipped;
+            total.not_applicable += c.not_applicable;
+            total.known += c.known;
+        }
+        let _ = writeln!(
+            out,
+            "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6}",
+            "total", total.passed, total.failed, total.skipped, total.not_applicable, total.known
+        );
+        if !skips.is_empty() {
+            let _ = writeln!(out, "skipped (never counted as passed):");
+            for s in skips {
+                let _ = writeln!(out, "  - {s}");
+            }
+        }
+        out
+    }
+}
+
+/// Whether libtest-mimic will consider this test (mirrors its name filter and `--skip`).
+fn is_selected(name: &str, args: &Arguments) -> bool {
+    let filtered_in = match &args.filter {
+        None => true,
+        Some(f) if args.exact => name == f,
+        Some(f) => name.contains(f.as_str()),
+    };
+    let skipped = args.skip.iter().any(|s| if args.exact { name == s } else { name.contains(s.as_str()) });
+    filtered_in && !skipped
+}

@@ -1,0 +1,23 @@
+//! The FakeBackend's contract run under a multi-thread tokio runtime: the reference run
+//! every adapter's own contract test looks like.
+
+use std::process::ExitCode;
+
+use sandboxio::testing::FakeBackend;
+use sandboxio::testing::contract::{ContractSuite, FakeProbes};
+
+fn main() -> ExitCode {
+    let backend = FakeBackend::new();
+    ContractSuite::new(backend.clone())
+        .probes(FakeProbes::new(backend.clone()))
+        .audit_sink(backend.audit_sink())
+        .executor(|test| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a tokio runtime")
+                .block_on(test)
+        })
+        .run()
+}

@@ -1,0 +1,18 @@
+//! The FakeBackend's contract run with almost nothing declared, so that every negative
+//! test (an undeclared capability raises) runs, under the futures-lite executor.
+
+use std::process::ExitCode;
+
+use sandboxio::Capabilities;
+use sandboxio::testing::FakeBackend;
+use sandboxio::testing::contract::{ContractSuite, FakeProbes};
+
+fn main() -> ExitCode {
+    // Nothing declared: sandboxes are created under allow-all, and every capability's
+    // negative test runs.
+    let backend = FakeBackend::new().with_capabilities(Capabilities::empty());
+    ContractSuite::new(backend.clone())
+        .probes(FakeProbes::new(backend.clone()))
+        .audit_sink(backend.audit_sink())
+        .run()
+}
