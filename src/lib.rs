@@ -72,6 +72,7 @@ pub mod path;
 mod policy;
 pub mod runtime;
 mod secret;
+pub mod sync;
 pub mod testing;
 mod transfer;
 

@@ -186,6 +186,7 @@ impl SandboxBuilder {
     }
 }
 
+#[sandboxio_macros::blocking_facade]
 impl<N, L> SandboxBuilder<N, L> {
     fn into_state<N2, L2>(self) -> SandboxBuilder<N2, L2> {
         SandboxBuilder {
@@ -313,6 +314,7 @@ impl<N, L> SandboxBuilder<N, L> {
     }
 }
 
+#[sandboxio_macros::blocking_facade]
 impl<N, L> SandboxBuilder<N, L> {
     /// Everything `create` checks before it asks the backend for anything.
     fn preflight(&self) -> Result<CreateSpec> {

@@ -21,6 +21,7 @@ pub struct Fs<'a> {
     sandbox: &'a Sandbox,
 }
 
+#[sandboxio_macros::blocking_facade]
 impl<'a> Fs<'a> {
     pub(crate) fn new(sandbox: &'a Sandbox) -> Self {
         Fs { sandbox }

@@ -45,6 +45,7 @@ impl fmt::Debug for Sandbox {
     }
 }
 
+#[sandboxio_macros::blocking_facade]
 impl Sandbox {
     /// A builder for a sandbox on the backend named by `dsn` (`"fake://"`, `"docker://"`, …).
     /// Does no I/O.

@@ -47,6 +47,7 @@ impl fmt::Debug for ExecStream {
     }
 }
 
+#[sandboxio_macros::blocking_facade]
 impl ExecStream {
     pub(crate) fn new(inner: Box<dyn BackendExecStream>, capabilities: Capabilities, ctx: OpContext) -> Self {
         ExecStream {
