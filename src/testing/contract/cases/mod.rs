@@ -89,11 +89,6 @@ impl Case {
         self.needs_audit = true;
         self
     }
-
-    pub(crate) fn pending(mut self, why: &'static str) -> Self {
-        self.pending = Some(why);
-        self
-    }
 }
 
 /// Every contract test, in coverage-map order.
