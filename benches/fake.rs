@@ -56,5 +56,21 @@ fn exec(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cold_start, exec);
+fn blocking_facade(c: &mut Criterion) {
+    let mut group = c.benchmark_group("facade_run_echo");
+    let fake = FakeBackend::new();
+    let sandbox =
+        block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
+    let blocking =
+        sandboxio::sync::Sandbox::builder_with(fake).network(NetworkPolicy::deny_all()).create().unwrap();
+    group.bench_function("baseline: async Sandbox::run under block_on", |b| {
+        b.iter(|| black_box(block_on(sandbox.run(Command::new("echo").arg("hi"))).unwrap()));
+    });
+    group.bench_function("sandboxio::sync::Sandbox::run", |b| {
+        b.iter(|| black_box(blocking.run(Command::new("echo").arg("hi")).unwrap()));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cold_start, exec, blocking_facade);
 criterion_main!(benches);

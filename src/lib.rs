@@ -33,6 +33,7 @@
 //!   never a future); [`Sandbox::run_code`] → [`CodeResult`]; [`Sandbox::fs`] → [`Fs`].
 //! - [`Sandbox::kill`] (idempotent), [`Sandbox::close`], [`Sandbox::detach`]; dropping an
 //!   owned sandbox tears it down in the background, and [`shutdown`] waits for that.
+//! - [`sync`]: the blocking twin of every type and method, generated from the async API.
 //! - Errors: one [`Error`] with a stable [`ErrorCode`] and a page per code in
 //!   `docs/errors/`.
 //! - Backends implement [`backend::Backend`]; [`testing::FakeBackend`] is the in-memory one.
