@@ -422,6 +422,11 @@ impl FakeBackend {
     /// Live sandboxes whose metadata has `key` = `value`.
     #[must_use]
     pub fn live_sandboxes_labelled(&self, key: &str, value: &str) -> Vec<String> {
+        self.live_where(|s| s.spec.metadata.get(key).is_some_and(|v| v == value))
+    }
+
+    /// Ids of live sandboxes (neither killed nor expired) that `keep` selects.
+    fn live_where(&self, keep: impl Fn(&SandboxState) -> bool) -> Vec<String> {
         let mut world = self.world();
         let now = world.clock;
         world
@@ -429,8 +434,7 @@ impl FakeBackend {
             .iter_mut()
             .filter_map(|(id, s)| {
                 refresh_ttl(s, now);
-                let labelled = s.spec.metadata.get(key).is_some_and(|v| v == value);
-                (labelled && s.life == Life::Alive).then(|| id.clone())
+                (s.life == Life::Alive && keep(s)).then(|| id.clone())
             })
             .collect()
     }
@@ -451,16 +455,7 @@ impl FakeBackend {
     /// Ids of sandboxes neither killed nor expired.
     #[must_use]
     pub fn live_sandboxes(&self) -> Vec<String> {
-        let mut world = self.world();
-        let now = world.clock;
-        world
-            .sandboxes
-            .iter_mut()
-            .filter_map(|(id, s)| {
-                refresh_ttl(s, now);
-                (s.life == Life::Alive).then(|| id.clone())
-            })
-            .collect()
+        self.live_where(|_| true)
     }
 
     /// Everything the fake stores about a sandbox, as text (the fake's `docker inspect`):

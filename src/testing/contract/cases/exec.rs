@@ -120,16 +120,6 @@ pub(super) fn cases() -> Vec<Case> {
     ]
 }
 
-/// Runs `f` on a fresh sandbox and closes it whatever the verdict.
-macro_rules! with_sandbox {
-    ($cx:expr, |$sandbox:ident| $body:expr) => {{
-        let $sandbox = $cx.sandbox().await?;
-        let verdict: Verdict = async { $body }.await;
-        let _ = $sandbox.close().await;
-        verdict
-    }};
-}
-
 async fn exit_codes(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
         for code in [0, 1, 7, 255] {

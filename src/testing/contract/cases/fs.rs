@@ -42,15 +42,6 @@ fn host_dir(cx: &Ctx, what: &str) -> std::result::Result<std::path::PathBuf, Str
     Ok(dir)
 }
 
-macro_rules! with_sandbox {
-    ($cx:expr, |$sandbox:ident| $body:expr) => {{
-        let $sandbox = $cx.sandbox().await?;
-        let verdict: Verdict = async { $body }.await;
-        let _ = $sandbox.close().await;
-        verdict
-    }};
-}
-
 async fn round_trip(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
         let fs = sandbox.fs();

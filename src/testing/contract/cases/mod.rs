@@ -1,5 +1,15 @@
 //! The contract tests, one module per group of coverage-map rows.
 
+/// Runs `$body` with a fresh sandbox bound to `$sandbox`, and closes it whatever the verdict.
+macro_rules! with_sandbox {
+    ($cx:expr, |$sandbox:ident| $body:expr) => {{
+        let $sandbox = $cx.sandbox().await?;
+        let verdict: Verdict = async { $body }.await;
+        let _ = $sandbox.close().await;
+        verdict
+    }};
+}
+
 mod cancellation;
 mod exec;
 mod fs;
