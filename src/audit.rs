@@ -5,7 +5,7 @@
 //! secret. [`RecordingSink`] keeps records in memory for tests.
 
 use std::collections::BTreeMap;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -208,5 +208,157 @@ impl RecordingSink {
 impl AuditSink for RecordingSink {
     fn record(&self, record: &OperationRecord) {
         self.records.lock().unwrap_or_else(PoisonError::into_inner).push(record.clone());
+    }
+}
+
+/// A sink that turns each record into a `tracing` event on target `sandboxio::audit`: INFO
+/// for successes, no-ops and cancellations, WARN for failures. The event carries the
+/// operation, sandbox id, backend, duration in milliseconds, outcome, error code and policy
+/// as fields; it is emitted inside the operation's own span (`sandboxio`, with `op`,
+/// `backend` and `sandbox_id`), so subscribers see both.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TracingSink;
+
+impl TracingSink {
+    /// The sink, ready for [`AuditConfig::with_sink`].
+    #[must_use]
+    pub fn new() -> Arc<Self> {
+        Arc::new(TracingSink)
+    }
+}
+
+impl AuditSink for TracingSink {
+    fn record(&self, r: &OperationRecord) {
+        let duration_ms = u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX);
+        let sandbox_id = r.sandbox_id.as_deref().unwrap_or("");
+        let policy = r.policy.as_ref().map(ToString::to_string).unwrap_or_default();
+        match r.outcome {
+            Outcome::Error(code) => tracing::warn!(
+                target: "sandboxio::audit",
+                op = %r.kind, sandbox_id, backend = %r.backend, duration_ms, outcome = "error", code = %code, policy,
+                "{} failed with {code}", r.kind
+            ),
+            outcome => tracing::info!(
+                target: "sandboxio::audit",
+                op = %r.kind, sandbox_id, backend = %r.backend, duration_ms, outcome = outcome_name(outcome), policy,
+                "{} {}", r.kind, outcome_name(outcome)
+            ),
+        }
+    }
+}
+
+fn outcome_name(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Ok => "ok",
+        Outcome::NoOp => "no-op",
+        Outcome::Error(_) => "error",
+        Outcome::Cancelled => "cancelled",
+    }
+}
+
+/// A sink that appends each record to a file as one JSON object per line:
+/// `{"kind":"run","sandbox_id":"…","backend":"docker","started_at_ms":…,"duration_ms":…,
+/// "outcome":"error","error_code":"SBX-006","policy":"deny-all","metadata":{…}}`.
+/// Times are milliseconds (`started_at_ms` since the Unix epoch). Records carry no command
+/// lines, env values or file contents, so the file holds no secret.
+#[derive(Debug)]
+pub struct JsonLinesSink {
+    file: Mutex<std::fs::File>,
+}
+
+impl JsonLinesSink {
+    /// Opens `path` for appending (creating it).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Provider`](crate::ErrorCode::Provider) with the I/O error as the source
+    /// if the file cannot be opened.
+    pub fn append(path: impl AsRef<std::path::Path>) -> crate::Result<Arc<Self>> {
+        let path = path.as_ref();
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| {
+            crate::Error::provider("host", format!("cannot open audit log {}", path.display()), e)
+        })?;
+        Ok(Arc::new(JsonLinesSink { file: Mutex::new(file) }))
+    }
+
+    /// The JSON line of one record (without the newline).
+    #[must_use]
+    pub fn line(r: &OperationRecord) -> String {
+        let started_at_ms = r
+            .started_at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let duration_ms = u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX);
+        let error_code = match r.outcome {
+            Outcome::Error(code) => json_string(code.as_str()),
+            _ => "null".to_owned(),
+        };
+        let policy = r.policy.as_ref().map_or_else(|| "null".to_owned(), |p| json_string(&p.to_string()));
+        let metadata: Vec<String> =
+            r.metadata.iter().map(|(k, v)| format!("{}:{}", json_string(k), json_string(v))).collect();
+        format!(
+            "{{\"kind\":{},\"sandbox_id\":{},\"backend\":{},\"started_at_ms\":{started_at_ms},\"duration_ms\":{duration_ms},\"outcome\":{},\"error_code\":{error_code},\"policy\":{policy},\"metadata\":{{{}}}}}",
+            json_string(&r.kind.to_string()),
+            r.sandbox_id.as_deref().map_or_else(|| "null".to_owned(), json_string),
+            json_string(&r.backend),
+            json_string(outcome_name(r.outcome)),
+            metadata.join(",")
+        )
+    }
+}
+
+impl AuditSink for JsonLinesSink {
+    fn record(&self, record: &OperationRecord) {
+        use std::io::Write as _;
+        let mut line = Self::line(record);
+        line.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(e) = file.write_all(line.as_bytes()) {
+            tracing::warn!(target: "sandboxio::audit", "cannot append to the audit log: {e}");
+        }
+    }
+}
+
+/// `s` as a JSON string literal (RFC 8259 §7 escapes).
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_escape_and_shape() {
+        let record = OperationRecord {
+            kind: OperationKind::Run,
+            sandbox_id: Some("sb-1".into()),
+            backend: "fake".into(),
+            started_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1500),
+            duration: Duration::from_millis(42),
+            outcome: Outcome::Error(ErrorCode::ExecutionTimeout),
+            metadata: BTreeMap::from([("team \"x\"".into(), "line\nbreak\u{1}".into())]),
+            policy: Some(NetworkPolicy::deny_all()),
+        };
+        assert_eq!(
+            JsonLinesSink::line(&record),
+            r#"{"kind":"run","sandbox_id":"sb-1","backend":"fake","started_at_ms":1500,"duration_ms":42,"outcome":"error","error_code":"SBX-006","policy":"deny-all","metadata":{"team \"x\"":"line\nbreak\u0001"}}"#
+        );
     }
 }

@@ -81,7 +81,10 @@ pub use api::builder::{DEFAULT_CREATE_TIMEOUT, DEFAULT_TTL, IntoBackend, MAX_TTL
 pub use api::fs::Fs;
 pub use api::sandbox::Sandbox;
 pub use api::stream::ExecStream;
-pub use audit::{AuditConfig, AuditSink, OperationKind, OperationRecord, Outcome, RecordingSink};
+pub use audit::{
+    AuditConfig, AuditSink, JsonLinesSink, OperationKind, OperationRecord, Outcome, RecordingSink,
+    TracingSink,
+};
 pub use dsn::{Dsn, register_scheme};
 pub use error::{BoxError, Error, ErrorCode, Result};
 pub use exec::{
