@@ -59,6 +59,23 @@ fn contract_docs__every_name_in_the_table_is_a_test() {
 }
 
 #[test]
+fn contract_docs__every_suite_test_is_listed_under_its_own_row() {
+    for (row, requirement, names) in table() {
+        for name in names.iter().filter(|n| !n.starts_with("ui: ") && !n.starts_with("unit: ")) {
+            let case = cases().into_iter().find(|c| c.name == name.as_str()).unwrap();
+            // The Timeouts row may cite the run row's timeout test, as the seed does.
+            let cited_across = row == "Timeouts" && case.row == Row::Run
+                || row == "Cancellation" && case.row == Row::Cancellation;
+            assert!(
+                case.row.seed_name() == row || cited_across,
+                "{name} is a {} test listed under {row} / {requirement}",
+                case.row
+            );
+        }
+    }
+}
+
+#[test]
 fn contract_docs__every_requirement_row_has_a_test_and_every_coverage_row_appears() {
     let rows = table();
     for (row, requirement, names) in &rows {

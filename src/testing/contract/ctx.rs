@@ -42,7 +42,13 @@ impl Ctx {
     ) -> Self {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let caps = backend.capabilities();
-        Ctx { backend, probes, audit, caps, token: format!("{case}-{}-{n}", std::process::id()) }
+        // Short enough for any provider's label limits (Kubernetes: 63 characters), unique
+        // per process and test: a hash of the test name, the pid and a counter.
+        let hash = case
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        let token = format!("t{:08x}-{}-{n}", hash & 0xffff_ffff, std::process::id());
+        Ctx { backend, probes, audit, caps, token }
     }
 
     /// A builder with the probes' configuration and this test's label.
@@ -105,21 +111,20 @@ impl Ctx {
         }
     }
 
-    /// Fails if any sandbox with this test's label is still alive, after waiting for
-    /// background teardowns (bounded by `grace`) and then at most [`SETTLE`].
+    /// Fails if any sandbox with this test's label is still alive after `grace` (for its
+    /// background teardown) plus [`SETTLE`]. It polls this test's own sandboxes only: other
+    /// tests' teardowns, running in parallel, do not delay it.
     pub(crate) async fn no_sandboxes(&self, when: &str, grace: Duration) -> Verdict {
-        crate::shutdown(grace).await;
         let started = std::time::Instant::now();
+        let limit = grace + SETTLE;
         loop {
             let left =
                 self.probe("live_sandboxes", self.probes.live_sandboxes(LABEL_KEY, &self.token)).await?;
             if left.is_empty() {
                 return Ok(());
             }
-            if started.elapsed() > SETTLE {
-                return Err(format!(
-                    "expected no sandbox left {when} (waited {SETTLE:?}), observed {left:?}"
-                ));
+            if started.elapsed() > limit {
+                return Err(format!("expected no sandbox left {when} (waited {limit:?}), observed {left:?}"));
             }
             futures_timer::Delay::new(Duration::from_millis(50)).await;
         }
@@ -169,6 +174,17 @@ pub(crate) fn expect_code<T: std::fmt::Debug>(
 }
 
 impl Ctx {
+    /// Fails unless the probe sees a process running in `sandbox`: proof that the orphan
+    /// checks are not vacuous.
+    pub(crate) async fn some_processes(&self, sandbox: &Sandbox, when: &str) -> Verdict {
+        let running = self.probe("running_processes", self.probes.running_processes(sandbox.id())).await?;
+        if running.is_empty() {
+            Err(format!("expected the running_processes probe to see the command {when}, observed none"))
+        } else {
+            Ok(())
+        }
+    }
+
     /// As [`Ctx::no_processes`], owning its description (for closures).
     pub(crate) async fn no_processes_owned(&self, sandbox: &Sandbox, when: String) -> Verdict {
         self.no_processes(sandbox, &when).await

@@ -35,7 +35,7 @@ use std::fmt;
 
 pub use ctx::LABEL_KEY;
 pub use probes::{Canary, CancellationPoints, DefaultProbes, ProbeFuture, ProbeKind, ProbeResult, Probes};
-pub use runner::{ContractSuite, Executor};
+pub use runner::{ContractSuite, DEFAULT_TEST_TIMEOUT, Executor};
 
 mod fake_probes;
 pub use fake_probes::FakeProbes;

@@ -84,10 +84,11 @@ impl ProbeKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CancellationPoints {
-    /// Every k = 0, 1, … until the operation completes (right for in-memory backends).
+    /// Every k = 0, 1, … until the operation completes (right for backends on a virtual
+    /// clock, such as the fake).
     Every,
-    /// These values of k only, plus one run to completion (keeps real backends' CI time
-    /// bounded; document the sample in your adapter's tests).
+    /// These values of k only; at least one must catch the operation before it completes
+    /// (keeps real backends' CI time bounded; document the sample in your adapter's tests).
     Sample(Vec<usize>),
 }
 
@@ -166,6 +167,17 @@ pub trait Probes: Send + Sync + 'static {
     /// stderr between them.
     fn paced_output(&self) -> Command {
         Command::shell("echo 1; sleep 1; echo e >&2; echo 2; sleep 1; echo 3")
+    }
+
+    /// A process tree: a background child and its parent, both running for an hour.
+    fn process_tree(&self) -> Command {
+        Command::shell("sleep 3600 & sleep 3600")
+    }
+
+    /// Prints `1` and `2` on their own lines, one second apart, then runs for an hour: a
+    /// process that is certainly still running when a test drops it.
+    fn lingering_output(&self) -> Command {
+        Command::shell("echo 1; sleep 1; echo 2; sleep 3600")
     }
 
     /// Exits 0 if a TCP connection to `host:port` succeeds within a few seconds, non-zero
@@ -265,7 +277,9 @@ pub trait Probes: Send + Sync + 'static {
         None
     }
 
-    /// How many cancellation points to try.
+    /// How many cancellation points to try. Real backends must return a
+    /// [`CancellationPoints::Sample`]: the operations cancelled are long-running, so trying
+    /// every point until completion would take an hour.
     fn cancellation_points(&self) -> CancellationPoints {
         CancellationPoints::Every
     }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use libtest_mimic::{Arguments, Trial};
 
@@ -29,7 +30,12 @@ pub struct ContractSuite {
     audit: Option<Arc<RecordingSink>>,
     known_failures: BTreeMap<String, String>,
     executor: Executor,
+    test_timeout: Duration,
 }
+
+/// How long one contract test may take unless [`ContractSuite::test_timeout`] says
+/// otherwise: 5 minutes. A test past it fails as a hang.
+pub const DEFAULT_TEST_TIMEOUT: Duration = Duration::from_mins(5);
 
 impl std::fmt::Debug for ContractSuite {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,6 +78,7 @@ impl ContractSuite {
             audit: None,
             known_failures: BTreeMap::new(),
             executor: Arc::new(futures_lite::future::block_on),
+            test_timeout: DEFAULT_TEST_TIMEOUT,
         }
     }
 
@@ -96,6 +103,15 @@ impl ContractSuite {
     #[must_use]
     pub fn known_failure(mut self, test: &str, note: &str) -> Self {
         self.known_failures.insert(test.to_owned(), note.to_owned());
+        self
+    }
+
+    /// How long one test may take before it fails as a hang (default
+    /// [`DEFAULT_TEST_TIMEOUT`], 5 minutes): a backend that ignores a timeout must fail,
+    /// not stall the run.
+    #[must_use]
+    pub fn test_timeout(mut self, timeout: Duration) -> Self {
+        self.test_timeout = timeout;
         self
     }
 
@@ -184,6 +200,9 @@ impl ContractSuite {
                 "checks that {present} is undeclared, but it is declared"
             )));
         }
+        if let Some(why) = case.not_applicable.and_then(|decide| decide(&*self.backend)) {
+            return Some(Skip::NotApplicable(why));
+        }
         if let Some(probe) = case.probes.iter().find(|p| !super::probes::implemented(&*self.probes, **p)) {
             return Some(Skip::Skipped(format!("probe {} is not implemented", probe.name())));
         }
@@ -214,10 +233,15 @@ impl ContractSuite {
         let probes = Arc::clone(&self.probes);
         let audit = self.audit.clone();
         let executor = Arc::clone(&self.executor);
+        let limit = self.test_timeout;
         Trial::test(case.name, move || {
             let scheme = backend.scheme().to_owned();
             let ctx = Arc::new(Ctx::new(backend, probes, audit, case.name));
-            let verdict = executor((case.run)(ctx));
+            let bounded = futures_lite::future::or((case.run)(ctx), async move {
+                futures_timer::Delay::new(limit).await;
+                Err(format!("did not finish within {limit:?}: a hang (ContractSuite::test_timeout)"))
+            });
+            let verdict = executor(Box::pin(bounded));
             let mut r = results.lock().unwrap_or_else(PoisonError::into_inner);
             let counts = r.entry(case.row).or_default();
             if verdict.is_ok() {

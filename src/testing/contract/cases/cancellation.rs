@@ -100,7 +100,7 @@ async fn mid_run(cx: Arc<Ctx>) -> Verdict {
     let sandbox = cx.sandbox().await?;
     let verdict = each_cancellation_point(
         &cx,
-        |k| poll_k(sandbox.run(cx.probes.paced_output()), k),
+        |k| poll_k(sandbox.run(cx.probes.lingering_output()), k),
         |k| cx.no_processes_owned(&sandbox, format!("after run() was dropped at poll {k}")),
     )
     .await;
@@ -110,7 +110,7 @@ async fn mid_run(cx: Arc<Ctx>) -> Verdict {
 
 async fn mid_run_code(cx: Arc<Ctx>) -> Verdict {
     let sandbox = cx.sandbox().await?;
-    let cell = || cx.probes.code_long_cell().timeout(Duration::from_secs(2));
+    let cell = || cx.probes.code_long_cell().timeout(Duration::from_hours(2));
     let verdict = each_cancellation_point(
         &cx,
         |k| poll_k(sandbox.run_code(cell()), k),
@@ -130,7 +130,7 @@ async fn mid_stream(cx: Arc<Ctx>) -> Verdict {
             let cx = &cx;
             poll_k(
                 async move {
-                    let mut stream = sandbox.stream(cx.probes.paced_output()).ok()?;
+                    let mut stream = sandbox.stream(cx.probes.lingering_output()).ok()?;
                     stream.wait().await.ok()
                 },
                 k,
@@ -152,6 +152,12 @@ async fn mid_fs(cx: Arc<Ctx>) -> Verdict {
             poll_k(
                 async move {
                     let fs = sandbox.fs();
+                    let host =
+                        std::env::temp_dir().join(format!("sandboxio-cancel-fs-{}", std::process::id()));
+                    std::fs::create_dir_all(&host).ok()?;
+                    std::fs::write(host.join("up.bin"), [1u8; 1024]).ok()?;
+                    fs.upload(host.join("up.bin"), "cancel-up.bin").await.ok()?;
+                    fs.download("cancel-up.bin", host.join("down.bin")).await.ok()?;
                     fs.mkdir("cancel-dir").await.ok()?;
                     fs.write("cancel-dir/file.bin", vec![7u8; 4096]).await.ok()?;
                     fs.list("cancel-dir").await.ok()?;
@@ -177,13 +183,7 @@ async fn teardown_bounded(cx: Arc<Ctx>) -> Verdict {
         .await
         .map_err(|e| cx.unexpected("create()", &e))?;
     drop(sandbox);
-    let left = crate::shutdown(GRACE + Duration::from_secs(5)).await;
-    expect(left == 0, || {
-        format!(
-            "expected every background teardown to end within the grace bound, observed {left} still running"
-        )
-    })?;
-    cx.no_sandboxes("after its handle was dropped", Duration::ZERO).await
+    cx.no_sandboxes("within the grace bound after its handle was dropped", GRACE).await
 }
 
 async fn drop_is_not_error(cx: Arc<Ctx>) -> Verdict {

@@ -29,6 +29,9 @@ pub(super) fn cases() -> Vec<Case> {
         .requires(C::RUN),
         Case::new(Row::Run, "run__timeout_keeps_the_partial_output", |cx| Box::pin(timeout_partial(cx)))
             .requires(C::RUN),
+        Case::new(Row::Run, "run__timeout_kills_the_whole_process_tree", |cx| Box::pin(timeout_tree(cx)))
+            .requires(C::RUN)
+            .probes(&[P::RunningProcesses]),
         Case::new(Row::Run, "run__output_is_byte_exact", |cx| Box::pin(byte_exact(cx))).requires(C::RUN),
         Case::new(Row::Run, "run__stdin_is_delivered_with_end_of_file", |cx| Box::pin(stdin_eof(cx)))
             .requires(C::RUN),
@@ -190,6 +193,14 @@ async fn timeout(cx: Arc<Ctx>) -> Verdict {
             expect_eq(timeout, Duration::from_secs(1), "the timeout reported")?;
         }
         Ok(())
+    })
+}
+
+async fn timeout_tree(cx: Arc<Ctx>) -> Verdict {
+    with_sandbox!(cx, |sandbox| {
+        let result = sandbox.run(cx.probes.process_tree().timeout(Duration::from_secs(1))).await;
+        expect_code(&result, ErrorCode::ExecutionTimeout, "run(process tree) with a 1 s timeout")?;
+        cx.no_processes(&sandbox, "after the timeout (parent and background child)").await
     })
 }
 
@@ -441,10 +452,12 @@ async fn cleanup_full(cx: Arc<Ctx>) -> Verdict {
 
 async fn cleanup_break(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
-        let mut stream = sandbox.stream(cx.probes.paced_output()).map_err(|e| cx.unexpected("stream", &e))?;
+        let mut stream =
+            sandbox.stream(cx.probes.lingering_output()).map_err(|e| cx.unexpected("stream", &e))?;
         if let Some(chunk) = stream.next_chunk().await {
             chunk.map_err(|e| cx.unexpected("iterating", &e))?;
         }
+        cx.some_processes(&sandbox, "while the stream is open").await?;
         drop(stream);
         cx.no_processes(&sandbox, "after an early break").await
     })
@@ -460,7 +473,7 @@ async fn cleanup_error(cx: Arc<Ctx>) -> Verdict {
         }
         let outcome = {
             let mut stream =
-                sandbox.stream(cx.probes.paced_output()).map_err(|e| cx.unexpected("stream", &e))?;
+                sandbox.stream(cx.probes.lingering_output()).map_err(|e| cx.unexpected("stream", &e))?;
             consume(&mut stream).await
         };
         expect(outcome.is_err(), || "the caller's error was lost".to_owned())?;
@@ -477,7 +490,7 @@ async fn cleanup_cancel(cx: Arc<Ctx>) -> Verdict {
                 let cx = &cx;
                 poll_k(
                     async move {
-                        let mut stream = sandbox.stream(cx.probes.paced_output()).ok()?;
+                        let mut stream = sandbox.stream(cx.probes.lingering_output()).ok()?;
                         while let Some(chunk) = stream.next_chunk().await {
                             chunk.ok()?;
                         }

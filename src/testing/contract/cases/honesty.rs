@@ -17,7 +17,12 @@ pub(super) fn cases() -> Vec<Case> {
         "capability_honesty__every_declared_capability_has_a_runnable_test",
         |cx| Box::pin(every_declared_flag_tested(cx)),
     )];
-    cases.extend(undeclared_cases());
+    cases.extend(undeclared_cases().into_iter().map(|case| match case.name {
+        // Rich results only exist on code cells; stdin only on streams.
+        "capability_honesty__undeclared_rich_outputs_are_never_returned" => case.requires(C::RUN_CODE),
+        "capability_honesty__undeclared_stdin_raises" => case.requires(C::STREAM),
+        _ => case,
+    }));
     cases.extend([
         Case::new(
             Row::IsolationHonesty,
@@ -46,7 +51,6 @@ async fn every_declared_flag_tested(cx: Arc<Ctx>) -> Verdict {
     };
     let mut untested = Vec::new();
     for (name, flag) in cx.caps.iter_names() {
-        // RICH_OUTPUTS is proven by the run_code rich-output test, which runs either way.
         let covered = super::all().iter().any(|c| {
             runnable(c)
                 && (c.requires.contains(flag) || c.requires_any.contains(flag) || flag == C::RICH_OUTPUTS)
@@ -111,10 +115,6 @@ async fn undeclared_stream(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn undeclared_stdin(cx: Arc<Ctx>) -> Verdict {
-    if !cx.caps.contains(C::STREAM) {
-        // Without STREAM there is no stream to write to: stream() itself raises.
-        return undeclared_stream(cx).await;
-    }
     let sandbox = cx.sandbox().await?;
     let verdict = async {
         let mut stream = sandbox
@@ -155,9 +155,6 @@ async fn undeclared_stateful(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn undeclared_rich(cx: Arc<Ctx>) -> Verdict {
-    if !cx.caps.contains(C::RUN_CODE) {
-        return Ok(()); // no code cells, so no results of any kind
-    }
     let sandbox = cx.sandbox().await?;
     let result = sandbox.run_code(cx.probes.code_rich_display().0).await;
     let _ = sandbox.close().await;

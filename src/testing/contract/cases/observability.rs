@@ -48,6 +48,8 @@ async fn one_record(cx: Arc<Ctx>) -> Verdict {
     let records = cx.records();
     let kinds: Vec<K> = records.iter().map(|r| r.kind).collect();
     expect_eq(kinds, expected, "the operation records, in order")?;
+    let kills: Vec<_> = records.iter().filter(|r| r.kind == K::Kill).map(|r| r.outcome).collect();
+    expect_eq(kills, vec![crate::Outcome::Ok, crate::Outcome::NoOp], "the outcomes of kill() twice")?;
     let policy = Some(cx.default_policy());
     expect(records.iter().all(|r| r.policy == policy && r.backend == cx.backend.scheme()), || {
         format!("expected every record to carry the policy {policy:?} and backend, observed {records:?}")
@@ -74,14 +76,8 @@ async fn secrets(cx: Arc<Ctx>) -> Verdict {
             let _ = writeln!(surfaces, "{e}");
         }
     }
-    if crate::testing::contract::probes::implemented(&*cx.probes, P::ProviderConfigText) {
-        let text = cx.probe("provider_config_text", cx.probes.provider_config_text(sandbox.id())).await?;
-        surfaces.push_str(&text);
-    }
-    if crate::testing::contract::probes::implemented(&*cx.probes, P::ProviderLabels) {
-        let labels = cx.probe("provider_labels", cx.probes.provider_labels(sandbox.id())).await?;
-        let _ = writeln!(surfaces, "{labels:?}");
-    }
+    let text = cx.probe("provider_config_text", cx.probes.provider_config_text(sandbox.id())).await?;
+    surfaces.push_str(&text);
     let _ = sandbox.close().await;
     let _ = write!(surfaces, "{:?}", cx.records());
     expect(!surfaces.contains(&canary), || {
