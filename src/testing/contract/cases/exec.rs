@@ -13,6 +13,7 @@ use super::super::Row;
 use super::super::ctx::{Ctx, Verdict, expect, expect_code, expect_eq};
 use super::{Case, each_cancellation_point, poll_k};
 
+#[allow(clippy::too_many_lines)] // one line per contract clause
 pub(super) fn cases() -> Vec<Case> {
     vec![
         // ---- run
