@@ -82,6 +82,22 @@ fn async_impl_blocks() -> Vec<(String, ItemImpl)> {
     blocks
 }
 
+/// The blocking twin of an async return type, derived here independently of the macro's
+/// `map_type`: every handle token becomes `crate :: sync :: Handle`.
+fn expected_blocking_type(async_type: &str) -> String {
+    async_type
+        .split(' ')
+        .map(|token| {
+            if expand::HANDLES.contains(&token) {
+                format!("crate :: sync :: {token}")
+            } else {
+                token.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Every problem found; empty means parity holds.
 fn parity_problems(blocks: &[(String, ItemImpl)]) -> Vec<String> {
     let mut problems = Vec::new();
@@ -139,7 +155,7 @@ fn parity_problems(blocks: &[(String, ItemImpl)]) -> Vec<String> {
             }
             let expected = match &f.sig.output {
                 ReturnType::Default => String::new(),
-                ReturnType::Type(_, ty) => tokens(&expand::map_type(ty)),
+                ReturnType::Type(_, ty) => expected_blocking_type(&tokens(ty)),
             };
             let actual = match &t.sig.output {
                 ReturnType::Default => String::new(),

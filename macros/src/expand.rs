@@ -59,12 +59,15 @@ pub fn blocking_impl(block: &ItemImpl) -> syn::Result<TokenStream> {
     })
 }
 
+/// The handle a type names: `Sandbox`, or a qualified `crate::Sandbox` (not one already in
+/// `sync`).
 fn handle_name(ty: &Type) -> Option<String> {
     match ty {
         Type::Path(p) if p.qself.is_none() => {
             let last = p.path.segments.last()?;
             let name = last.ident.to_string();
-            (p.path.segments.len() == 1 && HANDLES.contains(&name.as_str())).then_some(name)
+            let in_sync = p.path.segments.iter().any(|s| s.ident == "sync");
+            (HANDLES.contains(&name.as_str()) && !in_sync).then_some(name)
         }
         _ => None,
     }
@@ -103,23 +106,20 @@ pub fn map_type(ty: &Type) -> Type {
     }
 }
 
-/// Whether the type mentions a handle or `Self` anywhere.
+/// Whether the type mentions a handle or `Self` anywhere, inside any type syntax.
 fn mentions_handle(ty: &Type) -> bool {
-    match ty {
-        Type::Path(p) => {
-            handle_name(ty).is_some()
-                || p.path.is_ident("Self")
-                || p.path.segments.iter().any(|seg| match &seg.arguments {
-                    PathArguments::AngleBracketed(args) => args.args.iter().any(|a| match a {
-                        GenericArgument::Type(t) => mentions_handle(t),
-                        _ => false,
-                    }),
-                    _ => false,
-                })
-        }
-        Type::Reference(r) => mentions_handle(&r.elem),
-        _ => false,
-    }
+    let text = quote!(#ty).to_string();
+    text.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .any(|word| word == "Self" || HANDLES.contains(&word))
+        && !text.contains("sync ::")
+}
+
+/// Whether the type is a future the caller would have to poll (`impl Future`, `BoxFuture`,
+/// `Pin<Box<dyn Future>>`): the facade can only forward plain values.
+fn is_future(ty: &Type) -> bool {
+    let text = quote!(#ty).to_string();
+    text.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .any(|word| matches!(word, "Future" | "IntoFuture" | "BoxFuture"))
 }
 
 /// How to turn the async method's result into the blocking method's.
@@ -155,10 +155,12 @@ fn conversion(ret: &ReturnType, name: &syn::Ident) -> syn::Result<Conversion> {
     ))
 }
 
-/// Doc attributes without the `# Cancel safety` section (blocking calls cannot be cancelled).
+/// Doc attributes without the `# Cancel safety` section (blocking calls cannot be
+/// cancelled). Headings inside code fences do not count.
 fn docs_without_cancel_safety(attrs: &[Attribute]) -> Vec<Attribute> {
     let mut kept = Vec::new();
     let mut skipping = false;
+    let mut in_fence = false;
     for attr in attrs.iter().filter(|a| a.path().is_ident("doc")) {
         let text = match &attr.meta {
             syn::Meta::NameValue(nv) => match &nv.value {
@@ -167,15 +169,24 @@ fn docs_without_cancel_safety(attrs: &[Attribute]) -> Vec<Attribute> {
             },
             _ => String::new(),
         };
-        let heading = text.trim_start();
-        if heading.starts_with('#') {
-            skipping = heading.trim_start_matches('#').trim() == "Cancel safety";
+        let line = text.trim_start();
+        if line.starts_with("```") {
+            in_fence = !in_fence;
+        } else if !in_fence && line.starts_with("# ") {
+            skipping = line.trim_start_matches('#').trim() == "Cancel safety";
         }
         if !skipping {
             kept.push(attr.clone());
         }
     }
     kept
+}
+
+/// Attributes the twin must share: conditional compilation, deprecation, lint levels,
+/// `must_use`, inlining.
+fn shared_attributes(attrs: &[Attribute]) -> Vec<&Attribute> {
+    const SHARED: &[&str] = &["cfg", "cfg_attr", "deprecated", "must_use", "allow", "expect", "inline"];
+    attrs.iter().filter(|a| SHARED.iter().any(|s| a.path().is_ident(s))).collect()
 }
 
 fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result<TokenStream> {
@@ -229,6 +240,17 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
             }
         }
     }
+    if sig.asyncness.is_none()
+        && let ReturnType::Type(_, ty) = &sig.output
+        && is_future(ty)
+    {
+        return Err(syn::Error::new(
+            ty.span(),
+            format!(
+                "#[blocking_facade]: `{name}` returns a future from a non-async fn; make it `async fn` so the facade can drive it"
+            ),
+        ));
+    }
     let convert = conversion(&sig.output, name)?;
     let call = match receiver {
         Some(_) => quote! { self.inner.#name(#(#args),*) },
@@ -263,7 +285,7 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
         ReturnType::Default => ReturnType::Default,
     };
     let docs = docs_without_cancel_safety(&f.attrs);
-    let must_use: Vec<&Attribute> = f.attrs.iter().filter(|a| a.path().is_ident("must_use")).collect();
+    let shared = shared_attributes(&f.attrs);
     let twin = format!(
         "Blocking twin of [`crate::{handle}::{name}`]{}: it runs on the calling thread and needs no runtime.",
         if sig.asyncness.is_some() { ", which it drives to completion" } else { "" }
@@ -272,7 +294,7 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
         #(#docs)*
         #[doc = ""]
         #[doc = #twin]
-        #(#must_use)*
+        #(#shared)*
         pub #blocking_sig {
             #body
         }
