@@ -394,7 +394,9 @@ impl FakeBackend {
         self.world().calls.clear();
     }
 
-    /// The audit records of every sandbox this backend created or connected to.
+    /// The audit records of every sandbox this backend created or connected to. They are
+    /// kept for the backend's lifetime: in a long test run, call `audit_sink().clear()`
+    /// between tests (or build a fresh backend per test).
     #[must_use]
     pub fn audit_records(&self) -> Vec<OperationRecord> {
         self.inner.recorder.records()
