@@ -186,7 +186,7 @@ pub type BackendFactory = fn(&Dsn) -> Result<Arc<dyn Backend>>;
 /// Schemes of first-party backends, the Cargo feature each needs, and whether this version
 /// ships that feature yet.
 const FIRST_PARTY: &[(&str, &str, bool)] = &[
-    ("local", "local", false),
+    ("local", "local", true),
     ("docker", "docker", false),
     ("e2b", "e2b", false),
     ("modal", "modal", false),
@@ -197,6 +197,8 @@ fn registry() -> &'static RwLock<HashMap<String, BackendFactory>> {
     REGISTRY.get_or_init(|| {
         let mut map: HashMap<String, BackendFactory> = HashMap::new();
         map.insert("fake".into(), crate::testing::FakeBackend::from_dsn);
+        #[cfg(feature = "local")]
+        map.insert("local".into(), crate::backends::local::LocalBackend::from_dsn);
         RwLock::new(map)
     })
 }

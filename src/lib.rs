@@ -46,7 +46,7 @@
 //! |---|---|---|---|
 //! | `fake://` | in-memory fake ([`testing::FakeBackend`]) | always on | available |
 //! | – | the backend contract suite (`testing::contract`) | `contract` | available |
-//! | `local://` | Linux namespaces | `local` | planned |
+//! | `local://` | Linux namespaces via bubblewrap ([`backends::local`]) | `local` | first slice |
 //! | `docker://` | Docker engine | `docker` | planned |
 //! | `e2b://` | E2B | `e2b` | planned |
 //! | `modal://` | Modal | `modal` | planned |
@@ -65,6 +65,7 @@
 mod api;
 pub mod audit;
 pub mod backend;
+pub mod backends;
 pub mod dsn;
 mod error;
 mod exec;

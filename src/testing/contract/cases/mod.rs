@@ -21,8 +21,10 @@ mod sync_parity;
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::Poll;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 
 use crate::backend::{Backend, BoxFuture};
 use crate::policy::Capabilities;
@@ -126,23 +128,66 @@ pub(crate) fn all() -> &'static [Case] {
     })
 }
 
-/// Polls `fut` in the caller's task until it completes or has returned `Pending` `k`
-/// times, then drops it: cancellation at the k-th suspension point. Wake-ups are real, so
-/// this works on any backend and executor.
+/// How long a polled operation may sit without being woken before [`poll_k`] treats it as
+/// idle in flight and cancels it there.
+const IDLE: Duration = Duration::from_millis(500);
+
+/// Records that the operation under test was woken.
+struct WakeFlag {
+    woken: AtomicBool,
+    event: event_listener::Event,
+}
+
+impl Wake for WakeFlag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.event.notify(usize::MAX);
+    }
+}
+
+/// Polls `fut` until it completes, or has returned `Pending` `k` times, or sits idle (not
+/// woken for [`IDLE`]) while in flight, then drops it: cancellation at the k-th suspension
+/// point. Wake-ups are real, so this works on any backend and executor; the idle rule
+/// keeps a command that waits for an hour from stalling the test.
 pub(crate) async fn poll_k<F: Future>(fut: F, k: usize) -> Option<F::Output> {
     if k == 0 {
         return None;
     }
     let mut fut = pin!(fut);
+    let flag = Arc::new(WakeFlag { woken: AtomicBool::new(false), event: event_listener::Event::new() });
+    let waker = Waker::from(Arc::clone(&flag));
     let mut pendings = 0;
-    std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
-        Poll::Ready(v) => Poll::Ready(Some(v)),
-        Poll::Pending => {
-            pendings += 1;
-            if pendings >= k { Poll::Ready(None) } else { Poll::Pending }
+    loop {
+        flag.woken.store(false, Ordering::Release);
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+            return Some(v);
         }
-    })
-    .await
+        pendings += 1;
+        if pendings >= k {
+            return None;
+        }
+        let listener = flag.event.listen();
+        if !flag.woken.load(Ordering::Acquire) {
+            let woke = futures_lite::future::or(
+                async {
+                    listener.await;
+                    true
+                },
+                async {
+                    futures_timer::Delay::new(IDLE).await;
+                    false
+                },
+            )
+            .await;
+            if !woke && !flag.woken.load(Ordering::Acquire) {
+                return None;
+            }
+        }
+    }
 }
 
 /// The values of k to cancel at: 0, 1, … until `op` completes (or the adapter's sample,

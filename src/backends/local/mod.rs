@@ -1,0 +1,525 @@
+//! `local://`: a daemonless sandbox built from Linux namespaces with `bwrap`
+//! (bubblewrap). Feature `local`.
+//!
+//! Each command runs in fresh user, mount, PID, network, IPC and UTS namespaces, with the
+//! host's `/usr` read-only, a private `/tmp`, and the sandbox's workspace (a host directory)
+//! bound at `/workspace`, its working directory. Killing `bwrap` kills the command's whole
+//! process tree; `--die-with-parent` ends every command when the owner process dies, even
+//! by `SIGKILL`. The network is a namespace with only loopback unless the policy is
+//! allow-all. See `docs/adr/0004-local-backend.md` for the choices and their limits.
+//!
+//! Declared capabilities: `RUN`, `STREAM`, `STDIN`, `FILESYSTEM`, `NETWORK_DENY`. Isolation
+//! tier: [`IsolationTier::Process`]. Not declared (and so refused): code cells, allowlists,
+//! resource limits, connect and detach.
+
+mod fs;
+mod process;
+mod stream;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command as OsCommand;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
+use crate::dsn::Dsn;
+use crate::error::{Error, Result};
+use crate::exec::{Command, ExecResult, ExitStatus, StreamKind};
+use crate::fs::DirEntry;
+use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
+
+use process::{Piece, Running};
+
+const SCHEME: &str = "local";
+
+/// The path of the workspace inside every local sandbox.
+pub const WORKDIR: &str = "/workspace";
+
+/// What `local://` sandboxes can do.
+pub const CAPABILITIES: Capabilities = Capabilities::RUN
+    .union(Capabilities::STREAM)
+    .union(Capabilities::STDIN)
+    .union(Capabilities::FILESYSTEM)
+    .union(Capabilities::NETWORK_DENY);
+
+/// The `local://` backend. Cheap to clone; clones share their sandboxes.
+#[derive(Debug, Clone)]
+pub struct LocalBackend {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    audit: crate::AuditConfig,
+    bwrap: PathBuf,
+    root: PathBuf,
+    sandboxes: Mutex<HashMap<String, Arc<State>>>,
+}
+
+/// One sandbox's state, shared by its handles, its timer and its processes.
+#[derive(Debug)]
+struct State {
+    id: String,
+    dir: PathBuf,
+    spec: CreateSpec,
+    expires: Instant,
+    alive: AtomicBool,
+    processes: Mutex<HashMap<u64, Arc<Running>>>,
+    next_process: AtomicU64,
+}
+
+impl LocalBackend {
+    /// A backend keeping sandbox workspaces under `$TMPDIR/sandboxio-local`, running the
+    /// `bwrap` found on `PATH` (or `/usr/bin/bwrap`). Does no I/O: a missing `bwrap` is
+    /// reported by `create()`.
+    #[must_use]
+    pub fn new() -> Self {
+        let bwrap = std::env::var_os("PATH")
+            .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("bwrap")).find(|p| p.is_file()))
+            .unwrap_or_else(|| PathBuf::from("/usr/bin/bwrap"));
+        LocalBackend {
+            inner: Arc::new(Inner {
+                audit: crate::AuditConfig::new(),
+                bwrap,
+                root: std::env::temp_dir().join("sandboxio-local"),
+                sandboxes: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The same backend writing every sandbox's audit records to `audit` as well (the
+    /// contract suite's recording sink, for one). Call it before creating sandboxes.
+    #[must_use]
+    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+        LocalBackend {
+            inner: Arc::new(Inner {
+                audit,
+                bwrap: self.inner.bwrap.clone(),
+                root: self.inner.root.clone(),
+                sandboxes: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The [`BackendFactory`](crate::dsn::BackendFactory) of `local://` (no options).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Configuration`](crate::ErrorCode) for an option, host or path.
+    pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
+        dsn.reject_unknown_options(&[])?;
+        if !dsn.authority().is_empty() || !dsn.path().is_empty() {
+            return Err(Error::configuration("local:// takes no host or path"));
+        }
+        Ok(Arc::new(LocalBackend::new()))
+    }
+
+    fn sandboxes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<State>>> {
+        self.inner.sandboxes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Descriptions of the commands still running in a sandbox (the contract suite's
+    /// orphan probe): empty means none.
+    #[must_use]
+    pub fn running_processes(&self, sandbox_id: &str) -> Vec<String> {
+        let Some(state) = self.sandboxes().get(sandbox_id).cloned() else { return Vec::new() };
+        let processes = state.processes.lock().unwrap_or_else(PoisonError::into_inner);
+        processes.values().filter(|p| p.is_running()).map(|p| format!("bwrap pid {}", p.pid)).collect()
+    }
+
+    /// Ids of this backend's live sandboxes whose metadata has `key` = `value`.
+    #[must_use]
+    pub fn live_sandboxes_labelled(&self, key: &str, value: &str) -> Vec<String> {
+        self.sandboxes()
+            .values()
+            .filter(|s| s.is_alive() && s.spec.metadata.get(key).is_some_and(|v| v == value))
+            .map(|s| s.id.clone())
+            .collect()
+    }
+
+    /// Everything the backend stores about a sandbox, as text (secret values appear only as
+    /// `[redacted]`).
+    #[must_use]
+    pub fn stored_config(&self, sandbox_id: &str) -> Option<String> {
+        self.sandboxes().get(sandbox_id).map(|s| format!("{:?}", s.spec))
+    }
+
+    /// The labels recorded with a sandbox.
+    #[must_use]
+    pub fn labels(&self, sandbox_id: &str) -> Option<BTreeMap<String, String>> {
+        self.sandboxes().get(sandbox_id).map(|s| s.spec.metadata.clone())
+    }
+}
+
+impl Default for LocalBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl State {
+    fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire) && Instant::now() < self.expires
+    }
+
+    fn workspace(&self) -> PathBuf {
+        self.dir.join("workspace")
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        if self.is_alive() {
+            return Ok(());
+        }
+        if self.alive.load(Ordering::Acquire) {
+            self.destroy();
+            return Err(Error::SandboxGone { id: self.id.clone(), message: "its TTL expired".into() });
+        }
+        Err(Error::SandboxGone { id: self.id.clone(), message: "it was killed".into() })
+    }
+
+    /// Kills every command and removes the workspace. Returns whether it was alive.
+    fn destroy(&self) -> bool {
+        let was = self.alive.swap(false, Ordering::AcqRel);
+        let processes: Vec<Arc<Running>> =
+            self.processes.lock().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, p)| p).collect();
+        for p in processes {
+            p.kill();
+        }
+        if was {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+        was
+    }
+
+    /// The `bwrap` command line for `command`, env passed through the environment (never on
+    /// the command line, where `ps` would show secrets).
+    fn bwrap(&self, bwrap: &Path, command: &Command) -> Result<OsCommand> {
+        let mut cmd = OsCommand::new(bwrap);
+        cmd.env_clear();
+        cmd.arg("--unshare-all");
+        if self.spec.network == NetworkPolicy::AllowAll {
+            cmd.arg("--share-net");
+        }
+        cmd.args(["--die-with-parent", "--new-session", "--hostname", "sandbox"]);
+        cmd.args(["--ro-bind", "/usr", "/usr"]);
+        for (link, target) in
+            [("/bin", "usr/bin"), ("/sbin", "usr/sbin"), ("/lib", "usr/lib"), ("/lib64", "usr/lib64")]
+        {
+            if Path::new(link).exists() {
+                cmd.args(["--symlink", target, link]);
+            }
+        }
+        for etc in
+            ["/etc/alternatives", "/etc/ssl", "/etc/resolv.conf", "/etc/hosts", "/etc/passwd", "/etc/group"]
+        {
+            cmd.args(["--ro-bind-try", etc, etc]);
+        }
+        cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+        cmd.arg("--bind").arg(self.workspace()).arg(WORKDIR);
+        let cwd = crate::path::resolve(WORKDIR, command.working_dir().unwrap_or("."));
+        if !cwd.starts_with(WORKDIR) {
+            return Err(Error::PermissionDenied { path: cwd });
+        }
+        let host_cwd = fs::host_path(&self.workspace(), &cwd)?;
+        if !host_cwd.is_dir() {
+            return Err(Error::NotFound { path: cwd });
+        }
+        cmd.arg("--chdir").arg(&cwd);
+        cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+        cmd.env("HOME", WORKDIR);
+        cmd.env("PWD", &cwd);
+        for (k, v) in self.spec.env.iter().chain(command.env_vars()) {
+            cmd.env(k, v);
+        }
+        for (k, v) in self.spec.secret_env.iter().chain(command.secret_env_vars()) {
+            cmd.env(k, v.expose_secret());
+        }
+        cmd.arg("--").args(command.argv());
+        Ok(cmd)
+    }
+
+    fn register(&self, running: &Arc<Running>) -> u64 {
+        let key = self.next_process.fetch_add(1, Ordering::Relaxed);
+        self.processes.lock().unwrap_or_else(PoisonError::into_inner).insert(key, Arc::clone(running));
+        key
+    }
+
+    fn unregister(&self, key: u64) {
+        self.processes.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+    }
+}
+
+/// Kills a command and forgets it when the operation running it ends or is dropped.
+pub(super) struct ProcessGuard {
+    state: Arc<State>,
+    running: Arc<Running>,
+    key: u64,
+}
+
+impl ProcessGuard {
+    fn new(state: &Arc<State>, running: Running) -> Self {
+        let running = Arc::new(running);
+        let key = state.register(&running);
+        ProcessGuard { state: Arc::clone(state), running, key }
+    }
+}
+
+impl Drop for ProcessGuard {
+    fn drop(&mut self) {
+        self.running.kill();
+        self.state.unregister(self.key);
+    }
+}
+
+fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitStatus::Code(code),
+        (None, Some(sig)) => ExitStatus::Signal(sig),
+        (None, None) => ExitStatus::Code(-1),
+    }
+}
+
+fn spawn_error(bwrap: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return Error::Configuration {
+            message: format!(
+                "bwrap (bubblewrap) is not installed at {}; install Debian's `bubblewrap` package, or use docker://",
+                bwrap.display()
+            ),
+            source: Some(Box::new(e)),
+        };
+    }
+    Error::provider(SCHEME, format!("cannot start {}", bwrap.display()), e)
+}
+
+impl Backend for LocalBackend {
+    fn scheme(&self) -> &str {
+        SCHEME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn isolation(&self) -> IsolationTier {
+        IsolationTier::Process
+    }
+
+    fn audit(&self) -> crate::AuditConfig {
+        self.inner.audit.clone()
+    }
+
+    fn create(&self, spec: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+        // Unique across every backend value in this process, and across processes.
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Box::pin(async move {
+            if !self.inner.bwrap.is_file() {
+                return Err(spawn_error(&self.inner.bwrap, std::io::ErrorKind::NotFound.into()));
+            }
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let id = format!("local-{}-{n}", std::process::id());
+            let dir = self.inner.root.join(&id);
+            let ws = dir.join("workspace");
+            let timeout = spec.create_timeout;
+            let made = crate::runtime::unblock(move || {
+                std::fs::create_dir_all(&ws)
+                    .map_err(|e| Error::provider(SCHEME, "cannot create the workspace", e))
+            });
+            let bounded = futures_lite::future::or(async { Some(made.await) }, async {
+                futures_timer::Delay::new(timeout).await;
+                None
+            });
+            let started = Instant::now();
+            match bounded.await {
+                // Creation that finished but took longer than allowed is a timeout too.
+                Some(made) if started.elapsed() <= timeout => made?,
+                _ => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(Error::CreateTimeout { timeout });
+                }
+            }
+            let expires = Instant::now() + spec.ttl;
+            let state = Arc::new(State {
+                id: id.clone(),
+                dir,
+                spec,
+                expires,
+                alive: AtomicBool::new(true),
+                processes: Mutex::new(HashMap::new()),
+                next_process: AtomicU64::new(0),
+            });
+            self.sandboxes().insert(id.clone(), Arc::clone(&state));
+            start_ttl_timer(&state);
+            Ok(Box::new(LocalSandbox { backend: self.clone(), state }) as Box<dyn BackendSandbox>)
+        })
+    }
+}
+
+/// Destroys the sandbox at its expiry, even if no handle is left.
+fn start_ttl_timer(state: &Arc<State>) {
+    let weak = Arc::downgrade(state);
+    let expires = state.expires;
+    let _ = std::thread::Builder::new().name("sandboxio-local-ttl".into()).spawn(move || {
+        loop {
+            let now = Instant::now();
+            if now >= expires {
+                break;
+            }
+            std::thread::sleep((expires - now).min(Duration::from_secs(1)));
+            match weak.upgrade() {
+                Some(state) if state.alive.load(Ordering::Acquire) => {}
+                _ => return,
+            }
+        }
+        if let Some(state) = weak.upgrade() {
+            state.destroy();
+        }
+    });
+}
+
+/// One local sandbox handle.
+#[derive(Debug)]
+struct LocalSandbox {
+    backend: LocalBackend,
+    state: Arc<State>,
+}
+
+impl LocalSandbox {
+    fn start(&self, command: &Command, pipe_stdin: bool) -> Result<ProcessGuard> {
+        self.state.check_alive()?;
+        let cmd = self.state.bwrap(&self.backend.inner.bwrap, command)?;
+        let running =
+            process::spawn(cmd, pipe_stdin).map_err(|e| spawn_error(&self.backend.inner.bwrap, e))?;
+        Ok(ProcessGuard::new(&self.state, running))
+    }
+}
+
+impl BackendSandbox for LocalSandbox {
+    fn id(&self) -> &str {
+        &self.state.id
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn network_policy(&self) -> Option<NetworkPolicy> {
+        Some(self.state.spec.network.clone())
+    }
+
+    fn metadata(&self) -> BTreeMap<String, String> {
+        self.state.spec.metadata.clone()
+    }
+
+    fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let guard = self.start(&command, command.stdin_bytes().is_some())?;
+            let running = Arc::clone(&guard.running);
+            if let Some(data) = command.stdin_bytes() {
+                // A command that exits without reading all its stdin is not an error.
+                let _ = running.write_stdin(data.to_vec()).await;
+                running.close_stdin();
+            }
+            let limit = command.output_limit_bytes();
+            let mut out = (Vec::new(), Vec::new());
+            let mut truncated = false;
+            let deadline = command.timeout_duration();
+            let collect = async {
+                loop {
+                    match running.pieces.pop().await {
+                        Piece::End => break,
+                        Piece::Output(stream, data) => {
+                            let buf = if stream == StreamKind::Stdout { &mut out.0 } else { &mut out.1 };
+                            let room = limit.saturating_sub(buf.len());
+                            truncated |= data.len() > room;
+                            buf.extend_from_slice(&data[..data.len().min(room)]);
+                        }
+                    }
+                }
+            };
+            let timed_out = if let Some(d) = deadline {
+                futures_lite::future::or(
+                    async {
+                        collect.await;
+                        false
+                    },
+                    async {
+                        futures_timer::Delay::new(d).await;
+                        true
+                    },
+                )
+                .await
+            } else {
+                collect.await;
+                false
+            };
+            if timed_out {
+                running.kill();
+                // Keep what was already read.
+                while let Some(Piece::Output(stream, data)) = running.pieces.try_pop() {
+                    let buf = if stream == StreamKind::Stdout { &mut out.0 } else { &mut out.1 };
+                    let room = limit.saturating_sub(buf.len());
+                    buf.extend_from_slice(&data[..data.len().min(room)]);
+                }
+                let partial = ExecResult::new(0, out.0, out.1)
+                    .with_status(ExitStatus::Signal(9))
+                    .with_truncated(truncated)
+                    .with_duration(started.elapsed());
+                drop(guard);
+                return Err(Error::ExecutionTimeout {
+                    timeout: deadline.unwrap_or_default(),
+                    partial: Box::new(partial),
+                });
+            }
+            let status = running.wait().await?;
+            drop(guard);
+            self.state.check_alive()?;
+            Ok(ExecResult::new(0, out.0, out.1)
+                .with_status(exit_status(status))
+                .with_truncated(truncated)
+                .with_duration(started.elapsed()))
+        })
+    }
+
+    fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
+        let guard = self.start(&command, true)?;
+        Ok(Box::new(stream::LocalExecStream::new(guard, &command)))
+    }
+
+    fn read(&self, path: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
+        let path = path.to_owned();
+        Box::pin(async move { fs::read(&self.state, &path).await })
+    }
+
+    fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
+        let path = path.to_owned();
+        Box::pin(async move { fs::write(&self.state, &path, data, mode).await })
+    }
+
+    fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
+        let path = path.to_owned();
+        Box::pin(async move { fs::list(&self.state, &path).await })
+    }
+
+    fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
+        let path = path.to_owned();
+        Box::pin(async move { fs::mkdir(&self.state, &path).await })
+    }
+
+    fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
+        let path = path.to_owned();
+        Box::pin(async move { fs::remove(&self.state, &path, recursive).await })
+    }
+
+    fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
+        Box::pin(async move {
+            let state = Arc::clone(&self.state);
+            let was = crate::runtime::unblock(move || Ok(state.destroy())).await?;
+            Ok(if was { KillOutcome::Killed } else { KillOutcome::AlreadyGone })
+        })
+    }
+}

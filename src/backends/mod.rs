@@ -1,0 +1,5 @@
+//! First-party backends, each behind its Cargo feature.
+
+#[cfg(feature = "local")]
+#[cfg_attr(docsrs, doc(cfg(feature = "local")))]
+pub mod local;

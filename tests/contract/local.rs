@@ -1,0 +1,68 @@
+//! The `local://` backend's contract run: real processes in bubblewrap namespaces.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use sandboxio::Command;
+use sandboxio::backends::local::LocalBackend;
+use sandboxio::testing::contract::{Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes};
+
+/// Behaviour probes from the backend's own bookkeeping; the canary is a TCP server this
+/// test runs on loopback (reachable only from a sandbox that shares the host's network).
+struct LocalProbes {
+    backend: LocalBackend,
+    canary: Canary,
+}
+
+impl Probes for LocalProbes {
+    fn egress(&self, host: &str, port: u16) -> Command {
+        // The host image has no `nc`; Python's socket module is always there.
+        Command::new("/usr/bin/python3")
+            .arg("-c")
+            .arg(format!("import socket; socket.create_connection(({host:?}, {port}), 3)"))
+    }
+
+    fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {
+        let (backend, id) = (self.backend.clone(), sandbox_id.to_owned());
+        Some(Box::pin(async move { Ok(backend.running_processes(&id)) }))
+    }
+
+    fn live_sandboxes(&self, key: &str, value: &str) -> Option<ProbeFuture<Vec<String>>> {
+        let (backend, key, value) = (self.backend.clone(), key.to_owned(), value.to_owned());
+        Some(Box::pin(async move { Ok(backend.live_sandboxes_labelled(&key, &value)) }))
+    }
+
+    fn canary(&self) -> Option<Canary> {
+        Some(self.canary.clone())
+    }
+
+    fn provider_labels(&self, sandbox_id: &str) -> Option<ProbeFuture<BTreeMap<String, String>>> {
+        let (backend, id) = (self.backend.clone(), sandbox_id.to_owned());
+        Some(Box::pin(async move { backend.labels(&id).ok_or_else(|| format!("no sandbox {id}")) }))
+    }
+
+    fn provider_config_text(&self, sandbox_id: &str) -> Option<ProbeFuture<String>> {
+        let (backend, id) = (self.backend.clone(), sandbox_id.to_owned());
+        Some(Box::pin(async move { backend.stored_config(&id).ok_or_else(|| format!("no sandbox {id}")) }))
+    }
+
+    fn cancellation_points(&self) -> CancellationPoints {
+        // Real processes: a few points, each catching the command in flight.
+        CancellationPoints::Sample(vec![1, 2, 3, 5, 8])
+    }
+}
+
+fn main() -> ExitCode {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
+    let sink = sandboxio::RecordingSink::new();
+    let backend =
+        LocalBackend::new().with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
+    let probes = LocalProbes { backend: backend.clone(), canary: Canary { host: "127.0.0.1".into(), port } };
+    ContractSuite::new(backend).probes(probes).audit_sink(sink).run()
+}

@@ -1,0 +1,78 @@
+//! `local://` (feature `local`): real commands in bubblewrap namespaces.
+#![cfg(feature = "local")]
+#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+
+use std::time::Duration;
+
+use sandboxio::{Command, ErrorCode, ExitStatus, IsolationTier, NetworkPolicy, Sandbox};
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    futures_lite::future::block_on(f)
+}
+
+fn sandbox() -> Sandbox {
+    block_on(Sandbox::builder("local://").unwrap().network(NetworkPolicy::deny_all()).create()).unwrap()
+}
+
+#[test]
+fn local__runs_real_commands_and_python_in_the_workspace() {
+    let sbx = sandbox();
+    assert_eq!(sbx.isolation(), IsolationTier::Process);
+    let out = block_on(sbx.run(Command::shell("echo hi; echo err >&2; pwd; exit 3"))).unwrap();
+    assert_eq!((out.stdout_lossy().as_ref(), out.stderr_lossy().as_ref()), ("hi\n/workspace\n", "err\n"));
+    assert_eq!(out.status, ExitStatus::Code(3));
+    let out = block_on(
+        sbx.run(Command::new("/usr/bin/python3").arg("-c").arg("import sys; print(sys.version_info[0])")),
+    )
+    .unwrap();
+    assert_eq!(out.stdout_lossy(), "3\n");
+    block_on(sbx.fs().write("data/in.txt", "from the host")).unwrap();
+    let out = block_on(sbx.run(Command::new("cat").arg("data/in.txt"))).unwrap();
+    assert_eq!(out.stdout, b"from the host");
+    block_on(sbx.run(Command::shell("echo made inside > made.txt"))).unwrap();
+    assert_eq!(block_on(sbx.fs().read_text("made.txt")).unwrap(), "made inside\n");
+    block_on(sbx.close()).unwrap();
+}
+
+#[test]
+fn local__deny_all_has_only_loopback() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let probe = format!("import socket; socket.create_connection(('127.0.0.1', {port}), 2)");
+    let sbx = sandbox();
+    let out = block_on(sbx.run(Command::new("/usr/bin/python3").arg("-c").arg(&probe))).unwrap();
+    assert!(!out.success(), "deny-all reached the host: {out:?}");
+    block_on(sbx.close()).unwrap();
+    let open =
+        block_on(Sandbox::builder("local://").unwrap().network(NetworkPolicy::allow_all()).create()).unwrap();
+    let out = block_on(open.run(Command::new("/usr/bin/python3").arg("-c").arg(&probe))).unwrap();
+    assert!(out.success(), "allow-all could not reach the host: {}", out.stderr_lossy());
+    block_on(open.close()).unwrap();
+}
+
+#[test]
+fn local__timeout_kills_the_tree_and_a_background_child_never_blocks() {
+    let sbx = sandbox();
+    let err = block_on(
+        sbx.run(Command::shell("echo started; sleep 600 & sleep 600").timeout(Duration::from_secs(1))),
+    )
+    .unwrap_err();
+    let sandboxio::Error::ExecutionTimeout { partial, .. } = err else { panic!("{err}") };
+    assert_eq!(partial.stdout, b"started\n");
+    let out =
+        block_on(sbx.run(Command::shell("sleep 600 & echo parent done").timeout(Duration::from_secs(20))))
+            .unwrap();
+    assert_eq!(out.stdout_lossy(), "parent done\n");
+    block_on(sbx.close()).unwrap();
+}
+
+#[test]
+fn local__paths_outside_the_workspace_and_links_are_refused() {
+    let sbx = sandbox();
+    block_on(sbx.run(Command::new("ln").arg("-s").arg("/etc/passwd").arg("link"))).unwrap();
+    let err = block_on(sbx.fs().read("link")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidInput, "{err}");
+    let err = block_on(sbx.fs().write("/etc/evil", "x")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+    block_on(sbx.close()).unwrap();
+}
