@@ -71,7 +71,7 @@ struct State {
 }
 
 impl LocalBackend {
-    /// A backend keeping sandbox workspaces under `$TMPDIR/sandboxio-local`, running the
+    /// A backend keeping sandbox workspaces under `$TMPDIR/sandboxio-local-<uid>`, running the
     /// `bwrap` found on `PATH` (or `/usr/bin/bwrap`). Does no I/O: a missing `bwrap` is
     /// reported by `create()`.
     #[must_use]
@@ -83,7 +83,7 @@ impl LocalBackend {
             inner: Arc::new(Inner {
                 audit: crate::AuditConfig::new(),
                 bwrap,
-                root: std::env::temp_dir().join("sandboxio-local"),
+                root: std::env::temp_dir().join(format!("sandboxio-local-{}", current_uid())),
                 sandboxes: Mutex::new(HashMap::new()),
             }),
         }
@@ -151,6 +151,13 @@ impl LocalBackend {
     pub fn labels(&self, sandbox_id: &str) -> Option<BTreeMap<String, String>> {
         self.sandboxes().get(sandbox_id).map(|s| s.spec.metadata.clone())
     }
+}
+
+/// The real user id of this process (workspaces are kept per user, so that users on one
+/// host never share or block each other's directory).
+fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
 }
 
 impl Default for LocalBackend {
