@@ -32,6 +32,13 @@ impl Probes for LocalProbes {
         Some(Box::pin(async move { Ok(backend.live_sandboxes_labelled(&key, &value)) }))
     }
 
+    fn expire_sandbox(&self, sandbox_id: &str) -> Option<ProbeFuture<()>> {
+        let (backend, id) = (self.backend.clone(), sandbox_id.to_owned());
+        Some(Box::pin(async move {
+            if backend.expire(&id) { Ok(()) } else { Err(format!("{id} was not alive")) }
+        }))
+    }
+
     fn canary(&self) -> Option<Canary> {
         Some(self.canary.clone())
     }

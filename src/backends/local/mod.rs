@@ -65,6 +65,8 @@ struct State {
     dir: PathBuf,
     spec: CreateSpec,
     expires: Instant,
+    /// Set by [`LocalBackend::expire`]: the TTL is over now.
+    expired_early: AtomicBool,
     alive: AtomicBool,
     processes: Mutex<HashMap<u64, Arc<Running>>>,
     next_process: AtomicU64,
@@ -146,6 +148,18 @@ impl LocalBackend {
         self.sandboxes().get(sandbox_id).map(|s| format!("{:?}", s.spec))
     }
 
+    /// Ends a sandbox's TTL now, as if it had expired (its commands are killed and its
+    /// next operation raises `SandboxGone`). Returns whether it was alive. Operators use it
+    /// to cut a sandbox short; the contract suite's `expire_sandbox` probe uses it too.
+    #[allow(clippy::must_use_candidate)] // expiring is the point; the answer is optional
+    pub fn expire(&self, sandbox_id: &str) -> bool {
+        let Some(state) = self.sandboxes().get(sandbox_id).cloned() else { return false };
+        let was = state.is_alive();
+        state.expired_early.store(true, Ordering::Release);
+        let _ = state.check_alive();
+        was
+    }
+
     /// The labels recorded with a sandbox.
     #[must_use]
     pub fn labels(&self, sandbox_id: &str) -> Option<BTreeMap<String, String>> {
@@ -168,7 +182,9 @@ impl Default for LocalBackend {
 
 impl State {
     fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::Acquire) && Instant::now() < self.expires
+        self.alive.load(Ordering::Acquire)
+            && !self.expired_early.load(Ordering::Acquire)
+            && Instant::now() < self.expires
     }
 
     fn workspace(&self) -> PathBuf {
@@ -354,6 +370,7 @@ impl Backend for LocalBackend {
                 dir,
                 spec,
                 expires,
+                expired_early: AtomicBool::new(false),
                 alive: AtomicBool::new(true),
                 processes: Mutex::new(HashMap::new()),
                 next_process: AtomicU64::new(0),
