@@ -543,6 +543,8 @@ impl BackendSandbox for LocalSandbox {
         Box::pin(async move {
             let state = Arc::clone(&self.state);
             let was = crate::runtime::unblock(move || Ok(state.destroy())).await?;
+            // A killed sandbox is forgotten; its handles keep their own state.
+            self.backend.sandboxes().remove(&self.state.id);
             Ok(if was { KillOutcome::Killed } else { KillOutcome::AlreadyGone })
         })
     }
