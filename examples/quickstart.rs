@@ -1,22 +1,32 @@
-//! Runs Python code and a shell command in a sandbox with the network denied, and prints
-//! what came back.
+//! Runs Python code and a shell command in a `local://` sandbox (Linux namespaces through
+//! bubblewrap) with the network denied, and prints what came back.
 //!
 //! ```text
-//! cargo run --example quickstart                  # the in-memory fake:// backend
-//! SANDBOXIO_DSN=fake://?seed=7 cargo run --example quickstart
+//! cargo run --example quickstart --features local
 //! ```
 //!
-//! The embedded default is `fake://` until the `local://` namespace backend lands; the
-//! DSN comes from `SANDBOXIO_DSN` when set.
+//! `local://` needs the `bwrap` binary (Debian's `bubblewrap` package) and unprivileged user
+//! namespaces; if either is missing, `create()` says which and how to fix it.
 
 use std::time::Duration;
 
 use sandboxio::{Command, NetworkPolicy, Sandbox};
 
+const PYTHON: &str = r#"
+import platform, socket
+total = sum([1, 2, 3, 4])
+print(f"sum = {total}, computed by Python {platform.python_version()}")
+try:
+    socket.create_connection(("1.1.1.1", 53), 2)
+    print("egress: reached the internet")
+except OSError as e:
+    print(f"egress blocked: {e}")
+"#;
+
 fn main() -> Result<(), sandboxio::Error> {
     // sandboxio needs no particular runtime: any executor can drive it.
     futures_lite::future::block_on(async {
-        let dsn = std::env::var("SANDBOXIO_DSN").unwrap_or_else(|_| "fake://".to_owned());
+        let dsn = std::env::var("SANDBOXIO_DSN").unwrap_or_else(|_| "local://".to_owned());
         let sandbox = Sandbox::builder(&dsn)?
             .network(NetworkPolicy::deny_all()) // required: there is no default policy
             .metadata("example", "quickstart")
@@ -25,16 +35,14 @@ fn main() -> Result<(), sandboxio::Error> {
             .await?;
         println!("sandbox {} on {}:// (isolation: {})", sandbox.id(), sandbox.backend(), sandbox.isolation());
 
-        let cell = sandbox.run_code("total = sum([1, 2, 3, 4])\nprint(f'sum = {total}')").await?;
-        print!("python stdout: {}", cell.stdout_lossy());
-
-        let out = sandbox
-            .run(Command::shell(
-                "echo hello from $HOSTNAME; curl -s https://example.com || echo egress blocked >&2",
-            ))
+        let python = sandbox
+            .run(Command::new("python3").arg("-c").arg(PYTHON).timeout(Duration::from_secs(30)))
             .await?;
-        print!("shell stdout: {}shell stderr: {}", out.stdout_lossy(), out.stderr_lossy());
-        println!("exit status: {}", out.status);
+        print!("python: {}", python.stdout_lossy());
+
+        let shell = sandbox.run(Command::shell("echo hello from $(pwd); id -u; echo to stderr >&2")).await?;
+        print!("shell stdout: {}shell stderr: {}", shell.stdout_lossy(), shell.stderr_lossy());
+        println!("exit status: {}", shell.status);
 
         sandbox.close().await?;
         sandboxio::shutdown(Duration::from_secs(5)).await;

@@ -375,11 +375,38 @@ impl Backend for LocalBackend {
                 processes: Mutex::new(HashMap::new()),
                 next_process: AtomicU64::new(0),
             });
+            if let Err(e) = preflight(&self.inner.bwrap, &state).await {
+                state.destroy();
+                return Err(e);
+            }
             self.sandboxes().insert(id.clone(), Arc::clone(&state));
             start_ttl_timer(&state);
             Ok(Box::new(LocalSandbox { backend: self.clone(), state }) as Box<dyn BackendSandbox>)
         })
     }
+}
+
+/// Starts `true` in the sandbox's namespaces once, so that a host that cannot create them
+/// fails `create()` with a configuration error saying why, not every later command.
+async fn preflight(bwrap: &Path, state: &Arc<State>) -> Result<()> {
+    let cmd = state.bwrap(bwrap, &Command::new("true"))?;
+    let running = process::spawn(cmd, false).map_err(|e| spawn_error(bwrap, e))?;
+    let mut stderr = Vec::new();
+    loop {
+        match running.pieces.pop().await {
+            Piece::End => break,
+            Piece::Output(StreamKind::Stderr, data) => stderr.extend(data),
+            Piece::Output(StreamKind::Stdout, _) => {}
+        }
+    }
+    let status = running.wait().await?;
+    if status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&stderr).trim().to_owned();
+    Err(Error::configuration(format!(
+        "bwrap cannot create the sandbox's namespaces on this host ({said}); if unprivileged user namespaces are disabled, enable them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or use docker://"
+    )))
 }
 
 /// Destroys the sandbox at its expiry, even if no handle is left.
