@@ -187,7 +187,7 @@ pub type BackendFactory = fn(&Dsn) -> Result<Arc<dyn Backend>>;
 /// ships that feature yet.
 const FIRST_PARTY: &[(&str, &str, bool)] = &[
     ("local", "local", true),
-    ("docker", "docker", false),
+    ("docker", "docker", true),
     ("e2b", "e2b", false),
     ("modal", "modal", false),
 ];
@@ -199,6 +199,8 @@ fn registry() -> &'static RwLock<HashMap<String, BackendFactory>> {
         map.insert("fake".into(), crate::testing::FakeBackend::from_dsn);
         #[cfg(feature = "local")]
         map.insert("local".into(), crate::backends::local::LocalBackend::from_dsn);
+        #[cfg(feature = "docker")]
+        map.insert("docker".into(), crate::backends::docker::DockerBackend::from_dsn);
         RwLock::new(map)
     })
 }

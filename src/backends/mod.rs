@@ -3,3 +3,7 @@
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub mod local;
+
+#[cfg(feature = "docker")]
+#[cfg_attr(docsrs, doc(cfg(feature = "docker")))]
+pub mod docker;

@@ -1,0 +1,136 @@
+//! The labels every sandboxio container carries, and who owns it.
+//!
+//! Labels make orphans findable (`docker ps --filter label=io.sandboxio.managed=true`) and
+//! let [`reap`](super::reap) judge them: `expires` says when the TTL ends, `owner` names the
+//! host, process id and process start time of the program that created it, so a dead
+//! owner is told apart from a live one whose pid was reused.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+
+/// Set to `true` on every container sandboxio creates.
+pub const MANAGED: &str = "io.sandboxio.managed";
+/// The creating process's session: `<host>-<pid>-<start>`.
+pub const SESSION: &str = "io.sandboxio.session";
+/// The owner identity, `<host>:<pid>:<start ticks>`.
+pub const OWNER: &str = "io.sandboxio.owner";
+/// When the TTL ends, in Unix seconds.
+pub const EXPIRES: &str = "io.sandboxio.expires";
+/// `true` when the sandbox outlives its owner (until its TTL).
+pub const DETACHED: &str = "io.sandboxio.detached";
+/// The sandboxio version that created it.
+pub const VERSION: &str = "io.sandboxio.version";
+/// The prefix reserved for sandboxio's own labels; user metadata may not use it.
+pub const RESERVED_PREFIX: &str = "io.sandboxio.";
+
+/// This process's identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Owner {
+    pub host: String,
+    pub pid: u32,
+    /// The process start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start: u64,
+}
+
+impl Owner {
+    pub(super) fn current() -> &'static Owner {
+        static OWNER: OnceLock<Owner> = OnceLock::new();
+        OWNER.get_or_init(|| {
+            let pid = std::process::id();
+            Owner { host: hostname(), pid, start: process_start(pid).unwrap_or(0) }
+        })
+    }
+
+    pub(super) fn label(&self) -> String {
+        format!("{}:{}:{}", self.host, self.pid, self.start)
+    }
+
+    pub(super) fn parse(label: &str) -> Option<Owner> {
+        let mut parts = label.rsplitn(3, ':');
+        let start = parts.next()?.parse().ok()?;
+        let pid = parts.next()?.parse().ok()?;
+        let host = parts.next()?.to_owned();
+        Some(Owner { host, pid, start })
+    }
+
+    /// Whether this owner is on this host and no longer running (its pid is gone, or now
+    /// belongs to a process that started at another time). `None` for another host.
+    pub(super) fn is_dead_here(&self) -> Option<bool> {
+        if self.host != hostname() {
+            return None;
+        }
+        Some(process_start(self.pid) != Some(self.start))
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "unknown".into(), |h| h.trim().to_owned())
+}
+
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// Unix seconds.
+pub(super) fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The labels of a new container: sandboxio's, then the user's metadata.
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] when a metadata key uses the reserved `io.sandboxio.` prefix.
+pub(super) fn for_new(metadata: &BTreeMap<String, String>, ttl: Duration, detached: bool) -> Result<HashMap<String, String>> {
+    let owner = Owner::current();
+    let mut labels = HashMap::new();
+    for (k, v) in metadata {
+        if k.starts_with(RESERVED_PREFIX) {
+            return Err(Error::invalid_input(format!(
+                "metadata key {k:?} uses the prefix {RESERVED_PREFIX:?}, which sandboxio reserves for its own labels"
+            )));
+        }
+        labels.insert(k.clone(), v.clone());
+    }
+    labels.insert(MANAGED.into(), "true".into());
+    labels.insert(SESSION.into(), format!("{}-{}-{}", owner.host, owner.pid, owner.start));
+    labels.insert(OWNER.into(), owner.label());
+    labels.insert(EXPIRES.into(), (unix_now() + ttl.as_secs()).to_string());
+    labels.insert(DETACHED.into(), detached.to_string());
+    labels.insert(VERSION.into(), env!("CARGO_PKG_VERSION").into());
+    Ok(labels)
+}
+
+/// The user's metadata out of a container's labels (sandboxio's own removed).
+pub(super) fn metadata_of(labels: &HashMap<String, String>) -> BTreeMap<String, String> {
+    labels.iter().filter(|(k, _)| !k.starts_with(RESERVED_PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_round_trips_and_is_alive() {
+        let me = Owner::current();
+        assert_eq!(Owner::parse(&me.label()).as_ref(), Some(me));
+        assert_eq!(me.is_dead_here(), Some(false));
+        let gone = Owner { pid: u32::MAX - 1, ..me.clone() };
+        assert_eq!(gone.is_dead_here(), Some(true));
+        let elsewhere = Owner { host: "another-host".into(), ..me.clone() };
+        assert_eq!(elsewhere.is_dead_here(), None);
+    }
+
+    #[test]
+    fn reserved_metadata_is_refused() {
+        let mut meta = BTreeMap::new();
+        meta.insert("io.sandboxio.owner".to_owned(), "me".to_owned());
+        assert_eq!(for_new(&meta, Duration::from_secs(1), false).unwrap_err().code(), crate::ErrorCode::InvalidInput);
+    }
+}

@@ -1,0 +1,702 @@
+//! `docker://`: sandboxes as Docker containers, over the Engine API with bollard. Feature
+//! `docker`.
+//!
+//! # DSN
+//!
+//! - `docker://` — the engine at `DOCKER_HOST` (`unix:///path` or `tcp://host:port`), else
+//!   the socket `/var/run/docker.sock`;
+//! - `docker:///path/to/docker.sock` — an explicit socket; `docker://host:2375` — plain TCP;
+//! - options: `image=<name:tag>` (default [`DEFAULT_IMAGE`]; the builder's `.image()` wins),
+//!   `runtime=runsc` (gVisor; reports [`IsolationTier::UserspaceKernel`]), `user=<name|uid>`
+//!   (default: the image's configured user).
+//!
+//! Building a backend does no I/O and starts no thread; the first `create`, `connect` or
+//! `reap` connects (bounded by [`CONNECT_TIMEOUT`]) and negotiates the API version.
+//!
+//! # What a sandbox is
+//!
+//! One container, never pulled: the image must already be in the engine (a missing one is
+//! [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), naming it). PID 1 is
+//! `sleep <ttl>` under Docker's init with auto-remove, so the container ends itself at its
+//! TTL even with no client left. An owned sandbox also holds a *dead-man exec* whose stdin
+//! is a connection of this process: when the process dies, even by `SIGKILL`, the engine
+//! closes that stdin and the dead-man stops PID 1, so the container is removed within
+//! seconds. Every container carries the [`labels`] (`io.sandboxio.*` plus the user's
+//! metadata) that [`DockerBackend::reap`] reads.
+//!
+//! Hardening, always: every Linux capability dropped, `no-new-privileges`, a pids limit
+//! ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one), the image's non-root user when it
+//! has one, and no network (`network_mode: none`, loopback only) unless the policy is
+//! allow-all. Secrets from `secret_env` are passed to each exec, never stored in the
+//! container's configuration (`docker inspect` does not show them).
+//!
+//! Commands: see the `exec` module notes in the adapter guide; a timeout or a cancel kills
+//! the command's whole process group. Files: the engine's archive API, or an exec where it
+//! cannot reach. Image requirements: a POSIX `sh`, `setsid`, `kill`, `sleep`, `cat`,
+//! `mkdir`, `rm` and a writable `/tmp` (busybox or any Debian image has them).
+//!
+//! Declared capabilities: `RUN`, `STREAM`, `STDIN`, `FILESYSTEM`, `NETWORK_DENY`, the three
+//! limits, `CONNECT` and `DETACH`; not declared: code cells and allowlists.
+
+mod client;
+mod exec;
+mod fs;
+pub mod labels;
+mod reap;
+mod rt;
+mod stream;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
+
+use crate::backend::{
+    Backend, BackendExecStream, BackendOption, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
+};
+use crate::dsn::Dsn;
+use crate::error::{Error, Result};
+use crate::exec::{Command, ExecResult};
+use crate::fs::DirEntry;
+use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
+use crate::secret::SecretString;
+
+pub use client::CONNECT_TIMEOUT;
+use client::{Endpoint, provider, sandbox_error};
+pub use reap::{ReapOptions, ReapReport};
+
+const SCHEME: &str = "docker";
+
+/// The image used when neither the DSN nor the builder names one: the busybox image that
+/// `scripts/build-images` builds.
+pub const DEFAULT_IMAGE: &str = "sandboxio/busybox:1";
+
+/// The pids limit applied when the caller sets none: 1024 processes.
+pub const DEFAULT_PIDS_LIMIT: u32 = 1024;
+
+/// What `docker://` sandboxes can do.
+pub const CAPABILITIES: Capabilities = Capabilities::RUN
+    .union(Capabilities::STREAM)
+    .union(Capabilities::STDIN)
+    .union(Capabilities::FILESYSTEM)
+    .union(Capabilities::NETWORK_DENY)
+    .union(Capabilities::LIMIT_MEMORY)
+    .union(Capabilities::LIMIT_CPU)
+    .union(Capabilities::LIMIT_PIDS)
+    .union(Capabilities::CONNECT)
+    .union(Capabilities::DETACH);
+
+/// The name prefix of a detached sandbox's container: labels cannot change after creation,
+/// so [`BackendSandbox::detach`] renames the container to mark it.
+const DETACHED_NAME_PREFIX: &str = "sandboxio-detached-";
+
+/// The dead-man exec: records its pid, says it is ready, waits for end-of-file on stdin
+/// (which comes when the owner's connection closes) and then stops PID 1.
+const DEADMAN: &str = r#"mkdir -p /tmp/.sandboxio 2>/dev/null; chmod 1777 /tmp/.sandboxio 2>/dev/null
+echo $$ > /tmp/.sandboxio/deadman && echo ready || exit 1
+while read -r _; do :; done
+kill -TERM 1"#;
+
+/// The `docker://` backend. Cheap to clone; clones share one engine connection.
+#[derive(Debug, Clone)]
+pub struct DockerBackend {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    endpoint: Endpoint,
+    image: String,
+    runtime: Option<String>,
+    user: Option<String>,
+    audit: crate::AuditConfig,
+    client: tokio::sync::OnceCell<Docker>,
+}
+
+impl DockerBackend {
+    /// A backend for the engine at `DOCKER_HOST`, else `/var/run/docker.sock`, creating
+    /// sandboxes from [`DEFAULT_IMAGE`]. Does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) when `DOCKER_HOST` is
+    /// set to something other than `unix://` or `tcp://`.
+    pub fn from_env() -> Result<Self> {
+        Ok(Self::with_endpoint(Endpoint::from_env()?))
+    }
+
+    /// A backend for the engine listening on the unix socket `path`. Does no I/O.
+    #[must_use]
+    pub fn with_socket(path: impl Into<String>) -> Self {
+        Self::with_endpoint(Endpoint::Socket(path.into()))
+    }
+
+    fn with_endpoint(endpoint: Endpoint) -> Self {
+        DockerBackend {
+            inner: Arc::new(Inner {
+                endpoint,
+                image: DEFAULT_IMAGE.to_owned(),
+                runtime: None,
+                user: None,
+                audit: crate::AuditConfig::new(),
+                client: tokio::sync::OnceCell::new(),
+            }),
+        }
+    }
+
+    fn rebuild(&self, f: impl FnOnce(&mut Inner)) -> Self {
+        let mut inner = Inner {
+            endpoint: self.inner.endpoint.clone(),
+            image: self.inner.image.clone(),
+            runtime: self.inner.runtime.clone(),
+            user: self.inner.user.clone(),
+            audit: self.inner.audit.clone(),
+            client: tokio::sync::OnceCell::new(),
+        };
+        f(&mut inner);
+        DockerBackend { inner: Arc::new(inner) }
+    }
+
+    /// The same backend creating sandboxes from `image` by default.
+    #[must_use]
+    pub fn with_image(self, image: impl Into<String>) -> Self {
+        let image = image.into();
+        self.rebuild(|i| i.image = image)
+    }
+
+    /// The same backend running containers under the OCI runtime `runtime` (for example
+    /// `runsc`, gVisor, registered in the engine's `daemon.json`).
+    #[must_use]
+    pub fn with_runtime(self, runtime: impl Into<String>) -> Self {
+        let runtime = runtime.into();
+        self.rebuild(|i| i.runtime = Some(runtime))
+    }
+
+    /// The same backend running every process as `user` (a name or uid in the image).
+    #[must_use]
+    pub fn with_user(self, user: impl Into<String>) -> Self {
+        let user = user.into();
+        self.rebuild(|i| i.user = Some(user))
+    }
+
+    /// The same backend writing every sandbox's audit records to `audit` as well.
+    #[must_use]
+    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+        self.rebuild(|i| i.audit = audit)
+    }
+
+    /// The image sandboxes are created from when the builder names none.
+    #[must_use]
+    pub fn image(&self) -> &str {
+        &self.inner.image
+    }
+
+    /// The [`BackendFactory`](crate::dsn::BackendFactory) of `docker://`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) for an unknown option,
+    /// a bad `DOCKER_HOST`, or a runtime other than `runc`/`runsc`.
+    pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
+        dsn.reject_unknown_options(&["image", "runtime", "user"])?;
+        let mut backend = if !dsn.path().is_empty() && dsn.path() != "/" {
+            if !dsn.authority().is_empty() {
+                return Err(Error::configuration("docker:// takes a socket path or a host:port, not both"));
+            }
+            DockerBackend::with_socket(dsn.path())
+        } else if !dsn.authority().is_empty() {
+            DockerBackend::with_endpoint(Endpoint::Tcp(dsn.authority().to_owned()))
+        } else {
+            DockerBackend::from_env()?
+        };
+        if let Some(image) = dsn.option("image") {
+            backend = backend.with_image(image);
+        }
+        match dsn.option("runtime") {
+            None | Some("runc") => {}
+            Some("runsc") => backend = backend.with_runtime("runsc"),
+            Some(_) => return Err(Error::configuration("docker:// option `runtime` must be runc or runsc")),
+        }
+        if let Some(user) = dsn.option("user") {
+            backend = backend.with_user(user);
+        }
+        Ok(Arc::new(backend))
+    }
+
+    /// The engine client, connected on first use.
+    async fn client(inner: &Arc<Inner>) -> Result<Docker> {
+        inner.client.get_or_try_init(|| client::connect(&inner.endpoint)).await.cloned()
+    }
+
+    /// Lists sandboxio's containers on this engine and removes those past their TTL, and,
+    /// with [`ReapOptions::owner_dead`], the owned ones whose owner process on this host is
+    /// gone. Detached sandboxes and other hosts' sandboxes are only removed at expiry.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Connect`](crate::ErrorCode::Connect) when the engine does not answer;
+    /// [`ErrorCode::Provider`](crate::ErrorCode::Provider) when listing fails. A container
+    /// that vanishes while being removed is not an error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops the sweep between removals; a removal already sent
+    /// completes on the engine.
+    pub async fn reap(&self, options: ReapOptions) -> Result<ReapReport> {
+        let inner = Arc::clone(&self.inner);
+        rt::spawn(async move { reap::reap(&Self::client(&inner).await?, options).await }).await
+    }
+
+    /// [`DockerBackend::reap`] for synchronous callers (blocks the calling thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::reap`].
+    pub fn reap_blocking(&self, options: ReapOptions) -> Result<ReapReport> {
+        futures_lite::future::block_on(self.reap(options))
+    }
+}
+
+/// One sandbox's state, shared by its handle and its in-flight operations.
+pub(crate) struct Shared {
+    docker: Docker,
+    id: String,
+    user: Option<String>,
+    workdir: String,
+    secret_env: Vec<(String, SecretString)>,
+    network: Option<NetworkPolicy>,
+    metadata: BTreeMap<String, String>,
+    killed: AtomicBool,
+    next_key: AtomicU64,
+    /// Numeric `(uid, gid)` of `user`, for the owners of archive entries; resolved once.
+    ids: tokio::sync::OnceCell<(u64, u64)>,
+    /// Dropping it releases the dead-man's stdin (which stops the container).
+    deadman: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerSandbox")
+            .field("id", &self.id)
+            .field("user", &self.user)
+            .field("workdir", &self.workdir)
+            .field("metadata", &self.metadata)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    fn next_key(&self) -> String {
+        let n = self.next_key.fetch_add(1, Ordering::Relaxed);
+        format!("x{}-{n}", std::process::id())
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        if self.killed.load(Ordering::Acquire) {
+            return Err(Error::SandboxGone { id: self.id.clone(), message: "it was killed".into() });
+        }
+        Ok(())
+    }
+}
+
+/// Removes a container whose creation did not reach the caller (failed, timed out, or the
+/// caller went away), unless claimed.
+struct RemoveOnDrop {
+    docker: Docker,
+    id: Option<String>,
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let docker = self.docker.clone();
+            rt::detach(async move {
+                let _ = docker.remove_container(&id, Some(force_remove())).await;
+            });
+        }
+    }
+}
+
+fn force_remove() -> RemoveContainerOptions {
+    RemoveContainerOptions { force: true, v: true, link: false }
+}
+
+/// A created sandbox travelling back to the caller: removed if it never arrives.
+struct Created {
+    shared: Option<Arc<Shared>>,
+    guard: RemoveOnDrop,
+}
+
+impl Created {
+    fn claim(mut self) -> Arc<Shared> {
+        self.guard.id = None;
+        self.shared.take().expect("claimed once")
+    }
+}
+
+impl Backend for DockerBackend {
+    fn scheme(&self) -> &str {
+        SCHEME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn isolation(&self) -> IsolationTier {
+        match self.inner.runtime.as_deref() {
+            Some("runsc") => IsolationTier::UserspaceKernel,
+            _ => IsolationTier::Container,
+        }
+    }
+
+    fn supports_option(&self, option: BackendOption) -> bool {
+        option == BackendOption::Image
+    }
+
+    fn audit(&self) -> crate::AuditConfig {
+        self.inner.audit.clone()
+    }
+
+    fn create(&self, spec: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            let timeout = spec.create_timeout;
+            let task = rt::spawn(async move {
+                match tokio::time::timeout(timeout, create(inner, spec)).await {
+                    Ok(created) => created,
+                    // The guard inside the dropped future removes what was created.
+                    Err(_) => Err(Error::CreateTimeout { timeout }),
+                }
+            });
+            let shared = task.await?.claim();
+            Ok(Box::new(DockerSandbox { shared }) as Box<dyn BackendSandbox>)
+        })
+    }
+
+    fn connect(&self, id: &str) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+        let (inner, id) = (Arc::clone(&self.inner), id.to_owned());
+        Box::pin(async move {
+            let shared = rt::spawn(connect(inner, id)).await?;
+            Ok(Box::new(DockerSandbox { shared }) as Box<dyn BackendSandbox>)
+        })
+    }
+}
+
+async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
+    let docker = DockerBackend::client(&inner).await?;
+    let image = spec.image.clone().unwrap_or_else(|| inner.image.clone());
+    let inspected = docker.inspect_image(&image).await.map_err(|e| match client::status(&e) {
+        Some(404) => Error::Configuration {
+            message: format!(
+                "image {image:?} is not in the Docker engine (sandboxio never pulls); build it (scripts/build-images builds sandboxio's) or load it first"
+            ),
+            source: Some(Box::new(e)),
+        },
+        _ => provider("inspecting the image", e),
+    })?;
+    let image_config = inspected.config.unwrap_or_default();
+    let user = inner.user.clone().or_else(|| image_config.user.filter(|u| !u.is_empty()));
+    let workdir = image_config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned());
+    let labels = labels::for_new(&spec.metadata, spec.ttl, spec.detached)?;
+    let network_mode = match &spec.network {
+        NetworkPolicy::DenyAll => "none",
+        NetworkPolicy::AllowAll => "bridge",
+        _ => return Err(Error::missing_capability(SCHEME, Capabilities::NETWORK_ALLOWLIST)),
+    };
+    let limits = &spec.limits;
+    let memory = limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
+    let host_config = HostConfig {
+        init: Some(true),
+        auto_remove: Some(true),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        pids_limit: Some(i64::from(limits.pids.unwrap_or(DEFAULT_PIDS_LIMIT))),
+        memory,
+        memory_swap: memory,
+        nano_cpus: limits.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
+        network_mode: Some(network_mode.into()),
+        runtime: inner.runtime.clone(),
+        ..Default::default()
+    };
+    let ttl_secs = spec.ttl.as_secs().max(1).to_string();
+    let body = ContainerCreateBody {
+        image: Some(image.clone()),
+        cmd: Some(vec![
+            "sh".into(),
+            "-c".into(),
+            r#"SANDBOXIO_ROLE=ttl exec sleep "$1""#.into(),
+            "sandboxio-ttl".into(),
+            ttl_secs,
+        ]),
+        entrypoint: Some(Vec::new()),
+        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        user: user.clone(),
+        working_dir: Some(workdir.clone()),
+        labels: Some(labels),
+        tty: Some(false),
+        host_config: Some(host_config),
+        ..Default::default()
+    };
+    let name = format!("sandboxio-{}", unique_suffix());
+    let made = docker
+        .create_container(Some(CreateContainerOptions { name: Some(name), platform: String::new() }), body)
+        .await
+        .map_err(|e| provider("creating the container", e))?;
+    let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
+    docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
+    let shared = Arc::new(Shared {
+        docker,
+        id: made.id,
+        user,
+        workdir,
+        secret_env: spec.secret_env.clone(),
+        network: Some(spec.network.clone()),
+        metadata: spec.metadata.clone(),
+        killed: AtomicBool::new(false),
+        next_key: AtomicU64::new(0),
+        ids: tokio::sync::OnceCell::new(),
+        deadman: Mutex::new(None),
+    });
+    if spec.detached {
+        let (code, _, stderr) = exec::run_raw(&shared, &["sh", "-c", "mkdir -p /tmp/.sandboxio && chmod 1777 /tmp/.sandboxio"]).await?;
+        if code != 0 {
+            return Err(setup_failed(&image, &stderr));
+        }
+        shared.docker.rename_container(&shared.id, bollard::query_parameters::RenameContainerOptions {
+            name: format!("{DETACHED_NAME_PREFIX}{}", unique_suffix()),
+        })
+        .await
+        .map_err(|e| provider("marking the container detached", e))?;
+    } else {
+        start_deadman(&shared, &image).await?;
+    }
+    Ok(Created { shared: Some(shared), guard })
+}
+
+fn setup_failed(image: &str, stderr: &[u8]) -> Error {
+    Error::configuration(format!(
+        "image {image:?} cannot host a sandbox: it needs sh, sleep, setsid, kill and a writable /tmp ({})",
+        String::from_utf8_lossy(stderr).trim()
+    ))
+}
+
+/// Starts the dead-man exec and waits until it is armed.
+async fn start_deadman(shared: &Arc<Shared>, image: &str) -> Result<()> {
+    use futures_lite::StreamExt as _;
+    let exec::Launched { mut output, input, .. } = exec::start_raw(
+        shared,
+        vec!["sh".into(), "-c".into(), DEADMAN.into(), "sandboxio-deadman".into()],
+        vec!["SANDBOXIO_ROLE=deadman".into()],
+        true,
+    )
+    .await?;
+    let mut said = Vec::new();
+    while !said.ends_with(b"ready\n") {
+        match output.next().await {
+            Some(Ok(bollard::container::LogOutput::StdOut { message })) => said.extend_from_slice(&message),
+            Some(Ok(bollard::container::LogOutput::StdErr { message })) => said.extend_from_slice(&message),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(sandbox_error(&shared.id, "starting the dead-man exec", e)),
+            None => return Err(setup_failed(image, &said)),
+        }
+    }
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        // Holding `input` keeps the dead-man's stdin open; it ends when released (or when
+        // every handle is gone), or when the dead-man exits (detach killed it).
+        let _input = input;
+        let drained = async { while output.next().await.is_some() {} };
+        tokio::select! {
+            _ = released => {}
+            () = drained => {}
+        }
+    });
+    *shared.deadman.lock().unwrap_or_else(PoisonError::into_inner) = Some(release);
+    Ok(())
+}
+
+async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
+    let docker = DockerBackend::client(&inner).await?;
+    let inspected = docker.inspect_container(&id, None).await.map_err(|e| match client::status(&e) {
+        Some(404) => Error::Connect { backend: SCHEME.into(), message: format!("no sandbox {id}"), source: Some(Box::new(e)) },
+        _ => provider("inspecting the container", e),
+    })?;
+    let config = inspected.config.unwrap_or_default();
+    let labels = config.labels.unwrap_or_default();
+    if labels.get(labels::MANAGED).map(String::as_str) != Some("true") {
+        return Err(Error::connect(SCHEME, format!("container {id} is not a sandboxio sandbox")));
+    }
+    if inspected.state.and_then(|s| s.running) != Some(true) {
+        return Err(Error::SandboxGone { id, message: "its container is not running".into() });
+    }
+    let network = inspected.host_config.and_then(|h| h.network_mode).map(|mode| {
+        if mode == "none" { NetworkPolicy::DenyAll } else { NetworkPolicy::AllowAll }
+    });
+    Ok(Arc::new(Shared {
+        docker,
+        id: inspected.id.unwrap_or(id),
+        user: config.user.filter(|u| !u.is_empty()),
+        workdir: config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned()),
+        secret_env: Vec::new(),
+        network,
+        metadata: labels::metadata_of(&labels),
+        killed: AtomicBool::new(false),
+        next_key: AtomicU64::new(0),
+        ids: tokio::sync::OnceCell::new(),
+        deadman: Mutex::new(None),
+    }))
+}
+
+/// 16 hex digits, different per call and per process.
+fn unique_suffix() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(NEXT.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
+/// One Docker sandbox handle.
+#[derive(Debug)]
+struct DockerSandbox {
+    shared: Arc<Shared>,
+}
+
+impl DockerSandbox {
+    fn on_rt<T, F>(&self, work: impl FnOnce(Arc<Shared>) -> F) -> BoxFuture<'_, Result<T>>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T>> + Send + 'static,
+    {
+        let task = rt::spawn(work(Arc::clone(&self.shared)));
+        Box::pin(task)
+    }
+}
+
+impl BackendSandbox for DockerSandbox {
+    fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn network_policy(&self) -> Option<NetworkPolicy> {
+        self.shared.network.clone()
+    }
+
+    fn metadata(&self) -> BTreeMap<String, String> {
+        self.shared.metadata.clone()
+    }
+
+    fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
+        self.on_rt(move |shared| exec::run(shared, command))
+    }
+
+    fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
+        self.shared.check_alive()?;
+        Ok(Box::new(stream::DockerExecStream::start(&self.shared, command)))
+    }
+
+    fn read(&self, path: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
+        let path = path.to_owned();
+        self.on_rt(move |shared| async move { fs::read(&shared, &path).await })
+    }
+
+    fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
+        let path = path.to_owned();
+        self.on_rt(move |shared| async move { fs::write(&shared, &path, data, mode).await })
+    }
+
+    fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
+        let path = path.to_owned();
+        self.on_rt(move |shared| async move { fs::list(&shared, &path).await })
+    }
+
+    fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
+        let path = path.to_owned();
+        self.on_rt(move |shared| async move { fs::mkdir(&shared, &path).await })
+    }
+
+    fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
+        let path = path.to_owned();
+        self.on_rt(move |shared| async move { fs::remove(&shared, &path, recursive).await })
+    }
+
+    fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
+        // A kill must finish even if its caller goes away: detach it from the future.
+        let shared = Arc::clone(&self.shared);
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        rt::detach(async move {
+            let result = kill(&shared).await;
+            let _ = done.send(result);
+        });
+        Box::pin(async move {
+            outcome.await.unwrap_or_else(|_| {
+                Err(Error::provider(SCHEME, "the kill task ended early", std::io::Error::other("dropped")))
+            })
+        })
+    }
+
+    fn detach(&self) -> BoxFuture<'_, Result<()>> {
+        self.on_rt(move |shared| async move {
+            shared.check_alive()?;
+            // Stop the dead-man first: releasing its stdin while it runs would stop PID 1.
+            let (code, _, stderr) =
+                exec::run_raw(&shared, &["sh", "-c", r#"kill -KILL "$(cat /tmp/.sandboxio/deadman)""#]).await?;
+            if code != 0 {
+                return Err(Error::provider(
+                    SCHEME,
+                    "cannot stop the dead-man exec",
+                    std::io::Error::other(String::from_utf8_lossy(&stderr).into_owned()),
+                ));
+            }
+            drop(shared.deadman.lock().unwrap_or_else(PoisonError::into_inner).take());
+            shared
+                .docker
+                .rename_container(&shared.id, bollard::query_parameters::RenameContainerOptions {
+                    name: format!("{DETACHED_NAME_PREFIX}{}", unique_suffix()),
+                })
+                .await
+                .map_err(|e| sandbox_error(&shared.id, "marking the container detached", e))
+        })
+    }
+}
+
+async fn kill(shared: &Shared) -> Result<KillOutcome> {
+    let was = !shared.killed.swap(true, Ordering::AcqRel);
+    let removed = shared.docker.remove_container(&shared.id, Some(force_remove())).await;
+    // The container is gone either way; the dead-man's stdin is no longer needed.
+    drop(shared.deadman.lock().unwrap_or_else(PoisonError::into_inner).take());
+    match removed {
+        Ok(()) if was => Ok(KillOutcome::Killed),
+        Ok(()) => Ok(KillOutcome::AlreadyGone),
+        // Gone already, or being removed by auto-remove at its TTL.
+        Err(e) if matches!(client::status(&e), Some(404 | 409)) => Ok(KillOutcome::AlreadyGone),
+        Err(e) => {
+            shared.killed.store(!was, Ordering::Release);
+            Err(provider("removing the container", e))
+        }
+    }
+}
+
+/// The labels of a container, for tests and operators.
+///
+/// # Errors
+///
+/// As [`DockerBackend::reap`].
+pub async fn container_labels(backend: &DockerBackend, id: &str) -> Result<HashMap<String, String>> {
+    let (inner, id) = (Arc::clone(&backend.inner), id.to_owned());
+    rt::spawn(async move {
+        let docker = DockerBackend::client(&inner).await?;
+        let inspected = docker.inspect_container(&id, None).await.map_err(|e| sandbox_error(&id, "inspecting", e))?;
+        Ok(inspected.config.and_then(|c| c.labels).unwrap_or_default())
+    })
+    .await
+}

@@ -1,0 +1,77 @@
+//! The sweep: find sandboxio's containers by label and remove the ones nobody should keep.
+
+use std::collections::HashMap;
+
+use bollard::Docker;
+use bollard::query_parameters::ListContainersOptions;
+
+use crate::error::Result;
+
+use super::client::{provider, status};
+use super::labels::{self, Owner};
+
+/// What [`DockerBackend::reap`](super::DockerBackend::reap) removes besides expired
+/// sandboxes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReapOptions {
+    /// Also remove owned (not detached) sandboxes whose owner process on this host is
+    /// gone. Judged by the owner's pid *and* start time, so a running test process never
+    /// loses its sandboxes to a parallel one's sweep. Default: `false`.
+    pub owner_dead: bool,
+}
+
+impl ReapOptions {
+    /// Expired sandboxes only.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also the owned sandboxes of dead owner processes on this host.
+    #[must_use]
+    pub fn owner_dead(mut self, yes: bool) -> Self {
+        self.owner_dead = yes;
+        self
+    }
+}
+
+/// What a sweep found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReapReport {
+    /// Ids of the containers removed.
+    pub removed: Vec<String>,
+    /// How many sandboxio containers were left in place.
+    pub kept: usize,
+}
+
+pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapReport> {
+    let filters = HashMap::from([("label".to_owned(), vec![format!("{}=true", labels::MANAGED)])]);
+    let listed = docker
+        .list_containers(Some(ListContainersOptions { all: true, filters: Some(filters), ..Default::default() }))
+        .await
+        .map_err(|e| provider("listing sandboxio containers", e))?;
+    let now = labels::unix_now();
+    let mut report = ReapReport::default();
+    for container in listed {
+        let Some(id) = container.id else { continue };
+        let tags = container.labels.unwrap_or_default();
+        let expired = tags.get(labels::EXPIRES).and_then(|e| e.parse::<u64>().ok()).is_none_or(|at| at <= now);
+        let detached = tags.get(labels::DETACHED).is_some_and(|d| d == "true")
+            || container.names.unwrap_or_default().iter().any(|n| n.trim_start_matches('/').starts_with(super::DETACHED_NAME_PREFIX));
+        let orphaned = options.owner_dead
+            && !detached
+            && tags.get(labels::OWNER).and_then(|o| Owner::parse(o)).and_then(|o| o.is_dead_here()) == Some(true);
+        if !(expired || orphaned) {
+            report.kept += 1;
+            continue;
+        }
+        match docker.remove_container(&id, Some(super::force_remove())).await {
+            Ok(()) => report.removed.push(id),
+            Err(e) if matches!(status(&e), Some(404 | 409)) => {}
+            Err(e) => return Err(provider("removing a container", e)),
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,217 @@
+//! A streamed Docker exec: a pump task on the Docker runtime reads the exec's frames into a
+//! bounded channel (so a slow consumer slows the command, and memory stays bounded), and a
+//! writer task feeds its stdin. Dropping the stream aborts the pump, whose guard kills the
+//! command's process group.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bollard::container::LogOutput;
+use futures_lite::StreamExt as _;
+use tokio::io::AsyncWriteExt as _;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::backend::{BackendExecStream, BoxFuture};
+use crate::error::{Error, Result};
+use crate::exec::{Command, ExecResult, OutputChunk, StreamKind};
+
+use super::Shared;
+use super::client::sandbox_error;
+use super::exec::{self, KillOnDrop, Launched};
+use super::rt;
+
+/// Chunks buffered between the engine and a consumer that has not polled yet.
+const CHANNEL_CHUNKS: usize = 32;
+
+enum StdinOp {
+    Data(Vec<u8>, oneshot::Sender<Result<()>>),
+    Close(oneshot::Sender<Result<()>>),
+}
+
+pub(super) struct DockerExecStream {
+    shared: Arc<Shared>,
+    key: String,
+    chunks: mpsc::Receiver<Result<OutputChunk>>,
+    stdin: mpsc::Sender<StdinOp>,
+    exit: Option<oneshot::Receiver<Result<i64>>>,
+    pump: Option<rt::Task<()>>,
+    ended: bool,
+    started: Instant,
+    done: Option<ExecResult>,
+}
+
+impl std::fmt::Debug for DockerExecStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerExecStream").field("key", &self.key).field("ended", &self.ended).finish_non_exhaustive()
+    }
+}
+
+impl DockerExecStream {
+    pub(super) fn start(shared: &Arc<Shared>, command: Command) -> Self {
+        let guard = KillOnDrop::new(shared);
+        let key = guard.key().to_owned();
+        let (chunk_tx, chunks) = mpsc::channel(CHANNEL_CHUNKS);
+        let (stdin, stdin_rx) = mpsc::channel(4);
+        let (exit_tx, exit) = oneshot::channel();
+        let pump = rt::spawn(pump(Arc::clone(shared), command, guard, chunk_tx, stdin_rx, exit_tx));
+        DockerExecStream {
+            shared: Arc::clone(shared),
+            key,
+            chunks,
+            stdin,
+            exit: Some(exit),
+            pump: Some(pump),
+            ended: false,
+            started: Instant::now(),
+            done: None,
+        }
+    }
+
+    async fn stdin_op(&mut self, op: impl FnOnce(oneshot::Sender<Result<()>>) -> StdinOp) -> Result<()> {
+        let (ack, acked) = oneshot::channel();
+        let ended = || Error::provider(super::SCHEME, "the process has ended", std::io::Error::other("ended"));
+        self.stdin.send(op(ack)).await.map_err(|_| ended())?;
+        acked.await.map_err(|_| ended())?
+    }
+}
+
+async fn pump(
+    shared: Arc<Shared>,
+    command: Command,
+    mut guard: KillOnDrop,
+    chunks: mpsc::Sender<Result<OutputChunk>>,
+    mut stdin_rx: mpsc::Receiver<StdinOp>,
+    exit: oneshot::Sender<Result<i64>>,
+) -> Result<()> {
+    let Launched { exec_id, mut output, mut input } = match exec::launch(&shared, &mut guard, &command, true).await {
+        Ok(launched) => launched,
+        Err(e) => {
+            guard.disarm();
+            let _ = chunks.send(Err(e)).await;
+            return Ok(());
+        }
+    };
+    let writer = tokio::spawn(async move {
+        while let Some(op) = stdin_rx.recv().await {
+            match op {
+                StdinOp::Data(data, ack) => {
+                    let wrote = input.write_all(&data).await.and(input.flush().await);
+                    let _ = ack.send(wrote.map_err(|e| Error::provider(super::SCHEME, "writing stdin", e)));
+                }
+                StdinOp::Close(ack) => {
+                    let _ = input.shutdown().await;
+                    let _ = ack.send(Ok(()));
+                    // Keep the write half open-but-shut until the exec ends.
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    });
+    let deadline = command.timeout_duration();
+    let read = async {
+        while let Some(frame) = output.next().await {
+            let chunk = match frame {
+                Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
+                    Ok(OutputChunk { stream: StreamKind::Stdout, data: message.to_vec() })
+                }
+                Ok(LogOutput::StdErr { message }) => Ok(OutputChunk { stream: StreamKind::Stderr, data: message.to_vec() }),
+                Ok(LogOutput::StdIn { .. }) => continue,
+                Err(e) => Err(sandbox_error(&shared.id, "reading the command's output", e)),
+            };
+            let failed = chunk.is_err();
+            if chunks.send(chunk).await.is_err() || failed {
+                return false; // the consumer is gone, or the read failed: the guard kills
+            }
+        }
+        true
+    };
+    let finished = match deadline {
+        Some(limit) => tokio::time::timeout(limit, read).await.ok(),
+        None => Some(read.await),
+    };
+    writer.abort();
+    match finished {
+        None => {
+            let _ = exec::kill_group(&shared, guard.key()).await;
+            guard.disarm();
+            let partial = ExecResult::new(137, "", "");
+            let timeout = deadline.unwrap_or_default();
+            let _ = chunks.send(Err(Error::ExecutionTimeout { timeout, partial: Box::new(partial) })).await;
+        }
+        Some(false) => {}
+        Some(true) => {
+            let code = exec::exit_code(&shared, &exec_id).await;
+            guard.disarm();
+            let _ = exit.send(code);
+        }
+    }
+    Ok(())
+}
+
+impl BackendExecStream for DockerExecStream {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match self.chunks.poll_recv(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                self.ended = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                self.ended = true;
+                Poll::Ready(None)
+            }
+            other => other,
+        }
+    }
+
+    fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        let data = data.to_vec();
+        Box::pin(self.stdin_op(move |ack| StdinOp::Data(data, ack)))
+    }
+
+    fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.stdin_op(StdinOp::Close))
+    }
+
+    fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
+        Box::pin(async move {
+            if let Some(done) = &self.done {
+                return Ok(done.clone());
+            }
+            while !self.ended {
+                if let Some(Err(e)) = std::future::poll_fn(|cx| self.poll_chunk(cx)).await {
+                    return Err(e);
+                }
+            }
+            let Some(exit) = self.exit.take() else {
+                return Err(Error::provider(super::SCHEME, "the process was terminated", std::io::Error::other("terminated")));
+            };
+            let code = exit.await.map_err(|_| {
+                Error::provider(super::SCHEME, "the process was terminated", std::io::Error::other("terminated"))
+            })??;
+            self.shared.check_alive()?;
+            let result = ExecResult::new(i32::try_from(code).unwrap_or(-1), "", "").with_duration(self.started.elapsed());
+            self.done = Some(result.clone());
+            Ok(result)
+        })
+    }
+
+    fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            self.ended = true;
+            self.exit = None;
+            // Drop the pump (its guard would kill too), and kill now so that the call
+            // returns once the process tree is gone.
+            drop(self.pump.take());
+            let (shared, key) = (Arc::clone(&self.shared), self.key.clone());
+            let killed = rt::spawn(async move { exec::kill_group(&shared, &key).await });
+            match tokio::time::timeout(Duration::from_secs(30), killed).await {
+                Ok(result) => result,
+                Err(_) => Ok(()),
+            }
+        })
+    }
+}
