@@ -227,7 +227,7 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
                 Some(UploadToContainerOptions {
                     path: parent.clone(),
                     no_overwrite_dir_non_dir: Some("true".into()),
-                    copy_uidgid: Some("true".into()),
+                    copy_uidgid: None,
                 }),
                 bollard::body_full(body.clone()),
             )
