@@ -3,7 +3,11 @@
 //!
 //! ```text
 //! cargo run --example quickstart --features local
+//! cargo run --example quickstart --features docker -- 'docker://?image=sandboxio/python:1'
 //! ```
+//!
+//! The DSN comes from the first argument, else `SANDBOXIO_DSN`, else `local://`. The Docker
+//! image must be in the engine already: `scripts/build-images python` builds it.
 //!
 //! `local://` needs the `bwrap` binary (Debian's `bubblewrap` package) and unprivileged user
 //! namespaces; if either is missing, `create()` says which and how to fix it.
@@ -26,7 +30,10 @@ except OSError as e:
 fn main() -> Result<(), sandboxio::Error> {
     // sandboxio needs no particular runtime: any executor can drive it.
     futures_lite::future::block_on(async {
-        let dsn = std::env::var("SANDBOXIO_DSN").unwrap_or_else(|_| "local://".to_owned());
+        let dsn = std::env::args()
+            .nth(1)
+            .or_else(|| std::env::var("SANDBOXIO_DSN").ok())
+            .unwrap_or_else(|| "local://".to_owned());
         let sandbox = Sandbox::builder(&dsn)?
             .network(NetworkPolicy::deny_all()) // required: there is no default policy
             .metadata("example", "quickstart")

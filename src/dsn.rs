@@ -185,12 +185,8 @@ pub type BackendFactory = fn(&Dsn) -> Result<Arc<dyn Backend>>;
 
 /// Schemes of first-party backends, the Cargo feature each needs, and whether this version
 /// ships that feature yet.
-const FIRST_PARTY: &[(&str, &str, bool)] = &[
-    ("local", "local", true),
-    ("docker", "docker", true),
-    ("e2b", "e2b", false),
-    ("modal", "modal", false),
-];
+const FIRST_PARTY: &[(&str, &str, bool)] =
+    &[("local", "local", true), ("docker", "docker", true), ("e2b", "e2b", false), ("modal", "modal", false)];
 
 fn registry() -> &'static RwLock<HashMap<String, BackendFactory>> {
     static REGISTRY: OnceLock<RwLock<HashMap<String, BackendFactory>>> = OnceLock::new();

@@ -120,7 +120,10 @@ async fn docker__hardened_by_default() {
     assert!(inspect.contains("\"NetworkMode\": \"none\""), "network not none");
     assert!(inspect.contains("\"PidsLimit\": 1024"), "no pids limit");
     assert!(!inspect.contains("canary-8c1f-secret"), "the secret is in docker inspect");
-    let out = sandbox.run(Command::shell("id -u; printf %s \"$SBX_TOKEN\"; grep CapEff /proc/self/status")).await.unwrap();
+    let out = sandbox
+        .run(Command::shell("id -u; printf %s \"$SBX_TOKEN\"; grep CapEff /proc/self/status"))
+        .await
+        .unwrap();
     let text = out.stdout_lossy();
     assert!(text.starts_with("1000\ncanary-8c1f-secret"), "{text}");
     assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
@@ -170,7 +173,8 @@ fn docker__reap_removes_expired_and_dead_owners_only() {
         return;
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_owned();
-    let far = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600).to_string();
+    let far = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600)
+        .to_string();
     let run = |labels: &[(&str, &str)]| {
         let mut args = vec!["run".to_owned(), "-d".into(), "--network".into(), "none".into()];
         for (k, v) in labels {

@@ -118,7 +118,8 @@ impl Probes for DockerProbes {
                 (fields.get(2).and_then(|s| number(s)), fields.get(3).and_then(|s| number(s)))
                 && period > 0
             {
-                limits = limits.cpu_millicores(u32::try_from(quota * 1000 / period).map_err(|e| e.to_string())?);
+                limits =
+                    limits.cpu_millicores(u32::try_from(quota * 1000 / period).map_err(|e| e.to_string())?);
             }
             Ok(limits)
         }))
@@ -146,7 +147,9 @@ impl Probes for DockerProbes {
 fn unavailable() -> Option<String> {
     match docker(&["image", "inspect", "-f", "{{.Id}}", IMAGE]) {
         Ok(_) => None,
-        Err(e) if e.contains("No such image") => Some(format!("image {IMAGE} is missing (scripts/build-images python)")),
+        Err(e) if e.contains("No such image") => {
+            Some(format!("image {IMAGE} is missing (scripts/build-images python)"))
+        }
         Err(e) => Some(format!("no Docker engine answers ({e})")),
     }
 }
@@ -154,7 +157,13 @@ fn unavailable() -> Option<String> {
 /// The default bridge's gateway: an address of this host that containers on the bridge
 /// reach, and containers with no network do not.
 fn bridge_gateway() -> Result<String, String> {
-    let out = docker(&["network", "inspect", "bridge", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{.Subnet}}{{end}}"])?;
+    let out = docker(&[
+        "network",
+        "inspect",
+        "bridge",
+        "-f",
+        "{{range .IPAM.Config}}{{.Gateway}} {{.Subnet}}{{end}}",
+    ])?;
     let mut fields = out.split_whitespace();
     match (fields.next(), fields.next()) {
         (Some(gateway), Some(_)) => Ok(gateway.to_owned()),

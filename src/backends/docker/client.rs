@@ -109,7 +109,9 @@ pub(super) fn status(e: &BollardError) -> Option<u16> {
 /// [`Error::SandboxGone`]; anything else is [`Error::Provider`] keeping bollard's error.
 pub(super) fn sandbox_error(id: &str, doing: &str, e: BollardError) -> Error {
     match status(&e) {
-        Some(404) => Error::SandboxGone { id: id.to_owned(), message: "its container no longer exists".into() },
+        Some(404) => {
+            Error::SandboxGone { id: id.to_owned(), message: "its container no longer exists".into() }
+        }
         Some(409) => Error::SandboxGone { id: id.to_owned(), message: "its container is not running".into() },
         _ => provider(doing, e),
     }
@@ -138,8 +140,14 @@ mod tests {
 
     #[test]
     fn docker_host_forms() {
-        assert_eq!(Endpoint::parse_host("unix:///run/d.sock").unwrap(), Endpoint::Socket("/run/d.sock".into()));
-        assert_eq!(Endpoint::parse_host("tcp://10.0.0.1:2375").unwrap(), Endpoint::Tcp("10.0.0.1:2375".into()));
+        assert_eq!(
+            Endpoint::parse_host("unix:///run/d.sock").unwrap(),
+            Endpoint::Socket("/run/d.sock".into())
+        );
+        assert_eq!(
+            Endpoint::parse_host("tcp://10.0.0.1:2375").unwrap(),
+            Endpoint::Tcp("10.0.0.1:2375".into())
+        );
         assert_eq!(Endpoint::parse_host("ssh://x").unwrap_err().code(), crate::ErrorCode::Configuration);
     }
 }

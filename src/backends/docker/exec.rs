@@ -53,7 +53,8 @@ exit "$rc""#;
 /// `sh -c KILLER sandboxio-kill <key>`: marks the command cancelled, then kills its group.
 const KILLER: &str = r#"d=/tmp/.sandboxio; : > "$d/$1.cancel"; [ -f "$d/$1" ] && kill -KILL -"$(cat "$d/$1")" 2>/dev/null; exit 0"#;
 
-type Output = Pin<Box<dyn futures_core::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>> + Send>>;
+type Output =
+    Pin<Box<dyn futures_core::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>> + Send>>;
 
 /// A started exec.
 pub(super) struct Launched {
@@ -65,14 +66,20 @@ pub(super) struct Launched {
 /// `K=V` strings for an exec: the sandbox's secrets and the command's own variables.
 /// (The sandbox's plain env is in the container's configuration.)
 fn exec_env(shared: &Shared, command: &Command) -> Vec<String> {
-    let mut env: Vec<String> = shared.secret_env.iter().map(|(k, v)| format!("{k}={}", v.expose_secret())).collect();
+    let mut env: Vec<String> =
+        shared.secret_env.iter().map(|(k, v)| format!("{k}={}", v.expose_secret())).collect();
     env.extend(command.env_vars().iter().map(|(k, v)| format!("{k}={v}")));
     env.extend(command.secret_env_vars().iter().map(|(k, v)| format!("{k}={}", v.expose_secret())));
     env
 }
 
 /// Creates and starts an exec of `argv` as the sandbox's user, attached.
-pub(super) async fn start_raw(shared: &Shared, argv: Vec<String>, env: Vec<String>, stdin: bool) -> Result<Launched> {
+pub(super) async fn start_raw(
+    shared: &Shared,
+    argv: Vec<String>,
+    env: Vec<String>,
+    stdin: bool,
+) -> Result<Launched> {
     let config = ExecConfig {
         cmd: Some(argv),
         env: Some(env),
@@ -83,8 +90,11 @@ pub(super) async fn start_raw(shared: &Shared, argv: Vec<String>, env: Vec<Strin
         tty: Some(false),
         ..Default::default()
     };
-    let created =
-        shared.docker.create_exec(&shared.id, config).await.map_err(|e| sandbox_error(&shared.id, "creating an exec", e))?;
+    let created = shared
+        .docker
+        .create_exec(&shared.id, config)
+        .await
+        .map_err(|e| sandbox_error(&shared.id, "creating an exec", e))?;
     let started = shared
         .docker
         .start_exec(&created.id, Some(StartExecOptions { detach: false, tty: false, output_capacity: None }))
@@ -102,9 +112,12 @@ pub(super) async fn start_raw(shared: &Shared, argv: Vec<String>, env: Vec<Strin
 
 /// Runs a short internal command (no wrapper) to completion: `(exit code, stdout, stderr)`.
 pub(super) async fn run_raw(shared: &Shared, argv: &[&str]) -> Result<(i64, Vec<u8>, Vec<u8>)> {
-    let mut launched = start_raw(shared, argv.iter().map(|s| (*s).to_owned()).collect(), Vec::new(), false).await?;
+    let mut launched =
+        start_raw(shared, argv.iter().map(|s| (*s).to_owned()).collect(), Vec::new(), false).await?;
     let mut out = Collected::new(usize::MAX);
-    drain(&mut launched.output, &mut out, |_, _| {}).await.map_err(|e| provider("reading an exec's output", e))?;
+    drain(&mut launched.output, &mut out, |_, _| {})
+        .await
+        .map_err(|e| provider("reading an exec's output", e))?;
     let code = exit_code(shared, &launched.exec_id).await?;
     Ok((code, out.stdout, out.stderr))
 }
@@ -120,8 +133,11 @@ pub(super) async fn exit_code(shared: &Shared, exec_id: &str) -> Result<i64> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(2);
     loop {
-        let inspected =
-            shared.docker.inspect_exec(exec_id).await.map_err(|e| sandbox_error(&shared.id, "inspecting an exec", e))?;
+        let inspected = shared
+            .docker
+            .inspect_exec(exec_id)
+            .await
+            .map_err(|e| sandbox_error(&shared.id, "inspecting an exec", e))?;
         if inspected.running != Some(true)
             && let Some(code) = inspected.exit_code
         {
@@ -216,7 +232,12 @@ impl Drop for KillOnDrop {
 }
 
 /// Starts `command` under the wrapper. The guard is armed before the start request is sent.
-pub(super) async fn launch(shared: &Arc<Shared>, guard: &mut KillOnDrop, command: &Command, stdin: bool) -> Result<Launched> {
+pub(super) async fn launch(
+    shared: &Arc<Shared>,
+    guard: &mut KillOnDrop,
+    command: &Command,
+    stdin: bool,
+) -> Result<Launched> {
     shared.check_alive()?;
     let cwd = crate::path::resolve(&shared.workdir, command.working_dir().unwrap_or("."));
     let mut argv: Vec<String> =
@@ -236,7 +257,8 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
     let started = Instant::now();
     let mut guard = KillOnDrop::new(&shared);
     let stdin = command.stdin_bytes().map(<[u8]>::to_vec);
-    let Launched { exec_id, mut output, mut input } = launch(&shared, &mut guard, &command, stdin.is_some()).await?;
+    let Launched { exec_id, mut output, mut input } =
+        launch(&shared, &mut guard, &command, stdin.is_some()).await?;
     // Written beside the drain, so a command that writes before reading never deadlocks.
     let writer = tokio::spawn(async move {
         if let Some(data) = stdin {
@@ -260,14 +282,19 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
         let partial = ExecResult::new(137, out.stdout, out.stderr)
             .with_truncated(out.truncated)
             .with_duration(started.elapsed());
-        return Err(Error::ExecutionTimeout { timeout: command.timeout_duration().unwrap_or_default(), partial: Box::new(partial) });
+        return Err(Error::ExecutionTimeout {
+            timeout: command.timeout_duration().unwrap_or_default(),
+            partial: Box::new(partial),
+        });
     };
     drained.map_err(|e| sandbox_error(&shared.id, "reading the command's output", e))?;
     let code = exit_code(&shared, &exec_id).await?;
     guard.disarm();
     writer.abort();
     if missing_cwd(code, &out.stderr) {
-        return Err(Error::NotFound { path: crate::path::resolve(&shared.workdir, command.working_dir().unwrap_or(".")) });
+        return Err(Error::NotFound {
+            path: crate::path::resolve(&shared.workdir, command.working_dir().unwrap_or(".")),
+        });
     }
     shared.check_alive()?;
     Ok(ExecResult::new(i32::try_from(code).unwrap_or(-1), out.stdout, out.stderr)

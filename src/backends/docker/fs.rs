@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerOptions};
 use futures_lite::StreamExt as _;
+use tokio::io::AsyncWriteExt as _;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::error::{Error, Result};
@@ -38,7 +39,10 @@ fn absolute(shared: &Shared, path: &str) -> String {
 fn archive_error(shared: &Shared, abs: &str, doing: &str, e: bollard::errors::Error) -> Error {
     if let bollard::errors::Error::DockerResponseServerError { status_code, message } = &e {
         if message.contains("No such container") || *status_code == 409 {
-            return Error::SandboxGone { id: shared.id.clone(), message: "its container no longer exists".into() };
+            return Error::SandboxGone {
+                id: shared.id.clone(),
+                message: "its container no longer exists".into(),
+            };
         }
         if *status_code == 404 {
             return Error::NotFound { path: abs.to_owned() };
@@ -126,7 +130,11 @@ pub(super) async fn read(shared: &Arc<Shared>, path: &str) -> Result<Vec<u8>> {
 }
 
 async fn read_by_exec(shared: &Arc<Shared>, abs: &str) -> Result<Vec<u8>> {
-    let (code, out, err) = exec::run_raw(shared, &["sh", "-c", r#"[ -d "$1" ] && exit 21; exec cat -- "$1""#, "sandboxio-read", abs]).await?;
+    let (code, out, err) = exec::run_raw(
+        shared,
+        &["sh", "-c", r#"[ -d "$1" ] && exit 21; exec cat -- "$1""#, "sandboxio-read", abs],
+    )
+    .await?;
     match code {
         0 => Ok(out),
         21 => Err(Error::IsADirectory { path: abs.to_owned() }),
@@ -144,7 +152,11 @@ fn exec_failure(abs: &str, stderr: &[u8]) -> Error {
     } else if said.contains("Is a directory") {
         Error::IsADirectory { path: abs.to_owned() }
     } else {
-        Error::provider(super::SCHEME, format!("a file operation on {abs} failed"), std::io::Error::other(said.trim().to_owned()))
+        Error::provider(
+            super::SCHEME,
+            format!("a file operation on {abs} failed"),
+            std::io::Error::other(said.trim().to_owned()),
+        )
     }
 }
 
@@ -165,7 +177,9 @@ async fn owner_ids(shared: &Arc<Shared>) -> Result<(u64, u64)> {
                 .map(|l| l.split(':').collect::<Vec<_>>())
                 .find(|f| f.len() > 3 && f[0] == name)
                 .and_then(|f| Some((numeric(f[2])?, numeric(f[3])?)))
-                .ok_or_else(|| Error::configuration(format!("user {name:?} is not in the image's /etc/passwd")))
+                .ok_or_else(|| {
+                    Error::configuration(format!("user {name:?} is not in the image's /etc/passwd"))
+                })
         })
         .await
         .copied()
@@ -189,18 +203,26 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
         let mode = format!("{:o}", mode.unwrap_or(0o644));
         let mut launched = exec::start_raw(
             shared,
-            ["sh", "-c", r#"[ -d "$1" ] && exit 21; cat > "$1" && chmod "$2" "$1""#, "sandboxio-write", &abs, &mode]
-                .map(str::to_owned)
-                .to_vec(),
+            [
+                "sh",
+                "-c",
+                r#"[ -d "$1" ] && exit 21; cat > "$1" && chmod "$2" "$1""#,
+                "sandboxio-write",
+                &abs,
+                &mode,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
             Vec::new(),
             true,
         )
         .await?;
-        use tokio::io::AsyncWriteExt as _;
         let _ = launched.input.write_all(&data).await;
         let _ = launched.input.shutdown().await;
         let mut out = exec::Collected::new(64 * 1024);
-        exec::drain(&mut launched.output, &mut out, |_, _| {}).await.map_err(|e| provider("writing a file", e))?;
+        exec::drain(&mut launched.output, &mut out, |_, _| {})
+            .await
+            .map_err(|e| provider("writing a file", e))?;
         return match exec::exit_code(shared, &launched.exec_id).await? {
             0 => Ok(()),
             21 => Err(Error::IsADirectory { path: abs }),
@@ -234,7 +256,11 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
             .await;
         match put {
             Ok(()) => return Ok(()),
-            Err(e) if attempt == 0 && status(&e) == Some(404) && !e.to_string().contains("No such container") => {
+            Err(e)
+                if attempt == 0
+                    && status(&e) == Some(404)
+                    && !e.to_string().contains("No such container") =>
+            {
                 // The parent is missing: create it as the sandbox's user, then retry once.
                 mkdir(shared, &parent).await?;
             }
@@ -251,7 +277,10 @@ pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntr
     shared.check_alive()?;
     let abs = absolute(shared, path);
     if exec_only(&abs) {
-        return Err(Error::unsupported(super::SCHEME, format!("listing {abs} (a mount the archive API cannot read)")));
+        return Err(Error::unsupported(
+            super::SCHEME,
+            format!("listing {abs} (a mount the archive API cannot read)"),
+        ));
     }
     let reader = archive(shared, &abs).await?;
     let abs_for_task = abs.clone();
@@ -297,8 +326,17 @@ pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntr
 pub(super) async fn mkdir(shared: &Arc<Shared>, path: &str) -> Result<()> {
     shared.check_alive()?;
     let abs = absolute(shared, path);
-    let (code, _, err) =
-        exec::run_raw(shared, &["sh", "-c", r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22; mkdir -p -- "$1""#, "sandboxio-mkdir", &abs]).await?;
+    let (code, _, err) = exec::run_raw(
+        shared,
+        &[
+            "sh",
+            "-c",
+            r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22; mkdir -p -- "$1""#,
+            "sandboxio-mkdir",
+            &abs,
+        ],
+    )
+    .await?;
     match code {
         0 => Ok(()),
         22 => Err(Error::invalid_input(format!("{abs} exists and is not a directory"))),

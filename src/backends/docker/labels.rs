@@ -67,7 +67,8 @@ impl Owner {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "unknown".into(), |h| h.trim().to_owned())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_or_else(|_| "unknown".into(), |h| h.trim().to_owned())
 }
 
 fn process_start(pid: u32) -> Option<u64> {
@@ -87,7 +88,11 @@ pub(super) fn unix_now() -> u64 {
 /// # Errors
 ///
 /// [`Error::InvalidInput`] when a metadata key uses the reserved `io.sandboxio.` prefix.
-pub(super) fn for_new(metadata: &BTreeMap<String, String>, ttl: Duration, detached: bool) -> Result<HashMap<String, String>> {
+pub(super) fn for_new(
+    metadata: &BTreeMap<String, String>,
+    ttl: Duration,
+    detached: bool,
+) -> Result<HashMap<String, String>> {
     let owner = Owner::current();
     let mut labels = HashMap::new();
     for (k, v) in metadata {
@@ -109,7 +114,11 @@ pub(super) fn for_new(metadata: &BTreeMap<String, String>, ttl: Duration, detach
 
 /// The user's metadata out of a container's labels (sandboxio's own removed).
 pub(super) fn metadata_of(labels: &HashMap<String, String>) -> BTreeMap<String, String> {
-    labels.iter().filter(|(k, _)| !k.starts_with(RESERVED_PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect()
+    labels
+        .iter()
+        .filter(|(k, _)| !k.starts_with(RESERVED_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -131,6 +140,9 @@ mod tests {
     fn reserved_metadata_is_refused() {
         let mut meta = BTreeMap::new();
         meta.insert("io.sandboxio.owner".to_owned(), "me".to_owned());
-        assert_eq!(for_new(&meta, Duration::from_secs(1), false).unwrap_err().code(), crate::ErrorCode::InvalidInput);
+        assert_eq!(
+            for_new(&meta, Duration::from_secs(1), false).unwrap_err().code(),
+            crate::ErrorCode::InvalidInput
+        );
     }
 }

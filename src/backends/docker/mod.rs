@@ -95,10 +95,10 @@ const DETACHED_NAME_PREFIX: &str = "sandboxio-detached-";
 
 /// The dead-man exec: records its pid, says it is ready, waits for end-of-file on stdin
 /// (which comes when the owner's connection closes) and then stops PID 1.
-const DEADMAN: &str = r#"mkdir -p /tmp/.sandboxio 2>/dev/null; chmod 1777 /tmp/.sandboxio 2>/dev/null
+const DEADMAN: &str = r"mkdir -p /tmp/.sandboxio 2>/dev/null; chmod 1777 /tmp/.sandboxio 2>/dev/null
 echo $$ > /tmp/.sandboxio/deadman && echo ready || exit 1
 while read -r _; do :; done
-kill -TERM 1"#;
+kill -TERM 1";
 
 /// The `docker://` backend. Cheap to clone; clones share one engine connection.
 #[derive(Debug, Clone)]
@@ -408,7 +408,8 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         _ => return Err(Error::missing_capability(SCHEME, Capabilities::NETWORK_ALLOWLIST)),
     };
     let limits = &spec.limits;
-    let memory = limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
+    let memory =
+        limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
     let host_config = HostConfig {
         init: Some(true),
         auto_remove: Some(true),
@@ -462,15 +463,22 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         deadman: Mutex::new(None),
     });
     if spec.detached {
-        let (code, _, stderr) = exec::run_raw(&shared, &["sh", "-c", "mkdir -p /tmp/.sandboxio && chmod 1777 /tmp/.sandboxio"]).await?;
+        let (code, _, stderr) =
+            exec::run_raw(&shared, &["sh", "-c", "mkdir -p /tmp/.sandboxio && chmod 1777 /tmp/.sandboxio"])
+                .await?;
         if code != 0 {
             return Err(setup_failed(&image, &stderr));
         }
-        shared.docker.rename_container(&shared.id, bollard::query_parameters::RenameContainerOptions {
-            name: format!("{DETACHED_NAME_PREFIX}{}", unique_suffix()),
-        })
-        .await
-        .map_err(|e| provider("marking the container detached", e))?;
+        shared
+            .docker
+            .rename_container(
+                &shared.id,
+                bollard::query_parameters::RenameContainerOptions {
+                    name: format!("{DETACHED_NAME_PREFIX}{}", unique_suffix()),
+                },
+            )
+            .await
+            .map_err(|e| provider("marking the container detached", e))?;
     } else {
         start_deadman(&shared, &image).await?;
     }
@@ -497,8 +505,10 @@ async fn start_deadman(shared: &Arc<Shared>, image: &str) -> Result<()> {
     let mut said = Vec::new();
     while !said.ends_with(b"ready\n") {
         match output.next().await {
-            Some(Ok(bollard::container::LogOutput::StdOut { message })) => said.extend_from_slice(&message),
-            Some(Ok(bollard::container::LogOutput::StdErr { message })) => said.extend_from_slice(&message),
+            Some(Ok(
+                bollard::container::LogOutput::StdOut { message }
+                | bollard::container::LogOutput::StdErr { message },
+            )) => said.extend_from_slice(&message),
             Some(Ok(_)) => {}
             Some(Err(e)) => return Err(sandbox_error(&shared.id, "starting the dead-man exec", e)),
             None => return Err(setup_failed(image, &said)),
@@ -522,7 +532,11 @@ async fn start_deadman(shared: &Arc<Shared>, image: &str) -> Result<()> {
 async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let docker = DockerBackend::client(&inner).await?;
     let inspected = docker.inspect_container(&id, None).await.map_err(|e| match client::status(&e) {
-        Some(404) => Error::Connect { backend: SCHEME.into(), message: format!("no sandbox {id}"), source: Some(Box::new(e)) },
+        Some(404) => Error::Connect {
+            backend: SCHEME.into(),
+            message: format!("no sandbox {id}"),
+            source: Some(Box::new(e)),
+        },
         _ => provider("inspecting the container", e),
     })?;
     let config = inspected.config.unwrap_or_default();
@@ -533,9 +547,10 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     if inspected.state.and_then(|s| s.running) != Some(true) {
         return Err(Error::SandboxGone { id, message: "its container is not running".into() });
     }
-    let network = inspected.host_config.and_then(|h| h.network_mode).map(|mode| {
-        if mode == "none" { NetworkPolicy::DenyAll } else { NetworkPolicy::AllowAll }
-    });
+    let network = inspected
+        .host_config
+        .and_then(|h| h.network_mode)
+        .map(|mode| if mode == "none" { NetworkPolicy::DenyAll } else { NetworkPolicy::AllowAll });
     Ok(Arc::new(Shared {
         docker,
         id: inspected.id.unwrap_or(id),
@@ -649,7 +664,8 @@ impl BackendSandbox for DockerSandbox {
             shared.check_alive()?;
             // Stop the dead-man first: releasing its stdin while it runs would stop PID 1.
             let (code, _, stderr) =
-                exec::run_raw(&shared, &["sh", "-c", r#"kill -KILL "$(cat /tmp/.sandboxio/deadman)""#]).await?;
+                exec::run_raw(&shared, &["sh", "-c", r#"kill -KILL "$(cat /tmp/.sandboxio/deadman)""#])
+                    .await?;
             if code != 0 {
                 return Err(Error::provider(
                     SCHEME,
@@ -660,9 +676,12 @@ impl BackendSandbox for DockerSandbox {
             drop(shared.deadman.lock().unwrap_or_else(PoisonError::into_inner).take());
             shared
                 .docker
-                .rename_container(&shared.id, bollard::query_parameters::RenameContainerOptions {
-                    name: format!("{DETACHED_NAME_PREFIX}{}", unique_suffix()),
-                })
+                .rename_container(
+                    &shared.id,
+                    bollard::query_parameters::RenameContainerOptions {
+                        name: format!("{DETACHED_NAME_PREFIX}{}", unique_suffix()),
+                    },
+                )
                 .await
                 .map_err(|e| sandbox_error(&shared.id, "marking the container detached", e))
         })
@@ -695,7 +714,8 @@ pub async fn container_labels(backend: &DockerBackend, id: &str) -> Result<HashM
     let (inner, id) = (Arc::clone(&backend.inner), id.to_owned());
     rt::spawn(async move {
         let docker = DockerBackend::client(&inner).await?;
-        let inspected = docker.inspect_container(&id, None).await.map_err(|e| sandbox_error(&id, "inspecting", e))?;
+        let inspected =
+            docker.inspect_container(&id, None).await.map_err(|e| sandbox_error(&id, "inspecting", e))?;
         Ok(inspected.config.and_then(|c| c.labels).unwrap_or_default())
     })
     .await

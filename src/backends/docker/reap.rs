@@ -49,7 +49,11 @@ pub struct ReapReport {
 pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapReport> {
     let filters = HashMap::from([("label".to_owned(), vec![format!("{}=true", labels::MANAGED)])]);
     let listed = docker
-        .list_containers(Some(ListContainersOptions { all: true, filters: Some(filters), ..Default::default() }))
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
         .await
         .map_err(|e| provider("listing sandboxio containers", e))?;
     let now = labels::unix_now();
@@ -57,12 +61,18 @@ pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapRe
     for container in listed {
         let Some(id) = container.id else { continue };
         let tags = container.labels.unwrap_or_default();
-        let expired = tags.get(labels::EXPIRES).and_then(|e| e.parse::<u64>().ok()).is_none_or(|at| at <= now);
+        let expired =
+            tags.get(labels::EXPIRES).and_then(|e| e.parse::<u64>().ok()).is_none_or(|at| at <= now);
         let detached = tags.get(labels::DETACHED).is_some_and(|d| d == "true")
-            || container.names.unwrap_or_default().iter().any(|n| n.trim_start_matches('/').starts_with(super::DETACHED_NAME_PREFIX));
+            || container
+                .names
+                .unwrap_or_default()
+                .iter()
+                .any(|n| n.trim_start_matches('/').starts_with(super::DETACHED_NAME_PREFIX));
         let orphaned = options.owner_dead
             && !detached
-            && tags.get(labels::OWNER).and_then(|o| Owner::parse(o)).and_then(|o| o.is_dead_here()) == Some(true);
+            && tags.get(labels::OWNER).and_then(|o| Owner::parse(o)).and_then(|o| o.is_dead_here())
+                == Some(true);
         if !(expired || orphaned) {
             report.kept += 1;
             continue;

@@ -43,7 +43,10 @@ pub(super) struct DockerExecStream {
 
 impl std::fmt::Debug for DockerExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DockerExecStream").field("key", &self.key).field("ended", &self.ended).finish_non_exhaustive()
+        f.debug_struct("DockerExecStream")
+            .field("key", &self.key)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
     }
 }
 
@@ -70,7 +73,8 @@ impl DockerExecStream {
 
     async fn stdin_op(&mut self, op: impl FnOnce(oneshot::Sender<Result<()>>) -> StdinOp) -> Result<()> {
         let (ack, acked) = oneshot::channel();
-        let ended = || Error::provider(super::SCHEME, "the process has ended", std::io::Error::other("ended"));
+        let ended =
+            || Error::provider(super::SCHEME, "the process has ended", std::io::Error::other("ended"));
         self.stdin.send(op(ack)).await.map_err(|_| ended())?;
         acked.await.map_err(|_| ended())?
     }
@@ -84,14 +88,15 @@ async fn pump(
     mut stdin_rx: mpsc::Receiver<StdinOp>,
     exit: oneshot::Sender<Result<i64>>,
 ) -> Result<()> {
-    let Launched { exec_id, mut output, mut input } = match exec::launch(&shared, &mut guard, &command, true).await {
-        Ok(launched) => launched,
-        Err(e) => {
-            guard.disarm();
-            let _ = chunks.send(Err(e)).await;
-            return Ok(());
-        }
-    };
+    let Launched { exec_id, mut output, mut input } =
+        match exec::launch(&shared, &mut guard, &command, true).await {
+            Ok(launched) => launched,
+            Err(e) => {
+                guard.disarm();
+                let _ = chunks.send(Err(e)).await;
+                return Ok(());
+            }
+        };
     let writer = tokio::spawn(async move {
         while let Some(op) = stdin_rx.recv().await {
             match op {
@@ -115,7 +120,9 @@ async fn pump(
                 Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
                     Ok(OutputChunk { stream: StreamKind::Stdout, data: message.to_vec() })
                 }
-                Ok(LogOutput::StdErr { message }) => Ok(OutputChunk { stream: StreamKind::Stderr, data: message.to_vec() }),
+                Ok(LogOutput::StdErr { message }) => {
+                    Ok(OutputChunk { stream: StreamKind::Stderr, data: message.to_vec() })
+                }
                 Ok(LogOutput::StdIn { .. }) => continue,
                 Err(e) => Err(sandbox_error(&shared.id, "reading the command's output", e)),
             };
@@ -187,13 +194,22 @@ impl BackendExecStream for DockerExecStream {
                 }
             }
             let Some(exit) = self.exit.take() else {
-                return Err(Error::provider(super::SCHEME, "the process was terminated", std::io::Error::other("terminated")));
+                return Err(Error::provider(
+                    super::SCHEME,
+                    "the process was terminated",
+                    std::io::Error::other("terminated"),
+                ));
             };
             let code = exit.await.map_err(|_| {
-                Error::provider(super::SCHEME, "the process was terminated", std::io::Error::other("terminated"))
+                Error::provider(
+                    super::SCHEME,
+                    "the process was terminated",
+                    std::io::Error::other("terminated"),
+                )
             })??;
             self.shared.check_alive()?;
-            let result = ExecResult::new(i32::try_from(code).unwrap_or(-1), "", "").with_duration(self.started.elapsed());
+            let result = ExecResult::new(i32::try_from(code).unwrap_or(-1), "", "")
+                .with_duration(self.started.elapsed());
             self.done = Some(result.clone());
             Ok(result)
         })
