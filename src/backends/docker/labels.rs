@@ -1,7 +1,7 @@
 //! The labels every sandboxio container carries, and who owns it.
 //!
 //! Labels make orphans findable (`docker ps --filter label=io.sandboxio.managed=true`) and
-//! let [`reap`](super::reap) judge them: `expires` says when the TTL ends, `owner` names the
+//! let [`DockerBackend::reap`](super::DockerBackend::reap) judge them: `expires` says when the TTL ends, `owner` names the
 //! host, process id and process start time of the program that created it, so a dead
 //! owner is told apart from a live one whose pid was reused.
 
