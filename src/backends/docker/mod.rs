@@ -35,10 +35,13 @@
 //! cannot reach. Image requirements: a POSIX `sh`, `setsid`, `kill`, `sleep`, `cat`,
 //! `mkdir`, `rm` and a writable `/tmp` (busybox or any Debian image has them).
 //!
-//! Declared capabilities: `RUN`, `STREAM`, `STDIN`, `FILESYSTEM`, `NETWORK_DENY`, the three
-//! limits, `CONNECT` and `DETACH`; not declared: code cells and allowlists.
+//! Declared capabilities: `RUN`, `RUN_CODE` (Python, one process per cell; a sandbox whose
+//! image has no `python3` does not declare it), `STREAM`, `STDIN`, `FILESYSTEM`,
+//! `NETWORK_DENY`, the three limits, `CONNECT` and `DETACH`. Not declared: stateful code
+//! contexts, rich outputs and allowlists.
 
 mod client;
+mod code;
 mod exec;
 mod fs;
 pub mod labels;
@@ -59,7 +62,7 @@ use crate::backend::{
 };
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
-use crate::exec::{Command, ExecResult};
+use crate::exec::{Code, CodeResult, Command, ExecResult};
 use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::secret::SecretString;
@@ -79,6 +82,7 @@ pub const DEFAULT_PIDS_LIMIT: u32 = 1024;
 
 /// What `docker://` sandboxes can do.
 pub const CAPABILITIES: Capabilities = Capabilities::RUN
+    .union(Capabilities::RUN_CODE)
     .union(Capabilities::STREAM)
     .union(Capabilities::STDIN)
     .union(Capabilities::FILESYSTEM)
@@ -96,7 +100,8 @@ const DETACHED_NAME_PREFIX: &str = "sandboxio-detached-";
 /// The dead-man exec: records its pid, says it is ready, waits for end-of-file on stdin
 /// (which comes when the owner's connection closes) and then stops PID 1.
 const DEADMAN: &str = r"mkdir -p /tmp/.sandboxio 2>/dev/null; chmod 1777 /tmp/.sandboxio 2>/dev/null
-echo $$ > /tmp/.sandboxio/deadman && echo ready || exit 1
+echo $$ > /tmp/.sandboxio/deadman || exit 1
+if command -v python3 >/dev/null 2>&1; then echo ready-python; else echo ready; fi
 while read -r _; do :; done
 kill -TERM 1";
 
@@ -270,6 +275,8 @@ pub(crate) struct Shared {
     network: Option<NetworkPolicy>,
     metadata: BTreeMap<String, String>,
     killed: AtomicBool,
+    /// Whether the image has `python3` (and so `RUN_CODE`).
+    python: AtomicBool,
     next_key: AtomicU64,
     /// Numeric `(uid, gid)` of `user`, for the owners of archive entries; resolved once.
     ids: tokio::sync::OnceCell<(u64, u64)>,
@@ -458,17 +465,13 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         network: Some(spec.network.clone()),
         metadata: spec.metadata.clone(),
         killed: AtomicBool::new(false),
+        python: AtomicBool::new(false),
         next_key: AtomicU64::new(0),
         ids: tokio::sync::OnceCell::new(),
         deadman: Mutex::new(None),
     });
     if spec.detached {
-        let (code, _, stderr) =
-            exec::run_raw(&shared, &["sh", "-c", "mkdir -p /tmp/.sandboxio && chmod 1777 /tmp/.sandboxio"])
-                .await?;
-        if code != 0 {
-            return Err(setup_failed(&image, &stderr));
-        }
+        prepare(&shared, &image).await?;
         shared
             .docker
             .rename_container(
@@ -492,6 +495,19 @@ fn setup_failed(image: &str, stderr: &[u8]) -> Error {
     ))
 }
 
+/// Creates the run directory and finds out whether the image has `python3` (for a sandbox
+/// with no dead-man, which does both otherwise).
+async fn prepare(shared: &Shared, image: &str) -> Result<()> {
+    let (code, stdout, stderr) = exec::run_raw(shared, &["sh", "-c", PREPARE]).await?;
+    if code != 0 {
+        return Err(setup_failed(image, &stderr));
+    }
+    shared.python.store(stdout.starts_with(b"python"), Ordering::Release);
+    Ok(())
+}
+
+const PREPARE: &str = "mkdir -p /tmp/.sandboxio && chmod 1777 /tmp/.sandboxio 2>/dev/null; command -v python3 >/dev/null 2>&1 && echo python; exit 0";
+
 /// Starts the dead-man exec and waits until it is armed.
 async fn start_deadman(shared: &Arc<Shared>, image: &str) -> Result<()> {
     use futures_lite::StreamExt as _;
@@ -503,7 +519,7 @@ async fn start_deadman(shared: &Arc<Shared>, image: &str) -> Result<()> {
     )
     .await?;
     let mut said = Vec::new();
-    while !said.ends_with(b"ready\n") {
+    while !said.ends_with(b"\n") {
         match output.next().await {
             Some(Ok(
                 bollard::container::LogOutput::StdOut { message }
@@ -514,6 +530,10 @@ async fn start_deadman(shared: &Arc<Shared>, image: &str) -> Result<()> {
             None => return Err(setup_failed(image, &said)),
         }
     }
+    if !said.starts_with(b"ready") {
+        return Err(setup_failed(image, &said));
+    }
+    shared.python.store(said.starts_with(b"ready-python"), Ordering::Release);
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         // Holding `input` keeps the dead-man's stdin open; it ends when released (or when
@@ -551,7 +571,7 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         .host_config
         .and_then(|h| h.network_mode)
         .map(|mode| if mode == "none" { NetworkPolicy::DenyAll } else { NetworkPolicy::AllowAll });
-    Ok(Arc::new(Shared {
+    let shared = Arc::new(Shared {
         docker,
         id: inspected.id.unwrap_or(id),
         user: config.user.filter(|u| !u.is_empty()),
@@ -560,10 +580,14 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         network,
         metadata: labels::metadata_of(&labels),
         killed: AtomicBool::new(false),
+        python: AtomicBool::new(false),
         next_key: AtomicU64::new(0),
         ids: tokio::sync::OnceCell::new(),
         deadman: Mutex::new(None),
-    }))
+    });
+    let image = config.image.clone().unwrap_or_default();
+    prepare(&shared, &image).await?;
+    Ok(shared)
 }
 
 /// 16 hex digits, different per call and per process.
@@ -599,7 +623,11 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
+        if self.shared.python.load(Ordering::Acquire) {
+            CAPABILITIES
+        } else {
+            CAPABILITIES.difference(Capabilities::RUN_CODE)
+        }
     }
 
     fn network_policy(&self) -> Option<NetworkPolicy> {
@@ -612,6 +640,10 @@ impl BackendSandbox for DockerSandbox {
 
     fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
         self.on_rt(move |shared| exec::run(shared, command))
+    }
+
+    fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
+        self.on_rt(move |shared| code::run_code(shared, code))
     }
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
