@@ -311,7 +311,7 @@ mod tests {
     fn unknown_and_disabled_schemes() {
         let err = resolve("nope://").unwrap_err();
         assert!(err.to_string().contains("unknown DSN scheme \"nope\""), "{err}");
-        let err = resolve("docker://").unwrap_err();
-        assert!(err.to_string().contains("feature `docker`"), "{err}");
+        let err = resolve("e2b://").unwrap_err();
+        assert!(err.to_string().contains("feature `e2b`"), "{err}");
     }
 }

@@ -21,7 +21,7 @@ enum HostItem {
     File(String, Vec<u8>, u32),
 }
 
-fn host_error(path: &Path, e: io::Error) -> Error {
+pub(crate) fn host_error(path: &Path, e: io::Error) -> Error {
     let shown = path.display().to_string();
     match e.kind() {
         io::ErrorKind::NotFound => Error::NotFound { path: shown },
@@ -200,44 +200,51 @@ const KEPT_MODE_BITS: u32 = 0o777;
 fn write_host(items: Vec<SandboxItem>) -> Result<()> {
     for item in items {
         match item {
-            SandboxItem::Dir(dir, mode) => {
-                match fs::symlink_metadata(&dir) {
-                    Ok(meta) if meta.file_type().is_symlink() => refuse_symlink(&dir)?,
-                    Ok(meta) if meta.is_dir() => {}
-                    Ok(_) => {
-                        return Err(Error::invalid_input(format!(
-                            "host target {} exists and is not a directory",
-                            dir.display()
-                        )));
-                    }
-                    Err(_) => {
-                        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                            fs::create_dir_all(parent).map_err(|e| host_error(parent, e))?;
-                        }
-                        // `create_dir` (not `_all`) fails on anything already there, a link
-                        // planted since the check included.
-                        fs::create_dir(&dir).map_err(|e| host_error(&dir, e))?;
-                    }
-                }
-                set_mode(&dir, (mode & KEPT_MODE_BITS) | 0o700)?;
-            }
-            SandboxItem::File(file, data, mode) => {
-                refuse_symlink(&file)?;
-                if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    fs::create_dir_all(parent).map_err(|e| host_error(parent, e))?;
-                }
-                write_replacing(&file, &data, mode & KEPT_MODE_BITS)?;
-            }
+            SandboxItem::Dir(dir, mode) => ensure_host_dir(&dir, mode)?,
+            SandboxItem::File(file, data, mode) => write_host_file(&file, &mut data.as_slice(), mode)?,
         }
     }
     Ok(())
 }
 
+/// Makes `dir` a directory on the host (never through a link) with `mode` (kept bits only,
+/// and always owner-accessible). For adapters' own bulk downloads too.
+pub(crate) fn ensure_host_dir(dir: &Path, mode: u32) -> Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => refuse_symlink(dir)?,
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(Error::invalid_input(format!(
+                "host target {} exists and is not a directory",
+                dir.display()
+            )));
+        }
+        Err(_) => {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs::create_dir_all(parent).map_err(|e| host_error(parent, e))?;
+            }
+            // `create_dir` (not `_all`) fails on anything already there, a link
+            // planted since the check included.
+            fs::create_dir(dir).map_err(|e| host_error(dir, e))?;
+        }
+    }
+    set_mode(dir, (mode & KEPT_MODE_BITS) | 0o700)
+}
+
+/// Writes a host file from `data` (streamed), replacing it, never writing through a link,
+/// keeping only plain permission bits. For adapters' own bulk downloads too.
+pub(crate) fn write_host_file(file: &Path, data: &mut dyn io::Read, mode: u32) -> Result<()> {
+    refuse_symlink(file)?;
+    if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(|e| host_error(parent, e))?;
+    }
+    write_replacing(file, data, mode & KEPT_MODE_BITS)
+}
+
 /// Writes `data` to a new temporary file beside `target`, then renames it over `target`.
 /// The rename replaces whatever directory entry `target` is (a link planted after the check
 /// included) instead of writing through it.
-fn write_replacing(target: &Path, data: &[u8], mode: u32) -> Result<()> {
-    use std::io::Write as _;
+fn write_replacing(target: &Path, data: &mut dyn io::Read, mode: u32) -> Result<()> {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -248,7 +255,7 @@ fn write_replacing(target: &Path, data: &[u8], mode: u32) -> Result<()> {
             .create_new(true)
             .open(&tmp)
             .map_err(|e| host_error(&tmp, e))?;
-        file.write_all(data).map_err(|e| host_error(&tmp, e))?;
+        io::copy(data, &mut file).map_err(|e| host_error(&tmp, e))?;
         set_mode(&tmp, mode)?;
         fs::rename(&tmp, target).map_err(|e| host_error(target, e))
     })();

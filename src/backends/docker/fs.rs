@@ -369,6 +369,167 @@ pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) ->
     }
 }
 
+/// Whether `upload`/`download` of `path` can use one archive stream (else the core's
+/// per-file default, through exec for mounts).
+pub(super) fn bulk_reachable(shared: &Shared, path: &str) -> bool {
+    let abs = absolute(shared, path);
+    abs != "/" && !exec_only(&abs)
+}
+
+/// Appends the host tree at `host` to `builder` under the archive name `name`, never
+/// following links (a host link or special file is skipped), files streamed from disk.
+fn append_host_tree<W: std::io::Write>(
+    builder: &mut tar::Builder<W>,
+    host: &std::path::Path,
+    name: &str,
+    owner: (u64, u64),
+) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = std::fs::symlink_metadata(host).map_err(|e| crate::transfer::host_error(host, e))?;
+    let mut header = tar::Header::new_gnu();
+    header.set_uid(owner.0);
+    header.set_gid(owner.1);
+    header.set_mode(meta.permissions().mode() & 0o777);
+    header.set_mtime(super::labels::unix_now());
+    let tar_err = |e| Error::provider(super::SCHEME, format!("archiving {}", host.display()), e);
+    if meta.is_dir() {
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_size(0);
+        builder.append_data(&mut header, format!("{name}/"), std::io::empty()).map_err(tar_err)?;
+        let mut names: Vec<std::ffi::OsString> = std::fs::read_dir(host)
+            .map_err(|e| crate::transfer::host_error(host, e))?
+            .map(|entry| entry.map(|e| e.file_name()))
+            .collect::<std::io::Result<_>>()
+            .map_err(|e| crate::transfer::host_error(host, e))?;
+        names.sort();
+        for child in names {
+            let Some(child_name) = child.to_str() else {
+                return Err(Error::invalid_input(format!("host file name {} is not UTF-8", child.display())));
+            };
+            append_host_tree(builder, &host.join(&child), &format!("{name}/{child_name}"), owner)?;
+        }
+    } else if meta.is_file() {
+        let file = std::fs::File::open(host).map_err(|e| crate::transfer::host_error(host, e))?;
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_size(meta.len());
+        builder.append_data(&mut header, name, file).map_err(tar_err)?;
+    } else {
+        tracing::debug!(path = %host.display(), "upload skips a host link or special file");
+    }
+    Ok(())
+}
+
+/// `upload` as one tar stream: built on a blocking thread while the engine reads it, so no
+/// file is held whole in memory.
+pub(super) async fn upload(shared: &Arc<Shared>, host_path: std::path::PathBuf, path: &str) -> Result<()> {
+    shared.check_alive()?;
+    let abs = absolute(shared, path);
+    let meta =
+        std::fs::symlink_metadata(&host_path).map_err(|e| crate::transfer::host_error(&host_path, e))?;
+    if !(meta.is_dir() || meta.is_file()) {
+        return Err(Error::invalid_input(format!(
+            "host path {} is a symlink or special file; upload never follows links",
+            host_path.display()
+        )));
+    }
+    let owner = owner_ids(shared).await?;
+    let (parent, name) = split_parent(&abs);
+    mkdir(shared, &parent).await?;
+    let (writer, reader) = tokio::io::duplex(256 * 1024);
+    let build = tokio::task::spawn_blocking(move || {
+        let mut builder = tar::Builder::new(SyncIoBridge::new(writer));
+        append_host_tree(&mut builder, &host_path, &name, owner)?;
+        builder.finish().map_err(|e| Error::provider(super::SCHEME, "finishing the archive", e))
+        // Dropping the builder drops the writer: the engine sees the end of the body.
+    });
+    let put = shared
+        .docker
+        .upload_to_container(
+            &shared.id,
+            Some(UploadToContainerOptions {
+                path: parent,
+                no_overwrite_dir_non_dir: Some("true".into()),
+                copy_uidgid: None,
+            }),
+            bollard::body_try_stream(tokio_util::io::ReaderStream::new(reader)),
+        )
+        .await;
+    let archived = build.await.map_err(|e| Error::provider(super::SCHEME, "the archive task panicked", e))?;
+    // A host error explains a broken upload better than the engine's view of it.
+    archived?;
+    put.map_err(|e| match e {
+        e if e.to_string().contains("directory") && status(&e).is_some_and(|s| s != 404) => {
+            Error::IsADirectory { path: abs.clone() }
+        }
+        e => archive_error(shared, &abs, "uploading", e),
+    })
+}
+
+/// `download` as one tar stream, unpacked as it arrives. Every entry name must stay under
+/// the archive's root (no `..`, no absolute name); links and special files are skipped;
+/// nothing is written through a host link.
+pub(super) async fn download(shared: &Arc<Shared>, path: &str, host_path: std::path::PathBuf) -> Result<()> {
+    shared.check_alive()?;
+    let abs = absolute(shared, path);
+    let reader = archive(shared, &abs).await?;
+    blocking(move || unpack(reader, &abs, &host_path)).await
+}
+
+/// Unpacks the archive of sandbox path `abs` into `host_path` (see [`download`]).
+fn unpack(reader: impl Read, abs: &str, host_path: &std::path::Path) -> Result<()> {
+    use std::path::{Component, Path};
+    let abs = abs.to_owned();
+    let host_path = host_path.to_path_buf();
+    {
+        let mut archive = tar::Archive::new(reader);
+        let mut root: Option<std::path::PathBuf> = None;
+        for entry in archive.entries().map_err(|e| tar_error(&abs, e))? {
+            let mut entry = entry.map_err(|e| tar_error(&abs, e))?;
+            let name = entry.path().map_err(|e| tar_error(&abs, e))?.into_owned();
+            if name.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
+                return Err(Error::invalid_input(format!(
+                    "the archive of {abs} holds an entry named {}, which would escape the host target",
+                    name.display()
+                )));
+            }
+            let rel = match &root {
+                None => {
+                    root = Some(name.clone());
+                    Path::new("").to_path_buf()
+                }
+                Some(root) => match name.strip_prefix(root) {
+                    Ok(rel) => rel.to_path_buf(),
+                    Err(_) => {
+                        return Err(Error::invalid_input(format!(
+                            "the archive of {abs} holds {} outside its root {}",
+                            name.display(),
+                            root.display()
+                        )));
+                    }
+                },
+            };
+            let target = if rel.as_os_str().is_empty() { host_path.clone() } else { host_path.join(&rel) };
+            let mode = entry.header().mode().unwrap_or(0o644);
+            match entry.header().entry_type() {
+                tar::EntryType::Directory => crate::transfer::ensure_host_dir(&target, mode)?,
+                tar::EntryType::Regular | tar::EntryType::Continuous => {
+                    crate::transfer::write_host_file(&target, &mut entry, mode)?;
+                }
+                _ if rel.as_os_str().is_empty() => {
+                    return Err(Error::invalid_input(format!(
+                        "sandbox path {abs:?} is a link or special file; download never follows links"
+                    )));
+                }
+                _ => tracing::debug!(entry = ?name, "download skips a sandbox link or special file"),
+            }
+        }
+        if root.is_none() {
+            return Err(Error::NotFound { path: abs });
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,5 +542,65 @@ mod tests {
         assert!(!exec_only("/workspace/dev"));
         assert_eq!(split_parent("/a"), ("/".to_owned(), "a".to_owned()));
         assert_eq!(split_parent("/a/b c"), ("/a".to_owned(), "b c".to_owned()));
+    }
+
+    /// A tar with `entries` (name, kind, data), written raw so that hostile names survive.
+    fn archive_of(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, kind, data) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(*kind);
+            header.set_size(data.len() as u64);
+            header.set_mode(0o4755);
+            if *kind == tar::EntryType::Symlink {
+                header.set_link_name("/etc/passwd").unwrap();
+            }
+            // `set_path` refuses `..`; write the name bytes directly, as a hostile peer would.
+            let bytes = name.as_bytes();
+            header.as_old_mut().name[..bytes.len()].copy_from_slice(bytes);
+            header.set_cksum();
+            builder.append(&header, *data).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("sbx-unpack-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn unpack_keeps_files_drops_links_and_setuid() {
+        let dir = scratch("ok");
+        let tar = archive_of(&[
+            ("out/", tar::EntryType::Directory, b""),
+            ("out/a b.txt", tar::EntryType::Regular, b"\x00\xff data"),
+            ("out/link", tar::EntryType::Symlink, b""),
+        ]);
+        unpack(tar.as_slice(), "/workspace/out", &dir.join("o")).unwrap();
+        assert_eq!(std::fs::read(dir.join("o/a b.txt")).unwrap(), b"\x00\xff data");
+        assert!(std::fs::symlink_metadata(dir.join("o/link")).is_err());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(dir.join("o/a b.txt")).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o7000, 0, "setuid kept: {mode:o}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn unpack_refuses_escaping_names() {
+        for hostile in ["out/../../escaped", "/etc/escaped", "other/escaped"] {
+            let dir = scratch("bad");
+            let tar = archive_of(&[
+                ("out/", tar::EntryType::Directory, b""),
+                (hostile, tar::EntryType::Regular, b"x"),
+            ]);
+            let err = unpack(tar.as_slice(), "/workspace/out", &dir.join("o")).unwrap_err();
+            assert_eq!(err.code(), crate::ErrorCode::InvalidInput, "{hostile}: {err}");
+            assert!(!dir.join("escaped").exists() && !std::path::Path::new("/etc/escaped").exists());
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

@@ -676,6 +676,22 @@ impl BackendSandbox for DockerSandbox {
         self.on_rt(move |shared| async move { fs::remove(&shared, &path, recursive).await })
     }
 
+    fn upload<'a>(&'a self, host_path: &'a std::path::Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
+        if !fs::bulk_reachable(&self.shared, path) {
+            return Box::pin(crate::transfer::upload_via_primitives(self, host_path, path));
+        }
+        let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
+        self.on_rt(move |shared| async move { fs::upload(&shared, host_path, &path).await })
+    }
+
+    fn download<'a>(&'a self, path: &'a str, host_path: &'a std::path::Path) -> BoxFuture<'a, Result<()>> {
+        if !fs::bulk_reachable(&self.shared, path) {
+            return Box::pin(crate::transfer::download_via_primitives(self, path, host_path));
+        }
+        let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
+        self.on_rt(move |shared| async move { fs::download(&shared, &path, host_path).await })
+    }
+
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
         // A kill must finish even if its caller goes away: detach it from the future.
         let shared = Arc::clone(&self.shared);
