@@ -127,6 +127,20 @@ async fn docker__hardened_by_default() {
     let text = out.stdout_lossy();
     assert!(text.starts_with("1000\ncanary-8c1f-secret"), "{text}");
     assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
+    // Sandboxed code can end neither PID 1 (the TTL) nor the dead-man (owner death).
+    let attack = sandbox
+        .run(Command::shell(
+            "kill -TERM 1; cat /run/sandboxio/deadman; kill -KILL $(pgrep -f sandboxio-deadman) 2>&1; exit 0",
+        ))
+        .await
+        .unwrap();
+    assert!(!attack.stderr.is_empty(), "the attack met no refusal: {attack:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    let still = sandbox.run(Command::new("true")).await.unwrap();
+    assert!(still.success());
+    let deadman =
+        docker(&["exec", sandbox.id(), "sh", "-c", "kill -0 $(cat /run/sandboxio/deadman) && echo alive"]);
+    assert_eq!(deadman.trim(), "alive");
     sandbox.close().await.unwrap();
 }
 
@@ -247,4 +261,177 @@ fn docker__blocking_smoke() {
     drop(sandbox); // an owned handle's drop tears the container down
     let _ = sandboxio::sync::shutdown(Duration::from_secs(30));
     assert!(wait_gone(&id, Duration::from_secs(10)), "dropped blocking sandbox {id} left its container");
+}
+
+/// gVisor when the engine has `runsc` registered (CI registers it): the tier says
+/// `UserspaceKernel` and the kernel inside is gVisor's. Without it, asking for it fails
+/// closed, before any container exists.
+#[tokio::test]
+async fn docker__runsc_is_a_userspace_kernel_or_fails_closed() {
+    if !docker_ready("docker__runsc_is_a_userspace_kernel_or_fails_closed") {
+        return;
+    }
+    let registered = docker(&["info", "-f", "{{json .Runtimes}}"]).contains("\"runsc\"");
+    let builder = Sandbox::builder(&format!("docker://?image={IMAGE}&runtime=runsc"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .metadata("test", "runsc-fails-closed");
+    if registered {
+        let sandbox =
+            builder.require_isolation(sandboxio::IsolationTier::UserspaceKernel).create().await.unwrap();
+        assert_eq!(sandbox.isolation(), sandboxio::IsolationTier::UserspaceKernel);
+        let kernel = sandbox.run(Command::shell("dmesg 2>/dev/null | head -3")).await.unwrap();
+        assert!(kernel.stdout_lossy().contains("gVisor"), "not gVisor: {:?}", kernel.stdout_lossy());
+        sandbox.close().await.unwrap();
+    } else {
+        let err = builder.create().await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Configuration, "{err}");
+        assert!(err.to_string().contains("runsc"), "{err}");
+        let left = docker(&["ps", "-aq", "--filter", "label=test=runsc-fails-closed"]);
+        assert!(left.trim().is_empty(), "a container was created: {left}");
+    }
+}
+
+#[tokio::test]
+async fn docker__odd_file_names_round_trip_exactly() {
+    if !docker_ready("docker__odd_file_names_round_trip_exactly") {
+        return;
+    }
+    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .await
+        .unwrap();
+    let names = ["with space.txt", "ünïcødé-名前.txt", "-leading-dash", "semi;colon$(x)`y`'q\"&|*.txt"];
+    for (i, name) in names.iter().enumerate() {
+        let path = format!("odd/{name}");
+        sandbox.fs().write(&path, vec![i as u8, 0, 0xff]).await.unwrap();
+        assert_eq!(sandbox.fs().read(&path).await.unwrap(), vec![i as u8, 0, 0xff], "{name}");
+    }
+    let mut listed: Vec<String> =
+        sandbox.fs().list("odd").await.unwrap().into_iter().map(|e| e.name).collect();
+    listed.sort();
+    let mut expected: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+    // The shell sees the same names (argv, never spliced into shell text).
+    let out =
+        sandbox.run(Command::shell("cd odd && for f in *; do printf '%s\\n' \"$f\"; done")).await.unwrap();
+    let mut seen: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    seen.sort_unstable();
+    assert_eq!(seen, expected);
+    // A round trip through the host: download, upload elsewhere, compare.
+    let host = std::env::temp_dir().join(format!("sbx-odd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&host);
+    sandbox.fs().download("odd", &host).await.unwrap();
+    sandbox.fs().upload(&host, "copy/of odd").await.unwrap();
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(std::fs::read(host.join(name)).unwrap(), vec![i as u8, 0, 0xff], "{name}");
+        assert_eq!(sandbox.fs().read(&format!("copy/of odd/{name}")).await.unwrap(), vec![i as u8, 0, 0xff]);
+    }
+    sandbox.fs().remove("-leading-dash", false).await.unwrap_err();
+    sandbox.fs().remove("odd/-leading-dash", false).await.unwrap();
+    assert_eq!(sandbox.fs().read("odd/-leading-dash").await.unwrap_err().code(), ErrorCode::NotFound);
+    let _ = std::fs::remove_dir_all(&host);
+    sandbox.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn docker__a_container_removed_behind_our_back_is_sandbox_gone() {
+    if !docker_ready("docker__a_container_removed_behind_our_back_is_sandbox_gone") {
+        return;
+    }
+    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .await
+        .unwrap();
+    docker(&["rm", "-f", sandbox.id()]);
+    let err = sandbox.run(Command::new("true")).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::SandboxGone, "{err}");
+    let err = sandbox.fs().read("x").await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::SandboxGone, "{err}");
+    // Killing what is already gone is not an error.
+    sandbox.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn docker__large_files_cross_intact() {
+    if !docker_ready("docker__large_files_cross_intact") {
+        return;
+    }
+    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .await
+        .unwrap();
+    let host = std::env::temp_dir().join(format!("sbx-large-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&host);
+    std::fs::create_dir_all(host.join("in")).unwrap();
+    let data: Vec<u8> =
+        (0..64 * 1024 * 1024u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    std::fs::write(host.join("in/big.bin"), &data).unwrap();
+    sandbox.fs().upload(host.join("in"), "big").await.unwrap();
+    let sum = sandbox.run(Command::new("md5sum").arg("big/big.bin")).await.unwrap();
+    let local = OsCommand::new("md5sum").arg(host.join("in/big.bin")).output().unwrap();
+    assert_eq!(
+        sum.stdout_lossy().split(' ').next(),
+        String::from_utf8_lossy(&local.stdout).split(' ').next()
+    );
+    sandbox.fs().download("big", host.join("out")).await.unwrap();
+    assert!(std::fs::read(host.join("out/big.bin")).unwrap() == data, "download differs");
+    let _ = std::fs::remove_dir_all(&host);
+    sandbox.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn docker__a_timeout_leaves_no_process_even_with_no_pids_left() {
+    if !docker_ready("docker__a_timeout_leaves_no_process_even_with_no_pids_left") {
+        return;
+    }
+    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .limits(sandboxio::ResourceLimits::new().pids(40))
+        .create()
+        .await
+        .unwrap();
+    let fork_bomb = Command::shell("i=0; while [ $i -lt 35 ]; do sleep 1000 & i=$((i+1)); done; wait")
+        .timeout(Duration::from_secs(2));
+    let err = sandbox.run(fork_bomb).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecutionTimeout, "{err}");
+    // Either the group was killed, or (no pid left to kill it with) the whole sandbox was.
+    std::thread::sleep(Duration::from_secs(1));
+    let id = sandbox.id().to_owned();
+    if container_exists(&id) {
+        let left = docker(&["exec", &id, "sh", "-c", "ps -o args | grep -c '^sleep 1000' || true"]);
+        assert_eq!(left.trim(), "0", "sleeps left");
+    }
+    let _ = sandbox.kill().await;
+    assert!(wait_gone(&id, Duration::from_secs(10)));
+}
+
+#[tokio::test]
+async fn docker__stdin_after_close_fails_fast_and_a_second_close_is_harmless() {
+    if !docker_ready("docker__stdin_after_close_fails_fast_and_a_second_close_is_harmless") {
+        return;
+    }
+    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .await
+        .unwrap();
+    let mut stream = sandbox.stream(Command::shell("cat; sleep 30")).unwrap();
+    stream.write_stdin(b"hello").await.unwrap();
+    stream.close_stdin().await.unwrap();
+    let started = Instant::now();
+    stream.close_stdin().await.unwrap();
+    assert!(stream.write_stdin(b"late").await.is_err());
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    drop(stream);
+    sandbox.close().await.unwrap();
 }

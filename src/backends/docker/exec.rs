@@ -34,13 +34,21 @@ use super::rt;
 /// missing (the command never started, so nothing else is on stderr).
 const NO_CWD: &[u8] = b"sandboxio: no such working directory";
 
-/// `sh -c WRAPPER sandboxio-exec <key> <cwd> <argv>...`
-const WRAPPER: &str = r#"k=$1; c=$2; shift 2
+/// `sh -c WRAPPER sandboxio-exec <key> <cwd> <secrets: 0|1> <argv>...`
+///
+/// With secrets, stdin starts with one line per secret, `NAME <value as \0ooo escapes>`,
+/// then an empty line; the rest of stdin is the command's. Secrets so never appear in the
+/// exec's configuration (which the engine logs at debug level, and `docker inspect` of the
+/// exec shows).
+const WRAPPER: &str = r#"k=$1; c=$2; s=$3; shift 3
+if [ "$s" = 1 ]; then
+  while IFS= read -r l && [ -n "$l" ]; do v=$(printf '%bx' "${l#* }"); export "${l%% *}=${v%x}"; done
+fi
 cd -- "$c" 2>/dev/null || { printf 'sandboxio: no such working directory' >&2; exit 126; }
 d=/tmp/.sandboxio
 [ -f "$d/$k.cancel" ] && exit 137
 exec 3<&0
-setsid "$@" <&3 3<&- &
+setsid -- "$@" <&3 3<&- &
 p=$!
 exec 3<&-
 echo "$p" > "$d/$k"
@@ -51,7 +59,13 @@ rm -f "$d/$k" "$d/$k.cancel"
 exit "$rc""#;
 
 /// `sh -c KILLER sandboxio-kill <key>`: marks the command cancelled, then kills its group.
-const KILLER: &str = r#"d=/tmp/.sandboxio; : > "$d/$1.cancel"; [ -f "$d/$1" ] && kill -KILL -"$(cat "$d/$1")" 2>/dev/null; exit 0"#;
+/// Only shell builtins after the marker (no `cat`), so it works when the sandbox has no
+/// pids left. Exits 0 when the group is gone (or never started), 1 when it survived.
+const KILLER: &str = r#"d=/tmp/.sandboxio; : > "$d/$1.cancel"
+[ -f "$d/$1" ] || exit 0
+read -r p < "$d/$1" || exit 0
+case $p in ''|*[!0-9]*) exit 0 ;; esac
+kill -KILL -"$p" 2>/dev/null || ! kill -0 -"$p" 2>/dev/null"#;
 
 type Output =
     Pin<Box<dyn futures_core::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>> + Send>>;
@@ -61,21 +75,40 @@ pub(super) struct Launched {
     pub exec_id: String,
     pub output: Output,
     pub input: Pin<Box<dyn AsyncWrite + Send>>,
+    /// Whether the exec's stdin is attached (it then needs a close for end-of-file).
+    pub stdin_attached: bool,
 }
 
-/// `K=V` strings for an exec: the sandbox's secrets and the command's own variables.
-/// (The sandbox's plain env is in the container's configuration.)
-fn exec_env(shared: &Shared, command: &Command) -> Vec<String> {
-    let mut env: Vec<String> =
-        shared.secret_env.iter().map(|(k, v)| format!("{k}={}", v.expose_secret())).collect();
-    env.extend(command.env_vars().iter().map(|(k, v)| format!("{k}={v}")));
-    env.extend(command.secret_env_vars().iter().map(|(k, v)| format!("{k}={}", v.expose_secret())));
-    env
+/// `K=V` strings for an exec: the command's plain variables (the sandbox's are in the
+/// container's configuration; secrets travel on stdin, see [`WRAPPER`]).
+fn exec_env(command: &Command) -> Vec<String> {
+    command.env_vars().iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The secrets block [`WRAPPER`] reads first from stdin, or `None` without secrets.
+pub(super) fn secrets_block(shared: &Shared, command: &Command) -> Option<Vec<u8>> {
+    let secrets: Vec<&(String, crate::secret::SecretString)> =
+        shared.secret_env.iter().chain(command.secret_env_vars()).collect();
+    if secrets.is_empty() {
+        return None;
+    }
+    let mut block = Vec::new();
+    for (name, value) in secrets {
+        block.extend_from_slice(name.as_bytes());
+        block.push(b' ');
+        for byte in value.expose_secret().bytes() {
+            block.extend_from_slice(format!("\\0{byte:03o}").as_bytes());
+        }
+        block.push(b'\n');
+    }
+    block.push(b'\n');
+    Some(block)
 }
 
 /// Creates and starts an exec of `argv` as the sandbox's user, attached.
 pub(super) async fn start_raw(
     shared: &Shared,
+    user: Option<String>,
     argv: Vec<String>,
     env: Vec<String>,
     stdin: bool,
@@ -83,7 +116,7 @@ pub(super) async fn start_raw(
     let config = ExecConfig {
         cmd: Some(argv),
         env: Some(env),
-        user: shared.user.clone(),
+        user,
         attach_stdin: Some(stdin),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
@@ -101,7 +134,9 @@ pub(super) async fn start_raw(
         .await
         .map_err(|e| sandbox_error(&shared.id, "starting an exec", e))?;
     match started {
-        StartExecResults::Attached { output, input } => Ok(Launched { exec_id: created.id, output, input }),
+        StartExecResults::Attached { output, input } => {
+            Ok(Launched { exec_id: created.id, output, input, stdin_attached: stdin })
+        }
         StartExecResults::Detached => Err(Error::provider(
             super::SCHEME,
             "the engine started the exec detached",
@@ -112,8 +147,17 @@ pub(super) async fn start_raw(
 
 /// Runs a short internal command (no wrapper) to completion: `(exit code, stdout, stderr)`.
 pub(super) async fn run_raw(shared: &Shared, argv: &[&str]) -> Result<(i64, Vec<u8>, Vec<u8>)> {
+    run_raw_as(shared, shared.user.clone(), argv).await
+}
+
+/// [`run_raw`] as `user` (`Some("0")`: root, for sandboxio's own processes).
+pub(super) async fn run_raw_as(
+    shared: &Shared,
+    user: Option<String>,
+    argv: &[&str],
+) -> Result<(i64, Vec<u8>, Vec<u8>)> {
     let mut launched =
-        start_raw(shared, argv.iter().map(|s| (*s).to_owned()).collect(), Vec::new(), false).await?;
+        start_raw(shared, user, argv.iter().map(|s| (*s).to_owned()).collect(), Vec::new(), false).await?;
     let mut out = Collected::new(usize::MAX);
     drain(&mut launched.output, &mut out, |_, _| {})
         .await
@@ -122,9 +166,18 @@ pub(super) async fn run_raw(shared: &Shared, argv: &[&str]) -> Result<(i64, Vec<
     Ok((code, out.stdout, out.stderr))
 }
 
-/// Kills the process group of the command started under `key`, waiting for the kill.
+/// Kills the process group of the command started under `key`, waiting for the kill. If
+/// the group cannot be killed (the kill exec cannot start, say, because the command used
+/// up the pids limit), the whole sandbox is removed instead: a timeout or a cancel never
+/// leaves the command running.
 pub(super) async fn kill_group(shared: &Shared, key: &str) -> Result<()> {
-    run_raw(shared, &["sh", "-c", KILLER, "sandboxio-kill", key]).await.map(|_| ())
+    match run_raw(shared, &["sh", "-c", KILLER, "sandboxio-kill", key]).await {
+        Ok((0, _, _)) | Err(Error::SandboxGone { .. }) => Ok(()),
+        failed => {
+            tracing::warn!(sandbox = %shared.id, ?failed, "cannot kill a command's process group; removing the sandbox");
+            super::kill(shared).await.map(drop)
+        }
+    }
 }
 
 /// The exit code of a finished exec. The output stream can end a moment before the engine
@@ -194,6 +247,15 @@ pub(super) async fn drain(
     Ok(())
 }
 
+/// Aborts a helper task when its owner goes away (a dropped operation included).
+pub(super) struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Kills a command's process group when the operation running it is dropped before the
 /// command ended (the kill runs on the Docker runtime, whatever the caller does next).
 pub(super) struct KillOnDrop {
@@ -232,19 +294,35 @@ impl Drop for KillOnDrop {
 }
 
 /// Starts `command` under the wrapper. The guard is armed before the start request is sent.
+/// `with_secrets`: pass the sandbox's and the command's secrets (user commands; sandboxio's
+/// own file execs get none).
 pub(super) async fn launch(
     shared: &Arc<Shared>,
     guard: &mut KillOnDrop,
     command: &Command,
     stdin: bool,
+    with_secrets: bool,
 ) -> Result<Launched> {
     shared.check_alive()?;
     let cwd = crate::path::resolve(&shared.workdir, command.working_dir().unwrap_or("."));
-    let mut argv: Vec<String> =
-        vec!["sh".into(), "-c".into(), WRAPPER.into(), "sandboxio-exec".into(), guard.key().to_owned(), cwd];
+    let secrets = if with_secrets { secrets_block(shared, command) } else { None };
+    let flag = if secrets.is_some() { "1" } else { "0" };
+    let mut argv: Vec<String> = ["sh", "-c", WRAPPER, "sandboxio-exec", guard.key(), &cwd, flag]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
     argv.extend(command.argv().iter().cloned());
     guard.arm();
-    start_raw(shared, argv, exec_env(shared, command), stdin).await
+    let mut launched =
+        start_raw(shared, shared.user.clone(), argv, exec_env(command), stdin || secrets.is_some()).await?;
+    if let Some(block) = secrets {
+        launched
+            .input
+            .write_all(&block)
+            .await
+            .map_err(|e| Error::provider(super::SCHEME, "passing secrets to the command", e))?;
+    }
+    Ok(launched)
 }
 
 /// Whether a finished wrapper reports a missing working directory.
@@ -257,17 +335,20 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
     let started = Instant::now();
     let mut guard = KillOnDrop::new(&shared);
     let stdin = command.stdin_bytes().map(<[u8]>::to_vec);
-    let Launched { exec_id, mut output, mut input } =
-        launch(&shared, &mut guard, &command, stdin.is_some()).await?;
+    let Launched { exec_id, mut output, mut input, stdin_attached } =
+        launch(&shared, &mut guard, &command, stdin.is_some(), true).await?;
     // Written beside the drain, so a command that writes before reading never deadlocks.
-    let writer = tokio::spawn(async move {
+    let writer = AbortOnDrop(tokio::spawn(async move {
         if let Some(data) = stdin {
             // A command that exits without reading all its stdin is not an error.
             let _ = input.write_all(&data).await;
+        }
+        if stdin_attached {
             let _ = input.shutdown().await;
         }
-        input
-    });
+        // Keep the write half until the exec ends.
+        std::future::pending::<()>().await;
+    }));
     let mut out = Collected::new(command.output_limit_bytes());
     let drained = match command.timeout_duration() {
         Some(limit) => tokio::time::timeout(limit, drain(&mut output, &mut out, |_, _| {})).await.ok(),
@@ -278,7 +359,7 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
         guard.disarm();
         // Keep what the command wrote before it was killed.
         let _ = tokio::time::timeout(Duration::from_secs(2), drain(&mut output, &mut out, |_, _| {})).await;
-        writer.abort();
+        drop(writer);
         let partial = ExecResult::new(137, out.stdout, out.stderr)
             .with_truncated(out.truncated)
             .with_duration(started.elapsed());
@@ -290,7 +371,7 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
     drained.map_err(|e| sandbox_error(&shared.id, "reading the command's output", e))?;
     let code = exit_code(&shared, &exec_id).await?;
     guard.disarm();
-    writer.abort();
+    drop(writer);
     if missing_cwd(code, &out.stderr) {
         return Err(Error::NotFound {
             path: crate::path::resolve(&shared.workdir, command.working_dir().unwrap_or(".")),

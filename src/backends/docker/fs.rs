@@ -1,151 +1,39 @@
-//! Files through the engine's archive API (`GET`/`PUT /containers/{id}/archive`), with tar
-//! archives built and read by the `tar` crate, or through an exec where the archive API
-//! cannot reach: a tmpfs or a bind mount (the engine writes *under* such a mount and still
-//! succeeds, moby/moby#22020), and directory creation and removal, which run as the
-//! sandbox's user so that permissions are the container's own.
+//! Files through execs run as the sandbox's user, so that permissions, links and mounts are
+//! the container's own: a link the sandboxed code planted leads only where that user may go,
+//! and a tmpfs or bind mount is written for real (the engine's archive API writes *under*
+//! such mounts and still succeeds, moby/moby#22020, and acts as root). Each exec runs under
+//! the process-group wrapper, so a dropped operation kills it.
 //!
-//! Archives are parsed as they stream in, on a blocking thread, so listing a large
-//! directory never holds its files in memory.
+//! `upload` and `download` stream one tar archive through `tar -x`/`tar -c` in the sandbox
+//! (built and read here with the `tar` crate, on a blocking thread), so no file is held whole
+//! in memory. Paths reach the scripts as arguments, never spliced into shell text, and are
+//! always absolute (so never mistaken for options).
 
 use std::io::Read;
 use std::sync::Arc;
 
-use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerOptions};
-use futures_lite::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::error::{Error, Result};
+use crate::exec::Command;
 use crate::fs::{DirEntry, FileKind};
 
 use super::Shared;
-use super::client::{provider, status};
-use super::exec;
-
-/// Paths under these are mounts the archive API does not see (Docker's own tmpfs and bind
-/// mounts); file operations there go through an exec.
-const EXEC_ONLY: &[&str] = &["/dev", "/proc", "/sys", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"];
-
-fn exec_only(abs: &str) -> bool {
-    EXEC_ONLY.iter().any(|m| abs == *m || abs.strip_prefix(m).is_some_and(|rest| rest.starts_with('/')))
-}
+use super::exec::{self, AbortOnDrop, Collected, KillOnDrop, Launched};
 
 fn absolute(shared: &Shared, path: &str) -> String {
     crate::path::resolve(&shared.workdir, path)
 }
 
-/// Maps an archive error for `abs`: a missing path is `NotFound`, a missing container is
-/// `SandboxGone`.
-fn archive_error(shared: &Shared, abs: &str, doing: &str, e: bollard::errors::Error) -> Error {
-    if let bollard::errors::Error::DockerResponseServerError { status_code, message } = &e {
-        if message.contains("No such container") || *status_code == 409 {
-            return Error::SandboxGone {
-                id: shared.id.clone(),
-                message: "its container no longer exists".into(),
-            };
-        }
-        if *status_code == 404 {
-            return Error::NotFound { path: abs.to_owned() };
-        }
-        if message.contains("ermission denied") {
-            return Error::PermissionDenied { path: abs.to_owned() };
-        }
-    }
-    provider(doing, e)
-}
-
-/// A blocking reader over the tar archive of `abs`, for use inside `spawn_blocking`.
-async fn archive(shared: &Shared, abs: &str) -> Result<impl Read + Send + 'static> {
-    let mut body = Box::pin(
-        shared
-            .docker
-            .download_from_container(&shared.id, Some(DownloadFromContainerOptions { path: abs.to_owned() })),
-    );
-    // The first chunk tells whether the path exists; errors after it are I/O errors.
-    let first = match body.next().await {
-        Some(Ok(bytes)) => bytes,
-        Some(Err(e)) => return Err(archive_error(shared, abs, "reading an archive", e)),
-        None => bytes::Bytes::new(),
-    };
-    let rest = body.map(|chunk| chunk.map_err(std::io::Error::other));
-    let stream = futures_lite::stream::once(Ok(first)).chain(rest);
-    Ok(SyncIoBridge::new(StreamReader::new(stream)))
-}
-
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| Error::provider(super::SCHEME, "a file task panicked", e))?
-}
-
 fn tar_error(abs: &str, e: std::io::Error) -> Error {
-    Error::provider(super::SCHEME, format!("reading the archive of {abs}"), e)
-}
-
-pub(super) async fn read(shared: &Arc<Shared>, path: &str) -> Result<Vec<u8>> {
-    shared.check_alive()?;
-    let mut abs = absolute(shared, path);
-    // A link is followed inside the container's own file system, as `cat` would.
-    for _ in 0..16 {
-        if exec_only(&abs) {
-            return read_by_exec(shared, &abs).await;
-        }
-        let reader = archive(shared, &abs).await?;
-        let abs_for_task = abs.clone();
-        let found = blocking(move || {
-            let mut archive = tar::Archive::new(reader);
-            let mut entries = archive.entries().map_err(|e| tar_error(&abs_for_task, e))?;
-            let Some(entry) = entries.next() else {
-                return Err(Error::NotFound { path: abs_for_task });
-            };
-            let mut entry = entry.map_err(|e| tar_error(&abs_for_task, e))?;
-            match entry.header().entry_type() {
-                tar::EntryType::Regular | tar::EntryType::Continuous => {
-                    let mut data = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
-                    entry.read_to_end(&mut data).map_err(|e| tar_error(&abs_for_task, e))?;
-                    Ok(Ok(data))
-                }
-                tar::EntryType::Directory => Err(Error::IsADirectory { path: abs_for_task }),
-                tar::EntryType::Symlink => {
-                    let target = entry
-                        .link_name()
-                        .map_err(|e| tar_error(&abs_for_task, e))?
-                        .map(|t| t.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    Ok(Err(target))
-                }
-                _ => Err(Error::invalid_input(format!("{abs_for_task} is not a regular file"))),
-            }
-        })
-        .await?;
-        match found {
-            Ok(data) => return Ok(data),
-            Err(target) => {
-                let parent = abs.rsplit_once('/').map_or("/", |(p, _)| if p.is_empty() { "/" } else { p });
-                abs = crate::path::resolve(parent, &target);
-            }
-        }
-    }
-    Err(Error::invalid_input(format!("too many levels of links under {path}")))
-}
-
-async fn read_by_exec(shared: &Arc<Shared>, abs: &str) -> Result<Vec<u8>> {
-    let (code, out, err) = exec::run_raw(
-        shared,
-        &["sh", "-c", r#"[ -d "$1" ] && exit 21; exec cat -- "$1""#, "sandboxio-read", abs],
-    )
-    .await?;
-    match code {
-        0 => Ok(out),
-        21 => Err(Error::IsADirectory { path: abs.to_owned() }),
-        _ => Err(exec_failure(abs, &err)),
-    }
+    Error::provider(super::SCHEME, format!("the archive of {abs}"), e)
 }
 
 /// Maps a failed file exec by what the tool said.
 fn exec_failure(abs: &str, stderr: &[u8]) -> Error {
     let said = String::from_utf8_lossy(stderr);
-    if said.contains("No such file") || said.contains("Not a directory") {
+    if said.contains("No such file") || said.contains("Not a directory") || said.contains("not a directory") {
         Error::NotFound { path: abs.to_owned() }
     } else if said.contains("ermission denied") || said.contains("Read-only file system") {
         Error::PermissionDenied { path: abs.to_owned() }
@@ -160,183 +48,130 @@ fn exec_failure(abs: &str, stderr: &[u8]) -> Error {
     }
 }
 
-/// The numeric owner of files the sandbox's user writes.
-async fn owner_ids(shared: &Arc<Shared>) -> Result<(u64, u64)> {
-    shared
-        .ids
-        .get_or_try_init(|| async {
-            let Some(user) = shared.user.clone() else { return Ok((0, 0)) };
-            let (name, group) = user.split_once(':').map_or((user.as_str(), None), |(u, g)| (u, Some(g)));
-            let numeric = |s: &str| s.parse::<u64>().ok();
-            if let Some(uid) = numeric(name) {
-                return Ok((uid, group.and_then(numeric).unwrap_or(uid)));
-            }
-            let passwd = String::from_utf8_lossy(&read(shared, "/etc/passwd").await?).into_owned();
-            passwd
-                .lines()
-                .map(|l| l.split(':').collect::<Vec<_>>())
-                .find(|f| f.len() > 3 && f[0] == name)
-                .and_then(|f| Some((numeric(f[2])?, numeric(f[3])?)))
-                .ok_or_else(|| {
-                    Error::configuration(format!("user {name:?} is not in the image's /etc/passwd"))
-                })
-        })
+/// Runs `sh -c script sandboxio-fs args...` as the sandbox's user with `stdin` (none: no
+/// stdin), under the wrapper: `(exit code, stdout, stderr)`.
+async fn fs_exec(
+    shared: &Arc<Shared>,
+    script: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> Result<(i64, Vec<u8>, Vec<u8>)> {
+    shared.check_alive()?;
+    let command =
+        Command::new("sh").arg("-c").arg(script).arg("sandboxio-fs").args(args.iter().copied()).cwd("/");
+    let mut guard = KillOnDrop::new(shared);
+    let Launched { exec_id, mut output, mut input, stdin_attached } =
+        exec::launch(shared, &mut guard, &command, stdin.is_some(), false).await?;
+    let data = stdin.map(<[u8]>::to_vec);
+    let _writer = AbortOnDrop(tokio::spawn(async move {
+        if let Some(data) = data {
+            let _ = input.write_all(&data).await;
+        }
+        if stdin_attached {
+            let _ = input.shutdown().await;
+        }
+        std::future::pending::<()>().await;
+    }));
+    let mut out = Collected::new(usize::MAX);
+    exec::drain(&mut output, &mut out, |_, _| {})
         .await
-        .copied()
+        .map_err(|e| super::client::sandbox_error(&shared.id, "reading a file exec", e))?;
+    let code = exec::exit_code(shared, &exec_id).await?;
+    guard.disarm();
+    Ok((code, out.stdout, out.stderr))
 }
 
-fn split_parent(abs: &str) -> (String, String) {
-    match abs.rsplit_once('/') {
-        Some(("", name)) => ("/".to_owned(), name.to_owned()),
-        Some((parent, name)) => (parent.to_owned(), name.to_owned()),
-        None => ("/".to_owned(), abs.to_owned()),
+/// Reads a regular file (links followed inside the container, as `cat` would).
+const READ: &str = r#"[ -d "$1" ] && exit 21
+[ -e "$1" ] && [ ! -f "$1" ] && exit 22
+exec cat "$1""#;
+
+pub(super) async fn read(shared: &Arc<Shared>, path: &str) -> Result<Vec<u8>> {
+    let abs = absolute(shared, path);
+    let (code, out, err) = fs_exec(shared, READ, &[&abs], None).await?;
+    match code {
+        0 => Ok(out),
+        21 => Err(Error::IsADirectory { path: abs }),
+        22 => Err(Error::invalid_input(format!("{abs} is not a regular file"))),
+        _ => Err(exec_failure(&abs, &err)),
     }
 }
 
+/// Writes stdin to `$1` through a temporary file renamed into place (a link at `$1` is
+/// replaced, never written through), creating parents, with mode `$2`.
+const WRITE: &str = r#"p=$1; t="${p%/*}/.${p##*/}.sandboxio-$$"
+mkdir -p "${p%/*}/" 2>/dev/null
+[ -d "$p" ] && exit 21
+cat > "$t" || { rm -f "$t"; exit 23; }
+chmod "$2" "$t" && mv -f "$t" "$p" || { rm -f "$t"; exit 24; }"#;
+
 pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode: Option<u32>) -> Result<()> {
-    shared.check_alive()?;
     let abs = absolute(shared, path);
     if abs == "/" {
         return Err(Error::IsADirectory { path: abs });
     }
-    if exec_only(&abs) {
-        let mode = format!("{:o}", mode.unwrap_or(0o644));
-        let mut launched = exec::start_raw(
-            shared,
-            [
-                "sh",
-                "-c",
-                r#"[ -d "$1" ] && exit 21; cat > "$1" && chmod "$2" "$1""#,
-                "sandboxio-write",
-                &abs,
-                &mode,
-            ]
-            .map(str::to_owned)
-            .to_vec(),
-            Vec::new(),
-            true,
-        )
-        .await?;
-        let _ = launched.input.write_all(&data).await;
-        let _ = launched.input.shutdown().await;
-        let mut out = exec::Collected::new(64 * 1024);
-        exec::drain(&mut launched.output, &mut out, |_, _| {})
-            .await
-            .map_err(|e| provider("writing a file", e))?;
-        return match exec::exit_code(shared, &launched.exec_id).await? {
-            0 => Ok(()),
-            21 => Err(Error::IsADirectory { path: abs }),
-            _ => Err(exec_failure(&abs, &out.stderr)),
-        };
+    let mode = format!("{:o}", mode.unwrap_or(0o644) & 0o7777);
+    let (code, _, err) = fs_exec(shared, WRITE, &[&abs, &mode], Some(&data)).await?;
+    match code {
+        0 => Ok(()),
+        21 => Err(Error::IsADirectory { path: abs }),
+        _ => Err(exec_failure(&abs, &err)),
     }
-    let (uid, gid) = owner_ids(shared).await?;
-    let (parent, name) = split_parent(&abs);
-    let mut header = tar::Header::new_gnu();
-    header.set_entry_type(tar::EntryType::Regular);
-    header.set_size(data.len() as u64);
-    header.set_mode(mode.unwrap_or(0o644) & 0o7777);
-    header.set_uid(uid);
-    header.set_gid(gid);
-    header.set_mtime(super::labels::unix_now());
-    let mut builder = tar::Builder::new(Vec::with_capacity(data.len() + 2048));
-    builder.append_data(&mut header, &name, data.as_slice()).map_err(|e| tar_error(&abs, e))?;
-    let body = bytes::Bytes::from(builder.into_inner().map_err(|e| tar_error(&abs, e))?);
-    for attempt in 0..2 {
-        let put = shared
-            .docker
-            .upload_to_container(
-                &shared.id,
-                Some(UploadToContainerOptions {
-                    path: parent.clone(),
-                    no_overwrite_dir_non_dir: Some("true".into()),
-                    copy_uidgid: None,
-                }),
-                bollard::body_full(body.clone()),
-            )
-            .await;
-        match put {
-            Ok(()) => return Ok(()),
-            Err(e)
-                if attempt == 0
-                    && status(&e) == Some(404)
-                    && !e.to_string().contains("No such container") =>
-            {
-                // The parent is missing: create it as the sandbox's user, then retry once.
-                mkdir(shared, &parent).await?;
-            }
-            Err(e) if e.to_string().contains("directory") && status(&e).is_some_and(|s| s != 404) => {
-                return Err(Error::IsADirectory { path: abs });
-            }
-            Err(e) => return Err(archive_error(shared, &abs, "writing a file", e)),
-        }
-    }
-    Err(Error::NotFound { path: parent })
 }
+
+/// Lists `$1`: per entry, `<mode in hex> <size>\n<name>\0` (`stat` does not follow links).
+const LIST: &str = r#"[ -d "$1" ] || { [ -e "$1" ] && exit 22; exit 3; }
+cd "$1" 2>/dev/null || exit 13
+for f in * .[!.]* ..?*; do
+  [ -e "$f" ] || [ -L "$f" ] || continue
+  stat -c '%f %s' "./$f" || exit 24
+  printf '%s\0' "$f"
+done"#;
 
 pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntry>> {
-    shared.check_alive()?;
     let abs = absolute(shared, path);
-    if exec_only(&abs) {
-        return Err(Error::unsupported(
-            super::SCHEME,
-            format!("listing {abs} (a mount the archive API cannot read)"),
-        ));
+    let (code, out, err) = fs_exec(shared, LIST, &[&abs], None).await?;
+    match code {
+        0 => parse_listing(&abs, &out),
+        3 => Err(Error::NotFound { path: abs }),
+        13 => Err(Error::PermissionDenied { path: abs }),
+        22 => Err(Error::invalid_input(format!("{abs} is not a directory"))),
+        _ => Err(exec_failure(&abs, &err)),
     }
-    let reader = archive(shared, &abs).await?;
-    let abs_for_task = abs.clone();
-    blocking(move || {
-        let mut archive = tar::Archive::new(reader);
-        let mut entries = archive.entries().map_err(|e| tar_error(&abs_for_task, e))?;
-        let root = match entries.next() {
-            Some(entry) => entry.map_err(|e| tar_error(&abs_for_task, e))?,
-            None => return Err(Error::NotFound { path: abs_for_task }),
-        };
-        match root.header().entry_type() {
-            tar::EntryType::Directory => {}
-            tar::EntryType::Symlink => {
-                return Err(Error::invalid_input(format!("{abs_for_task} is a link, not a directory")));
-            }
-            _ => return Err(Error::invalid_input(format!("{abs_for_task} is not a directory"))),
-        }
-        let root_name = root.path().map_err(|e| tar_error(&abs_for_task, e))?.into_owned();
-        drop(root);
-        let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| tar_error(&abs_for_task, e))?;
-            let path = entry.path().map_err(|e| tar_error(&abs_for_task, e))?.into_owned();
-            let Ok(rel) = path.strip_prefix(&root_name) else { continue };
-            let mut parts = rel.components();
-            let (Some(first), None) = (parts.next(), parts.next()) else { continue };
-            let header = entry.header();
-            let kind = match header.entry_type() {
-                tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::Link => FileKind::File,
-                tar::EntryType::Directory => FileKind::Dir,
-                tar::EntryType::Symlink => FileKind::Symlink,
-                _ => FileKind::Other,
-            };
-            let size = if kind == FileKind::Dir { 0 } else { header.size().unwrap_or(0) };
-            let mode = header.mode().unwrap_or(0) & 0o7777;
-            out.push(DirEntry::new(first.as_os_str().to_string_lossy(), kind, size, mode));
-        }
-        Ok(out)
-    })
-    .await
 }
 
+fn parse_listing(abs: &str, mut out: &[u8]) -> Result<Vec<DirEntry>> {
+    let malformed = || {
+        Error::provider(super::SCHEME, format!("listing {abs}"), std::io::Error::other("malformed listing"))
+    };
+    let mut entries = Vec::new();
+    while !out.is_empty() {
+        let line_end = out.iter().position(|b| *b == b'\n').ok_or_else(malformed)?;
+        let line = std::str::from_utf8(&out[..line_end]).map_err(|_| malformed())?;
+        let rest = &out[line_end + 1..];
+        let name_end = rest.iter().position(|b| *b == 0).ok_or_else(malformed)?;
+        let name = String::from_utf8_lossy(&rest[..name_end]).into_owned();
+        out = &rest[name_end + 1..];
+        let (mode, size) = line.split_once(' ').ok_or_else(malformed)?;
+        let mode = u32::from_str_radix(mode, 16).map_err(|_| malformed())?;
+        let size: u64 = size.parse().map_err(|_| malformed())?;
+        let kind = match mode & 0o170_000 {
+            0o040_000 => FileKind::Dir,
+            0o100_000 => FileKind::File,
+            0o120_000 => FileKind::Symlink,
+            _ => FileKind::Other,
+        };
+        let size = if kind == FileKind::Dir { 0 } else { size };
+        entries.push(DirEntry::new(name, kind, size, mode & 0o7777));
+    }
+    Ok(entries)
+}
+
+const MKDIR: &str = r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22; mkdir -p "$1""#;
+
 pub(super) async fn mkdir(shared: &Arc<Shared>, path: &str) -> Result<()> {
-    shared.check_alive()?;
     let abs = absolute(shared, path);
-    let (code, _, err) = exec::run_raw(
-        shared,
-        &[
-            "sh",
-            "-c",
-            r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22; mkdir -p -- "$1""#,
-            "sandboxio-mkdir",
-            &abs,
-        ],
-    )
-    .await?;
+    let (code, _, err) = fs_exec(shared, MKDIR, &[&abs], None).await?;
     match code {
         0 => Ok(()),
         22 => Err(Error::invalid_input(format!("{abs} exists and is not a directory"))),
@@ -348,19 +183,18 @@ pub(super) async fn mkdir(shared: &Arc<Shared>, path: &str) -> Result<()> {
 const REMOVE: &str = r#"p=$1
 [ -e "$p" ] || [ -L "$p" ] || exit 3
 if [ -d "$p" ] && [ ! -L "$p" ]; then
-  if [ "$2" = 1 ]; then rm -rf -- "$p"; else rmdir -- "$p" 2>/dev/null || exit 4; fi
+  if [ "$2" = 1 ]; then rm -rf "$p"; else rmdir "$p" 2>/dev/null || exit 4; fi
 else
-  rm -f -- "$p"
+  rm -f "$p"
 fi"#;
 
 pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) -> Result<()> {
-    shared.check_alive()?;
     let abs = absolute(shared, path);
     if abs == "/" || abs == shared.workdir {
         return Err(Error::PermissionDenied { path: abs });
     }
     let flag = if recursive { "1" } else { "0" };
-    let (code, _, err) = exec::run_raw(shared, &["sh", "-c", REMOVE, "sandboxio-remove", &abs, flag]).await?;
+    let (code, _, err) = fs_exec(shared, REMOVE, &[&abs, flag], None).await?;
     match code {
         0 => Ok(()),
         3 => Err(Error::NotFound { path: abs }),
@@ -369,11 +203,33 @@ pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) ->
     }
 }
 
-/// Whether `upload`/`download` of `path` can use one archive stream (else the core's
-/// per-file default, through exec for mounts).
-pub(super) fn bulk_reachable(shared: &Shared, path: &str) -> bool {
-    let abs = absolute(shared, path);
-    abs != "/" && !exec_only(&abs)
+fn split_parent(abs: &str) -> (String, String) {
+    match abs.rsplit_once('/') {
+        Some(("", name)) => ("/".to_owned(), name.to_owned()),
+        Some((parent, name)) => (parent.to_owned(), name.to_owned()),
+        None => ("/".to_owned(), abs.to_owned()),
+    }
+}
+
+/// A reader that yields exactly `left` bytes or fails: a host file that shrinks or grows
+/// while it is archived never corrupts the archive.
+struct Exactly<R> {
+    inner: std::io::Take<R>,
+    left: u64,
+}
+
+impl<R: Read> Read for Exactly<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && self.left > 0 && !buf.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file shrank while uploading",
+            ));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
 }
 
 /// Appends the host tree at `host` to `builder` under the archive name `name`, never
@@ -382,13 +238,10 @@ fn append_host_tree<W: std::io::Write>(
     builder: &mut tar::Builder<W>,
     host: &std::path::Path,
     name: &str,
-    owner: (u64, u64),
 ) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
     let meta = std::fs::symlink_metadata(host).map_err(|e| crate::transfer::host_error(host, e))?;
     let mut header = tar::Header::new_gnu();
-    header.set_uid(owner.0);
-    header.set_gid(owner.1);
     header.set_mode(meta.permissions().mode() & 0o777);
     header.set_mtime(super::labels::unix_now());
     let tar_err = |e| Error::provider(super::SCHEME, format!("archiving {}", host.display()), e);
@@ -406,24 +259,39 @@ fn append_host_tree<W: std::io::Write>(
             let Some(child_name) = child.to_str() else {
                 return Err(Error::invalid_input(format!("host file name {} is not UTF-8", child.display())));
             };
-            append_host_tree(builder, &host.join(&child), &format!("{name}/{child_name}"), owner)?;
+            append_host_tree(builder, &host.join(&child), &format!("{name}/{child_name}"))?;
         }
     } else if meta.is_file() {
         let file = std::fs::File::open(host).map_err(|e| crate::transfer::host_error(host, e))?;
+        // The file opened must be the one checked: a link swapped in between is refused.
+        let opened = file.metadata().map_err(|e| crate::transfer::host_error(host, e))?;
+        if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+            return Err(Error::invalid_input(format!(
+                "{} changed while uploading; upload never follows links",
+                host.display()
+            )));
+        }
         header.set_entry_type(tar::EntryType::Regular);
         header.set_size(meta.len());
-        builder.append_data(&mut header, name, file).map_err(tar_err)?;
+        let exact = Exactly { inner: file.take(meta.len()), left: meta.len() };
+        builder.append_data(&mut header, name, exact).map_err(tar_err)?;
     } else {
         tracing::debug!(path = %host.display(), "upload skips a host link or special file");
     }
     Ok(())
 }
 
-/// `upload` as one tar stream: built on a blocking thread while the engine reads it, so no
-/// file is held whole in memory.
+/// Extracts the archive on stdin into `$1`, created first.
+const UNTAR: &str = r#"mkdir -p "$1" && cd "$1" && exec tar -xf -"#;
+
+/// `upload` as one tar stream: built on a blocking thread while `tar -x` in the sandbox
+/// reads it, so no file is held whole in memory.
 pub(super) async fn upload(shared: &Arc<Shared>, host_path: std::path::PathBuf, path: &str) -> Result<()> {
     shared.check_alive()?;
     let abs = absolute(shared, path);
+    if abs == "/" {
+        return Err(Error::invalid_input("upload needs a target path below /"));
+    }
     let meta =
         std::fs::symlink_metadata(&host_path).map_err(|e| crate::transfer::host_error(&host_path, e))?;
     if !(meta.is_dir() || meta.is_file()) {
@@ -432,47 +300,85 @@ pub(super) async fn upload(shared: &Arc<Shared>, host_path: std::path::PathBuf, 
             host_path.display()
         )));
     }
-    let owner = owner_ids(shared).await?;
     let (parent, name) = split_parent(&abs);
-    mkdir(shared, &parent).await?;
-    let (writer, reader) = tokio::io::duplex(256 * 1024);
+    let command = Command::new("sh").arg("-c").arg(UNTAR).arg("sandboxio-fs").arg(&parent).cwd("/");
+    let mut guard = KillOnDrop::new(shared);
+    let Launched { exec_id, mut output, input, .. } =
+        exec::launch(shared, &mut guard, &command, true, false).await?;
     let build = tokio::task::spawn_blocking(move || {
-        let mut builder = tar::Builder::new(SyncIoBridge::new(writer));
-        append_host_tree(&mut builder, &host_path, &name, owner)?;
-        builder.finish().map_err(|e| Error::provider(super::SCHEME, "finishing the archive", e))
-        // Dropping the builder drops the writer: the engine sees the end of the body.
+        let mut builder = tar::Builder::new(SyncIoBridge::new(input));
+        append_host_tree(&mut builder, &host_path, &name)?;
+        builder.finish().map_err(|e| Error::provider(super::SCHEME, "finishing the archive", e))?;
+        let mut input =
+            builder.into_inner().map_err(|e| Error::provider(super::SCHEME, "finishing the archive", e))?;
+        // End-of-file for `tar -x`.
+        input.shutdown().map_err(|e| Error::provider(super::SCHEME, "closing the archive", e))
     });
-    let put = shared
-        .docker
-        .upload_to_container(
-            &shared.id,
-            Some(UploadToContainerOptions {
-                path: parent,
-                no_overwrite_dir_non_dir: Some("true".into()),
-                copy_uidgid: None,
-            }),
-            bollard::body_try_stream(tokio_util::io::ReaderStream::new(reader)),
-        )
-        .await;
+    let mut out = Collected::new(64 * 1024);
+    let drained = exec::drain(&mut output, &mut out, |_, _| {}).await;
     let archived = build.await.map_err(|e| Error::provider(super::SCHEME, "the archive task panicked", e))?;
-    // A host error explains a broken upload better than the engine's view of it.
+    drained.map_err(|e| super::client::sandbox_error(&shared.id, "uploading", e))?;
+    let code = exec::exit_code(shared, &exec_id).await?;
+    guard.disarm();
+    // A host error explains a broken upload better than what `tar` said of it.
     archived?;
-    put.map_err(|e| match e {
-        e if e.to_string().contains("directory") && status(&e).is_some_and(|s| s != 404) => {
-            Error::IsADirectory { path: abs.clone() }
-        }
-        e => archive_error(shared, &abs, "uploading", e),
-    })
+    if code == 0 { Ok(()) } else { Err(exec_failure(&abs, &out.stderr)) }
 }
 
-/// `download` as one tar stream, unpacked as it arrives. Every entry name must stay under
-/// the archive's root (no `..`, no absolute name); links and special files are skipped;
-/// nothing is written through a host link.
+/// Archives `$2` (a name in directory `$1`) to stdout.
+const TAR: &str = r#"cd "$1" && [ -e "./$2" ] || { echo "No such file or directory" >&2; exit 3; }
+exec tar -cf - "./$2""#;
+
+/// `download` as one tar stream from `tar -c` in the sandbox, unpacked as it arrives. Every
+/// entry name must stay under the archive's root (no `..`, no absolute name); links and
+/// special files are skipped; nothing is written through a host link.
 pub(super) async fn download(shared: &Arc<Shared>, path: &str, host_path: std::path::PathBuf) -> Result<()> {
     shared.check_alive()?;
     let abs = absolute(shared, path);
-    let reader = archive(shared, &abs).await?;
-    blocking(move || unpack(reader, &abs, &host_path)).await
+    if abs == "/" {
+        return Err(Error::invalid_input("download needs a source path below /"));
+    }
+    let (parent, name) = split_parent(&abs);
+    let command = Command::new("sh").arg("-c").arg(TAR).arg("sandboxio-fs").arg(&parent).arg(&name).cwd("/");
+    let mut guard = KillOnDrop::new(shared);
+    let Launched { exec_id, output, .. } = exec::launch(shared, &mut guard, &command, false, false).await?;
+    // Stdout feeds the unpacker; stderr is kept for the error message.
+    let stderr = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = Arc::clone(&stderr);
+    let stdout = futures_lite::StreamExt::filter_map(output, move |frame| match frame {
+        Ok(bollard::container::LogOutput::StdOut { message }) => Some(Ok(message)),
+        Ok(bollard::container::LogOutput::StdErr { message }) => {
+            let mut kept = keep.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if kept.len() < 64 * 1024 {
+                kept.extend_from_slice(&message);
+            }
+            None
+        }
+        Ok(_) => None,
+        Err(e) => Some(Err(std::io::Error::other(e))),
+    });
+    let reader = SyncIoBridge::new(StreamReader::new(stdout));
+    let (abs_for_task, host) = (abs.clone(), host_path.clone());
+    let unpacked = tokio::task::spawn_blocking(move || {
+        let mut reader = reader;
+        unpack(&mut reader, &abs_for_task, &host)?;
+        // `tar` pads its output past the end-of-archive marker: read it all, so that `tar`
+        // is not cut off mid-write (and exits 0).
+        std::io::copy(&mut reader, &mut std::io::sink()).map_err(|e| tar_error(&abs_for_task, e))?;
+        Ok(())
+    })
+    .await
+    .map_err(|e| Error::provider(super::SCHEME, "the unpack task panicked", e))?;
+    // An archive refused here (or cut short) ends the download now; the guard kills `tar`.
+    unpacked?;
+    let code = exec::exit_code(shared, &exec_id).await?;
+    guard.disarm();
+    let said = stderr.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    match code {
+        0 => Ok(()),
+        3 => Err(Error::NotFound { path: abs }),
+        _ => Err(exec_failure(&abs, &said)),
+    }
 }
 
 /// Unpacks the archive of sandbox path `abs` into `host_path` (see [`download`]).
@@ -515,6 +421,29 @@ fn unpack(reader: impl Read, abs: &str, host_path: &std::path::Path) -> Result<(
                 tar::EntryType::Regular | tar::EntryType::Continuous => {
                     crate::transfer::write_host_file(&target, &mut entry, mode)?;
                 }
+                tar::EntryType::Link => {
+                    // A second name of a file already unpacked: copy it from there.
+                    let first =
+                        entry.link_name().map_err(|e| tar_error(&abs, e))?.map(std::borrow::Cow::into_owned);
+                    let source = first
+                        .filter(|l| {
+                            l.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+                        })
+                        .and_then(|l| {
+                            root.as_ref().and_then(|r| l.strip_prefix(r).ok().map(|rel| host_path.join(rel)))
+                        })
+                        .filter(|src| std::fs::symlink_metadata(src).is_ok_and(|m| m.is_file()));
+                    match source {
+                        Some(src) => {
+                            let mut file = std::fs::File::open(&src)
+                                .map_err(|e| crate::transfer::host_error(&src, e))?;
+                            crate::transfer::write_host_file(&target, &mut file, mode)?;
+                        }
+                        None => {
+                            tracing::debug!(entry = ?name, "download skips a hard link to outside the tree");
+                        }
+                    }
+                }
                 _ if rel.as_os_str().is_empty() => {
                     return Err(Error::invalid_input(format!(
                         "sandbox path {abs:?} is a link or special file; download never follows links"
@@ -535,11 +464,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mounts_go_through_exec() {
-        assert!(exec_only("/dev/shm/x"));
-        assert!(exec_only("/etc/hosts"));
-        assert!(!exec_only("/etc/hostsx"));
-        assert!(!exec_only("/workspace/dev"));
+    fn parents_and_listings() {
+        let listing = b"81a4 3\na b\x0041ed 4096\nd\n\x00a1ff 11\nlink\x00";
+        let entries = parse_listing("/w", listing).unwrap();
+        assert_eq!(entries[0], DirEntry::new("a b", FileKind::File, 3, 0o644));
+        assert_eq!(entries[1], DirEntry::new("d\n", FileKind::Dir, 0, 0o755));
+        assert_eq!(entries[2].kind, FileKind::Symlink);
+        assert!(parse_listing("/w", b"81a4 3\nno-terminator").is_err());
         assert_eq!(split_parent("/a"), ("/".to_owned(), "a".to_owned()));
         assert_eq!(split_parent("/a/b c"), ("/a".to_owned(), "b c".to_owned()));
     }

@@ -21,6 +21,8 @@ pub const OWNER: &str = "io.sandboxio.owner";
 pub const EXPIRES: &str = "io.sandboxio.expires";
 /// `true` when the sandbox outlives its owner (until its TTL).
 pub const DETACHED: &str = "io.sandboxio.detached";
+/// The user commands run as (empty: the image's root).
+pub const USER: &str = "io.sandboxio.user";
 /// The sandboxio version that created it.
 pub const VERSION: &str = "io.sandboxio.version";
 /// The prefix reserved for sandboxio's own labels; user metadata may not use it.

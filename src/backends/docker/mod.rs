@@ -97,10 +97,13 @@ pub const CAPABILITIES: Capabilities = Capabilities::RUN
 /// so [`BackendSandbox::detach`] renames the container to mark it.
 const DETACHED_NAME_PREFIX: &str = "sandboxio-detached-";
 
+/// The user of PID 1 and the dead-man (sandboxio's own processes).
+const ROOT: &str = "0:0";
+
 /// The dead-man exec: records its pid, says it is ready, waits for end-of-file on stdin
 /// (which comes when the owner's connection closes) and then stops PID 1.
 const DEADMAN: &str = r"mkdir -p /tmp/.sandboxio 2>/dev/null; chmod 1777 /tmp/.sandboxio 2>/dev/null
-echo $$ > /tmp/.sandboxio/deadman || exit 1
+mkdir -p /run/sandboxio && chmod 700 /run/sandboxio && echo $$ > /run/sandboxio/deadman || exit 1
 if command -v python3 >/dev/null 2>&1; then echo ready-python; else echo ready; fi
 while read -r _; do :; done
 kill -TERM 1";
@@ -278,8 +281,6 @@ pub(crate) struct Shared {
     /// Whether the image has `python3` (and so `RUN_CODE`).
     python: AtomicBool,
     next_key: AtomicU64,
-    /// Numeric `(uid, gid)` of `user`, for the owners of archive entries; resolved once.
-    ids: tokio::sync::OnceCell<(u64, u64)>,
     /// Dropping it releases the dead-man's stdin (which stops the container).
     deadman: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
@@ -372,15 +373,30 @@ impl Backend for DockerBackend {
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
             let timeout = spec.create_timeout;
-            let task = rt::spawn(async move {
-                match tokio::time::timeout(timeout, create(inner, spec)).await {
-                    Ok(created) => created,
-                    // The guard inside the dropped future removes what was created.
-                    Err(_) => Err(Error::CreateTimeout { timeout }),
-                }
+            // Creation runs to its end on the Docker runtime whatever the caller does: an
+            // engine request cut off mid-flight could still create a container nobody
+            // knows about. A result nobody receives (timeout, dropped future) is dropped,
+            // and dropping a `Created` removes its container.
+            let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<Created>>();
+            rt::detach(async move {
+                let _ = deliver.send(create(inner, spec).await);
             });
-            let shared = task.await?.claim();
-            Ok(Box::new(DockerSandbox { shared }) as Box<dyn BackendSandbox>)
+            let timed = futures_lite::future::or(async { Some(delivered.await) }, async {
+                futures_timer::Delay::new(timeout).await;
+                None
+            });
+            match timed.await {
+                Some(Ok(created)) => {
+                    let shared = created?.claim();
+                    Ok(Box::new(DockerSandbox { shared }) as Box<dyn BackendSandbox>)
+                }
+                Some(Err(_)) => Err(Error::provider(
+                    SCHEME,
+                    "the Docker runtime dropped the creation",
+                    std::io::Error::other("no result"),
+                )),
+                None => Err(Error::CreateTimeout { timeout }),
+            }
         })
     }
 
@@ -405,50 +421,19 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         },
         _ => provider("inspecting the image", e),
     })?;
+    if let Some(runtime) = &inner.runtime {
+        // Fail closed: never fall back to runc when a stronger runtime was asked for.
+        let info = docker.info().await.map_err(|e| provider("reading the engine's runtimes", e))?;
+        if !info.runtimes.unwrap_or_default().contains_key(runtime) {
+            return Err(Error::configuration(format!(
+                "the Docker engine has no runtime {runtime:?}; register it in /etc/docker/daemon.json (\"runtimes\") and reload dockerd"
+            )));
+        }
+    }
     let image_config = inspected.config.unwrap_or_default();
     let user = inner.user.clone().or_else(|| image_config.user.filter(|u| !u.is_empty()));
     let workdir = image_config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned());
-    let labels = labels::for_new(&spec.metadata, spec.ttl, spec.detached)?;
-    let network_mode = match &spec.network {
-        NetworkPolicy::DenyAll => "none",
-        NetworkPolicy::AllowAll => "bridge",
-        _ => return Err(Error::missing_capability(SCHEME, Capabilities::NETWORK_ALLOWLIST)),
-    };
-    let limits = &spec.limits;
-    let memory =
-        limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
-    let host_config = HostConfig {
-        init: Some(true),
-        auto_remove: Some(true),
-        cap_drop: Some(vec!["ALL".into()]),
-        security_opt: Some(vec!["no-new-privileges".into()]),
-        pids_limit: Some(i64::from(limits.pids.unwrap_or(DEFAULT_PIDS_LIMIT))),
-        memory,
-        memory_swap: memory,
-        nano_cpus: limits.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
-        network_mode: Some(network_mode.into()),
-        runtime: inner.runtime.clone(),
-        ..Default::default()
-    };
-    let ttl_secs = spec.ttl.as_secs().max(1).to_string();
-    let body = ContainerCreateBody {
-        image: Some(image.clone()),
-        cmd: Some(vec![
-            "sh".into(),
-            "-c".into(),
-            r#"SANDBOXIO_ROLE=ttl exec sleep "$1""#.into(),
-            "sandboxio-ttl".into(),
-            ttl_secs,
-        ]),
-        entrypoint: Some(Vec::new()),
-        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-        user: user.clone(),
-        working_dir: Some(workdir.clone()),
-        labels: Some(labels),
-        tty: Some(false),
-        host_config: Some(host_config),
-        ..Default::default()
-    };
+    let body = container_body(&spec, &image, user.as_deref(), &workdir, inner.runtime.clone())?;
     let name = format!("sandboxio-{}", unique_suffix());
     let made = docker
         .create_container(Some(CreateContainerOptions { name: Some(name), platform: String::new() }), body)
@@ -467,7 +452,6 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         killed: AtomicBool::new(false),
         python: AtomicBool::new(false),
         next_key: AtomicU64::new(0),
-        ids: tokio::sync::OnceCell::new(),
         deadman: Mutex::new(None),
     });
     if spec.detached {
@@ -486,6 +470,59 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         start_deadman(&shared, &image).await?;
     }
     Ok(Created { shared: Some(shared), guard })
+}
+
+/// The container of a new sandbox: hardened, labelled, PID 1 a `sleep` for the TTL.
+fn container_body(
+    spec: &CreateSpec,
+    image: &str,
+    user: Option<&str>,
+    workdir: &str,
+    runtime: Option<String>,
+) -> Result<ContainerCreateBody> {
+    let mut labels = labels::for_new(&spec.metadata, spec.ttl, spec.detached)?;
+    // Commands run as this user (exec `user`); PID 1 runs as root. `connect` reads it back.
+    labels.insert(labels::USER.into(), user.unwrap_or_default().to_owned());
+    let network_mode = match &spec.network {
+        NetworkPolicy::DenyAll => "none",
+        NetworkPolicy::AllowAll => "bridge",
+        _ => return Err(Error::missing_capability(SCHEME, Capabilities::NETWORK_ALLOWLIST)),
+    };
+    let limits = &spec.limits;
+    let memory =
+        limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
+    let host_config = HostConfig {
+        init: Some(true),
+        auto_remove: Some(true),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        pids_limit: Some(i64::from(limits.pids.unwrap_or(DEFAULT_PIDS_LIMIT))),
+        memory,
+        memory_swap: memory,
+        nano_cpus: limits.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
+        network_mode: Some(network_mode.into()),
+        runtime,
+        ..Default::default()
+    };
+    let ttl_secs = spec.ttl.as_secs().max(1).to_string();
+    Ok(ContainerCreateBody {
+        image: Some(image.to_owned()),
+        cmd: Some(vec![
+            "sh".into(),
+            "-c".into(),
+            r#"SANDBOXIO_ROLE=ttl exec sleep "$1""#.into(),
+            "sandboxio-ttl".into(),
+            ttl_secs,
+        ]),
+        entrypoint: Some(Vec::new()),
+        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        user: Some(ROOT.into()),
+        working_dir: Some(workdir.to_owned()),
+        labels: Some(labels),
+        tty: Some(false),
+        host_config: Some(host_config),
+        ..Default::default()
+    })
 }
 
 fn setup_failed(image: &str, stderr: &[u8]) -> Error {
@@ -511,8 +548,11 @@ const PREPARE: &str = "mkdir -p /tmp/.sandboxio && chmod 1777 /tmp/.sandboxio 2>
 /// Starts the dead-man exec and waits until it is armed.
 async fn start_deadman(shared: &Arc<Shared>, image: &str) -> Result<()> {
     use futures_lite::StreamExt as _;
+    // As root, like PID 1: the sandbox's user can signal neither (all capabilities are
+    // dropped, so root's processes are out of its reach) and cannot end the dead-man.
     let exec::Launched { mut output, input, .. } = exec::start_raw(
         shared,
+        Some(ROOT.into()),
         vec!["sh".into(), "-c".into(), DEADMAN.into(), "sandboxio-deadman".into()],
         vec!["SANDBOXIO_ROLE=deadman".into()],
         true,
@@ -574,7 +614,7 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let shared = Arc::new(Shared {
         docker,
         id: inspected.id.unwrap_or(id),
-        user: config.user.filter(|u| !u.is_empty()),
+        user: labels.get(labels::USER).filter(|u| !u.is_empty()).cloned(),
         workdir: config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned()),
         secret_env: Vec::new(),
         network,
@@ -582,7 +622,6 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         killed: AtomicBool::new(false),
         python: AtomicBool::new(false),
         next_key: AtomicU64::new(0),
-        ids: tokio::sync::OnceCell::new(),
         deadman: Mutex::new(None),
     });
     let image = config.image.clone().unwrap_or_default();
@@ -677,17 +716,11 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn upload<'a>(&'a self, host_path: &'a std::path::Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
-        if !fs::bulk_reachable(&self.shared, path) {
-            return Box::pin(crate::transfer::upload_via_primitives(self, host_path, path));
-        }
         let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
         self.on_rt(move |shared| async move { fs::upload(&shared, host_path, &path).await })
     }
 
     fn download<'a>(&'a self, path: &'a str, host_path: &'a std::path::Path) -> BoxFuture<'a, Result<()>> {
-        if !fs::bulk_reachable(&self.shared, path) {
-            return Box::pin(crate::transfer::download_via_primitives(self, path, host_path));
-        }
         let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
         self.on_rt(move |shared| async move { fs::download(&shared, &path, host_path).await })
     }

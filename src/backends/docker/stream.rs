@@ -88,8 +88,8 @@ async fn pump(
     mut stdin_rx: mpsc::Receiver<StdinOp>,
     exit: oneshot::Sender<Result<i64>>,
 ) -> Result<()> {
-    let Launched { exec_id, mut output, mut input } =
-        match exec::launch(&shared, &mut guard, &command, true).await {
+    let Launched { exec_id, mut output, mut input, .. } =
+        match exec::launch(&shared, &mut guard, &command, true, true).await {
             Ok(launched) => launched,
             Err(e) => {
                 guard.disarm();
@@ -97,22 +97,31 @@ async fn pump(
                 return Ok(());
             }
         };
-    let writer = tokio::spawn(async move {
+    // Stdin is written beside the output pump. After a close, later writes fail at once
+    // and a second close is harmless; the task ends with the pump (dropped stream too).
+    let _writer = exec::AbortOnDrop(tokio::spawn(async move {
+        let mut open = true;
         while let Some(op) = stdin_rx.recv().await {
             match op {
-                StdinOp::Data(data, ack) => {
+                StdinOp::Data(data, ack) if open => {
                     let wrote = input.write_all(&data).await.and(input.flush().await);
                     let _ = ack.send(wrote.map_err(|e| Error::provider(super::SCHEME, "writing stdin", e)));
                 }
+                StdinOp::Data(_, ack) => {
+                    let _ = ack.send(Err(Error::invalid_input("stdin was already closed")));
+                }
                 StdinOp::Close(ack) => {
-                    let _ = input.shutdown().await;
+                    if open {
+                        let _ = input.shutdown().await;
+                        open = false;
+                    }
                     let _ = ack.send(Ok(()));
-                    // Keep the write half open-but-shut until the exec ends.
-                    std::future::pending::<()>().await;
                 }
             }
         }
-    });
+        // Keep the write half until the pump ends.
+        std::future::pending::<()>().await;
+    }));
     let deadline = command.timeout_duration();
     let read = async {
         while let Some(frame) = output.next().await {
@@ -137,7 +146,6 @@ async fn pump(
         Some(limit) => tokio::time::timeout(limit, read).await.ok(),
         None => Some(read.await),
     };
-    writer.abort();
     match finished {
         None => {
             let _ = exec::kill_group(&shared, guard.key()).await;

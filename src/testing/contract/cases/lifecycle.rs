@@ -102,7 +102,8 @@ async fn detached(cx: Arc<Ctx>) -> Verdict {
         .builder()
         .network(cx.default_policy())
         .detached(true)
-        .ttl(Duration::from_mins(2))
+        // Long enough that no other test advancing a shared virtual clock expires it.
+        .ttl(Duration::from_hours(24))
         .create()
         .await
         .map_err(|e| cx.unexpected("create() detached", &e))?;

@@ -1,0 +1,201 @@
+//! `docker://` against raw bollard, side by side in one run (`cargo bench --bench docker
+//! --features docker`). Needs an engine and `sandboxio/busybox:1`
+//! (`scripts/build-images busybox`).
+//!
+//! - `exec_round_trip`: `run(true)` through sandboxio vs bollard's create/start/drain/inspect
+//!   exec on the same container;
+//! - `create_exec_kill`: builder → `create` → `run(true)` → `kill` vs the raw sequence
+//!   (create, start, exec, remove);
+//! - `concurrent_20`: 20 sandboxes created, used and closed at once through sandboxio (and the
+//!   engine checked for leaks afterwards);
+//! - `stream_100mb`: 100 MB of stdout streamed through sandboxio vs drained raw.
+
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::models::{ContainerCreateBody, ExecConfig, HostConfig};
+use bollard::query_parameters::RemoveContainerOptions;
+use criterion::{Criterion, criterion_group, criterion_main};
+use futures_lite::StreamExt as _;
+use sandboxio::{Command, NetworkPolicy, Sandbox};
+
+const IMAGE: &str = "sandboxio/busybox:1";
+const DSN: &str = "docker://?image=sandboxio/busybox:1";
+const HUNDRED_MB: &str = "head -c 100000000 /dev/zero";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+async fn raw_client() -> Docker {
+    Docker::connect_with_socket_defaults().unwrap().negotiate_version().await.unwrap()
+}
+
+/// One raw exec: create, start attached, drain, inspect. Returns the stdout byte count.
+async fn raw_exec(docker: &Docker, id: &str, cmd: &[&str]) -> usize {
+    let exec = docker
+        .create_exec(
+            id,
+            ExecConfig {
+                cmd: Some(cmd.iter().map(|s| (*s).to_owned()).collect()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut bytes = 0;
+    if let bollard::exec::StartExecResults::Attached { mut output, .. } =
+        docker.start_exec(&exec.id, None).await.unwrap()
+    {
+        while let Some(frame) = output.next().await {
+            if let LogOutput::StdOut { message } = frame.unwrap() {
+                bytes += message.len();
+            }
+        }
+    }
+    while docker.inspect_exec(&exec.id).await.unwrap().running == Some(true) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    bytes
+}
+
+async fn raw_create(docker: &Docker) -> String {
+    let body = ContainerCreateBody {
+        image: Some(IMAGE.into()),
+        cmd: Some(vec!["sleep".into(), "600".into()]),
+        host_config: Some(HostConfig {
+            init: Some(true),
+            auto_remove: Some(true),
+            network_mode: Some("none".into()),
+            cap_drop: Some(vec!["ALL".into()]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let id = docker.create_container(None, body).await.unwrap().id;
+    docker.start_container(&id, None).await.unwrap();
+    id
+}
+
+async fn raw_remove(docker: &Docker, id: &str) {
+    docker
+        .remove_container(id, Some(RemoveContainerOptions { force: true, ..Default::default() }))
+        .await
+        .unwrap();
+}
+
+async fn sandbox() -> Sandbox {
+    Sandbox::builder(DSN).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap()
+}
+
+fn available() -> bool {
+    std::process::Command::new("docker")
+        .args(["image", "inspect", IMAGE])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn benches(c: &mut Criterion) {
+    if !available() {
+        eprintln!("[skip] docker benchmarks: no engine with {IMAGE} (scripts/build-images busybox)");
+        return;
+    }
+    let rt = runtime();
+    let docker = rt.block_on(raw_client());
+    let sb = rt.block_on(sandbox());
+    let id = sb.id().to_owned();
+
+    let mut group = c.benchmark_group("exec_round_trip");
+    group.sample_size(30);
+    group.bench_function("sandboxio", |b| {
+        b.iter(|| rt.block_on(async { assert!(sb.run(Command::new("true")).await.unwrap().success()) }));
+    });
+    group.bench_function("raw_bollard", |b| b.iter(|| rt.block_on(raw_exec(&docker, &id, &["true"]))));
+    group.finish();
+
+    let mut group = c.benchmark_group("stream_100mb");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    group.bench_function("sandboxio", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let mut stream = sb.stream(Command::shell(HUNDRED_MB)).unwrap();
+                let mut bytes = 0;
+                while let Some(chunk) = stream.next().await {
+                    bytes += chunk.unwrap().data.len();
+                }
+                assert_eq!(bytes, 100_000_000);
+            });
+        });
+    });
+    group.bench_function("raw_bollard", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                assert_eq!(raw_exec(&docker, &id, &["sh", "-c", HUNDRED_MB]).await, 100_000_000)
+            })
+        });
+    });
+    group.finish();
+    rt.block_on(sb.close()).unwrap();
+
+    let mut group = c.benchmark_group("create_exec_kill");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(15));
+    group.bench_function("sandboxio", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let sb = sandbox().await;
+                assert!(sb.run(Command::new("true")).await.unwrap().success());
+                sb.kill().await.unwrap();
+            });
+        });
+    });
+    group.bench_function("raw_bollard", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let id = raw_create(&docker).await;
+                raw_exec(&docker, &id, &["true"]).await;
+                raw_remove(&docker, &id).await;
+            });
+        });
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("concurrent_20");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(30));
+    group.bench_function("sandboxio", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let work: Vec<_> = (0..20)
+                    .map(|i| {
+                        tokio::spawn(async move {
+                            let sb = sandbox().await;
+                            let out = sb.run(Command::new("echo").arg(i.to_string())).await.unwrap();
+                            assert_eq!(out.stdout, format!("{i}\n").as_bytes());
+                            sb.close().await.unwrap();
+                        })
+                    })
+                    .collect();
+                for task in work {
+                    task.await.unwrap();
+                }
+            });
+        });
+    });
+    group.finish();
+
+    let left = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", "label=io.sandboxio.managed=true"])
+        .output()
+        .unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(left.trim().is_empty(), "sandboxio containers left after the benchmarks: {left}");
+    eprintln!("leak check: no sandboxio container left");
+}
+
+criterion_group!(docker, benches);
+criterion_main!(docker);
