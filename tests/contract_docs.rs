@@ -88,6 +88,20 @@ fn contract_docs__every_requirement_row_has_a_test_and_every_coverage_row_appear
 }
 
 #[test]
+fn contract_docs__the_blocking_facade_paragraph_names_exactly_the_async_only_tests() {
+    let doc = doc();
+    let start = doc.find("`ContractSuite::facade(Facade::Blocking)` runs every one").expect("the paragraph");
+    let paragraph = &doc[start..start + doc[start..].find("\n\n").expect("its end")];
+    let suite: BTreeSet<&str> = cases().iter().map(|c| c.name).collect();
+    let named: BTreeSet<&str> =
+        paragraph.split('`').skip(1).step_by(2).filter(|n| suite.contains(n)).collect();
+    let async_only: BTreeSet<&str> =
+        cases().iter().filter(|c| c.async_only.is_some()).map(|c| c.name).collect();
+    assert!(!async_only.is_empty(), "no test is marked async-only");
+    assert_eq!(named, async_only, "docs/contract.md's blocking-facade paragraph vs the async-only tests");
+}
+
+#[test]
 fn contract_docs__suite_test_names_are_unique_clauses() {
     let mut seen = BTreeSet::new();
     for case in cases() {

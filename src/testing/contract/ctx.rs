@@ -10,6 +10,7 @@ use crate::backend::Backend;
 use crate::policy::{Capabilities, NetworkPolicy};
 use crate::{Error, Sandbox, SandboxBuilder};
 
+use super::facade::{AnyBuilder, AnySandbox, Facade};
 use super::probes::{ProbeFuture, Probes};
 
 /// The metadata key the suite puts on every sandbox it creates, with a value unique to the
@@ -27,6 +28,8 @@ pub(crate) struct Ctx {
     pub(crate) probes: Arc<dyn Probes>,
     pub(crate) audit: Option<Arc<RecordingSink>>,
     pub(crate) caps: Capabilities,
+    /// The API this run drives: every sandbox operation of a test goes through it.
+    pub(crate) facade: Facade,
     /// Unique per test run: the value of [`LABEL_KEY`].
     pub(crate) token: String,
 }
@@ -38,6 +41,7 @@ impl Ctx {
         backend: Arc<dyn Backend>,
         probes: Arc<dyn Probes>,
         audit: Option<Arc<RecordingSink>>,
+        facade: Facade,
         case: &'static str,
     ) -> Self {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -48,14 +52,63 @@ impl Ctx {
             .bytes()
             .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
         let token = format!("t{:08x}-{}-{n}", hash & 0xffff_ffff, std::process::id());
-        Ctx { backend, probes, audit, caps, token }
+        Ctx { backend, probes, audit, caps, facade, token }
     }
 
-    /// A builder with the probes' configuration and this test's label.
-    pub(crate) fn builder(&self) -> SandboxBuilder {
-        self.probes
-            .configure(Sandbox::builder_with(Arc::clone(&self.backend)))
+    /// A builder of this run's facade, with the probes' configuration and this test's label.
+    pub(crate) fn builder(&self) -> AnyBuilder {
+        self.builder_with(Arc::clone(&self.backend))
+    }
+
+    /// As [`Ctx::builder`], on another backend (a wrapper around the one under test).
+    pub(crate) fn builder_with(&self, backend: Arc<dyn Backend>) -> AnyBuilder {
+        self.facade
+            .builder(backend)
+            .configure(|b| self.probes.configure(b))
             .metadata(LABEL_KEY, self.token.clone())
+    }
+
+    /// A builder of the blocking facade whatever this run's facade (the Sync parity tests),
+    /// with the probes' configuration and this test's label.
+    pub(crate) fn sync_builder(&self) -> crate::sync::SandboxBuilder {
+        let builder = crate::sync::Sandbox::builder_with(Arc::clone(&self.backend));
+        crate::sync::SandboxBuilder::from(self.probes.configure(builder.inner))
+            .metadata(LABEL_KEY, self.token.clone())
+    }
+
+    /// Attaches to the sandbox `id` through this run's facade.
+    pub(crate) async fn connect(&self, id: &str) -> crate::Result<AnySandbox> {
+        self.facade.connect(Arc::clone(&self.backend), id).await
+    }
+
+    /// For tests of async-only behaviour (cancellation by dropping a future), which the
+    /// runner reports n/a under [`Facade::Blocking`]: the async builder, or an error should
+    /// such a test ever run under the blocking facade.
+    pub(crate) fn async_builder(&self) -> std::result::Result<SandboxBuilder, String> {
+        self.ensure_async()?;
+        Ok(self
+            .probes
+            .configure(Sandbox::builder_with(Arc::clone(&self.backend)))
+            .metadata(LABEL_KEY, self.token.clone()))
+    }
+
+    /// Fails unless this run drives the async API: the guard of async-only tests.
+    pub(crate) fn ensure_async(&self) -> Verdict {
+        match self.facade {
+            Facade::Async => Ok(()),
+            Facade::Blocking => Err("this test is async-only (it drops futures) and must not run \
+                 under the blocking facade, where it would prove nothing"
+                .to_owned()),
+        }
+    }
+
+    /// As [`Ctx::sandbox`], through the async API only (see [`Ctx::async_builder`]).
+    pub(crate) async fn async_sandbox(&self) -> std::result::Result<Sandbox, String> {
+        self.async_builder()?
+            .network(self.default_policy())
+            .create()
+            .await
+            .map_err(|e| self.unexpected("create()", &e))
     }
 
     /// The strictest policy the backend enforces: deny-all where declared.
@@ -67,8 +120,8 @@ impl Ctx {
         }
     }
 
-    /// A sandbox under the default policy.
-    pub(crate) async fn sandbox(&self) -> std::result::Result<Sandbox, String> {
+    /// A sandbox under the default policy, through this run's facade.
+    pub(crate) async fn sandbox(&self) -> std::result::Result<AnySandbox, String> {
         self.builder()
             .network(self.default_policy())
             .create()
@@ -78,7 +131,12 @@ impl Ctx {
 
     /// "`what` failed unexpectedly: error".
     pub(crate) fn unexpected(&self, what: &str, e: &Error) -> String {
-        format!("{what} failed unexpectedly on {}://: {e}", self.backend.scheme())
+        match self.facade {
+            Facade::Async => format!("{what} failed unexpectedly on {}://: {e}", self.backend.scheme()),
+            Facade::Blocking => {
+                format!("{what} failed unexpectedly on {}:// (blocking facade): {e}", self.backend.scheme())
+            }
+        }
     }
 
     /// Runs a behaviour probe the case declared it needs.
@@ -93,12 +151,13 @@ impl Ctx {
         }
     }
 
-    /// Fails if any process started in `sandbox` is still running once [`SETTLE`] has
-    /// passed (real backends kill a dropped operation's process in the background).
-    pub(crate) async fn no_processes(&self, sandbox: &Sandbox, when: &str) -> Verdict {
+    /// Fails if any process started in sandbox `sandbox_id` is still running once
+    /// [`SETTLE`] has passed (real backends kill a dropped operation's process in the
+    /// background).
+    pub(crate) async fn no_processes(&self, sandbox_id: &str, when: &str) -> Verdict {
         let started = std::time::Instant::now();
         loop {
-            let left = self.probe("running_processes", self.probes.running_processes(sandbox.id())).await?;
+            let left = self.probe("running_processes", self.probes.running_processes(sandbox_id)).await?;
             if left.is_empty() {
                 return Ok(());
             }
@@ -174,10 +233,10 @@ pub(crate) fn expect_code<T: std::fmt::Debug>(
 }
 
 impl Ctx {
-    /// Fails unless the probe sees a process running in `sandbox`: proof that the orphan
-    /// checks are not vacuous.
-    pub(crate) async fn some_processes(&self, sandbox: &Sandbox, when: &str) -> Verdict {
-        let running = self.probe("running_processes", self.probes.running_processes(sandbox.id())).await?;
+    /// Fails unless the probe sees a process running in sandbox `sandbox_id`: proof that
+    /// the orphan checks are not vacuous.
+    pub(crate) async fn some_processes(&self, sandbox_id: &str, when: &str) -> Verdict {
+        let running = self.probe("running_processes", self.probes.running_processes(sandbox_id)).await?;
         if running.is_empty() {
             Err(format!("expected the running_processes probe to see the command {when}, observed none"))
         } else {
@@ -186,7 +245,7 @@ impl Ctx {
     }
 
     /// As [`Ctx::no_processes`], owning its description (for closures).
-    pub(crate) async fn no_processes_owned(&self, sandbox: &Sandbox, when: String) -> Verdict {
-        self.no_processes(sandbox, &when).await
+    pub(crate) async fn no_processes_owned(&self, sandbox_id: &str, when: String) -> Verdict {
+        self.no_processes(sandbox_id, &when).await
     }
 }

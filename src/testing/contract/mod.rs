@@ -25,15 +25,24 @@
 //! read as contract clauses: `run__timeout_raises_execution_timeout_and_does_not_hang`.
 //! A summary after the run lists passed, failed, skipped, not-applicable and known-failure
 //! counts per coverage-map row.
+//!
+//! The tests drive the async API by default. [`ContractSuite::facade`] with
+//! [`Facade::Blocking`] runs the same tests through the blocking facade
+//! ([`sandboxio::sync`](crate::sync)) instead: every sandbox operation of every test is then
+//! a blocking call, and the few tests of async-only behaviour (cancellation by dropping a
+//! future at its k-th poll) are reported `n/a`, with the reason, in the test list and in
+//! the summary.
 
 mod cases;
 mod ctx;
+mod facade;
 mod probes;
 mod runner;
 
 use std::fmt;
 
 pub use ctx::LABEL_KEY;
+pub use facade::Facade;
 pub use probes::{Canary, CancellationPoints, DefaultProbes, ProbeFuture, ProbeKind, ProbeResult, Probes};
 pub use runner::{ContractSuite, DEFAULT_TEST_TIMEOUT, Executor};
 
@@ -133,10 +142,13 @@ pub struct CaseInfo {
     pub name: &'static str,
     /// Its coverage-map row.
     pub row: Row,
+    /// `Some(reason)` for a test of async-only behaviour, reported n/a with that reason
+    /// under [`Facade::Blocking`].
+    pub async_only: Option<&'static str>,
 }
 
 /// Every test of the suite, in order.
 #[must_use]
 pub fn cases() -> Vec<CaseInfo> {
-    cases::all().iter().map(|c| CaseInfo { name: c.name, row: c.row }).collect()
+    cases::all().iter().map(|c| CaseInfo { name: c.name, row: c.row, async_only: c.async_only }).collect()
 }

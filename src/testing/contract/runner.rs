@@ -17,6 +17,7 @@ use crate::policy::Capabilities;
 use super::Row;
 use super::cases::{self, Case};
 use super::ctx::Ctx;
+use super::facade::Facade;
 use super::probes::{DefaultProbes, Probes};
 
 /// Runs a test's future to completion. The default is `futures_lite::future::block_on`;
@@ -31,6 +32,7 @@ pub struct ContractSuite {
     known_failures: BTreeMap<String, String>,
     executor: Executor,
     test_timeout: Duration,
+    facade: Facade,
 }
 
 /// How long one contract test may take unless [`ContractSuite::test_timeout`] says
@@ -43,6 +45,7 @@ impl std::fmt::Debug for ContractSuite {
             .field("backend", &self.backend.scheme())
             .field("audit_sink", &self.audit.is_some())
             .field("known_failures", &self.known_failures)
+            .field("facade", &self.facade)
             .finish_non_exhaustive()
     }
 }
@@ -53,6 +56,9 @@ enum Skip {
     /// A capability the test needs is undeclared (or one it checks the absence of is
     /// declared): its counterpart runs instead.
     NotApplicable(String),
+    /// The test checks behaviour of the async API only, and the run drives the blocking
+    /// facade.
+    AsyncOnly(String),
     /// A probe, the audit sink, or another issue's work is missing.
     Skipped(String),
     /// Listed by the adapter as a known failure, with its note.
@@ -70,7 +76,8 @@ struct Counts {
 
 impl ContractSuite {
     /// The suite for `backend`, with the [`DefaultProbes`], no audit sink (the
-    /// Observability row skips) and the `futures-lite` executor.
+    /// Observability row skips), the `futures-lite` executor and the async API
+    /// ([`Facade::Async`]).
     pub fn new(backend: impl IntoBackend) -> Self {
         ContractSuite {
             backend: backend.into_backend(),
@@ -79,6 +86,7 @@ impl ContractSuite {
             known_failures: BTreeMap::new(),
             executor: Arc::new(futures_lite::future::block_on),
             test_timeout: DEFAULT_TEST_TIMEOUT,
+            facade: Facade::Async,
         }
     }
 
@@ -125,6 +133,18 @@ impl ContractSuite {
         self
     }
 
+    /// Which API the tests drive: the async one (the default) or, with
+    /// [`Facade::Blocking`], the blocking facade [`sandboxio::sync`](crate::sync), so that
+    /// the whole suite proves the facade against the backend. Under the blocking facade,
+    /// tests of async-only behaviour (cancellation by dropping a future) are reported
+    /// `n/a` with the reason, and listed after the summary. The executor still runs each
+    /// test (one test per thread), and the blocking calls run inside it.
+    #[must_use]
+    pub fn facade(mut self, facade: Facade) -> Self {
+        self.facade = facade;
+        self
+    }
+
     /// Runs the suite with the command line's arguments (`cargo test` passes them through
     /// to a `harness = false` target) and prints the summary.
     #[must_use]
@@ -144,6 +164,7 @@ impl ContractSuite {
         }
         let results: Arc<Mutex<BTreeMap<Row, Counts>>> = Arc::default();
         let mut skips = Vec::new();
+        let mut async_only = Vec::new();
         let mut trials = Vec::new();
         for case in all {
             let selected = is_selected(case.name, args);
@@ -154,6 +175,10 @@ impl ContractSuite {
                         let counts = r.entry(case.row).or_default();
                         match &skip {
                             Skip::NotApplicable(_) => counts.not_applicable += 1,
+                            Skip::AsyncOnly(why) => {
+                                counts.not_applicable += 1;
+                                async_only.push(format!("{}: {why}", case.name));
+                            }
                             Skip::Skipped(why) => {
                                 counts.skipped += 1;
                                 skips.push(format!("{}: {why}", case.name));
@@ -171,7 +196,10 @@ impl ContractSuite {
         }
         let conclusion = libtest_mimic::run(args, trials);
         if !args.list {
-            println!("{}", self.summary(&results.lock().unwrap_or_else(PoisonError::into_inner), &skips));
+            println!(
+                "{}",
+                self.summary(&results.lock().unwrap_or_else(PoisonError::into_inner), &skips, &async_only)
+            );
         }
         if conclusion.has_failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
     }
@@ -180,6 +208,11 @@ impl ContractSuite {
         let caps = self.backend.capabilities();
         if let Some(why) = case.pending {
             return Some(Skip::Skipped(why.to_owned()));
+        }
+        if self.facade == Facade::Blocking
+            && let Some(why) = case.async_only
+        {
+            return Some(Skip::AsyncOnly(why.to_owned()));
         }
         if !caps.contains(case.requires) {
             let missing = case.requires - caps;
@@ -215,10 +248,13 @@ impl ContractSuite {
     fn skipped_trial(&self, case: &'static Case, skip: &Skip) -> Trial {
         let (kind, why) = match skip {
             Skip::NotApplicable(why) => ("n/a", why.clone()),
+            Skip::AsyncOnly(why) => {
+                ("n/a", format!("async-only, and the run drives the blocking facade: {why}"))
+            }
             Skip::Skipped(why) => ("skip", why.clone()),
             Skip::KnownFailure(note) => ("known failure", note.clone()),
         };
-        let scheme = self.backend.scheme().to_owned();
+        let scheme = self.label();
         let trial = if let Skip::KnownFailure(_) = skip {
             // Run on request (`--include-ignored`), to see whether it is fixed.
             self.trial(case, Arc::default())
@@ -234,9 +270,10 @@ impl ContractSuite {
         let audit = self.audit.clone();
         let executor = Arc::clone(&self.executor);
         let limit = self.test_timeout;
+        let facade = self.facade;
+        let scheme = self.label();
         Trial::test(case.name, move || {
-            let scheme = backend.scheme().to_owned();
-            let ctx = Arc::new(Ctx::new(backend, probes, audit, case.name));
+            let ctx = Arc::new(Ctx::new(backend, probes, audit, facade, case.name));
             let bounded = futures_lite::future::or((case.run)(ctx), async move {
                 futures_timer::Delay::new(limit).await;
                 Err(format!("did not finish within {limit:?}: a hang (ContractSuite::test_timeout)"))
@@ -254,9 +291,22 @@ impl ContractSuite {
         })
     }
 
-    fn summary(&self, results: &BTreeMap<Row, Counts>, skips: &[String]) -> String {
+    /// The backend's scheme, and the facade when it is not the default: `fake` or
+    /// `fake, blocking facade`.
+    fn label(&self) -> String {
+        match self.facade {
+            Facade::Async => self.backend.scheme().to_owned(),
+            Facade::Blocking => format!("{}, blocking facade", self.backend.scheme()),
+        }
+    }
+
+    fn summary(&self, results: &BTreeMap<Row, Counts>, skips: &[String], async_only: &[String]) -> String {
+        let through = match self.facade {
+            Facade::Async => "",
+            Facade::Blocking => " through the blocking facade (sandboxio::sync)",
+        };
         let mut out = format!(
-            "\ncontract summary for {}:// (tier {}, declares {})\n",
+            "\ncontract summary for {}://{through} (tier {}, declares {})\n",
             self.backend.scheme(),
             self.backend.isolation(),
             self.backend.capabilities() & Capabilities::all()
@@ -293,6 +343,15 @@ impl ContractSuite {
         if !skips.is_empty() {
             let _ = writeln!(out, "skipped (never counted as passed):");
             for s in skips {
+                let _ = writeln!(out, "  - {s}");
+            }
+        }
+        if !async_only.is_empty() {
+            let _ = writeln!(
+                out,
+                "n/a under the blocking facade (async-only behaviour, never counted as passed):"
+            );
+            for s in async_only {
                 let _ = writeln!(out, "  - {s}");
             }
         }

@@ -4,14 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::Sandbox;
 use crate::audit::{OperationKind, Outcome};
 use crate::policy::Capabilities as C;
 
 use super::super::ProbeKind as P;
 use super::super::Row;
 use super::super::ctx::{Ctx, Verdict, expect};
-use super::{Case, each_cancellation_point, poll_k};
+use super::super::facade::AnySandbox;
+use super::{CANCELLATION_IS_ASYNC, Case, each_cancellation_point, poll_k};
 
 /// How long background teardown may take in these tests before it counts as an orphan.
 const GRACE: Duration = Duration::from_mins(1);
@@ -21,25 +21,30 @@ pub(super) fn cases() -> Vec<Case> {
         Case::new(Row::Cancellation, "cancellation__mid_create_leaves_no_orphan", |cx| {
             Box::pin(mid_create(cx))
         })
-        .probes(&[P::LiveSandboxes]),
+        .probes(&[P::LiveSandboxes])
+        .async_only(CANCELLATION_IS_ASYNC),
         Case::new(Row::Cancellation, "cancellation__mid_run_leaves_no_orphan", |cx| Box::pin(mid_run(cx)))
             .requires(C::RUN)
-            .probes(&[P::RunningProcesses]),
+            .probes(&[P::RunningProcesses])
+            .async_only(CANCELLATION_IS_ASYNC),
         Case::new(Row::Cancellation, "cancellation__mid_run_code_leaves_no_orphan", |cx| {
             Box::pin(mid_run_code(cx))
         })
         .requires(C::RUN_CODE)
-        .probes(&[P::RunningProcesses]),
+        .probes(&[P::RunningProcesses])
+        .async_only(CANCELLATION_IS_ASYNC),
         Case::new(Row::Cancellation, "cancellation__mid_stream_leaves_no_orphan", |cx| {
             Box::pin(mid_stream(cx))
         })
         .requires(C::STREAM)
-        .probes(&[P::RunningProcesses]),
+        .probes(&[P::RunningProcesses])
+        .async_only(CANCELLATION_IS_ASYNC),
         Case::new(Row::Cancellation, "cancellation__mid_fs_operation_leaves_no_orphan", |cx| {
             Box::pin(mid_fs(cx))
         })
         .requires(C::FILESYSTEM)
-        .probes(&[P::RunningProcesses]),
+        .probes(&[P::RunningProcesses])
+        .async_only(CANCELLATION_IS_ASYNC),
         Case::new(
             Row::Cancellation,
             "cancellation__dropped_sandbox_teardown_is_shielded_and_bounded",
@@ -52,7 +57,8 @@ pub(super) fn cases() -> Vec<Case> {
             |cx| Box::pin(drop_is_not_error(cx)),
         )
         .requires(C::RUN)
-        .audited(),
+        .audited()
+        .async_only(CANCELLATION_IS_ASYNC),
         Case::new(
             Row::CancellationIdentity,
             "cancellation_identity__kill_works_from_a_synchronous_drop",
@@ -76,12 +82,14 @@ pub(super) fn cases() -> Vec<Case> {
 }
 
 async fn mid_create(cx: Arc<Ctx>) -> Verdict {
+    cx.ensure_async()?;
     each_cancellation_point(
         &cx,
         |k| {
             let cx = Arc::clone(&cx);
             async move {
-                let created = poll_k(cx.builder().network(cx.default_policy()).create(), k).await;
+                let builder = cx.async_builder().ok()?;
+                let created = poll_k(builder.network(cx.default_policy()).create(), k).await;
                 match created {
                     Some(Ok(sandbox)) => sandbox.close().await.ok(),
                     Some(Err(_)) | None => None,
@@ -97,11 +105,11 @@ async fn mid_create(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn mid_run(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.sandbox().await?;
+    let sandbox = cx.async_sandbox().await?;
     let verdict = each_cancellation_point(
         &cx,
         |k| poll_k(sandbox.run(cx.probes.lingering_output()), k),
-        |k| cx.no_processes_owned(&sandbox, format!("after run() was dropped at poll {k}")),
+        |k| cx.no_processes_owned(sandbox.id(), format!("after run() was dropped at poll {k}")),
     )
     .await;
     let _ = sandbox.close().await;
@@ -109,12 +117,12 @@ async fn mid_run(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn mid_run_code(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.sandbox().await?;
+    let sandbox = cx.async_sandbox().await?;
     let cell = || cx.probes.code_long_cell().timeout(Duration::from_hours(2));
     let verdict = each_cancellation_point(
         &cx,
         |k| poll_k(sandbox.run_code(cell()), k),
-        |k| cx.no_processes_owned(&sandbox, format!("after run_code() was dropped at poll {k}")),
+        |k| cx.no_processes_owned(sandbox.id(), format!("after run_code() was dropped at poll {k}")),
     )
     .await;
     let _ = sandbox.close().await;
@@ -122,7 +130,7 @@ async fn mid_run_code(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn mid_stream(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.sandbox().await?;
+    let sandbox = cx.async_sandbox().await?;
     let verdict = each_cancellation_point(
         &cx,
         |k| {
@@ -136,7 +144,7 @@ async fn mid_stream(cx: Arc<Ctx>) -> Verdict {
                 k,
             )
         },
-        |k| cx.no_processes_owned(&sandbox, format!("after a stream was dropped at poll {k}")),
+        |k| cx.no_processes_owned(sandbox.id(), format!("after a stream was dropped at poll {k}")),
     )
     .await;
     let _ = sandbox.close().await;
@@ -144,7 +152,7 @@ async fn mid_stream(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn mid_fs(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.sandbox().await?;
+    let sandbox = cx.async_sandbox().await?;
     let verdict = each_cancellation_point(
         &cx,
         |k| {
@@ -167,7 +175,7 @@ async fn mid_fs(cx: Arc<Ctx>) -> Verdict {
                 k,
             )
         },
-        |k| cx.no_processes_owned(&sandbox, format!("after a file operation was dropped at poll {k}")),
+        |k| cx.no_processes_owned(sandbox.id(), format!("after a file operation was dropped at poll {k}")),
     )
     .await;
     let _ = sandbox.close().await;
@@ -187,7 +195,7 @@ async fn teardown_bounded(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn drop_is_not_error(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.sandbox().await?;
+    let sandbox = cx.async_sandbox().await?;
     let finished = poll_k(sandbox.run(cx.probes.hang()), 1).await;
     expect(finished.is_none(), || {
         "expected a hanging command to still be running after one poll".to_owned()
@@ -201,13 +209,20 @@ async fn drop_is_not_error(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn kill_from_drop(cx: Arc<Ctx>) -> Verdict {
-    struct Owner(Option<Sandbox>);
+    struct Owner(Option<AnySandbox>);
     impl Drop for Owner {
         fn drop(&mut self) {
-            if let Some(sandbox) = self.0.take() {
-                // A destructor has no executor: `kill()` is a plain future any executor
-                // (here the simplest one) can drive.
-                let _ = futures_lite::future::block_on(sandbox.kill());
+            match self.0.take() {
+                // A destructor has no executor: the async `kill()` is a plain future any
+                // executor (here the simplest one) can drive.
+                Some(AnySandbox::Async(sandbox)) => {
+                    let _ = futures_lite::future::block_on(sandbox.kill());
+                }
+                // The blocking facade needs none at all.
+                Some(AnySandbox::Blocking(sandbox)) => {
+                    let _ = sandbox.kill();
+                }
+                None => {}
             }
         }
     }
@@ -251,7 +266,7 @@ async fn grace_expiry(cx: Arc<Ctx>) -> Verdict {
     let id = sandbox.id().to_owned();
     cx.probe("simulate_kill_hang", cx.probes.simulate_kill_hang(&id)).await?;
     drop(sandbox);
-    crate::shutdown(grace + Duration::from_secs(30)).await;
+    cx.facade.shutdown(grace + Duration::from_secs(30)).await;
     let orphans: Vec<_> = cx
         .records()
         .into_iter()

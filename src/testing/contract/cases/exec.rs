@@ -6,12 +6,13 @@ use std::time::Duration;
 use futures_core::Stream;
 
 use crate::policy::Capabilities as C;
-use crate::{Command, Error, ErrorCode, ExecStream, ExitStatus, StreamKind};
+use crate::{Command, Error, ErrorCode, ExecStream, ExitStatus, StreamKind, sync};
 
 use super::super::ProbeKind as P;
 use super::super::Row;
 use super::super::ctx::{Ctx, Verdict, expect, expect_code, expect_eq};
-use super::{Case, each_cancellation_point, poll_k};
+use super::super::facade::{AnyStream, Facade};
+use super::{CANCELLATION_IS_ASYNC, Case, each_cancellation_point, poll_k};
 
 #[allow(clippy::too_many_lines)] // one line per contract clause
 pub(super) fn cases() -> Vec<Case> {
@@ -120,7 +121,8 @@ pub(super) fn cases() -> Vec<Case> {
             |cx| Box::pin(cleanup_cancel(cx)),
         )
         .requires(C::STREAM)
-        .probes(&[P::RunningProcesses]),
+        .probes(&[P::RunningProcesses])
+        .async_only(CANCELLATION_IS_ASYNC),
     ]
 }
 
@@ -201,7 +203,7 @@ async fn timeout_tree(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
         let result = sandbox.run(cx.probes.process_tree().timeout(Duration::from_secs(1))).await;
         expect_code(&result, ErrorCode::ExecutionTimeout, "run(process tree) with a 1 s timeout")?;
-        cx.no_processes(&sandbox, "after the timeout (parent and background child)").await
+        cx.no_processes(sandbox.id(), "after the timeout (parent and background child)").await
     })
 }
 
@@ -248,7 +250,7 @@ async fn orphan_child(cx: Arc<Ctx>) -> Verdict {
             .await
             .map_err(|e| cx.unexpected("run(orphan child)", &e))?;
         expect_eq(out.stdout_lossy().as_ref(), "parent done\n", "the parent's stdout")?;
-        cx.no_processes(&sandbox, "after the parent exited").await
+        cx.no_processes(sandbox.id(), "after the parent exited").await
     })
 }
 
@@ -352,9 +354,10 @@ async fn code_interrupt(cx: Arc<Ctx>) -> Verdict {
 }
 
 #[allow(clippy::unused_async)] // every case has the same async signature
-async fn not_awaitable(_cx: Arc<Ctx>) -> Verdict {
-    // Compiles only while `ExecStream` is not `IntoFuture` (so `.await` on it cannot compile);
-    // trybuild's `tests/ui/await_exec_stream.rs` checks the message.
+async fn not_awaitable(cx: Arc<Ctx>) -> Verdict {
+    // Compiles only while neither facade's stream is `IntoFuture` (so `.await` on it cannot
+    // compile); trybuild's `tests/ui/await_exec_stream.rs` checks the message. The run
+    // names the facade it drives: a `Stream` for the async API, an `Iterator` for `sync`.
     trait AmbiguousIfFuture<A> {
         fn check() {}
     }
@@ -363,12 +366,21 @@ async fn not_awaitable(_cx: Arc<Ctx>) -> Verdict {
     struct IsFuture;
     impl<T: ?Sized + std::future::IntoFuture> AmbiguousIfFuture<IsFuture> for T {}
     fn is_stream<S: Stream>() {}
-    <ExecStream as AmbiguousIfFuture<_>>::check();
-    is_stream::<ExecStream>();
+    fn is_iterator<I: Iterator<Item = crate::Result<crate::OutputChunk>>>() {}
+    match cx.facade {
+        Facade::Async => {
+            <ExecStream as AmbiguousIfFuture<_>>::check();
+            is_stream::<ExecStream>();
+        }
+        Facade::Blocking => {
+            <sync::ExecStream as AmbiguousIfFuture<_>>::check();
+            is_iterator::<sync::ExecStream>();
+        }
+    }
     Ok(())
 }
 
-async fn collect(stream: &mut ExecStream) -> std::result::Result<Vec<(StreamKind, Vec<u8>)>, Error> {
+async fn collect(stream: &mut AnyStream) -> std::result::Result<Vec<(StreamKind, Vec<u8>)>, Error> {
     let mut chunks = Vec::new();
     while let Some(chunk) = stream.next_chunk().await {
         let chunk = chunk?;
@@ -447,7 +459,7 @@ async fn cleanup_full(cx: Arc<Ctx>) -> Verdict {
         let mut stream = sandbox.stream(cx.probes.paced_output()).map_err(|e| cx.unexpected("stream", &e))?;
         collect(&mut stream).await.map_err(|e| cx.unexpected("iterating", &e))?;
         drop(stream);
-        cx.no_processes(&sandbox, "after full iteration").await
+        cx.no_processes(sandbox.id(), "after full iteration").await
     })
 }
 
@@ -458,15 +470,15 @@ async fn cleanup_break(cx: Arc<Ctx>) -> Verdict {
         if let Some(chunk) = stream.next_chunk().await {
             chunk.map_err(|e| cx.unexpected("iterating", &e))?;
         }
-        cx.some_processes(&sandbox, "while the stream is open").await?;
+        cx.some_processes(sandbox.id(), "while the stream is open").await?;
         drop(stream);
-        cx.no_processes(&sandbox, "after an early break").await
+        cx.no_processes(sandbox.id(), "after an early break").await
     })
 }
 
 async fn cleanup_error(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
-        async fn consume(stream: &mut ExecStream) -> std::result::Result<(), &'static str> {
+        async fn consume(stream: &mut AnyStream) -> std::result::Result<(), &'static str> {
             if stream.next_chunk().await.is_some() {
                 return Err("the caller's own error inside the loop");
             }
@@ -478,30 +490,31 @@ async fn cleanup_error(cx: Arc<Ctx>) -> Verdict {
             consume(&mut stream).await
         };
         expect(outcome.is_err(), || "the caller's error was lost".to_owned())?;
-        cx.no_processes(&sandbox, "after an error inside the loop").await
+        cx.no_processes(sandbox.id(), "after an error inside the loop").await
     })
 }
 
 async fn cleanup_cancel(cx: Arc<Ctx>) -> Verdict {
-    with_sandbox!(cx, |sandbox| {
-        each_cancellation_point(
-            &cx,
-            |k| {
-                let sandbox = &sandbox;
-                let cx = &cx;
-                poll_k(
-                    async move {
-                        let mut stream = sandbox.stream(cx.probes.lingering_output()).ok()?;
-                        while let Some(chunk) = stream.next_chunk().await {
-                            chunk.ok()?;
-                        }
-                        Some(())
-                    },
-                    k,
-                )
-            },
-            |k| cx.no_processes_owned(&sandbox, format!("after cancellation inside the loop at poll {k}")),
-        )
-        .await
-    })
+    let sandbox = cx.async_sandbox().await?;
+    let verdict = each_cancellation_point(
+        &cx,
+        |k| {
+            let sandbox = &sandbox;
+            let cx = &cx;
+            poll_k(
+                async move {
+                    let mut stream = sandbox.stream(cx.probes.lingering_output()).ok()?;
+                    while let Some(chunk) = stream.next_chunk().await {
+                        chunk.ok()?;
+                    }
+                    Some(())
+                },
+                k,
+            )
+        },
+        |k| cx.no_processes_owned(sandbox.id(), format!("after cancellation inside the loop at poll {k}")),
+    )
+    .await;
+    let _ = sandbox.close().await;
+    verdict
 }

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use crate::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec};
 use crate::policy::Capabilities as C;
-use crate::{ErrorCode, IsolationTier, NetworkPolicy, ResourceLimits, Sandbox};
+use crate::{ErrorCode, IsolationTier, NetworkPolicy, ResourceLimits};
 
 use super::super::Row;
 use super::super::ctx::{Ctx, Verdict, expect, expect_code};
+use super::super::facade::Facade;
 use super::Case;
 
 pub(super) fn cases() -> Vec<Case> {
@@ -45,6 +46,7 @@ pub(super) fn cases() -> Vec<Case> {
 async fn every_declared_flag_tested(cx: Arc<Ctx>) -> Verdict {
     let runnable = |case: &super::Case| {
         case.pending.is_none()
+            && !(cx.facade == Facade::Blocking && case.async_only.is_some())
             && case.requires_absent.is_empty()
             && cx.caps.contains(case.requires)
             && case.probes.iter().all(|p| crate::testing::contract::probes::implemented(&*cx.probes, *p))
@@ -206,7 +208,7 @@ async fn undeclared_pids(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn undeclared_connect(cx: Arc<Ctx>) -> Verdict {
-    let result = Sandbox::connect_with(Arc::clone(&cx.backend), "any-id").await;
+    let result = cx.connect("any-id").await;
     expect_code(&result, UNSUPPORTED, "connect() without CONNECT")
 }
 
@@ -281,9 +283,7 @@ async fn unknown_tier(cx: Arc<Ctx>) -> Verdict {
     })?;
     for required in [IsolationTier::None, IsolationTier::Process, IsolationTier::Unknown] {
         let result = cx
-            .probes
-            .configure(Sandbox::builder_with(UndeclaredTier(Arc::clone(&cx.backend))))
-            .metadata(super::super::LABEL_KEY, cx.token.clone())
+            .builder_with(Arc::new(UndeclaredTier(Arc::clone(&cx.backend))))
             .network(cx.default_policy())
             .require_isolation(required)
             .create()

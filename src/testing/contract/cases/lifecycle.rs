@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::ErrorCode;
 use crate::policy::Capabilities as C;
-use crate::{ErrorCode, Sandbox};
 
 use super::super::ProbeKind as P;
 use super::super::Row;
@@ -76,15 +76,13 @@ async fn double_kill(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn connect_unknown(cx: Arc<Ctx>) -> Verdict {
-    let result = Sandbox::connect_with(Arc::clone(&cx.backend), "sandboxio-contract-no-such-sandbox").await;
+    let result = cx.connect("sandboxio-contract-no-such-sandbox").await;
     expect_code(&result, ErrorCode::Connect, "connect() to an unknown id")
 }
 
 async fn connect_attaches(cx: Arc<Ctx>) -> Verdict {
     let owner = cx.sandbox().await?;
-    let attached = Sandbox::connect_with(Arc::clone(&cx.backend), owner.id())
-        .await
-        .map_err(|e| cx.unexpected("connect() to a live id", &e))?;
+    let attached = cx.connect(owner.id()).await.map_err(|e| cx.unexpected("connect() to a live id", &e))?;
     expect(!attached.is_owner(), || "expected a connected handle not to own the sandbox".to_owned())?;
     let out =
         attached.run(cx.probes.echo("attached")).await.map_err(|e| cx.unexpected("run() on attached", &e))?;
@@ -109,14 +107,14 @@ async fn detached(cx: Arc<Ctx>) -> Verdict {
         .map_err(|e| cx.unexpected("create() detached", &e))?;
     let id = sandbox.id().to_owned();
     drop(sandbox);
-    crate::shutdown(Duration::from_secs(30)).await;
+    cx.facade.shutdown(Duration::from_secs(30)).await;
     let live =
         cx.probe("live_sandboxes", cx.probes.live_sandboxes(super::super::LABEL_KEY, &cx.token)).await?;
     let verdict = expect(live.contains(&id), || {
         format!("expected detached sandbox {id} alive after its handle dropped, observed live {live:?}")
     });
     // Clean up now rather than at the TTL.
-    if let Ok(again) = Sandbox::connect_with(Arc::clone(&cx.backend), &id).await {
+    if let Ok(again) = cx.connect(&id).await {
         let _ = again.kill().await;
     }
     verdict

@@ -51,6 +51,9 @@ pub(crate) struct Case {
     pub(crate) pending: Option<&'static str>,
     /// Decides applicability from the backend itself: `Some(reason)` makes the test n/a.
     pub(crate) not_applicable: Option<fn(&dyn Backend) -> Option<String>>,
+    /// Tests behaviour only the async API has: under the blocking facade the test is n/a
+    /// with this reason.
+    pub(crate) async_only: Option<&'static str>,
     pub(crate) run: fn(Arc<Ctx>) -> BoxFuture<'static, Verdict>,
 }
 
@@ -71,6 +74,7 @@ impl Case {
             needs_audit: false,
             pending: None,
             not_applicable: None,
+            async_only: None,
             run,
         }
     }
@@ -105,6 +109,13 @@ impl Case {
         self
     }
 
+    /// Marks the test as one of async-only behaviour, n/a under the blocking facade for
+    /// `reason`. Its body must use [`Ctx::async_sandbox`] or [`Ctx::async_builder`].
+    pub(crate) fn async_only(mut self, reason: &'static str) -> Self {
+        self.async_only = Some(reason);
+        self
+    }
+
     pub(crate) fn audited(mut self) -> Self {
         self.needs_audit = true;
         self
@@ -127,6 +138,10 @@ pub(crate) fn all() -> &'static [Case] {
         cases
     })
 }
+
+/// Why the tests of cancellation by dropping a future are n/a under the blocking facade.
+pub(crate) const CANCELLATION_IS_ASYNC: &str = "cancellation is dropping a future at its k-th poll; \
+     a blocking call has no future for its caller to drop, it returns only once done";
 
 /// How long a polled operation may sit without being woken before [`poll_k`] treats it as
 /// idle in flight and cancels it there.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::backend::BackendOption;
 use crate::policy::Capabilities as C;
-use crate::{Error, ErrorCode, NetworkPolicy, ResourceLimits, Sandbox};
+use crate::{Error, ErrorCode, NetworkPolicy, ResourceLimits};
 
 use super::super::ProbeKind as P;
 use super::super::Row;
@@ -181,7 +181,7 @@ async fn typed_option(cx: Arc<Ctx>) -> Verdict {
 
 async fn auth(cx: Arc<Ctx>) -> Verdict {
     let (backend, var) = cx.probes.missing_credentials().ok_or("no missing_credentials probe")?;
-    let result = Sandbox::builder_with(backend).network(cx.default_policy()).create().await;
+    let result = cx.facade.builder(backend).network(cx.default_policy()).create().await;
     match result {
         Err(Error::Auth { env_var, message, .. }) => {
             expect_eq(env_var.as_deref(), Some(var.as_str()), "the env var named by the Auth error")?;

@@ -31,10 +31,7 @@ pub(super) fn cases() -> Vec<Case> {
 }
 
 fn blocking_sandbox(cx: &Ctx) -> std::result::Result<sync::Sandbox, String> {
-    sync::SandboxBuilder::from(cx.builder())
-        .network(cx.default_policy())
-        .create()
-        .map_err(|e| cx.unexpected("sync create()", &e))
+    cx.sync_builder().network(cx.default_policy()).create().map_err(|e| cx.unexpected("sync create()", &e))
 }
 
 // The bodies call the blocking API on purpose: it drives its futures on the calling
@@ -70,7 +67,8 @@ async fn facade_lifecycle(cx: Arc<Ctx>) -> Verdict {
 
 #[allow(clippy::unused_async)]
 async fn facade_errors(cx: Arc<Ctx>) -> Verdict {
-    let result = sync::SandboxBuilder::from(cx.builder())
+    let result = cx
+        .sync_builder()
         .network(cx.default_policy())
         .require_isolation(crate::IsolationTier::Unknown)
         .create();
@@ -105,8 +103,7 @@ async fn facade_drops(cx: Arc<Ctx>) -> Verdict {
     let sandbox = blocking_sandbox(&cx)?;
     let stream = sandbox.stream(cx.probes.hang()).map_err(|e| cx.unexpected("sync stream()", &e))?;
     drop(stream);
-    let async_view = &sandbox.inner;
-    cx.no_processes(async_view, "after a blocking stream was dropped").await?;
+    cx.no_processes(sandbox.id(), "after a blocking stream was dropped").await?;
     drop(sandbox);
     cx.no_sandboxes("after a blocking sandbox was dropped", Duration::from_mins(1)).await
 }
