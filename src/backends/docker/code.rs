@@ -6,7 +6,7 @@
 //! stderr as Python would, and writes the exception's type name, message and traceback
 //! lines, NUL-separated UTF-8, to a record file named by the client (no `json`: Debian's
 //! `python3-minimal` lacks it); the client reads that file back
-//! through the archive API. The structured error is the exception object's own, never a
+//! with `cat` as the sandbox's user. The structured error is the exception object's own, never a
 //! parse of the text output. No state survives between cells and no rich outputs are
 //! produced: `STATEFUL_CODE` and `RICH_OUTPUTS` are not declared (that needs a kernel in
 //! the container, a later step).

@@ -25,15 +25,24 @@
 //! metadata) that [`DockerBackend::reap`] reads.
 //!
 //! Hardening, always: every Linux capability dropped, `no-new-privileges`, a pids limit
-//! ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one), the image's non-root user when it
-//! has one, and no network (`network_mode: none`, loopback only) unless the policy is
-//! allow-all. Secrets from `secret_env` are passed to each exec, never stored in the
-//! container's configuration (`docker inspect` does not show them).
+//! ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one), and no network (`network_mode:
+//! none`, loopback only) unless the policy is allow-all. Commands and file operations run as
+//! the image's user (or the DSN's `user=`); PID 1 and the dead-man run as root, which,
+//! with every capability dropped, puts them out of a non-root user's reach. Secrets from
+//! `secret_env` reach each command through the wrapper's stdin: never the container's or
+//! the exec's configuration (`docker inspect` does not show them, nor does bollard's debug
+//! log). A handle from `connect` does not know them.
 //!
-//! Commands: see the `exec` module notes in the adapter guide; a timeout or a cancel kills
-//! the command's whole process group. Files: the engine's archive API, or an exec where it
-//! cannot reach. Image requirements: a POSIX `sh`, `setsid`, `kill`, `sleep`, `cat`,
-//! `mkdir`, `rm` and a writable `/tmp` (busybox or any Debian image has them).
+//! Commands run under a `sh` wrapper that puts each in its own process group (`setsid`)
+//! and, once the main process exits, kills whatever it left in that group, so a background
+//! child never keeps `run()` waiting. A timeout, a dropped future or a terminated stream
+//! kills the whole group (if even that cannot run, for example because the command used up
+//! the pids limit, the sandbox is removed). A process that calls `setsid` itself leaves
+//! the group; it ends with the sandbox. Files go through execs as the sandbox's user
+//! (`cat`, `stat`, `mkdir`, `rm`, and one streamed `tar` for upload and download), so the
+//! container's own permissions, links and mounts apply. Image requirements: a POSIX `sh`,
+//! `setsid`, `sleep`, `cat`, `stat`, `mkdir`, `rm`, `mv`, `chmod`, `tar` and a writable
+//! `/tmp` (busybox or Debian's minbase has them).
 //!
 //! Declared capabilities: `RUN`, `RUN_CODE` (Python, one process per cell; a sandbox whose
 //! image has no `python3` does not declare it), `STREAM`, `STDIN`, `FILESYSTEM`,
