@@ -435,3 +435,136 @@ async fn docker__stdin_after_close_fails_fast_and_a_second_close_is_harmless() {
     drop(stream);
     sandbox.close().await.unwrap();
 }
+
+/// Collects every `tracing` event and span, and every `log` record (bollard logs its request
+/// bodies through `log` at debug level), as text.
+mod capture {
+    use std::sync::Mutex;
+
+    pub static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    pub struct Tracing;
+
+    impl tracing::Subscriber for Tracing {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            LINES.lock().unwrap().push(format!("span {span:?}"));
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+            LINES.lock().unwrap().push(format!("record {values:?}"));
+        }
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            LINES.lock().unwrap().push(format!("event {event:?}"));
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    pub struct Log;
+
+    impl log::Log for Log {
+        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+            true
+        }
+        fn log(&self, record: &log::Record<'_>) {
+            LINES.lock().unwrap().push(format!("log {} {}", record.target(), record.args()));
+        }
+        fn flush(&self) {}
+    }
+}
+
+/// The canary-secret proof on Docker: secrets given with `secret_env` reach the command and
+/// nothing else: not the audit sinks, errors, `tracing` or `log` output (bollard's request
+/// bodies included), labels, or `docker inspect`.
+#[test]
+fn docker__secrets_reach_the_command_and_nothing_else() {
+    if !docker_ready("docker__secrets_reach_the_command_and_nothing_else") {
+        return;
+    }
+    let canary = "docker-canary-secret-5521";
+    let command_canary = "docker-canary-command-9043";
+    tracing::subscriber::set_global_default(capture::Tracing).unwrap();
+    log::set_logger(&capture::Log).unwrap();
+    log::set_max_level(log::LevelFilter::Trace);
+    let sink = sandboxio::RecordingSink::new();
+    let jsonl = std::env::temp_dir().join(format!("sbx-docker-secrets-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&jsonl);
+    let audit = sandboxio::AuditConfig::new()
+        .with_sink(std::sync::Arc::clone(&sink))
+        .with_sink(sandboxio::TracingSink::new())
+        .with_sink(sandboxio::JsonLinesSink::append(&jsonl).unwrap());
+    let mut errors = Vec::new();
+    let (inspect, labels) = futures_lite::future::block_on(async {
+        let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
+            .unwrap()
+            .network(NetworkPolicy::deny_all())
+            .secret_env("SBX_TOKEN", canary)
+            .metadata("team", "secrets")
+            .audit(audit)
+            .create()
+            .await
+            .unwrap();
+        let out = sandbox
+            .run(
+                Command::shell("printf '%s %s' \"$SBX_TOKEN\" \"$CMD_TOKEN\"")
+                    .secret_env("CMD_TOKEN", command_canary),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.stdout_lossy(), format!("{canary} {command_canary}"), "the secrets did not arrive");
+        let mut stream = sandbox.stream(Command::shell("printf %s \"$SBX_TOKEN\"")).unwrap();
+        let mut streamed = Vec::new();
+        while let Some(chunk) = futures_lite::StreamExt::next(&mut stream).await {
+            streamed.extend(chunk.unwrap().data);
+        }
+        assert_eq!(streamed, canary.as_bytes());
+        // Failing operations too.
+        errors
+            .push(sandbox.run(Command::new("x").secret_env("BAD", format!("{canary}\0"))).await.unwrap_err());
+        errors.push(sandbox.fs().read("missing").await.unwrap_err());
+        errors.push(sandbox.run(Command::new("true").cwd("/no/such/dir")).await.unwrap_err());
+        errors.push(
+            sandbox
+                .run(
+                    Command::shell("sleep 30")
+                        .secret_env("T", command_canary)
+                        .timeout(Duration::from_millis(300)),
+                )
+                .await
+                .unwrap_err(),
+        );
+        let inspect = docker(&["inspect", sandbox.id()]);
+        let labels = docker(&["inspect", "-f", "{{json .Config.Labels}}", sandbox.id()]);
+        sandbox.kill().await.unwrap();
+        errors.push(sandbox.run(Command::new("true")).await.unwrap_err());
+        (inspect, labels)
+    });
+    let mut surfaces = vec![
+        ("docker inspect", inspect),
+        ("labels", labels),
+        ("recording sink", format!("{:?}", sink.records())),
+        ("json-lines sink", std::fs::read_to_string(&jsonl).unwrap()),
+        ("tracing and log output", capture::LINES.lock().unwrap().join("\n")),
+    ];
+    for e in &errors {
+        let mut chain = format!("{e} {e:?}");
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            chain.push_str(&format!(" <- {s} {s:?}"));
+            source = s.source();
+        }
+        surfaces.push(("an error", chain));
+    }
+    assert!(surfaces[4].1.contains("bollard"), "the log capture saw no bollard request");
+    for (surface, text) in surfaces {
+        assert!(
+            !text.contains(canary) && !text.contains(command_canary),
+            "a secret leaked into {surface}: {text}"
+        );
+    }
+    let _ = std::fs::remove_file(&jsonl);
+}
