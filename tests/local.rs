@@ -76,3 +76,70 @@ fn local__paths_outside_the_workspace_and_links_are_refused() {
     assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
     block_on(sbx.close()).unwrap();
 }
+
+/// The owner process: creates a sandbox, starts a long command in it, prints the command's
+/// marker, then waits to be killed.
+#[test]
+#[ignore = "helper process of local__owner_sigkill_leaves_no_sandbox_process; runs only when that test starts it"]
+fn local_owner_helper() {
+    let marker = std::env::var("SBX_MARKER").unwrap();
+    let sandbox = sandboxio::sync::Sandbox::builder("local://")
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .unwrap();
+    let _stream = sandbox.stream(Command::new("sleep").arg(&marker)).unwrap();
+    let _background =
+        sandbox.stream(Command::shell(format!("sleep {marker} & sleep {marker}; wait"))).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    println!("READY");
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+/// Processes whose command line mentions `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) && !text.contains("local_owner_helper") {
+                found.push(format!("{} {text}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn local__owner_sigkill_leaves_no_sandbox_process() {
+    use std::io::BufRead as _;
+    // A number no other process uses as a `sleep` argument.
+    let marker = format!("{}", 900_000 + std::process::id());
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["local_owner_helper", "--exact", "--ignored", "--nocapture"])
+        .env("SBX_MARKER", &marker)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = std::io::BufReader::new(child.stdout.take().unwrap()).lines().any(|l| l.unwrap() == "READY");
+    assert!(ready, "the helper did not start its commands");
+    assert!(
+        processes_with(&marker).len() >= 3,
+        "expected the sandboxed sleeps running: {:?}",
+        processes_with(&marker)
+    );
+    child.kill().unwrap(); // SIGKILL: no destructor, no teardown runs
+    child.wait().unwrap();
+    let started = std::time::Instant::now();
+    while !processes_with(&marker).is_empty() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        processes_with(&marker),
+        Vec::<String>::new(),
+        "sandbox processes outlived their SIGKILLed owner"
+    );
+}

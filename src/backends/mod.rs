@@ -1,5 +1,8 @@
 //! First-party backends, each behind its Cargo feature.
 
+#[cfg(any(feature = "local", feature = "docker"))]
+pub(crate) mod code_runner;
+
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]
 pub mod local;

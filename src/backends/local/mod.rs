@@ -8,9 +8,12 @@
 //! by `SIGKILL`. The network is a namespace with only loopback unless the policy is
 //! allow-all. See `docs/adr/0004-local-backend.md` for the choices and their limits.
 //!
-//! Declared capabilities: `RUN`, `STREAM`, `STDIN`, `FILESYSTEM`, `NETWORK_DENY`. Isolation
-//! tier: [`IsolationTier::Process`]. Not declared (and so refused): code cells, allowlists,
-//! resource limits, connect and detach.
+//! Declared capabilities: `RUN`, `RUN_CODE` (the host's `/usr/bin/python3`, one process per
+//! cell; the structured error comes from the exception object through a record file, never
+//! from parsing output; a host without it does not declare it), `STREAM`, `STDIN`,
+//! `FILESYSTEM`, `NETWORK_DENY`. Isolation tier: [`IsolationTier::Process`]. Not declared
+//! (and so refused): stateful code contexts, rich outputs, allowlists, resource limits,
+//! connect and detach.
 
 mod fs;
 mod process;
@@ -24,9 +27,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
+use crate::backends::code_runner;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
-use crate::exec::{Command, ExecResult, ExitStatus, StreamKind};
+use crate::exec::{Code, CodeResult, Command, ExecResult, ExitStatus, StreamKind};
 use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 
@@ -37,8 +41,16 @@ const SCHEME: &str = "local";
 /// The path of the workspace inside every local sandbox.
 pub const WORKDIR: &str = "/workspace";
 
+/// sandboxio's own directory inside every local sandbox (a host directory beside the
+/// workspace, never reached by the file API).
+const RUN_DIR: &str = "/run/sandboxio";
+
+/// The interpreter code cells run with: the host's system Python.
+const PYTHON: &str = "/usr/bin/python3";
+
 /// What `local://` sandboxes can do.
 pub const CAPABILITIES: Capabilities = Capabilities::RUN
+    .union(Capabilities::RUN_CODE)
     .union(Capabilities::STREAM)
     .union(Capabilities::STDIN)
     .union(Capabilities::FILESYSTEM)
@@ -241,6 +253,8 @@ impl State {
         }
         cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
         cmd.arg("--bind").arg(self.workspace()).arg(WORKDIR);
+        // sandboxio's own files for this sandbox (code cells' error records).
+        cmd.arg("--bind").arg(self.dir.join("run")).arg(RUN_DIR);
         let cwd = crate::path::resolve(WORKDIR, command.working_dir().unwrap_or("."));
         if !cwd.starts_with(WORKDIR) {
             return Err(Error::PermissionDenied { path: cwd });
@@ -296,6 +310,22 @@ impl Drop for ProcessGuard {
     }
 }
 
+/// A cell's error record, read on the host without following a link the cell may have
+/// put in its place (and at most 1 MiB of it). `None` when there is no regular file.
+fn read_record(host: &Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::symlink_metadata(host).ok().filter(std::fs::Metadata::is_file)?;
+    let file = std::fs::File::open(host).ok()?;
+    let opened = file.metadata().ok()?;
+    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(1 << 20).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
@@ -346,9 +376,11 @@ impl Backend for LocalBackend {
             let id = format!("local-{}-{n}", std::process::id());
             let dir = self.inner.root.join(&id);
             let ws = dir.join("workspace");
+            let run_dir = dir.join("run");
             let timeout = spec.create_timeout;
             let made = crate::runtime::unblock(move || {
                 std::fs::create_dir_all(&ws)
+                    .and_then(|()| std::fs::create_dir_all(&run_dir))
                     .map_err(|e| Error::provider(SCHEME, "cannot create the workspace", e))
             });
             let bounded = futures_lite::future::or(async { Some(made.await) }, async {
@@ -454,11 +486,32 @@ impl BackendSandbox for LocalSandbox {
     }
 
     fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
+        if Path::new(PYTHON).is_file() {
+            CAPABILITIES
+        } else {
+            CAPABILITIES.difference(Capabilities::RUN_CODE)
+        }
     }
 
     fn network_policy(&self) -> Option<NetworkPolicy> {
         Some(self.state.spec.network.clone())
+    }
+
+    fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let name = format!("cell-{}.error", self.state.next_process.fetch_add(1, Ordering::Relaxed));
+            let command = code_runner::command(SCHEME, PYTHON, &code, &format!("{RUN_DIR}/{name}"))?;
+            let ran = self.run(command).await?;
+            let host = self.state.dir.join("run").join(name);
+            let record = crate::runtime::unblock(move || {
+                let record = read_record(&host);
+                let _ = std::fs::remove_file(&host);
+                Ok(record)
+            })
+            .await?;
+            code_runner::result(ran, record.as_deref(), started.elapsed())
+        })
     }
 
     fn metadata(&self) -> BTreeMap<String, String> {
