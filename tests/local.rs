@@ -92,7 +92,7 @@ fn local_owner_helper() {
     let _background =
         sandbox.stream(Command::shell(format!("sleep {marker} & sleep {marker}; wait"))).unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    println!("READY");
+    println!("READY {}", sandbox.id());
     std::thread::sleep(Duration::from_secs(600));
 }
 
@@ -124,8 +124,10 @@ fn local__owner_sigkill_leaves_no_sandbox_process() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let ready = std::io::BufReader::new(child.stdout.take().unwrap()).lines().any(|l| l.unwrap() == "READY");
-    assert!(ready, "the helper did not start its commands");
+    let id = std::io::BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .find_map(|l| l.unwrap().strip_prefix("READY ").map(str::to_owned))
+        .expect("the helper started its commands");
     assert!(
         processes_with(&marker).len() >= 3,
         "expected the sandboxed sleeps running: {:?}",

@@ -6,8 +6,9 @@
 //! owner is told apart from a live one whose pid was reused.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::OnceLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+pub(super) use crate::backends::owner::{Owner, unix_now};
 
 use crate::error::{Error, Result};
 
@@ -27,63 +28,6 @@ pub const USER: &str = "io.sandboxio.user";
 pub const VERSION: &str = "io.sandboxio.version";
 /// The prefix reserved for sandboxio's own labels; user metadata may not use it.
 pub const RESERVED_PREFIX: &str = "io.sandboxio.";
-
-/// This process's identity.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Owner {
-    pub host: String,
-    pub pid: u32,
-    /// The process start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
-    pub start: u64,
-}
-
-impl Owner {
-    pub(super) fn current() -> &'static Owner {
-        static OWNER: OnceLock<Owner> = OnceLock::new();
-        OWNER.get_or_init(|| {
-            let pid = std::process::id();
-            Owner { host: hostname(), pid, start: process_start(pid).unwrap_or(0) }
-        })
-    }
-
-    pub(super) fn label(&self) -> String {
-        format!("{}:{}:{}", self.host, self.pid, self.start)
-    }
-
-    pub(super) fn parse(label: &str) -> Option<Owner> {
-        let mut parts = label.rsplitn(3, ':');
-        let start = parts.next()?.parse().ok()?;
-        let pid = parts.next()?.parse().ok()?;
-        let host = parts.next()?.to_owned();
-        Some(Owner { host, pid, start })
-    }
-
-    /// Whether this owner is on this host and no longer running (its pid is gone, or now
-    /// belongs to a process that started at another time). `None` for another host.
-    pub(super) fn is_dead_here(&self) -> Option<bool> {
-        if self.host != hostname() {
-            return None;
-        }
-        Some(process_start(self.pid) != Some(self.start))
-    }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map_or_else(|_| "unknown".into(), |h| h.trim().to_owned())
-}
-
-fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ').nth(19)?.parse().ok()
-}
-
-/// Unix seconds.
-pub(super) fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
 
 /// The labels of a new container: sandboxio's, then the user's metadata.
 ///

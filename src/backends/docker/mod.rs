@@ -76,9 +76,9 @@ use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::secret::SecretString;
 
+pub use crate::backends::{ReapOptions, ReapReport};
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};
-pub use reap::{ReapOptions, ReapReport};
 
 const SCHEME: &str = "docker";
 

@@ -5,46 +5,11 @@ use std::collections::HashMap;
 use bollard::Docker;
 use bollard::query_parameters::ListContainersOptions;
 
+use crate::backends::{ReapOptions, ReapReport};
 use crate::error::Result;
 
 use super::client::{provider, status};
 use super::labels::{self, Owner};
-
-/// What [`DockerBackend::reap`](super::DockerBackend::reap) removes besides expired
-/// sandboxes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ReapOptions {
-    /// Also remove owned (not detached) sandboxes whose owner process on this host is
-    /// gone. Judged by the owner's pid *and* start time, so a running test process never
-    /// loses its sandboxes to a parallel one's sweep. Default: `false`.
-    pub owner_dead: bool,
-}
-
-impl ReapOptions {
-    /// Expired sandboxes only.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Also the owned sandboxes of dead owner processes on this host.
-    #[must_use]
-    pub fn owner_dead(mut self, yes: bool) -> Self {
-        self.owner_dead = yes;
-        self
-    }
-}
-
-/// What a sweep found and did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ReapReport {
-    /// Ids of the containers removed.
-    pub removed: Vec<String>,
-    /// How many sandboxio containers were left in place.
-    pub kept: usize,
-}
 
 pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapReport> {
     let filters = HashMap::from([("label".to_owned(), vec![format!("{}=true", labels::MANAGED)])]);

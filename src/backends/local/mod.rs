@@ -172,6 +172,58 @@ impl LocalBackend {
         was
     }
 
+    /// Removes the workspaces of local sandboxes past their TTL and, with
+    /// [`ReapOptions::owner_dead`], of owned sandboxes whose owner process on this host is
+    /// gone (their processes already died with it: `bwrap --die-with-parent`). Judged by
+    /// the record written beside each workspace (owner pid *and* start time), so a running
+    /// process never loses its sandboxes to another's sweep.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Provider`](crate::ErrorCode::Provider) when the workspace root cannot be
+    /// read. A workspace that vanishes meanwhile is not an error.
+    ///
+    /// # Cancel safety
+    ///
+    /// The sweep runs on a library thread and completes even if the future is dropped.
+    pub async fn reap(&self, options: crate::backends::ReapOptions) -> Result<crate::backends::ReapReport> {
+        let root = self.inner.root.clone();
+        let live: Vec<String> = self.sandboxes().keys().cloned().collect();
+        crate::runtime::unblock(move || {
+            let mut report = crate::backends::ReapReport::default();
+            let entries = match std::fs::read_dir(&root) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
+                Err(e) => return Err(Error::provider(SCHEME, "cannot read the workspace root", e)),
+            };
+            for entry in entries.flatten() {
+                let id = entry.file_name().to_string_lossy().into_owned();
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if !is_dir || live.contains(&id) || !sweepable(&entry.path(), options.owner_dead) {
+                    report.kept += usize::from(is_dir);
+                    continue;
+                }
+                if std::fs::remove_dir_all(entry.path()).is_ok() {
+                    report.removed.push(id);
+                }
+            }
+            Ok(report)
+        })
+        .await
+    }
+
+    /// [`LocalBackend::reap`] for synchronous callers (blocks the calling thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`LocalBackend::reap`].
+    pub fn reap_blocking(
+        &self,
+        options: crate::backends::ReapOptions,
+    ) -> Result<crate::backends::ReapReport> {
+        futures_lite::future::block_on(self.reap(options))
+    }
+
     /// The labels recorded with a sandbox.
     #[must_use]
     pub fn labels(&self, sandbox_id: &str) -> Option<BTreeMap<String, String>> {
@@ -310,6 +362,37 @@ impl Drop for ProcessGuard {
     }
 }
 
+/// The file beside a sandbox's workspace that [`LocalBackend::reap`] reads: its owner, the
+/// end of its TTL, whether it is detached, and its metadata (values escaped).
+const RECORD_FILE: &str = "sandbox";
+
+fn write_record(dir: &Path, spec: &CreateSpec) -> Result<()> {
+    use std::fmt::Write as _;
+    let owner = crate::backends::owner::Owner::current();
+    let expires = crate::backends::owner::unix_now() + spec.ttl.as_secs();
+    let mut text = format!("owner {}\nexpires {expires}\ndetached {}\n", owner.label(), spec.detached);
+    for (k, v) in &spec.metadata {
+        let _ = writeln!(text, "label {k:?}={v:?}");
+    }
+    std::fs::write(dir.join(RECORD_FILE), text)
+        .map_err(|e| Error::provider(SCHEME, "cannot record the sandbox", e))
+}
+
+/// Whether the sandbox recorded in `dir` should be swept: past its TTL, or (with
+/// `owner_dead`) owned by a process on this host that is gone. A directory with no record
+/// is left alone.
+fn sweepable(dir: &Path, owner_dead: bool) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join(RECORD_FILE)) else { return false };
+    let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' '));
+    let expired = field("expires")
+        .and_then(|e| e.parse::<u64>().ok())
+        .is_none_or(|at| at <= crate::backends::owner::unix_now());
+    let detached = field("detached") == Some("true");
+    let dead = field("owner").and_then(crate::backends::owner::Owner::parse).and_then(|o| o.is_dead_here())
+        == Some(true);
+    expired || (owner_dead && !detached && dead)
+}
+
 /// A cell's error record, read on the host without following a link the cell may have
 /// put in its place (and at most 1 MiB of it). `None` when there is no regular file.
 fn read_record(host: &Path) -> Option<Vec<u8>> {
@@ -397,6 +480,10 @@ impl Backend for LocalBackend {
                 }
             }
             let expires = Instant::now() + spec.ttl;
+            if let Err(e) = write_record(&dir, &spec) {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
             let state = Arc::new(State {
                 id: id.clone(),
                 dir,

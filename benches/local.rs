@@ -1,0 +1,76 @@
+//! `local://` side by side with `docker://` in one run:
+//! `cargo bench --bench local --features local,docker` (without `docker`, or without an
+//! engine and `sandboxio/busybox:1`, only `local://` is measured, and it says so).
+//!
+//! - `create_exec_kill`: builder → `create` → `run(true)` → `kill`;
+//! - `exec_round_trip`: `run(true)` on a live sandbox.
+
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use sandboxio::{Command, NetworkPolicy, Sandbox};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// The DSNs measured: `local://`, and `docker://` when it can run here.
+fn dsns() -> Vec<&'static str> {
+    let mut dsns = vec!["local://"];
+    let docker_ready = cfg!(feature = "docker")
+        && std::process::Command::new("docker")
+            .args(["image", "inspect", "sandboxio/busybox:1"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if docker_ready {
+        dsns.push("docker://?image=sandboxio/busybox:1");
+    } else {
+        eprintln!(
+            "[skip] docker:// in the local benchmark: no docker feature, engine or sandboxio/busybox:1"
+        );
+    }
+    dsns
+}
+
+async fn sandbox(dsn: &str) -> Sandbox {
+    Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap()
+}
+
+fn name(dsn: &str) -> &str {
+    dsn.split("://").next().unwrap_or(dsn)
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = runtime();
+    let dsns = dsns();
+
+    let mut group = c.benchmark_group("create_exec_kill");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    for dsn in &dsns {
+        group.bench_function(name(dsn), |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let sb = sandbox(dsn).await;
+                    assert!(sb.run(Command::new("true")).await.unwrap().success());
+                    sb.kill().await.unwrap();
+                });
+            });
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("exec_round_trip");
+    group.sample_size(30);
+    for dsn in &dsns {
+        let sb = rt.block_on(sandbox(dsn));
+        group.bench_function(name(dsn), |b| {
+            b.iter(|| rt.block_on(async { assert!(sb.run(Command::new("true")).await.unwrap().success()) }));
+        });
+        rt.block_on(sb.close()).unwrap();
+    }
+    group.finish();
+}
+
+criterion_group!(local, benches);
+criterion_main!(local);
