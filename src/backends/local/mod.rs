@@ -173,7 +173,7 @@ impl LocalBackend {
     }
 
     /// Removes the workspaces of local sandboxes past their TTL and, with
-    /// [`ReapOptions::owner_dead`], of owned sandboxes whose owner process on this host is
+    /// [`ReapOptions::owner_dead`](crate::backends::ReapOptions::owner_dead), of owned sandboxes whose owner process on this host is
     /// gone (their processes already died with it: `bwrap --die-with-parent`). Judged by
     /// the record written beside each workspace (owner pid *and* start time), so a running
     /// process never loses its sandboxes to another's sweep.
