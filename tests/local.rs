@@ -152,3 +152,26 @@ fn local__owner_sigkill_leaves_no_sandbox_process() {
     let swept = backend.reap_blocking(sandboxio::backends::ReapOptions::new().owner_dead(true)).unwrap();
     assert!(swept.removed.contains(&id), "{swept:?}");
 }
+
+#[test]
+fn local__seccomp_and_no_nested_user_namespaces() {
+    let sbx = sandbox();
+    let keyctl = match std::env::consts::ARCH {
+        "x86_64" => 250,
+        "aarch64" => 219,
+        other => {
+            println!("[skip] local__seccomp_and_no_nested_user_namespaces: no filter on {other}");
+            return;
+        }
+    };
+    let probe = format!(
+        "grep Seccomp: /proc/self/status; unshare -U true 2>/dev/null; echo unshare=$?; \
+         /usr/bin/python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+         print(\"keyctl\", l.syscall({keyctl}, 0, 0, 0, 0), ctypes.get_errno())'"
+    );
+    let out = block_on(sbx.run(Command::shell(probe))).unwrap();
+    let text = out.stdout_lossy();
+    assert!(text.contains("Seccomp:\t2"), "no seccomp filter: {text}");
+    assert!(!text.contains("unshare=0"), "a nested user namespace was created: {text}");
+    assert!(text.contains(&format!("keyctl -1 {}", 1)), "keyctl was not refused with EPERM: {text}");
+}

@@ -6,7 +6,9 @@
 //! bound at `/workspace`, its working directory. Killing `bwrap` kills the command's whole
 //! process tree; `--die-with-parent` ends every command when the owner process dies, even
 //! by `SIGKILL`. The network is a namespace with only loopback unless the policy is
-//! allow-all. See `docs/adr/0004-local-backend.md` for the choices and their limits.
+//! allow-all. Every command also runs under a seccomp filter (x86-64 and aarch64: kernel
+//! keyrings, BPF, perf, modules, mounts, file handles and the like fail with `EPERM`), with
+//! `no_new_privs`, and cannot create nested user namespaces (`--disable-userns`). See `docs/adr/0004-local-backend.md` for the choices and their limits.
 //!
 //! Declared capabilities: `RUN`, `RUN_CODE` (the host's `/usr/bin/python3`, one process per
 //! cell; the structured error comes from the exception object through a record file, never
@@ -17,13 +19,14 @@
 
 mod fs;
 mod process;
+mod seccomp;
 mod stream;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command as OsCommand;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
@@ -68,6 +71,9 @@ struct Inner {
     bwrap: PathBuf,
     root: PathBuf,
     sandboxes: Mutex<HashMap<String, Arc<State>>>,
+    /// The seccomp filter file, written on the first `create` (`None`: no filter for this
+    /// architecture).
+    seccomp: OnceLock<Option<PathBuf>>,
 }
 
 /// One sandbox's state, shared by its handles, its timer and its processes.
@@ -99,6 +105,7 @@ impl LocalBackend {
                 bwrap,
                 root: std::env::temp_dir().join(format!("sandboxio-local-{}", current_uid())),
                 sandboxes: Mutex::new(HashMap::new()),
+                seccomp: OnceLock::new(),
             }),
         }
     }
@@ -113,6 +120,7 @@ impl LocalBackend {
                 bwrap: self.inner.bwrap.clone(),
                 root: self.inner.root.clone(),
                 sandboxes: Mutex::new(HashMap::new()),
+                seccomp: OnceLock::new(),
             }),
         }
     }
@@ -282,10 +290,20 @@ impl State {
 
     /// The `bwrap` command line for `command`, env passed through the environment (never on
     /// the command line, where `ps` would show secrets).
-    fn bwrap(&self, bwrap: &Path, command: &Command) -> Result<OsCommand> {
-        let mut cmd = OsCommand::new(bwrap);
+    fn bwrap(&self, bwrap: &Path, seccomp: Option<&Path>, command: &Command) -> Result<OsCommand> {
+        let mut cmd = match seccomp {
+            // A `sh` opens the filter on fd 3 and becomes bwrap (same pid, so killing it
+            // still kills bwrap).
+            Some(filter) => {
+                let mut sh = OsCommand::new("/bin/sh");
+                sh.args(["-c", r#"f=$1; shift; exec "$@" 3<"$f""#, "sandboxio-local"]).arg(filter).arg(bwrap);
+                sh.args(["--seccomp", "3"]);
+                sh
+            }
+            None => OsCommand::new(bwrap),
+        };
         cmd.env_clear();
-        cmd.arg("--unshare-all");
+        cmd.args(["--unshare-all", "--unshare-user", "--disable-userns"]);
         if self.spec.network == NetworkPolicy::AllowAll {
             cmd.arg("--share-net");
         }
@@ -494,7 +512,19 @@ impl Backend for LocalBackend {
                 processes: Mutex::new(HashMap::new()),
                 next_process: AtomicU64::new(0),
             });
-            if let Err(e) = preflight(&self.inner.bwrap, &state).await {
+            if self.inner.seccomp.get().is_none() {
+                let root = self.inner.root.clone();
+                let installed = crate::runtime::unblock(move || seccomp::install(&root)).await;
+                match installed {
+                    Ok(filter) => drop(self.inner.seccomp.set(filter)),
+                    Err(e) => {
+                        state.destroy();
+                        return Err(e);
+                    }
+                }
+            }
+            let filter = self.inner.seccomp.get().and_then(Option::as_deref);
+            if let Err(e) = preflight(&self.inner.bwrap, filter, &state).await {
                 state.destroy();
                 return Err(e);
             }
@@ -507,8 +537,8 @@ impl Backend for LocalBackend {
 
 /// Starts `true` in the sandbox's namespaces once, so that a host that cannot create them
 /// fails `create()` with a configuration error saying why, not every later command.
-async fn preflight(bwrap: &Path, state: &Arc<State>) -> Result<()> {
-    let cmd = state.bwrap(bwrap, &Command::new("true"))?;
+async fn preflight(bwrap: &Path, seccomp: Option<&Path>, state: &Arc<State>) -> Result<()> {
+    let cmd = state.bwrap(bwrap, seccomp, &Command::new("true"))?;
     let running = process::spawn(cmd, false).map_err(|e| spawn_error(bwrap, e))?;
     let mut stderr = Vec::new();
     loop {
@@ -560,7 +590,8 @@ struct LocalSandbox {
 impl LocalSandbox {
     fn start(&self, command: &Command, pipe_stdin: bool) -> Result<ProcessGuard> {
         self.state.check_alive()?;
-        let cmd = self.state.bwrap(&self.backend.inner.bwrap, command)?;
+        let seccomp = self.backend.inner.seccomp.get().and_then(Option::as_deref);
+        let cmd = self.state.bwrap(&self.backend.inner.bwrap, seccomp, command)?;
         let running =
             process::spawn(cmd, pipe_stdin).map_err(|e| spawn_error(&self.backend.inner.bwrap, e))?;
         Ok(ProcessGuard::new(&self.state, running))

@@ -1,0 +1,115 @@
+//! The seccomp filter every `local://` command runs under, where the architecture has one
+//! (x86-64, aarch64): system calls a sandboxed program has no business making fail with
+//! `EPERM`, as in Docker's and Flatpak's default profiles. Built with `seccompiler`
+//! (rust-vmm) into a classic BPF program, written once per user to a file, and handed to
+//! `bwrap --seccomp 3` on file descriptor 3 (opened by a `sh` that then `exec`s bwrap, so
+//! no unsafe code is needed to pass it).
+//!
+//! Nested user namespaces are refused by `bwrap --disable-userns`, not here (`clone3` hides
+//! its flags from seccomp).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
+};
+
+use crate::error::{Error, Result};
+
+/// Denied outright: kernel keyrings, BPF, perf, userfaultfd, kernel modules and kexec,
+/// file handles (the "shocker" escape), mounts, swap, reboot, accounting, quotas, the
+/// kernel log, and the clock.
+const DENIED: &[libc::c_long] = &[
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_userfaultfd,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_acct,
+    libc::SYS_quotactl,
+    libc::SYS_syslog,
+    libc::SYS_settimeofday,
+    libc::SYS_clock_settime,
+];
+
+fn target() -> Option<TargetArch> {
+    TargetArch::try_from(std::env::consts::ARCH).ok().filter(|a| *a != TargetArch::riscv64)
+}
+
+/// The filter as the bytes `bwrap --seccomp` reads (an array of `struct sock_filter`), or
+/// `None` on an architecture without one.
+///
+/// # Errors
+///
+/// [`Error::Provider`] if the filter cannot be compiled (a bug).
+pub(super) fn program() -> Result<Option<Vec<u8>>> {
+    let Some(arch) = target() else { return Ok(None) };
+    let compile_error =
+        |e: seccompiler::BackendError| Error::provider(super::SCHEME, "compiling the seccomp filter", e);
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED.iter().map(|nr| (*nr, Vec::new())).collect();
+    // Typing into the controlling terminal's input queue.
+    let tiocsti = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::TIOCSTI)
+        .map_err(compile_error)?;
+    rules.insert(libc::SYS_ioctl, vec![SeccompRule::new(vec![tiocsti]).map_err(compile_error)?]);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(u32::try_from(libc::EPERM).unwrap_or(1)),
+        arch,
+    )
+    .map_err(compile_error)?;
+    let program: BpfProgram = filter.try_into().map_err(compile_error)?;
+    let mut bytes = Vec::with_capacity(program.len() * 8);
+    for insn in program {
+        bytes.extend_from_slice(&insn.code.to_ne_bytes());
+        bytes.push(insn.jt);
+        bytes.push(insn.jf);
+        bytes.extend_from_slice(&insn.k.to_ne_bytes());
+    }
+    Ok(Some(bytes))
+}
+
+/// Writes the filter under `root` (once; the content never changes within a version) and
+/// returns its path, or `None` where there is no filter.
+///
+/// # Errors
+///
+/// [`Error::Provider`] if the file cannot be written.
+pub(super) fn install(root: &Path) -> Result<Option<PathBuf>> {
+    let Some(bytes) = program()? else { return Ok(None) };
+    let path = root.join(format!("seccomp-{}-{}.bpf", std::env::consts::ARCH, env!("CARGO_PKG_VERSION")));
+    if std::fs::read(&path).is_ok_and(|existing| existing == bytes) {
+        return Ok(Some(path));
+    }
+    let write_error = |e| Error::provider(super::SCHEME, "cannot write the seccomp filter", e);
+    std::fs::create_dir_all(root).map_err(write_error)?;
+    let tmp = root.join(format!(".seccomp-{}.tmp", std::process::id()));
+    std::fs::write(&tmp, &bytes).map_err(write_error)?;
+    std::fs::rename(&tmp, &path).map_err(write_error)?;
+    Ok(Some(path))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_filter_compiles_where_there_is_one() {
+        if let Some(bytes) = super::program().unwrap() {
+            assert!(!bytes.is_empty() && bytes.len() % 8 == 0);
+        }
+    }
+}
