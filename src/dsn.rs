@@ -251,14 +251,21 @@ pub fn resolve(raw: &str) -> Result<Arc<dyn Backend>> {
             )
         }));
     }
+    // What this build can reach (the registry), what needs a feature turned on, and what is
+    // not shipped yet: each scheme once.
     let mut usable: Vec<String> =
         registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
-    usable.extend(FIRST_PARTY.iter().filter(|(_, _, shipped)| *shipped).map(|(s, _, _)| (*s).to_owned()));
     usable.sort();
+    let off: Vec<String> = FIRST_PARTY
+        .iter()
+        .filter(|(s, _, shipped)| *shipped && !usable.iter().any(|u| u == s))
+        .map(|(s, feature, _)| format!("{s} (feature `{feature}`)"))
+        .collect();
     let planned: Vec<&str> =
         FIRST_PARTY.iter().filter(|(_, _, shipped)| !shipped).map(|(s, _, _)| *s).collect();
+    let off = if off.is_empty() { String::new() } else { format!("; with a feature: {}", off.join(", ")) };
     Err(Error::configuration(format!(
-        "unknown DSN scheme {:?}; schemes in this build: {} (planned for later versions: {})",
+        "unknown DSN scheme {:?}; schemes in this build: {}{off} (planned for later versions: {})",
         dsn.scheme(),
         usable.join(", "),
         planned.join(", ")

@@ -497,8 +497,9 @@ pub struct CodeResult {
     /// Rich results, only from backends declaring
     /// [`Capabilities::RICH_OUTPUTS`](crate::Capabilities::RICH_OUTPUTS).
     pub results: Vec<MimeBundle>,
-    /// The syntax or runtime error, if the cell failed. Its traceback is here, not in
-    /// `stderr` (as in Jupyter kernels).
+    /// The syntax or runtime error, if the cell failed, with its traceback. Backends that run
+    /// one interpreter per cell (`local://`, `docker://`) also leave the traceback in
+    /// `stderr`, where Python prints it; kernel-based ones may not.
     pub error: Option<CodeError>,
     /// Wall time of the cell.
     pub duration: Duration,

@@ -28,7 +28,8 @@ except SystemExit as e:
     code = e.code
     sys.exit(code if isinstance(code, int) else (0 if code is None else 1))
 except BaseException as e:
-    lines = traceback.format_exception(type(e), e, e.__traceback__)
+    # Skip the runner's own frame: the traceback starts in the cell.
+    lines = traceback.format_exception(type(e), e, e.__traceback__.tb_next)
     sys.stderr.write("".join(lines))
     sys.stderr.flush()
     fields = [type(e).__name__, str(e)] + lines

@@ -82,9 +82,9 @@ use client::{Endpoint, provider, sandbox_error};
 
 const SCHEME: &str = "docker";
 
-/// The image used when neither the DSN nor the builder names one: the busybox image that
-/// `scripts/build-images` builds.
-pub const DEFAULT_IMAGE: &str = "sandboxio/busybox:1";
+/// The image used when neither the DSN nor the builder names one: Debian with `python3`, as
+/// `scripts/build-images python` builds it (so `run_code` works out of the box).
+pub const DEFAULT_IMAGE: &str = "sandboxio/python:1";
 
 /// The pids limit applied when the caller sets none: 1024 processes.
 pub const DEFAULT_PIDS_LIMIT: u32 = 1024;
@@ -421,6 +421,11 @@ impl Backend for DockerBackend {
 async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     let docker = DockerBackend::client(&inner).await?;
     let image = spec.image.clone().unwrap_or_else(|| inner.image.clone());
+    if image.trim().is_empty() {
+        return Err(Error::configuration(
+            "the Docker image name is empty; name one, for example sandboxio/python:1",
+        ));
+    }
     let inspected = docker.inspect_image(&image).await.map_err(|e| match client::status(&e) {
         Some(404) => Error::Configuration {
             message: format!(

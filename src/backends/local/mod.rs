@@ -8,7 +8,9 @@
 //! by `SIGKILL`. The network is a namespace with only loopback unless the policy is
 //! allow-all. Every command also runs under a seccomp filter (x86-64 and aarch64: kernel
 //! keyrings, BPF, perf, modules, mounts, file handles and the like fail with `EPERM`), with
-//! `no_new_privs`, and cannot create nested user namespaces (`--disable-userns`). See `docs/adr/0004-local-backend.md` for the choices and their limits.
+//! `no_new_privs`, with every capability dropped (even when the caller is root), and cannot
+//! create nested user namespaces (`--disable-userns`). File operations reach only the
+//! workspace: any other path is [`Error::PermissionDenied`]. See `docs/adr/0004-local-backend.md` for the choices and their limits.
 //!
 //! Declared capabilities: `RUN`, `RUN_CODE` (the host's `/usr/bin/python3`, one process per
 //! cell; the structured error comes from the exception object through a record file, never
@@ -303,7 +305,8 @@ impl State {
             None => OsCommand::new(bwrap),
         };
         cmd.env_clear();
-        cmd.args(["--unshare-all", "--unshare-user", "--disable-userns"]);
+        // No capabilities inside, even when the caller is root (uid 0 maps to itself then).
+        cmd.args(["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]);
         if self.spec.network == NetworkPolicy::AllowAll {
             cmd.arg("--share-net");
         }
@@ -343,7 +346,9 @@ impl State {
         for (k, v) in self.spec.secret_env.iter().chain(command.secret_env_vars()) {
             cmd.env(k, v.expose_secret());
         }
-        cmd.arg("--").args(command.argv());
+        // Through `sh -c 'exec "$@"'`: a missing program exits 127, as in a shell and in
+        // docker://, instead of bwrap's own exit 1.
+        cmd.args(["--", "/bin/sh", "-c", r#"exec "$@""#, "sandboxio"]).args(command.argv());
         Ok(cmd)
     }
 

@@ -3,7 +3,7 @@
 //! `EPERM`, as in Docker's and Flatpak's default profiles. Built with `seccompiler`
 //! (rust-vmm) into a classic BPF program, written once per user to a file, and handed to
 //! `bwrap --seccomp 3` on file descriptor 3 (opened by a `sh` that then `exec`s bwrap, so
-//! no unsafe code is needed to pass it).
+//! no `pre_exec` hook is needed to pass it).
 //!
 //! Nested user namespaces are refused by `bwrap --disable-userns`, not here (`clone3` hides
 //! its flags from seccomp).
