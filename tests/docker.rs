@@ -568,3 +568,44 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
     }
     let _ = std::fs::remove_file(&jsonl);
 }
+
+#[tokio::test]
+async fn docker__detaching_an_owned_sandbox_lets_it_outlive_its_handle() {
+    if !docker_ready("docker__detaching_an_owned_sandbox_lets_it_outlive_its_handle") {
+        return;
+    }
+    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .await
+        .unwrap();
+    let id = sandbox.id().to_owned();
+    sandbox.detach().await.unwrap();
+    let _ = sandboxio::shutdown(Duration::from_secs(10)).await;
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(container_exists(&id), "a detached sandbox died with its handle");
+    // Another handle (same process) runs commands without colliding with earlier keys.
+    let again = Sandbox::connect(&format!("docker://?image={IMAGE}"), &id).await.unwrap();
+    let out = again.run(Command::new("echo").arg("still here")).await.unwrap();
+    assert_eq!(out.stdout, b"still here\n");
+    again.kill().await.unwrap();
+    assert!(wait_gone(&id, Duration::from_secs(10)));
+}
+
+#[test]
+fn docker__streams_close_from_the_blocking_facade() {
+    if !docker_ready("docker__streams_close_from_the_blocking_facade") {
+        return;
+    }
+    let sandbox = sandboxio::sync::Sandbox::builder(&format!("docker://?image={IMAGE}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .unwrap();
+    let stream = sandbox.stream(Command::new("sleep").arg("30")).unwrap();
+    stream.close().unwrap();
+    let bad = sandbox.run(Command::new("true").secret_env("MY-TOKEN", "x")).unwrap_err();
+    assert_eq!(bad.code(), ErrorCode::InvalidInput, "{bad}");
+    sandbox.close().unwrap();
+}

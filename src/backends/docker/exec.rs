@@ -40,23 +40,26 @@ const NO_CWD: &[u8] = b"sandboxio: no such working directory";
 /// then an empty line; the rest of stdin is the command's. Secrets so never appear in the
 /// exec's configuration (which the engine logs at debug level, and `docker inspect` of the
 /// exec shows).
-const WRAPPER: &str = r#"k=$1; c=$2; s=$3; shift 3
-if [ "$s" = 1 ]; then
-  while IFS= read -r l && [ -n "$l" ]; do v=$(printf '%bx' "${l#* }"); export "${l%% *}=${v%x}"; done
+const WRAPPER: &str = r#"__sbx_k=$1; __sbx_c=$2; __sbx_s=$3; shift 3
+if [ "$__sbx_s" = 1 ]; then
+  while IFS= read -r __sbx_l && [ -n "$__sbx_l" ]; do
+    __sbx_v=$(printf '%bx' "${__sbx_l#* }"); export "${__sbx_l%% *}=${__sbx_v%x}"
+  done
+  unset __sbx_l __sbx_v
 fi
-cd -- "$c" 2>/dev/null || { printf 'sandboxio: no such working directory' >&2; exit 126; }
-d=/tmp/.sandboxio
-[ -f "$d/$k.cancel" ] && exit 137
+cd -- "$__sbx_c" 2>/dev/null || { printf 'sandboxio: no such working directory' >&2; exit 126; }
+__sbx_d=/tmp/.sandboxio
+[ -f "$__sbx_d/$__sbx_k.cancel" ] && exit 137
 exec 3<&0
 setsid -- "$@" <&3 3<&- &
-p=$!
+__sbx_p=$!
 exec 3<&-
-echo "$p" > "$d/$k"
-[ -f "$d/$k.cancel" ] && kill -KILL -"$p" 2>/dev/null
-wait "$p"; rc=$?
-kill -KILL -"$p" 2>/dev/null
-rm -f "$d/$k" "$d/$k.cancel"
-exit "$rc""#;
+echo "$__sbx_p" > "$__sbx_d/$__sbx_k"
+[ -f "$__sbx_d/$__sbx_k.cancel" ] && kill -KILL -"$__sbx_p" 2>/dev/null
+wait "$__sbx_p"; __sbx_rc=$?
+kill -KILL -"$__sbx_p" 2>/dev/null
+rm -f "$__sbx_d/$__sbx_k" "$__sbx_d/$__sbx_k.cancel"
+exit "$__sbx_rc""#;
 
 /// `sh -c KILLER sandboxio-kill <key>`: marks the command cancelled, then kills its group.
 /// Only shell builtins after the marker (no `cat`), so it works when the sandbox has no
@@ -86,14 +89,24 @@ fn exec_env(command: &Command) -> Vec<String> {
 }
 
 /// The secrets block [`WRAPPER`] reads first from stdin, or `None` without secrets.
-pub(super) fn secrets_block(shared: &Shared, command: &Command) -> Option<Vec<u8>> {
+pub(super) fn secrets_block(shared: &Shared, command: &Command) -> Result<Option<Vec<u8>>> {
     let secrets: Vec<&(String, crate::secret::SecretString)> =
         shared.secret_env.iter().chain(command.secret_env_vars()).collect();
     if secrets.is_empty() {
-        return None;
+        return Ok(None);
     }
     let mut block = Vec::new();
     for (name, value) in secrets {
+        // The wrapper `export`s secrets, so their names must be shell names; `__sbx_` is
+        // the wrapper's own.
+        let shell_name = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with("__sbx_");
+        if !shell_name {
+            return Err(Error::invalid_input(format!(
+                "secret env name {name:?}: docker:// needs letters, digits and '_' (not starting with a digit or __sbx_)"
+            )));
+        }
         block.extend_from_slice(name.as_bytes());
         block.push(b' ');
         for byte in value.expose_secret().bytes() {
@@ -102,7 +115,7 @@ pub(super) fn secrets_block(shared: &Shared, command: &Command) -> Option<Vec<u8
         block.push(b'\n');
     }
     block.push(b'\n');
-    Some(block)
+    Ok(Some(block))
 }
 
 /// Creates and starts an exec of `argv` as the sandbox's user, attached.
@@ -305,7 +318,7 @@ pub(super) async fn launch(
 ) -> Result<Launched> {
     shared.check_alive()?;
     let cwd = crate::path::resolve(&shared.workdir, command.working_dir().unwrap_or("."));
-    let secrets = if with_secrets { secrets_block(shared, command) } else { None };
+    let secrets = if with_secrets { secrets_block(shared, command)? } else { None };
     let flag = if secrets.is_some() { "1" } else { "0" };
     let mut argv: Vec<String> = ["sh", "-c", WRAPPER, "sandboxio-exec", guard.key(), &cwd, flag]
         .iter()

@@ -124,8 +124,9 @@ const LIST: &str = r#"[ -d "$1" ] || { [ -e "$1" ] && exit 22; exit 3; }
 cd "$1" 2>/dev/null || exit 13
 for f in * .[!.]* ..?*; do
   [ -e "$f" ] || [ -L "$f" ] || continue
-  stat -c '%f %s' "./$f" || exit 24
-  printf '%s\0' "$f"
+  # An entry removed meanwhile is skipped, not an error for the whole listing.
+  s=$(stat -c '%f %s' "./$f" 2>/dev/null) || continue
+  printf '%s\n%s\0' "$s" "$f"
 done"#;
 
 pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntry>> {
@@ -307,12 +308,15 @@ pub(super) async fn upload(shared: &Arc<Shared>, host_path: std::path::PathBuf, 
         exec::launch(shared, &mut guard, &command, true, false).await?;
     let build = tokio::task::spawn_blocking(move || {
         let mut builder = tar::Builder::new(SyncIoBridge::new(input));
-        append_host_tree(&mut builder, &host_path, &name)?;
-        builder.finish().map_err(|e| Error::provider(super::SCHEME, "finishing the archive", e))?;
-        let mut input =
-            builder.into_inner().map_err(|e| Error::provider(super::SCHEME, "finishing the archive", e))?;
-        // End-of-file for `tar -x`.
-        input.shutdown().map_err(|e| Error::provider(super::SCHEME, "closing the archive", e))
+        let appended = append_host_tree(&mut builder, &host_path, &name);
+        // Whatever happened, `tar -x` must see end-of-file, or it waits for more forever.
+        let finished = builder.into_inner();
+        let closed = match finished {
+            Ok(mut input) => input.shutdown(),
+            Err(e) => Err(e),
+        };
+        appended?;
+        closed.map_err(|e| Error::provider(super::SCHEME, "finishing the archive", e))
     });
     let mut out = Collected::new(64 * 1024);
     let drained = exec::drain(&mut output, &mut out, |_, _| {}).await;

@@ -287,6 +287,8 @@ pub(crate) struct Shared {
     network: Option<NetworkPolicy>,
     metadata: BTreeMap<String, String>,
     killed: AtomicBool,
+    /// Makes this handle's command keys unique.
+    nonce: String,
     /// Whether the image has `python3` (and so `RUN_CODE`).
     python: AtomicBool,
     next_key: AtomicU64,
@@ -308,7 +310,9 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     fn next_key(&self) -> String {
         let n = self.next_key.fetch_add(1, Ordering::Relaxed);
-        format!("x{}-{n}", std::process::id())
+        // Unique across handles (an owner and a `connect`ed handle share the container) and
+        // across processes (pids are reused).
+        format!("x{}-{n}", self.nonce)
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -464,6 +468,7 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         network: Some(spec.network.clone()),
         metadata: spec.metadata.clone(),
         killed: AtomicBool::new(false),
+        nonce: unique_suffix(),
         python: AtomicBool::new(false),
         next_key: AtomicU64::new(0),
         deadman: Mutex::new(None),
@@ -634,6 +639,7 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         network,
         metadata: labels::metadata_of(&labels),
         killed: AtomicBool::new(false),
+        nonce: unique_suffix(),
         python: AtomicBool::new(false),
         next_key: AtomicU64::new(0),
         deadman: Mutex::new(None),
@@ -758,9 +764,12 @@ impl BackendSandbox for DockerSandbox {
         self.on_rt(move |shared| async move {
             shared.check_alive()?;
             // Stop the dead-man first: releasing its stdin while it runs would stop PID 1.
-            let (code, _, stderr) =
-                exec::run_raw(&shared, &["sh", "-c", r#"kill -KILL "$(cat /tmp/.sandboxio/deadman)""#])
-                    .await?;
+            let (code, _, stderr) = exec::run_raw_as(
+                &shared,
+                Some(ROOT.into()),
+                &["sh", "-c", r#"read -r p < /run/sandboxio/deadman && kill -KILL "$p""#],
+            )
+            .await?;
             if code != 0 {
                 return Err(Error::provider(
                     SCHEME,

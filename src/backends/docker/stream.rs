@@ -231,11 +231,14 @@ impl BackendExecStream for DockerExecStream {
             // returns once the process tree is gone.
             drop(self.pump.take());
             let (shared, key) = (Arc::clone(&self.shared), self.key.clone());
-            let killed = rt::spawn(async move { exec::kill_group(&shared, &key).await });
-            match tokio::time::timeout(Duration::from_secs(30), killed).await {
-                Ok(result) => result,
-                Err(_) => Ok(()),
-            }
+            // The bound runs on the Docker runtime: the caller's executor may not be tokio.
+            rt::spawn(async move {
+                match tokio::time::timeout(Duration::from_secs(30), exec::kill_group(&shared, &key)).await {
+                    Ok(result) => result,
+                    Err(_) => Ok(()),
+                }
+            })
+            .await
         })
     }
 }

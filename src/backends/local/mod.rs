@@ -241,6 +241,40 @@ impl LocalBackend {
     }
 }
 
+/// Variables a host `/bin/sh` acts on at startup (bash, when it is `sh`: `SHELLOPTS=xtrace`
+/// with a `PS4` holding `$(...)` runs code; `BASH_ENV`, `ENV` name files to source;
+/// `BASH_FUNC_*` define functions). The launcher shell sees the command's environment, so
+/// these are refused.
+fn shell_control(name: &str) -> bool {
+    matches!(name, "ENV" | "BASH_ENV" | "SHELLOPTS" | "BASHOPTS" | "PS4") || name.starts_with("BASH_FUNC_")
+}
+
+/// Makes sure the root of this user's workspaces is a real directory that this user owns and
+/// no one else can enter (`0700`): another local user must never plant or swap files there
+/// (the seccomp filter, or a workspace).
+fn ensure_private_root(root: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+    let refuse = |why: String| Error::Configuration { message: why, source: None };
+    match std::fs::DirBuilder::new().mode(0o700).create(root) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::provider(SCHEME, format!("cannot create {}", root.display()), e)),
+    }
+    let meta = std::fs::symlink_metadata(root)
+        .map_err(|e| Error::provider(SCHEME, "cannot inspect the workspace root", e))?;
+    if meta.file_type().is_symlink() || !meta.is_dir() || meta.uid() != current_uid() {
+        return Err(refuse(format!(
+            "the local workspace root {} is not a directory owned by this user; remove it (another user may have planted it)",
+            root.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| Error::provider(SCHEME, "cannot make the workspace root private", e))?;
+    }
+    Ok(())
+}
+
 /// The real user id of this process (workspaces are kept per user, so that users on one
 /// host never share or block each other's directory).
 fn current_uid() -> u32 {
@@ -340,6 +374,13 @@ impl State {
         cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin");
         cmd.env("HOME", WORKDIR);
         cmd.env("PWD", &cwd);
+        let names = self.spec.env.iter().map(|(k, _)| k).chain(command.env_vars().iter().map(|(k, _)| k));
+        let secret_names = self.spec.secret_env.iter().chain(command.secret_env_vars()).map(|(k, _)| k);
+        if let Some(name) = names.chain(secret_names).find(|k| shell_control(k)) {
+            return Err(Error::invalid_input(format!(
+                "env var {name:?} steers the host shell that starts bwrap; local:// refuses it"
+            )));
+        }
         for (k, v) in self.spec.env.iter().chain(command.env_vars()) {
             cmd.env(k, v);
         }
@@ -484,7 +525,9 @@ impl Backend for LocalBackend {
             let ws = dir.join("workspace");
             let run_dir = dir.join("run");
             let timeout = spec.create_timeout;
+            let root = self.inner.root.clone();
             let made = crate::runtime::unblock(move || {
+                ensure_private_root(&root)?;
                 std::fs::create_dir_all(&ws)
                     .and_then(|()| std::fs::create_dir_all(&run_dir))
                     .map_err(|e| Error::provider(SCHEME, "cannot create the workspace", e))
