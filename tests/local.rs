@@ -67,14 +67,25 @@ fn local__timeout_kills_the_tree_and_a_background_child_never_blocks() {
 }
 
 #[test]
-fn local__paths_outside_the_workspace_and_links_are_refused() {
+fn local__links_resolve_inside_the_sandbox_never_on_the_host() {
     let sbx = sandbox();
-    block_on(sbx.run(Command::new("ln").arg("-s").arg("/etc/passwd").arg("link"))).unwrap();
+    // A host file the sandbox cannot see: a link to it leads nowhere from inside.
+    let host_dir = std::env::temp_dir().join(format!("sbx-host-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&host_dir).unwrap();
+    std::fs::write(host_dir.join("secret"), "host only").unwrap();
+    let target = host_dir.join("secret").display().to_string();
+    block_on(sbx.run(Command::new("ln").arg("-s").arg(&target).arg("link"))).unwrap();
     let err = block_on(sbx.fs().read("link")).unwrap_err();
-    assert_eq!(err.code(), ErrorCode::InvalidInput, "{err}");
+    assert_eq!(err.code(), ErrorCode::NotFound, "{err}");
+    let dir = host_dir.display().to_string();
+    block_on(sbx.run(Command::new("ln").arg("-s").arg(&dir).arg("dirlink"))).unwrap();
+    assert!(block_on(sbx.fs().write("dirlink/planted", "x")).is_err());
+    assert!(!host_dir.join("planted").exists(), "a write went through a link onto the host");
+    // Paths outside the workspace do not exist for the file API.
     let err = block_on(sbx.fs().write("/etc/evil", "x")).unwrap_err();
     assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
     block_on(sbx.close()).unwrap();
+    let _ = std::fs::remove_dir_all(host_dir);
 }
 
 /// The owner process: creates a sandbox, starts a long command in it, prints the command's

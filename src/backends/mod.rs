@@ -3,6 +3,8 @@
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod code_runner;
 #[cfg(any(feature = "local", feature = "docker"))]
+pub(crate) mod fs_scripts;
+#[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod owner;
 
 #[cfg(feature = "local")]

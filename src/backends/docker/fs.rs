@@ -17,10 +17,11 @@ use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::error::{Error, Result};
 use crate::exec::Command;
-use crate::fs::{DirEntry, FileKind};
+use crate::fs::DirEntry;
 
 use super::Shared;
 use super::exec::{self, AbortOnDrop, Collected, KillOnDrop, Launched};
+use crate::backends::fs_scripts::{self, LIST, MKDIR, READ, REMOVE, WRITE};
 
 fn absolute(shared: &Shared, path: &str) -> String {
     crate::path::resolve(&shared.workdir, path)
@@ -28,24 +29,6 @@ fn absolute(shared: &Shared, path: &str) -> String {
 
 fn tar_error(abs: &str, e: std::io::Error) -> Error {
     Error::provider(super::SCHEME, format!("the archive of {abs}"), e)
-}
-
-/// Maps a failed file exec by what the tool said.
-fn exec_failure(abs: &str, stderr: &[u8]) -> Error {
-    let said = String::from_utf8_lossy(stderr);
-    if said.contains("No such file") || said.contains("Not a directory") || said.contains("not a directory") {
-        Error::NotFound { path: abs.to_owned() }
-    } else if said.contains("ermission denied") || said.contains("Read-only file system") {
-        Error::PermissionDenied { path: abs.to_owned() }
-    } else if said.contains("Is a directory") {
-        Error::IsADirectory { path: abs.to_owned() }
-    } else {
-        Error::provider(
-            super::SCHEME,
-            format!("a file operation on {abs} failed"),
-            std::io::Error::other(said.trim().to_owned()),
-        )
-    }
 }
 
 /// Runs `sh -c script sandboxio-fs args...` as the sandbox's user with `stdin` (none: no
@@ -81,29 +64,11 @@ async fn fs_exec(
     Ok((code, out.stdout, out.stderr))
 }
 
-/// Reads a regular file (links followed inside the container, as `cat` would).
-const READ: &str = r#"[ -d "$1" ] && exit 21
-[ -e "$1" ] && [ ! -f "$1" ] && exit 22
-exec cat "$1""#;
-
 pub(super) async fn read(shared: &Arc<Shared>, path: &str) -> Result<Vec<u8>> {
     let abs = absolute(shared, path);
     let (code, out, err) = fs_exec(shared, READ, &[&abs], None).await?;
-    match code {
-        0 => Ok(out),
-        21 => Err(Error::IsADirectory { path: abs }),
-        22 => Err(Error::invalid_input(format!("{abs} is not a regular file"))),
-        _ => Err(exec_failure(&abs, &err)),
-    }
+    fs_scripts::read_outcome(super::SCHEME, abs, code, out, &err)
 }
-
-/// Writes stdin to `$1` through a temporary file renamed into place (a link at `$1` is
-/// replaced, never written through), creating parents, with mode `$2`.
-const WRITE: &str = r#"p=$1; t="${p%/*}/.${p##*/}.sandboxio-$$"
-mkdir -p "${p%/*}/" 2>/dev/null
-[ -d "$p" ] && exit 21
-cat > "$t" || { rm -f "$t"; exit 23; }
-chmod "$2" "$t" && mv -f "$t" "$p" || { rm -f "$t"; exit 24; }"#;
 
 pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode: Option<u32>) -> Result<()> {
     let abs = absolute(shared, path);
@@ -112,82 +77,20 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
     }
     let mode = format!("{:o}", mode.unwrap_or(0o644) & 0o7777);
     let (code, _, err) = fs_exec(shared, WRITE, &[&abs, &mode], Some(&data)).await?;
-    match code {
-        0 => Ok(()),
-        21 => Err(Error::IsADirectory { path: abs }),
-        _ => Err(exec_failure(&abs, &err)),
-    }
+    fs_scripts::write_outcome(super::SCHEME, abs, code, &err)
 }
-
-/// Lists `$1`: per entry, `<mode in hex> <size>\n<name>\0` (`stat` does not follow links).
-const LIST: &str = r#"[ -d "$1" ] || { [ -e "$1" ] && exit 22; exit 3; }
-cd "$1" 2>/dev/null || exit 13
-for f in * .[!.]* ..?*; do
-  [ -e "$f" ] || [ -L "$f" ] || continue
-  # An entry removed meanwhile is skipped, not an error for the whole listing.
-  s=$(stat -c '%f %s' "./$f" 2>/dev/null) || continue
-  printf '%s\n%s\0' "$s" "$f"
-done"#;
 
 pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntry>> {
     let abs = absolute(shared, path);
     let (code, out, err) = fs_exec(shared, LIST, &[&abs], None).await?;
-    match code {
-        0 => parse_listing(&abs, &out),
-        3 => Err(Error::NotFound { path: abs }),
-        13 => Err(Error::PermissionDenied { path: abs }),
-        22 => Err(Error::invalid_input(format!("{abs} is not a directory"))),
-        _ => Err(exec_failure(&abs, &err)),
-    }
+    fs_scripts::list_outcome(super::SCHEME, abs, code, &out, &err)
 }
-
-fn parse_listing(abs: &str, mut out: &[u8]) -> Result<Vec<DirEntry>> {
-    let malformed = || {
-        Error::provider(super::SCHEME, format!("listing {abs}"), std::io::Error::other("malformed listing"))
-    };
-    let mut entries = Vec::new();
-    while !out.is_empty() {
-        let line_end = out.iter().position(|b| *b == b'\n').ok_or_else(malformed)?;
-        let line = std::str::from_utf8(&out[..line_end]).map_err(|_| malformed())?;
-        let rest = &out[line_end + 1..];
-        let name_end = rest.iter().position(|b| *b == 0).ok_or_else(malformed)?;
-        let name = String::from_utf8_lossy(&rest[..name_end]).into_owned();
-        out = &rest[name_end + 1..];
-        let (mode, size) = line.split_once(' ').ok_or_else(malformed)?;
-        let mode = u32::from_str_radix(mode, 16).map_err(|_| malformed())?;
-        let size: u64 = size.parse().map_err(|_| malformed())?;
-        let kind = match mode & 0o170_000 {
-            0o040_000 => FileKind::Dir,
-            0o100_000 => FileKind::File,
-            0o120_000 => FileKind::Symlink,
-            _ => FileKind::Other,
-        };
-        let size = if kind == FileKind::Dir { 0 } else { size };
-        entries.push(DirEntry::new(name, kind, size, mode & 0o7777));
-    }
-    Ok(entries)
-}
-
-const MKDIR: &str = r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22; mkdir -p "$1""#;
 
 pub(super) async fn mkdir(shared: &Arc<Shared>, path: &str) -> Result<()> {
     let abs = absolute(shared, path);
     let (code, _, err) = fs_exec(shared, MKDIR, &[&abs], None).await?;
-    match code {
-        0 => Ok(()),
-        22 => Err(Error::invalid_input(format!("{abs} exists and is not a directory"))),
-        _ => Err(exec_failure(&abs, &err)),
-    }
+    fs_scripts::mkdir_outcome(super::SCHEME, &abs, code, &err)
 }
-
-/// `remove`: exit 3 is a missing path, 4 a non-empty directory without `recursive`.
-const REMOVE: &str = r#"p=$1
-[ -e "$p" ] || [ -L "$p" ] || exit 3
-if [ -d "$p" ] && [ ! -L "$p" ]; then
-  if [ "$2" = 1 ]; then rm -rf "$p"; else rmdir "$p" 2>/dev/null || exit 4; fi
-else
-  rm -f "$p"
-fi"#;
 
 pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) -> Result<()> {
     let abs = absolute(shared, path);
@@ -196,12 +99,7 @@ pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) ->
     }
     let flag = if recursive { "1" } else { "0" };
     let (code, _, err) = fs_exec(shared, REMOVE, &[&abs, flag], None).await?;
-    match code {
-        0 => Ok(()),
-        3 => Err(Error::NotFound { path: abs }),
-        4 => Err(Error::IsADirectory { path: abs }),
-        _ => Err(exec_failure(&abs, &err)),
-    }
+    fs_scripts::remove_outcome(super::SCHEME, abs, code, &err)
 }
 
 fn split_parent(abs: &str) -> (String, String) {
@@ -326,7 +224,7 @@ pub(super) async fn upload(shared: &Arc<Shared>, host_path: std::path::PathBuf, 
     guard.disarm();
     // A host error explains a broken upload better than what `tar` said of it.
     archived?;
-    if code == 0 { Ok(()) } else { Err(exec_failure(&abs, &out.stderr)) }
+    if code == 0 { Ok(()) } else { Err(fs_scripts::exec_failure(super::SCHEME, &abs, &out.stderr)) }
 }
 
 /// Archives `$2` (a name in directory `$1`) to stdout.
@@ -381,7 +279,7 @@ pub(super) async fn download(shared: &Arc<Shared>, path: &str, host_path: std::p
     match code {
         0 => Ok(()),
         3 => Err(Error::NotFound { path: abs }),
-        _ => Err(exec_failure(&abs, &said)),
+        _ => Err(fs_scripts::exec_failure(super::SCHEME, &abs, &said)),
     }
 }
 
@@ -466,15 +364,16 @@ fn unpack(reader: impl Read, abs: &str, host_path: &std::path::Path) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::FileKind;
 
     #[test]
     fn parents_and_listings() {
         let listing = b"81a4 3\na b\x0041ed 4096\nd\n\x00a1ff 11\nlink\x00";
-        let entries = parse_listing("/w", listing).unwrap();
+        let entries = fs_scripts::parse_listing("docker", "/w", listing).unwrap();
         assert_eq!(entries[0], DirEntry::new("a b", FileKind::File, 3, 0o644));
         assert_eq!(entries[1], DirEntry::new("d\n", FileKind::Dir, 0, 0o755));
         assert_eq!(entries[2].kind, FileKind::Symlink);
-        assert!(parse_listing("/w", b"81a4 3\nno-terminator").is_err());
+        assert!(fs_scripts::parse_listing("docker", "/w", b"81a4 3\nno-terminator").is_err());
         assert_eq!(split_parent("/a"), ("/".to_owned(), "a".to_owned()));
         assert_eq!(split_parent("/a/b c"), ("/a".to_owned(), "b c".to_owned()));
     }

@@ -630,7 +630,7 @@ fn start_ttl_timer(state: &Arc<State>) {
 
 /// One local sandbox handle.
 #[derive(Debug)]
-struct LocalSandbox {
+pub(super) struct LocalSandbox {
     backend: LocalBackend,
     state: Arc<State>,
 }
@@ -762,27 +762,27 @@ impl BackendSandbox for LocalSandbox {
 
     fn read(&self, path: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
         let path = path.to_owned();
-        Box::pin(async move { fs::read(&self.state, &path).await })
+        Box::pin(async move { fs::read(self, &path).await })
     }
 
     fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        Box::pin(async move { fs::write(&self.state, &path, data, mode).await })
+        Box::pin(async move { fs::write(self, &path, data, mode).await })
     }
 
     fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
         let path = path.to_owned();
-        Box::pin(async move { fs::list(&self.state, &path).await })
+        Box::pin(async move { fs::list(self, &path).await })
     }
 
     fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        Box::pin(async move { fs::mkdir(&self.state, &path).await })
+        Box::pin(async move { fs::mkdir(self, &path).await })
     }
 
     fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        Box::pin(async move { fs::remove(&self.state, &path, recursive).await })
+        Box::pin(async move { fs::remove(self, &path, recursive).await })
     }
 
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {

@@ -1,0 +1,150 @@
+//! File operations as `sh` scripts run inside a sandbox, as its user: `docker://` and
+//! `local://` both use them, so that links, permissions and mounts are the sandbox's own
+//! and nothing on the host side ever follows a path the sandboxed code controls. Paths
+//! reach the scripts as arguments (`$1`), never spliced into shell text, and are always
+//! absolute, so never mistaken for options. Exit codes: 3 missing, 4 non-empty directory,
+//! 13 permission, 21 is a directory, 22 wrong kind; anything else is mapped from what the
+//! tool said on stderr.
+
+use crate::error::{Error, Result};
+use crate::fs::{DirEntry, FileKind};
+
+/// Reads a regular file (links followed inside the container, as `cat` would).
+pub(crate) const READ: &str = r#"[ -d "$1" ] && exit 21
+[ -e "$1" ] && [ ! -f "$1" ] && exit 22
+exec cat "$1""#;
+
+/// Writes stdin to `$1` through a temporary file renamed into place (a link at `$1` is
+/// replaced, never written through), creating parents, with mode `$2`.
+pub(crate) const WRITE: &str = r#"p=$1; t="${p%/*}/.${p##*/}.sandboxio-$$"
+mkdir -p "${p%/*}/" 2>/dev/null
+[ -d "$p" ] && exit 21
+cat > "$t" || { rm -f "$t"; exit 23; }
+chmod "$2" "$t" && mv -f "$t" "$p" || { rm -f "$t"; exit 24; }"#;
+
+/// Lists `$1`: per entry, `<mode in hex> <size>\n<name>\0` (`stat` does not follow links).
+pub(crate) const LIST: &str = r#"[ -d "$1" ] || { [ -e "$1" ] && exit 22; exit 3; }
+cd "$1" 2>/dev/null || exit 13
+for f in * .[!.]* ..?*; do
+  [ -e "$f" ] || [ -L "$f" ] || continue
+  # An entry removed meanwhile is skipped, not an error for the whole listing.
+  s=$(stat -c '%f %s' "./$f" 2>/dev/null) || continue
+  printf '%s\n%s\0' "$s" "$f"
+done"#;
+
+pub(crate) const MKDIR: &str = r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22; mkdir -p "$1""#;
+
+/// `remove`: exit 3 is a missing path, 4 a non-empty directory without `recursive`.
+pub(crate) const REMOVE: &str = r#"p=$1
+[ -e "$p" ] || [ -L "$p" ] || exit 3
+if [ -d "$p" ] && [ ! -L "$p" ]; then
+  if [ "$2" = 1 ]; then rm -rf "$p"; else rmdir "$p" 2>/dev/null || exit 4; fi
+else
+  rm -f "$p"
+fi"#;
+
+/// Maps a failed file exec by what the tool said.
+pub(crate) fn exec_failure(backend: &str, abs: &str, stderr: &[u8]) -> Error {
+    let said = String::from_utf8_lossy(stderr);
+    if said.contains("No such file") || said.contains("Not a directory") || said.contains("not a directory") {
+        Error::NotFound { path: abs.to_owned() }
+    } else if said.contains("ermission denied") || said.contains("Read-only file system") {
+        Error::PermissionDenied { path: abs.to_owned() }
+    } else if said.contains("Is a directory") {
+        Error::IsADirectory { path: abs.to_owned() }
+    } else {
+        Error::provider(
+            backend,
+            format!("a file operation on {abs} failed"),
+            std::io::Error::other(said.trim().to_owned()),
+        )
+    }
+}
+
+/// Parses [`LIST`]'s output.
+pub(crate) fn parse_listing(backend: &str, abs: &str, mut out: &[u8]) -> Result<Vec<DirEntry>> {
+    let malformed =
+        || Error::provider(backend, format!("listing {abs}"), std::io::Error::other("malformed listing"));
+    let mut entries = Vec::new();
+    while !out.is_empty() {
+        let line_end = out.iter().position(|b| *b == b'\n').ok_or_else(malformed)?;
+        let line = std::str::from_utf8(&out[..line_end]).map_err(|_| malformed())?;
+        let rest = &out[line_end + 1..];
+        let name_end = rest.iter().position(|b| *b == 0).ok_or_else(malformed)?;
+        let name = String::from_utf8_lossy(&rest[..name_end]).into_owned();
+        out = &rest[name_end + 1..];
+        let (mode, size) = line.split_once(' ').ok_or_else(malformed)?;
+        let mode = u32::from_str_radix(mode, 16).map_err(|_| malformed())?;
+        let size: u64 = size.parse().map_err(|_| malformed())?;
+        let kind = match mode & 0o170_000 {
+            0o040_000 => FileKind::Dir,
+            0o100_000 => FileKind::File,
+            0o120_000 => FileKind::Symlink,
+            _ => FileKind::Other,
+        };
+        let size = if kind == FileKind::Dir { 0 } else { size };
+        entries.push(DirEntry::new(name, kind, size, mode & 0o7777));
+    }
+    Ok(entries)
+}
+
+/// What [`READ`]'s exit means for `abs`.
+pub(crate) fn read_outcome(
+    backend: &str,
+    abs: String,
+    code: i64,
+    out: Vec<u8>,
+    err: &[u8],
+) -> Result<Vec<u8>> {
+    match code {
+        0 => Ok(out),
+        21 => Err(Error::IsADirectory { path: abs }),
+        22 => Err(Error::invalid_input(format!("{abs} is not a regular file"))),
+        _ => Err(exec_failure(backend, &abs, err)),
+    }
+}
+
+/// What [`WRITE`]'s exit means for `abs`.
+pub(crate) fn write_outcome(backend: &str, abs: String, code: i64, err: &[u8]) -> Result<()> {
+    match code {
+        0 => Ok(()),
+        21 => Err(Error::IsADirectory { path: abs }),
+        _ => Err(exec_failure(backend, &abs, err)),
+    }
+}
+
+/// What [`LIST`]'s exit means for `abs`.
+pub(crate) fn list_outcome(
+    backend: &str,
+    abs: String,
+    code: i64,
+    out: &[u8],
+    err: &[u8],
+) -> Result<Vec<DirEntry>> {
+    match code {
+        0 => parse_listing(backend, &abs, out),
+        3 => Err(Error::NotFound { path: abs }),
+        13 => Err(Error::PermissionDenied { path: abs }),
+        22 => Err(Error::invalid_input(format!("{abs} is not a directory"))),
+        _ => Err(exec_failure(backend, &abs, err)),
+    }
+}
+
+/// What [`MKDIR`]'s exit means for `abs`.
+pub(crate) fn mkdir_outcome(backend: &str, abs: &str, code: i64, err: &[u8]) -> Result<()> {
+    match code {
+        0 => Ok(()),
+        22 => Err(Error::invalid_input(format!("{abs} exists and is not a directory"))),
+        _ => Err(exec_failure(backend, abs, err)),
+    }
+}
+
+/// What [`REMOVE`]'s exit means for `abs`.
+pub(crate) fn remove_outcome(backend: &str, abs: String, code: i64, err: &[u8]) -> Result<()> {
+    match code {
+        0 => Ok(()),
+        3 => Err(Error::NotFound { path: abs }),
+        4 => Err(Error::IsADirectory { path: abs }),
+        _ => Err(exec_failure(backend, &abs, err)),
+    }
+}
