@@ -16,7 +16,7 @@ exec cat "$1""#;
 
 /// Writes stdin to `$1` through a temporary file renamed into place (a link at `$1` is
 /// replaced, never written through), creating parents, with mode `$2`.
-pub(crate) const WRITE: &str = r#"p=$1; t="${p%/*}/.${p##*/}.sandboxio-$$"
+pub(crate) const WRITE: &str = r#"p=$1; t="${p%/*}/.sandboxio-$$.tmp"
 mkdir -p "${p%/*}/" 2>/dev/null
 [ -d "$p" ] && exit 21
 cat > "$t" || { rm -f "$t"; exit 23; }

@@ -138,7 +138,7 @@ fn append_host_tree<W: std::io::Write>(
     host: &std::path::Path,
     name: &str,
 ) -> Result<()> {
-    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
     let meta = std::fs::symlink_metadata(host).map_err(|e| crate::transfer::host_error(host, e))?;
     let mut header = tar::Header::new_gnu();
     header.set_mode(meta.permissions().mode() & 0o777);
@@ -161,7 +161,12 @@ fn append_host_tree<W: std::io::Write>(
             append_host_tree(builder, &host.join(&child), &format!("{name}/{child_name}"))?;
         }
     } else if meta.is_file() {
-        let file = std::fs::File::open(host).map_err(|e| crate::transfer::host_error(host, e))?;
+        // Never through a link, and never blocking on a FIFO swapped in after the check.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(host)
+            .map_err(|e| crate::transfer::host_error(host, e))?;
         // The file opened must be the one checked: a link swapped in between is refused.
         let opened = file.metadata().map_err(|e| crate::transfer::host_error(host, e))?;
         if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {

@@ -461,9 +461,14 @@ fn sweepable(dir: &Path, owner_dead: bool) -> bool {
 /// put in its place (and at most 1 MiB of it). `None` when there is no regular file.
 fn read_record(host: &Path) -> Option<Vec<u8>> {
     use std::io::Read as _;
-    use std::os::unix::fs::MetadataExt as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
     let meta = std::fs::symlink_metadata(host).ok().filter(std::fs::Metadata::is_file)?;
-    let file = std::fs::File::open(host).ok()?;
+    // Never through a link, and never blocking on a FIFO swapped in after the check.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(host)
+        .ok()?;
     let opened = file.metadata().ok()?;
     if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
         return None;
@@ -601,6 +606,11 @@ async fn preflight(bwrap: &Path, seccomp: Option<&Path>, state: &Arc<State>) -> 
         return Ok(());
     }
     let said = String::from_utf8_lossy(&stderr).trim().to_owned();
+    if said.contains("disable-userns") || said.contains("cap-drop") || said.contains("seccomp") {
+        return Err(Error::configuration(format!(
+            "this bwrap is too old for local:// ({said}); it needs bubblewrap 0.8 or newer (--disable-userns)"
+        )));
+    }
     Err(Error::configuration(format!(
         "bwrap cannot create the sandbox's namespaces on this host ({said}); if unprivileged user namespaces are disabled, enable them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or use docker://"
     )))
