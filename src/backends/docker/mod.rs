@@ -809,11 +809,17 @@ async fn kill(shared: &Shared) -> Result<KillOutcome> {
     }
 }
 
-/// The labels of a container, for tests and operators.
+/// The labels of a container (sandboxio's `io.sandboxio.*` ones and the user's metadata),
+/// as the engine reports them, for tests and operators.
 ///
 /// # Errors
 ///
-/// As [`DockerBackend::reap`].
+/// As [`DockerBackend::reap`], and [`ErrorCode::SandboxGone`](crate::ErrorCode::SandboxGone)
+/// for a container that no longer exists.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
 pub async fn container_labels(backend: &DockerBackend, id: &str) -> Result<HashMap<String, String>> {
     let (inner, id) = (Arc::clone(&backend.inner), id.to_owned());
     rt::spawn(async move {
