@@ -30,6 +30,16 @@ fn docker_ready(test: &str) -> bool {
     ok
 }
 
+/// A deny-all sandbox from the busybox image.
+async fn busybox() -> Sandbox {
+    Sandbox::builder(&format!("docker://?image={IMAGE}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .await
+        .unwrap()
+}
+
 fn docker(args: &[&str]) -> String {
     let out = OsCommand::new("docker").args(args).output().expect("the docker CLI");
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -297,12 +307,7 @@ async fn docker__odd_file_names_round_trip_exactly() {
     if !docker_ready("docker__odd_file_names_round_trip_exactly") {
         return;
     }
-    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .await
-        .unwrap();
+    let sandbox = busybox().await;
     let names = ["with space.txt", "ünïcødé-名前.txt", "-leading-dash", "semi;colon$(x)`y`'q\"&|*.txt"];
     for (i, name) in names.iter().enumerate() {
         let path = format!("odd/{name}");
@@ -342,12 +347,7 @@ async fn docker__a_container_removed_behind_our_back_is_sandbox_gone() {
     if !docker_ready("docker__a_container_removed_behind_our_back_is_sandbox_gone") {
         return;
     }
-    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .await
-        .unwrap();
+    let sandbox = busybox().await;
     docker(&["rm", "-f", sandbox.id()]);
     let err = sandbox.run(Command::new("true")).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::SandboxGone, "{err}");
@@ -362,12 +362,7 @@ async fn docker__large_files_cross_intact() {
     if !docker_ready("docker__large_files_cross_intact") {
         return;
     }
-    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .await
-        .unwrap();
+    let sandbox = busybox().await;
     let host = std::env::temp_dir().join(format!("sbx-large-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&host);
     std::fs::create_dir_all(host.join("in")).unwrap();
@@ -419,12 +414,7 @@ async fn docker__stdin_after_close_fails_fast_and_a_second_close_is_harmless() {
     if !docker_ready("docker__stdin_after_close_fails_fast_and_a_second_close_is_harmless") {
         return;
     }
-    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .await
-        .unwrap();
+    let sandbox = busybox().await;
     let mut stream = sandbox.stream(Command::shell("cat; sleep 30")).unwrap();
     stream.write_stdin(b"hello").await.unwrap();
     stream.close_stdin().await.unwrap();
@@ -574,12 +564,7 @@ async fn docker__detaching_an_owned_sandbox_lets_it_outlive_its_handle() {
     if !docker_ready("docker__detaching_an_owned_sandbox_lets_it_outlive_its_handle") {
         return;
     }
-    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .await
-        .unwrap();
+    let sandbox = busybox().await;
     let id = sandbox.id().to_owned();
     sandbox.detach().await.unwrap();
     let _ = sandboxio::shutdown(Duration::from_secs(10)).await;

@@ -308,6 +308,32 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// A handle's state for container `id`, with no command run yet.
+    fn new(
+        docker: Docker,
+        id: String,
+        user: Option<String>,
+        workdir: String,
+        secret_env: Vec<(String, SecretString)>,
+        network: Option<NetworkPolicy>,
+        metadata: BTreeMap<String, String>,
+    ) -> Arc<Self> {
+        Arc::new(Shared {
+            docker,
+            id,
+            user,
+            workdir,
+            secret_env,
+            network,
+            metadata,
+            killed: AtomicBool::new(false),
+            nonce: unique_suffix(),
+            python: AtomicBool::new(false),
+            next_key: AtomicU64::new(0),
+            deadman: Mutex::new(None),
+        })
+    }
+
     fn next_key(&self) -> String {
         let n = self.next_key.fetch_add(1, Ordering::Relaxed);
         // Unique across handles (an owner and a `connect`ed handle share the container) and
@@ -459,32 +485,18 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
     docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
-    let shared = Arc::new(Shared {
+    let shared = Shared::new(
         docker,
-        id: made.id,
+        made.id,
         user,
         workdir,
-        secret_env: spec.secret_env.clone(),
-        network: Some(spec.network.clone()),
-        metadata: spec.metadata.clone(),
-        killed: AtomicBool::new(false),
-        nonce: unique_suffix(),
-        python: AtomicBool::new(false),
-        next_key: AtomicU64::new(0),
-        deadman: Mutex::new(None),
-    });
+        spec.secret_env.clone(),
+        Some(spec.network.clone()),
+        spec.metadata.clone(),
+    );
     if spec.detached {
         prepare(&shared, &image).await?;
-        shared
-            .docker
-            .rename_container(
-                &shared.id,
-                bollard::query_parameters::RenameContainerOptions {
-                    name: format!("{DETACHED_NAME_PREFIX}{}", unique_suffix()),
-                },
-            )
-            .await
-            .map_err(|e| provider("marking the container detached", e))?;
+        mark_detached(&shared).await?;
     } else {
         start_deadman(&shared, &image).await?;
     }
@@ -630,20 +642,15 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         .host_config
         .and_then(|h| h.network_mode)
         .map(|mode| if mode == "none" { NetworkPolicy::DenyAll } else { NetworkPolicy::AllowAll });
-    let shared = Arc::new(Shared {
+    let shared = Shared::new(
         docker,
-        id: inspected.id.unwrap_or(id),
-        user: labels.get(labels::USER).filter(|u| !u.is_empty()).cloned(),
-        workdir: config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned()),
-        secret_env: Vec::new(),
+        inspected.id.unwrap_or(id),
+        labels.get(labels::USER).filter(|u| !u.is_empty()).cloned(),
+        config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned()),
+        Vec::new(),
         network,
-        metadata: labels::metadata_of(&labels),
-        killed: AtomicBool::new(false),
-        nonce: unique_suffix(),
-        python: AtomicBool::new(false),
-        next_key: AtomicU64::new(0),
-        deadman: Mutex::new(None),
-    });
+        labels::metadata_of(&labels),
+    );
     let image = config.image.clone().unwrap_or_default();
     prepare(&shared, &image).await?;
     Ok(shared)
@@ -778,18 +785,20 @@ impl BackendSandbox for DockerSandbox {
                 ));
             }
             drop(shared.deadman.lock().unwrap_or_else(PoisonError::into_inner).take());
-            shared
-                .docker
-                .rename_container(
-                    &shared.id,
-                    bollard::query_parameters::RenameContainerOptions {
-                        name: format!("{DETACHED_NAME_PREFIX}{}", unique_suffix()),
-                    },
-                )
-                .await
-                .map_err(|e| sandbox_error(&shared.id, "marking the container detached", e))
+            mark_detached(&shared).await
         })
     }
+}
+
+/// Renames the container `sandboxio-detached-…`: labels cannot change after creation, and
+/// `reap` must never take a detached sandbox for an orphan.
+async fn mark_detached(shared: &Shared) -> Result<()> {
+    let name = format!("{DETACHED_NAME_PREFIX}{}", unique_suffix());
+    shared
+        .docker
+        .rename_container(&shared.id, bollard::query_parameters::RenameContainerOptions { name })
+        .await
+        .map_err(|e| sandbox_error(&shared.id, "marking the container detached", e))
 }
 
 async fn kill(shared: &Shared) -> Result<KillOutcome> {
