@@ -1,0 +1,1 @@
+//! Attacks on `docker://`, one module per class.

@@ -1,0 +1,1 @@
+//! Attacks on `local://`, one module per class.
