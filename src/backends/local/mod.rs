@@ -46,9 +46,23 @@ const SCHEME: &str = "local";
 /// The path of the workspace inside every local sandbox.
 pub const WORKDIR: &str = "/workspace";
 
-/// sandboxio's own directory inside every local sandbox (a host directory beside the
-/// workspace, never reached by the file API).
-const RUN_DIR: &str = "/run/sandboxio";
+/// Where each command's mark is mounted (`<MARK_ROOT>/<sandbox id>/<n>`, see
+/// [`process::marked`]), and where a code cell finds its private record directory.
+const MARK_ROOT: &str = "/run/sandboxio";
+
+/// A code cell's private directory inside the sandbox: a fresh host directory bound for
+/// that one cell, so no other command or cell can see or plant its error record.
+const CELL_DIR: &str = "/run/sandboxio-cell";
+
+/// The host uid and gid a root caller's sandboxes run as: never the host's uid 0 (whose
+/// files `/proc/sys` and `core_pattern` are), and a number no distribution assigns to a
+/// user or daemon (systemd's dynamic users end at 65519; container subordinate ranges
+/// start at 100000 and are handed out in blocks of 65536 well below it). It owns each
+/// sandbox's workspace; no host account has it.
+pub const ROOT_CALLER_SANDBOX_UID: u32 = 2_000_000_000;
+
+/// How long a kill keeps looking for a command's processes before it reports survivors.
+const KILL_BOUND: Duration = Duration::from_secs(5);
 
 /// The interpreter code cells run with: the host's system Python.
 const PYTHON: &str = "/usr/bin/python3";
@@ -140,17 +154,30 @@ impl LocalBackend {
         Ok(Arc::new(LocalBackend::new()))
     }
 
+    fn host(&self) -> Host<'_> {
+        Host {
+            bwrap: &self.inner.bwrap,
+            seccomp: self.inner.seccomp.get().and_then(Option::as_deref),
+            run_as: run_as(),
+        }
+    }
+
     fn sandboxes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<State>>> {
         self.inner.sandboxes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Descriptions of the commands still running in a sandbox (the contract suite's
-    /// orphan probe): empty means none.
+    /// Descriptions of the processes of a sandbox still running on this host, found by a
+    /// mark in their mount table that sandboxed code cannot remove, wherever they were
+    /// re-parented, and after the sandbox was killed (the contract suite's orphan probe):
+    /// empty means none. Reads `/proc`: processes of another user are not seen.
     #[must_use]
     pub fn running_processes(&self, sandbox_id: &str) -> Vec<String> {
-        let Some(state) = self.sandboxes().get(sandbox_id).cloned() else { return Vec::new() };
-        let processes = state.processes.lock().unwrap_or_else(PoisonError::into_inner);
-        processes.values().filter(|p| p.is_running()).map(|p| format!("bwrap pid {}", p.pid)).collect()
+        // By the mark every process of the sandbox carries, not by the backend's own list:
+        // a process re-parented to init, or left by a killed sandbox, is found too.
+        process::marked::find(&format!("{MARK_ROOT}/{sandbox_id}/"), true)
+            .into_iter()
+            .map(|(pid, comm)| format!("pid {pid} ({comm})"))
+            .collect()
     }
 
     /// Ids of this backend's live sandboxes whose metadata has `key` = `value`.
@@ -213,7 +240,8 @@ impl LocalBackend {
                     report.kept += usize::from(is_dir);
                     continue;
                 }
-                if std::fs::remove_dir_all(entry.path()).is_ok() {
+                remove_sandbox_dir(&entry.path());
+                if !entry.path().exists() {
                     report.removed.push(id);
                 }
             }
@@ -241,21 +269,24 @@ impl LocalBackend {
     }
 }
 
-/// Variables a host `/bin/sh` acts on at startup (bash, when it is `sh`: `SHELLOPTS=xtrace`
-/// with a `PS4` holding `$(...)` runs code; `BASH_ENV`, `ENV` name files to source;
-/// `BASH_FUNC_*` define functions). The launcher shell sees the command's environment, so
-/// these are refused.
-fn shell_control(name: &str) -> bool {
-    matches!(name, "ENV" | "BASH_ENV" | "SHELLOPTS" | "BASHOPTS" | "PS4") || name.starts_with("BASH_FUNC_")
+/// Whether `name` can be `export`ed by the gate: a shell name, not one of the gate's own
+/// `__sbx_` variables.
+fn shell_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with("__sbx_")
 }
 
 /// Makes sure the root of this user's workspaces is a real directory that this user owns and
-/// no one else can enter (`0700`): another local user must never plant or swap files there
-/// (the seccomp filter, or a workspace).
+/// no one else can change: another local user must never plant or swap files there (the
+/// seccomp filter, or a workspace). `0700`, or `0711` for a root caller, whose sandboxes
+/// run as [`ROOT_CALLER_SANDBOX_UID`] and must pass through it (every workspace below is
+/// `0700` and owned by that uid, so passing through reveals nothing).
 fn ensure_private_root(root: &Path) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
     let refuse = |why: String| Error::Configuration { message: why, source: None };
-    match std::fs::DirBuilder::new().mode(0o700).create(root) {
+    let mode = if current_uid() == 0 { 0o711 } else { 0o700 };
+    match std::fs::DirBuilder::new().mode(mode).create(root) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(Error::provider(SCHEME, format!("cannot create {}", root.display()), e)),
@@ -268,11 +299,61 @@ fn ensure_private_root(root: &Path) -> Result<()> {
             root.display()
         )));
     }
-    if meta.permissions().mode() & 0o077 != 0 {
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))
+    if meta.permissions().mode() & 0o777 != mode {
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode))
             .map_err(|e| Error::provider(SCHEME, "cannot make the workspace root private", e))?;
     }
     Ok(())
+}
+
+/// The host uid and gid sandboxed code runs as when it is not the caller's own: `Some` for
+/// a root caller.
+fn run_as() -> Option<(u32, u32)> {
+    (current_uid() == 0).then_some((ROOT_CALLER_SANDBOX_UID, ROOT_CALLER_SANDBOX_UID))
+}
+
+/// Makes `path` (a directory sandboxio just created) the sandbox user's, `0700`.
+fn hand_over(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Some((uid, gid)) = run_as() {
+        std::os::unix::fs::chown(path, Some(uid), Some(gid))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
+/// The sandbox's own `/etc/passwd` and `/etc/group`: root, nobody, and `sandbox` for the
+/// uid the code runs as (the host's user database is not shown).
+fn user_database(dir: &Path) -> std::io::Result<()> {
+    let (uid, gid) = run_as().unwrap_or_else(|| (current_uid(), current_gid()));
+    std::fs::write(
+        dir.join("passwd"),
+        format!(
+            "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/workspace:/bin/sh\n"
+        ),
+    )?;
+    std::fs::write(dir.join("group"), format!("root:x:0:\nnogroup:x:65534:\nsandbox:x:{gid}:\n"))
+}
+
+/// 16 random hex digits from the kernel (sandbox ids: unguessable, and no owner pid in them).
+fn random_hex() -> String {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 8];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_err() {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
+        );
+        bytes = h.finish().to_ne_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What every command of a backend is started with.
+struct Host<'a> {
+    bwrap: &'a Path,
+    seccomp: Option<&'a Path>,
+    run_as: Option<(u32, u32)>,
 }
 
 /// The real user id of this process (workspaces are kept per user, so that users on one
@@ -280,6 +361,11 @@ fn ensure_private_root(root: &Path) -> Result<()> {
 fn current_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+}
+
+fn current_gid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(0, |m| m.gid())
 }
 
 impl Default for LocalBackend {
@@ -310,35 +396,72 @@ impl State {
         Err(Error::SandboxGone { id: self.id.clone(), message: "it was killed".into() })
     }
 
-    /// Kills every command and removes the workspace. Returns whether it was alive.
+    /// Kills every command, and every process any of them left wherever it was re-parented
+    /// (found by the sandbox's marks, [`process::marked`]), then removes the sandbox's
+    /// directory: the record is marked expired first and removed last, so a removal that
+    /// fails still leaves something [`LocalBackend::reap`] finds. Returns whether it was
+    /// alive. Blocks for as long as the kill takes (a few milliseconds; at most
+    /// [`KILL_BOUND`]).
     fn destroy(&self) -> bool {
         let was = self.alive.swap(false, Ordering::AcqRel);
         let processes: Vec<Arc<Running>> =
             self.processes.lock().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, p)| p).collect();
-        for p in processes {
+        for p in &processes {
             p.kill();
         }
+        let left = process::marked::kill_all(&self.mark_prefix(), true, KILL_BOUND);
+        if !left.is_empty() {
+            tracing::error!(sandbox = %self.id, ?left, "local:// processes survived SIGKILL past the bound");
+        }
         if was {
-            let _ = std::fs::remove_dir_all(&self.dir);
+            remove_sandbox_dir(&self.dir);
         }
         was
     }
 
-    /// The `bwrap` command line for `command`, env passed through the environment (never on
-    /// the command line, where `ps` would show secrets).
-    fn bwrap(&self, bwrap: &Path, seccomp: Option<&Path>, command: &Command) -> Result<OsCommand> {
-        let mut cmd = match seccomp {
+    /// The start of every mark of this sandbox's commands.
+    fn mark_prefix(&self) -> String {
+        format!("{MARK_ROOT}/{}/", self.id)
+    }
+
+    /// A new command's mark.
+    fn next_mark(&self) -> String {
+        format!("{}{}", self.mark_prefix(), self.next_process.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The `bwrap` command line for `command` and the environment block its gate reads
+    /// (see [`process`]): no value the caller gave is in the host process's environment or
+    /// argv. `mark` is the command's mount-point mark ([`process::marked`]); `cell` binds a
+    /// code cell's private record directory at [`CELL_DIR`].
+    fn bwrap(
+        &self,
+        host: &Host<'_>,
+        command: &Command,
+        mark: &str,
+        cell: Option<&Path>,
+    ) -> Result<(OsCommand, Vec<u8>)> {
+        let mut cmd = match host.seccomp {
             // A `sh` opens the filter on fd 3 and becomes bwrap (same pid, so killing it
             // still kills bwrap).
             Some(filter) => {
                 let mut sh = OsCommand::new("/bin/sh");
-                sh.args(["-c", r#"f=$1; shift; exec "$@" 3<"$f""#, "sandboxio-local"]).arg(filter).arg(bwrap);
+                sh.args(["-c", r#"f=$1; shift; exec "$@" 3<"$f""#, "sandboxio-local"])
+                    .arg(filter)
+                    .arg(host.bwrap);
                 sh.args(["--seccomp", "3"]);
                 sh
             }
-            None => OsCommand::new(bwrap),
+            None => OsCommand::new(host.bwrap),
         };
         cmd.env_clear();
+        if let Some((uid, gid)) = host.run_as {
+            // A root caller's sandboxes never run as the host's uid 0 (std also drops the
+            // supplementary groups when root sets a uid).
+            std::os::unix::process::CommandExt::uid(&mut cmd, uid);
+            std::os::unix::process::CommandExt::gid(&mut cmd, gid);
+        }
+        // The mark first: every process of the command carries it from bwrap's first mount.
+        cmd.arg("--tmpfs").arg(mark);
         // No capabilities inside, even when the caller is root (uid 0 maps to itself then).
         cmd.args(["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]);
         if self.spec.network == NetworkPolicy::AllowAll {
@@ -353,15 +476,18 @@ impl State {
                 cmd.args(["--symlink", target, link]);
             }
         }
-        for etc in
-            ["/etc/alternatives", "/etc/ssl", "/etc/resolv.conf", "/etc/hosts", "/etc/passwd", "/etc/group"]
-        {
+        for etc in ["/etc/alternatives", "/etc/ssl", "/etc/resolv.conf", "/etc/hosts"] {
             cmd.args(["--ro-bind-try", etc, etc]);
+        }
+        // The sandbox's own user database, not the host's.
+        for file in ["passwd", "group"] {
+            cmd.arg("--ro-bind").arg(self.dir.join(file)).arg(format!("/etc/{file}"));
         }
         cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
         cmd.arg("--bind").arg(self.workspace()).arg(WORKDIR);
-        // sandboxio's own files for this sandbox (code cells' error records).
-        cmd.arg("--bind").arg(self.dir.join("run")).arg(RUN_DIR);
+        if let Some(cell) = cell {
+            cmd.arg("--bind").arg(cell).arg(CELL_DIR);
+        }
         let cwd = crate::path::resolve(WORKDIR, command.working_dir().unwrap_or("."));
         if !cwd.starts_with(WORKDIR) {
             return Err(Error::PermissionDenied { path: cwd });
@@ -371,26 +497,22 @@ impl State {
             return Err(Error::NotFound { path: cwd });
         }
         cmd.arg("--chdir").arg(&cwd);
-        cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-        cmd.env("HOME", WORKDIR);
-        cmd.env("PWD", &cwd);
-        let names = self.spec.env.iter().map(|(k, _)| k).chain(command.env_vars().iter().map(|(k, _)| k));
-        let secret_names = self.spec.secret_env.iter().chain(command.secret_env_vars()).map(|(k, _)| k);
-        if let Some(name) = names.chain(secret_names).find(|k| shell_control(k)) {
-            return Err(Error::invalid_input(format!(
-                "env var {name:?} steers the host shell that starts bwrap; local:// refuses it"
-            )));
-        }
+        let mut vars: Vec<(&str, &str)> =
+            vec![("PATH", "/usr/local/bin:/usr/bin:/bin"), ("HOME", WORKDIR), ("PWD", cwd.as_str())];
         for (k, v) in self.spec.env.iter().chain(command.env_vars()) {
-            cmd.env(k, v);
+            vars.push((k, v));
         }
         for (k, v) in self.spec.secret_env.iter().chain(command.secret_env_vars()) {
-            cmd.env(k, v.expose_secret());
+            vars.push((k, v.expose_secret()));
         }
-        // Through `sh -c 'exec "$@"'`: a missing program exits 127, as in a shell and in
-        // docker://, instead of bwrap's own exit 1.
-        cmd.args(["--", "/bin/sh", "-c", r#"exec "$@""#, "sandboxio"]).args(command.argv());
-        Ok(cmd)
+        if let Some((name, _)) = vars.iter().find(|(k, _)| !shell_name(k)) {
+            return Err(Error::invalid_input(format!(
+                "env var name {name:?}: local:// needs letters, digits and '_', not starting with a digit or __sbx_"
+            )));
+        }
+        let block = process::env_block(vars);
+        cmd.args(["--", "/bin/sh", "-c", process::GATE, "sandboxio"]).args(command.argv());
+        Ok((cmd, block))
     }
 
     fn register(&self, running: &Arc<Running>) -> u64 {
@@ -404,25 +526,44 @@ impl State {
     }
 }
 
-/// Kills a command and forgets it when the operation running it ends or is dropped.
+/// Kills a command and forgets it when the operation running it ends or is dropped. A
+/// command that did not end on its own is killed by its mark as well, on a short-lived
+/// thread, so that nothing it started survives, whatever it was re-parented to.
 pub(super) struct ProcessGuard {
     state: Arc<State>,
     running: Arc<Running>,
     key: u64,
+    mark: String,
 }
 
 impl ProcessGuard {
-    fn new(state: &Arc<State>, running: Running) -> Self {
+    fn new(state: &Arc<State>, running: Running, mark: String) -> Self {
         let running = Arc::new(running);
         let key = state.register(&running);
-        ProcessGuard { state: Arc::clone(state), running, key }
+        ProcessGuard { state: Arc::clone(state), running, key, mark }
+    }
+
+    /// Kills the command and waits until no process carries its mark (at most
+    /// [`KILL_BOUND`]).
+    async fn kill_and_wait(&self) {
+        self.running.kill();
+        let mark = self.mark.clone();
+        let _ =
+            crate::runtime::unblock(move || Ok(process::marked::kill_all(&mark, false, KILL_BOUND))).await;
     }
 }
 
 impl Drop for ProcessGuard {
     fn drop(&mut self) {
+        let ended = !self.running.is_running();
         self.running.kill();
         self.state.unregister(self.key);
+        if !ended {
+            let mark = std::mem::take(&mut self.mark);
+            let _ = std::thread::Builder::new()
+                .name("sandboxio-local-kill".into())
+                .spawn(move || process::marked::kill_all(&mark, false, KILL_BOUND));
+        }
     }
 }
 
@@ -455,6 +596,55 @@ fn sweepable(dir: &Path, owner_dead: bool) -> bool {
     let dead = field("owner").and_then(crate::backends::owner::Owner::parse).and_then(|o| o.is_dead_here())
         == Some(true);
     expired || (owner_dead && !detached && dead)
+}
+
+/// Marks the record in `dir` expired (so that [`LocalBackend::reap`] sweeps whatever a
+/// failed removal leaves), removes the workspace and the rest, and the record last.
+fn remove_sandbox_dir(dir: &Path) {
+    let record = dir.join(RECORD_FILE);
+    if let Ok(text) = std::fs::read_to_string(&record) {
+        let expired: String = text
+            .lines()
+            .map(|l| if l.starts_with("expires ") { "expires 0".to_owned() } else { l.to_owned() })
+            .map(|l| l + "\n")
+            .collect();
+        let _ = std::fs::write(&record, expired);
+    }
+    for part in ["workspace", "cells", "run"] {
+        if remove_tree(&dir.join(part)).is_err() {
+            return;
+        }
+    }
+    let _ = remove_tree(dir);
+}
+
+/// Removes a tree the sandboxed code wrote, without following links. Code can leave
+/// directories it made unwritable or unreadable (`chmod 0`): their owner (this process, or
+/// root) gives them `0700` back and tries again.
+fn remove_tree(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Ok(()) => return Ok(()),
+        Err(_) => {}
+    }
+    // Iterative: the code decides how deep the tree is.
+    let mut dirs = Vec::new();
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        dirs.push(path.to_path_buf());
+    }
+    while let Some(dir) = dirs.pop() {
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            dirs.extend(
+                entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()),
+            );
+        }
+    }
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
 }
 
 /// A cell's error record, read on the host without following a link the cell may have
@@ -518,23 +708,19 @@ impl Backend for LocalBackend {
     }
 
     fn create(&self, spec: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
-        // Unique across every backend value in this process, and across processes.
-        static NEXT: AtomicU64 = AtomicU64::new(0);
         Box::pin(async move {
             if !self.inner.bwrap.is_file() {
                 return Err(spawn_error(&self.inner.bwrap, std::io::ErrorKind::NotFound.into()));
             }
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let id = format!("local-{}-{n}", std::process::id());
+            // Unguessable, and without the owner's pid (sandboxed code sees its id in its
+            // mount table).
+            let id = format!("local-{}", random_hex());
             let dir = self.inner.root.join(&id);
-            let ws = dir.join("workspace");
-            let run_dir = dir.join("run");
             let timeout = spec.create_timeout;
-            let root = self.inner.root.clone();
+            let (root, made_dir) = (self.inner.root.clone(), dir.clone());
             let made = crate::runtime::unblock(move || {
                 ensure_private_root(&root)?;
-                std::fs::create_dir_all(&ws)
-                    .and_then(|()| std::fs::create_dir_all(&run_dir))
+                make_sandbox_dir(&made_dir)
                     .map_err(|e| Error::provider(SCHEME, "cannot create the workspace", e))
             });
             let bounded = futures_lite::future::or(async { Some(made.await) }, async {
@@ -546,13 +732,13 @@ impl Backend for LocalBackend {
                 // Creation that finished but took longer than allowed is a timeout too.
                 Some(made) if started.elapsed() <= timeout => made?,
                 _ => {
-                    let _ = std::fs::remove_dir_all(&dir);
+                    remove_sandbox_dir(&dir);
                     return Err(Error::CreateTimeout { timeout });
                 }
             }
             let expires = Instant::now() + spec.ttl;
             if let Err(e) = write_record(&dir, &spec) {
-                let _ = std::fs::remove_dir_all(&dir);
+                remove_sandbox_dir(&dir);
                 return Err(e);
             }
             let state = Arc::new(State {
@@ -565,22 +751,15 @@ impl Backend for LocalBackend {
                 processes: Mutex::new(HashMap::new()),
                 next_process: AtomicU64::new(0),
             });
+            // From here a dropped `create()` destroys what it made.
+            let guard = CreateGuard(Some(Arc::clone(&state)));
             if self.inner.seccomp.get().is_none() {
                 let root = self.inner.root.clone();
-                let installed = crate::runtime::unblock(move || seccomp::install(&root)).await;
-                match installed {
-                    Ok(filter) => drop(self.inner.seccomp.set(filter)),
-                    Err(e) => {
-                        state.destroy();
-                        return Err(e);
-                    }
-                }
+                let filter = crate::runtime::unblock(move || seccomp::install(&root)).await?;
+                drop(self.inner.seccomp.set(filter));
             }
-            let filter = self.inner.seccomp.get().and_then(Option::as_deref);
-            if let Err(e) = preflight(&self.inner.bwrap, filter, &state).await {
-                state.destroy();
-                return Err(e);
-            }
+            preflight(&self.host(), &state).await?;
+            guard.disarm();
             self.sandboxes().insert(id.clone(), Arc::clone(&state));
             start_ttl_timer(&state);
             Ok(Box::new(LocalSandbox { backend: self.clone(), state }) as Box<dyn BackendSandbox>)
@@ -588,11 +767,46 @@ impl Backend for LocalBackend {
     }
 }
 
+/// Destroys a sandbox whose `create()` failed or was dropped before it was handed over.
+struct CreateGuard(Option<Arc<State>>);
+
+impl CreateGuard {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CreateGuard {
+    fn drop(&mut self) {
+        if let Some(state) = self.0.take() {
+            state.destroy();
+        }
+    }
+}
+
+/// Makes a sandbox's directory: the workspace and the cells' directory, owned by the uid
+/// the code runs as, and the sandbox's own user database.
+fn make_sandbox_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+    // A root caller's sandbox user must pass through it to reach the workspace.
+    std::fs::set_permissions(
+        dir,
+        std::fs::Permissions::from_mode(if run_as().is_some() { 0o711 } else { 0o700 }),
+    )?;
+    for sub in ["workspace", "cells"] {
+        std::fs::create_dir(dir.join(sub))?;
+        hand_over(&dir.join(sub))?;
+    }
+    user_database(dir)
+}
+
 /// Starts `true` in the sandbox's namespaces once, so that a host that cannot create them
 /// fails `create()` with a configuration error saying why, not every later command.
-async fn preflight(bwrap: &Path, seccomp: Option<&Path>, state: &Arc<State>) -> Result<()> {
-    let cmd = state.bwrap(bwrap, seccomp, &Command::new("true"))?;
-    let running = process::spawn(cmd, false).map_err(|e| spawn_error(bwrap, e))?;
+async fn preflight(host: &Host<'_>, state: &Arc<State>) -> Result<()> {
+    let mark = state.next_mark();
+    let (cmd, block) = state.bwrap(host, &Command::new("true"), &mark, None)?;
+    let running = process::spawn(cmd, block, true).map_err(|e| spawn_error(host.bwrap, e))?;
     let mut stderr = Vec::new();
     loop {
         match running.pieces.pop().await {
@@ -646,13 +860,92 @@ pub(super) struct LocalSandbox {
 }
 
 impl LocalSandbox {
-    fn start(&self, command: &Command, pipe_stdin: bool) -> Result<ProcessGuard> {
+    /// Runs `command` to its end (or its timeout), `cell` bound at [`CELL_DIR`].
+    async fn run_with(&self, command: Command, cell: Option<&Path>) -> Result<ExecResult> {
+        let started = Instant::now();
+        let guard = self.start(&command, command.stdin_bytes().is_some(), cell)?;
+        let running = Arc::clone(&guard.running);
+        let limit = command.output_limit_bytes();
+        let mut out = (Vec::new(), Vec::new());
+        let mut truncated = false;
+        // Output is taken while stdin is fed: a command that writes before it reads would
+        // otherwise fill the bounded queue and wait on us while we wait on it.
+        let feed = async {
+            if let Some(data) = command.stdin_bytes() {
+                // A command that exits without reading all its stdin is not an error.
+                let _ = running.write_stdin(data.to_vec()).await;
+                running.close_stdin();
+            }
+        };
+        let collect = async {
+            loop {
+                match running.pieces.pop().await {
+                    Piece::End => break,
+                    Piece::Output(stream, data) => {
+                        let buf = if stream == StreamKind::Stdout { &mut out.0 } else { &mut out.1 };
+                        let room = limit.saturating_sub(buf.len());
+                        truncated |= data.len() > room;
+                        buf.extend_from_slice(&data[..data.len().min(room)]);
+                    }
+                }
+            }
+        };
+        let both = futures_lite::future::zip(feed, collect);
+        let deadline = command.timeout_duration();
+        let timed_out = if let Some(d) = deadline {
+            futures_lite::future::or(
+                async {
+                    both.await;
+                    false
+                },
+                async {
+                    futures_timer::Delay::new(d).await;
+                    true
+                },
+            )
+            .await
+        } else {
+            both.await;
+            false
+        };
+        if timed_out {
+            // Keep what was already read, then end everything the command started before
+            // reporting the timeout.
+            while let Some(Piece::Output(stream, data)) = running.pieces.try_pop() {
+                let buf = if stream == StreamKind::Stdout { &mut out.0 } else { &mut out.1 };
+                let room = limit.saturating_sub(buf.len());
+                truncated |= data.len() > room;
+                buf.extend_from_slice(&data[..data.len().min(room)]);
+            }
+            guard.kill_and_wait().await;
+            let partial = ExecResult::new(0, out.0, out.1)
+                .with_status(ExitStatus::Signal(9))
+                .with_truncated(truncated)
+                .with_duration(started.elapsed());
+            drop(guard);
+            return Err(Error::ExecutionTimeout {
+                timeout: deadline.unwrap_or_default(),
+                partial: Box::new(partial),
+            });
+        }
+        let status = running.wait().await?;
+        drop(guard);
         self.state.check_alive()?;
-        let seccomp = self.backend.inner.seccomp.get().and_then(Option::as_deref);
-        let cmd = self.state.bwrap(&self.backend.inner.bwrap, seccomp, command)?;
-        let running =
-            process::spawn(cmd, pipe_stdin).map_err(|e| spawn_error(&self.backend.inner.bwrap, e))?;
-        Ok(ProcessGuard::new(&self.state, running))
+        Ok(ExecResult::new(0, out.0, out.1)
+            .with_status(exit_status(status))
+            .with_truncated(truncated)
+            .with_duration(started.elapsed()))
+    }
+
+    /// Starts `command` (its stdin ends after the environment block unless `pipe_stdin`),
+    /// `cell` bound at [`CELL_DIR`].
+    fn start(&self, command: &Command, pipe_stdin: bool, cell: Option<&Path>) -> Result<ProcessGuard> {
+        self.state.check_alive()?;
+        let host = self.backend.host();
+        let mark = self.state.next_mark();
+        let (cmd, block) = self.state.bwrap(&host, command, &mark, cell)?;
+        let running = process::spawn(cmd, block, !pipe_stdin).map_err(|e| spawn_error(host.bwrap, e))?;
+        Ok(ProcessGuard::new(&self.state, running, mark))
     }
 }
 
@@ -676,17 +969,25 @@ impl BackendSandbox for LocalSandbox {
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
         Box::pin(async move {
             let started = Instant::now();
-            let name = format!("cell-{}.error", self.state.next_process.fetch_add(1, Ordering::Relaxed));
-            let command = code_runner::command(SCHEME, PYTHON, &code, &format!("{RUN_DIR}/{name}"))?;
-            let ran = self.run(command).await?;
-            let host = self.state.dir.join("run").join(name);
+            // A fresh directory bound for this cell alone: no other command or cell can
+            // see it, so none can plant the record this cell reports.
+            let cell = self.state.dir.join("cells").join(random_hex());
+            let made = cell.clone();
+            crate::runtime::unblock(move || {
+                std::fs::create_dir(&made)
+                    .and_then(|()| hand_over(&made))
+                    .map_err(|e| Error::provider(SCHEME, "cannot create the cell's directory", e))
+            })
+            .await?;
+            let command = code_runner::command(SCHEME, PYTHON, &code, &format!("{CELL_DIR}/error"))?;
+            let ran = self.run_with(command, Some(&cell)).await;
             let record = crate::runtime::unblock(move || {
-                let record = read_record(&host);
-                let _ = std::fs::remove_file(&host);
+                let record = read_record(&cell.join("error"));
+                let _ = remove_tree(&cell);
                 Ok(record)
             })
             .await?;
-            code_runner::result(ran, record.as_deref(), started.elapsed())
+            code_runner::result(ran?, record.as_deref(), started.elapsed())
         })
     }
 
@@ -695,78 +996,11 @@ impl BackendSandbox for LocalSandbox {
     }
 
     fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
-        Box::pin(async move {
-            let started = Instant::now();
-            let guard = self.start(&command, command.stdin_bytes().is_some())?;
-            let running = Arc::clone(&guard.running);
-            if let Some(data) = command.stdin_bytes() {
-                // A command that exits without reading all its stdin is not an error.
-                let _ = running.write_stdin(data.to_vec()).await;
-                running.close_stdin();
-            }
-            let limit = command.output_limit_bytes();
-            let mut out = (Vec::new(), Vec::new());
-            let mut truncated = false;
-            let deadline = command.timeout_duration();
-            let collect = async {
-                loop {
-                    match running.pieces.pop().await {
-                        Piece::End => break,
-                        Piece::Output(stream, data) => {
-                            let buf = if stream == StreamKind::Stdout { &mut out.0 } else { &mut out.1 };
-                            let room = limit.saturating_sub(buf.len());
-                            truncated |= data.len() > room;
-                            buf.extend_from_slice(&data[..data.len().min(room)]);
-                        }
-                    }
-                }
-            };
-            let timed_out = if let Some(d) = deadline {
-                futures_lite::future::or(
-                    async {
-                        collect.await;
-                        false
-                    },
-                    async {
-                        futures_timer::Delay::new(d).await;
-                        true
-                    },
-                )
-                .await
-            } else {
-                collect.await;
-                false
-            };
-            if timed_out {
-                running.kill();
-                // Keep what was already read.
-                while let Some(Piece::Output(stream, data)) = running.pieces.try_pop() {
-                    let buf = if stream == StreamKind::Stdout { &mut out.0 } else { &mut out.1 };
-                    let room = limit.saturating_sub(buf.len());
-                    buf.extend_from_slice(&data[..data.len().min(room)]);
-                }
-                let partial = ExecResult::new(0, out.0, out.1)
-                    .with_status(ExitStatus::Signal(9))
-                    .with_truncated(truncated)
-                    .with_duration(started.elapsed());
-                drop(guard);
-                return Err(Error::ExecutionTimeout {
-                    timeout: deadline.unwrap_or_default(),
-                    partial: Box::new(partial),
-                });
-            }
-            let status = running.wait().await?;
-            drop(guard);
-            self.state.check_alive()?;
-            Ok(ExecResult::new(0, out.0, out.1)
-                .with_status(exit_status(status))
-                .with_truncated(truncated)
-                .with_duration(started.elapsed()))
-        })
+        Box::pin(self.run_with(command, None))
     }
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
-        let guard = self.start(&command, true)?;
+        let guard = self.start(&command, true, None)?;
         Ok(Box::new(stream::LocalExecStream::new(guard, &command)))
     }
 

@@ -100,6 +100,9 @@ pub(super) fn install(root: &Path) -> Result<Option<PathBuf>> {
     std::fs::create_dir_all(root).map_err(write_error)?;
     let tmp = root.join(format!(".seccomp-{}.tmp", std::process::id()));
     std::fs::write(&tmp, &bytes).map_err(write_error)?;
+    // Readable by the uid a root caller's sandboxes run as (its `sh` opens the file).
+    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(write_error)?;
     std::fs::rename(&tmp, &path).map_err(write_error)?;
     Ok(Some(path))
 }
