@@ -71,3 +71,80 @@ pub fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Host processes (other than this one) whose mount table or argv mention `needle`: an
+/// independent scan (not the adapter's), that finds a sandbox's processes wherever they
+/// were re-parented, as `(pid, command name)`.
+pub fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let mentions = |file: &str| {
+            std::fs::read(format!("/proc/{pid}/{file}"))
+                .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        };
+        if mentions("mountinfo") || mentions("cmdline") {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            found.push((pid, comm.trim().to_owned()));
+        }
+    }
+    found
+}
+
+/// The host directory under which `local://` keeps this user's sandboxes.
+pub fn local_root() -> std::path::PathBuf {
+    let uid = std::fs::metadata("/proc/self").map_or(0, |m| std::os::unix::fs::MetadataExt::uid(&m));
+    std::env::temp_dir().join(format!("sandboxio-local-{uid}"))
+}
+
+/// Whether this test binary was re-run as a child for `role` (see [`spawn_child`]).
+pub fn child_role() -> Option<String> {
+    std::env::var("SANDBOXIO_ADVERSARIAL_CHILD").ok()
+}
+
+/// Re-runs this test binary as a child that runs only `test` with `role` in its
+/// environment (and `envs`), stdout piped.
+pub fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::process::Child {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"]).env("SANDBOXIO_ADVERSARIAL_CHILD", role);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::inherit()).spawn().unwrap()
+}
+
+/// The peak resident set of this process (`VmHWM`), in MiB.
+pub fn peak_rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+/// Polls a stream once with a no-op waker.
+pub fn poll_once<S: futures_lite::Stream + Unpin>(stream: &mut S) -> bool {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    std::pin::Pin::new(stream).poll_next(&mut cx).is_ready()
+}
+
+/// Polls `fut` `k` times, `pause` apart, then drops it. Returns whether it completed.
+pub fn poll_k_times_with_pauses<F: std::future::Future>(fut: F, k: usize, pause: Duration) -> bool {
+    let mut fut = std::pin::pin!(fut);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    for _ in 0..k {
+        if fut.as_mut().poll(&mut cx).is_ready() {
+            return true;
+        }
+        std::thread::sleep(pause);
+    }
+    false
+}

@@ -483,7 +483,9 @@ impl State {
         for file in ["passwd", "group"] {
             cmd.arg("--ro-bind").arg(self.dir.join(file)).arg(format!("/etc/{file}"));
         }
-        cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+        // `/proc` read-only: kernel settings (`/proc/sys`, even the sandbox's own IPC and PID
+        // namespaces' ones) cannot be changed from inside, whatever uid the code has.
+        cmd.args(["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
         cmd.arg("--bind").arg(self.workspace()).arg(WORKDIR);
         if let Some(cell) = cell {
             cmd.arg("--bind").arg(cell).arg(CELL_DIR);

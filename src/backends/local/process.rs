@@ -400,7 +400,10 @@ impl Running {
 /// that bwrap makes in every command's mount namespace. Sandboxed code has no capability to
 /// unmount it, to leave its mount namespace or to make a new one (nested user namespaces
 /// are refused), so the mark stays with every process the command starts, whatever it was
-/// re-parented to, and whether or not it called `setsid`.
+/// re-parented to, and whether or not it called `setsid`. bwrap's own processes carry the
+/// mark in their argv (`--tmpfs <mark>`) from the start, before any mount exists: a bwrap
+/// child orphaned while it waits for its parent (it never runs anything, but would wait
+/// forever) is found that way.
 pub(super) mod marked {
     use std::time::{Duration, Instant};
 
@@ -414,15 +417,28 @@ pub(super) mod marked {
         })
     }
 
+    /// Whether one of the NUL-separated arguments in `cmdline` is `mark` (or starts with it).
+    fn has_mark_arg(cmdline: &[u8], mark: &str, prefix: bool) -> bool {
+        cmdline
+            .split(|b| *b == 0)
+            .any(|arg| if prefix { arg.starts_with(mark.as_bytes()) } else { arg == mark.as_bytes() })
+    }
+
+    /// Whether process `pid` carries the mark, in its mount table or its argv.
+    fn carries(pid: i32, mark: &str, prefix: bool) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).is_ok_and(|m| has_mark(&m, mark, prefix))
+            || std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| has_mark_arg(&c, mark, prefix))
+    }
+
     /// The host pids of the live processes carrying `mark` (with `prefix`: any mark that
     /// starts with it), with their command names.
     pub(in crate::backends::local) fn find(mark: &str, prefix: bool) -> Vec<(i32, String)> {
         let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
         let mut found = Vec::new();
+        let me = i32::try_from(std::process::id()).unwrap_or(0);
         for entry in entries.flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            let Ok(mountinfo) = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")) else { continue };
-            if has_mark(&mountinfo, mark, prefix) {
+            if pid != me && carries(pid, mark, prefix) {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
                 found.push((pid, comm.trim().to_owned()));
             }
@@ -435,9 +451,7 @@ pub(super) mod marked {
     fn kill(pid: i32, mark: &str, prefix: bool) {
         let Some(id) = rustix::process::Pid::from_raw(pid) else { return };
         let Ok(pidfd) = rustix::process::pidfd_open(id, rustix::process::PidfdFlags::empty()) else { return };
-        let still = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
-            .is_ok_and(|m| has_mark(&m, mark, prefix));
-        if still {
+        if carries(pid, mark, prefix) {
             let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
         }
     }
