@@ -1,0 +1,34 @@
+//! Class 12: no workspace outlives `close()` unseen: a sandbox closed while busy, or whose
+//! code locked its directories, leaves nothing, or leaves what `reap` finds.
+
+use std::time::Duration;
+
+use sandboxio::backends::ReapOptions;
+use sandboxio::backends::local::LocalBackend;
+use sandboxio::{Command, NetworkPolicy};
+
+use crate::support::{block_on, eventually, local, local_root};
+
+#[test]
+fn class_12__close_while_busy_with_locked_directories_leaves_no_workspace() {
+    let sbx = local(NetworkPolicy::deny_all());
+    let dir = local_root().join(sbx.id());
+    // Busy: a writer creating files as fast as it can, and directories locked with mode 0.
+    let setup =
+        "mkdir -p locked/deep/er && touch locked/deep/er/f && chmod 0 locked/deep/er locked/deep locked";
+    let out = block_on(sbx.run(Command::shell(setup))).unwrap();
+    assert!(out.success(), "{}", out.stderr_lossy());
+    let _busy =
+        sbx.stream(Command::shell("i=0; while :; do mkdir -p w/$i; : > w/$i/f; i=$((i+1)); done")).unwrap();
+    // Positive control: the tree is really there on the host, and growing.
+    assert!(
+        eventually(Duration::from_secs(5), || dir.join("workspace/w/20").exists()),
+        "control: the writer never wrote"
+    );
+    assert!(dir.join("workspace/locked").exists(), "control: the locked directory is not there");
+    block_on(sbx.close()).unwrap();
+    let left = dir.exists();
+    // Whatever close could not remove, the sweep must find.
+    let report = block_on(LocalBackend::new().reap(ReapOptions::default())).unwrap();
+    assert!(!left, "close() left {} behind (reap then removed {:?})", dir.display(), report.removed);
+}
