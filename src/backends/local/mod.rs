@@ -2,15 +2,23 @@
 //! (bubblewrap). Feature `local`.
 //!
 //! Each command runs in fresh user, mount, PID, network, IPC and UTS namespaces, with the
-//! host's `/usr` read-only, a private `/tmp`, and the sandbox's workspace (a host directory)
-//! bound at `/workspace`, its working directory. Killing `bwrap` kills the command's whole
-//! process tree; `--die-with-parent` ends every command when the owner process dies, even
-//! by `SIGKILL`. The network is a namespace with only loopback unless the policy is
-//! allow-all. Every command also runs under a seccomp filter (x86-64 and aarch64: kernel
-//! keyrings, BPF, perf, modules, mounts, file handles and the like fail with `EPERM`), with
-//! `no_new_privs`, with every capability dropped (even when the caller is root), and cannot
-//! create nested user namespaces (`--disable-userns`). File operations reach only the
-//! workspace: any other path is [`Error::PermissionDenied`]. See `docs/adr/0004-local-backend.md` for the choices and their limits.
+//! host's `/usr` read-only, a private `/tmp`, a read-only `/proc`, the sandbox's own
+//! `/etc/passwd` and `/etc/group`, and the sandbox's workspace (a host directory) bound at
+//! `/workspace`, its working directory. A command starts behind a gate (see
+//! `process.rs`): its environment, secrets included, travels on a pipe into the namespaces
+//! and never reaches a host process's environment or argv, and nothing runs before every
+//! parent-death link is armed. Every process a command starts carries a mark in its mount
+//! table that it cannot remove, so a command's end, timeout, kill or dropped stream, and
+//! `close()`, kill everything it started (even after `setsid` or a double fork), and
+//! `--die-with-parent` ends every command when the owner process dies, even by `SIGKILL`.
+//! A root caller's sandboxes run as the dedicated host uid [`ROOT_CALLER_SANDBOX_UID`],
+//! never as the host's uid 0. The network is a namespace with only loopback unless the
+//! policy is allow-all. Every command also runs under a seccomp filter (x86-64 and aarch64:
+//! kernel keyrings, BPF, perf, modules, mounts, file handles and the like fail with
+//! `EPERM`), with `no_new_privs`, with every capability dropped, and cannot create nested
+//! user namespaces (`--disable-userns`). Env var names must be shell names. File operations
+//! reach only the workspace: any other path is [`Error::PermissionDenied`]. See
+//! `docs/adr/0004-local-backend.md` for the choices and their limits.
 //!
 //! Declared capabilities: `RUN`, `RUN_CODE` (the host's `/usr/bin/python3`, one process per
 //! cell; the structured error comes from the exception object through a record file, never
@@ -211,7 +219,9 @@ impl LocalBackend {
 
     /// Removes the workspaces of local sandboxes past their TTL and, with
     /// [`ReapOptions::owner_dead`](crate::backends::ReapOptions::owner_dead), of owned sandboxes whose owner process on this host is
-    /// gone (their processes already died with it: `bwrap --die-with-parent`). Judged by
+    /// gone, after killing any of their processes still found on this host (by the mark
+    /// each carries; normally none is left: they die with their owner, `bwrap
+    /// --die-with-parent`). Judged by
     /// the record written beside each workspace (owner pid *and* start time), so a running
     /// process never loses its sandboxes to another's sweep.
     ///
@@ -240,6 +250,9 @@ impl LocalBackend {
                     report.kept += usize::from(is_dir);
                     continue;
                 }
+                // Whatever of it still runs first (a bwrap orphaned while its owner died
+                // can wait forever for a parent that is gone), found by its mark.
+                let _ = process::marked::kill_all(&format!("{MARK_ROOT}/{id}/"), true, KILL_BOUND);
                 remove_sandbox_dir(&entry.path());
                 if !entry.path().exists() {
                     report.removed.push(id);
