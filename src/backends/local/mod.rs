@@ -58,9 +58,15 @@ pub const WORKDIR: &str = "/workspace";
 /// [`process::marked`]), and where a code cell finds its private record directory.
 const MARK_ROOT: &str = "/run/sandboxio";
 
-/// A code cell's private directory inside the sandbox: a fresh host directory bound for
-/// that one cell, so no other command or cell can see or plant its error record.
-const CELL_DIR: &str = "/run/sandboxio-cell";
+/// Each command's private directory inside the sandbox: a fresh host directory bound for
+/// that one command, where the waiter writes the command's exit status and a code cell its
+/// error record; no other command or cell can see it, so none can plant what it reports.
+const PRIVATE_DIR: &str = "/run/sandboxio-private";
+
+/// The waiter that gives a command's exact exit status (a signal death is not an exit code
+/// 128 + n, whatever bwrap's own exit code says): the host's perl (Debian's `perl-base` is
+/// essential, so always there), when it has one.
+const PERL: &str = "/usr/bin/perl";
 
 /// The host uid and gid a root caller's sandboxes run as: never the host's uid 0 (whose
 /// files `/proc/sys` and `core_pattern` are), and a number no distribution assigns to a
@@ -437,6 +443,16 @@ impl State {
         format!("{MARK_ROOT}/{}/", self.id)
     }
 
+    /// A new command's private directory (see [`PRIVATE_DIR`]), owned by the uid the code
+    /// runs as.
+    fn new_private(&self) -> Result<PathBuf> {
+        let private = self.dir.join("private").join(random_hex());
+        std::fs::create_dir(&private)
+            .and_then(|()| hand_over(&private))
+            .map_err(|e| Error::provider(SCHEME, "cannot create the command's private directory", e))?;
+        Ok(private)
+    }
+
     /// A new command's mark.
     fn next_mark(&self) -> String {
         format!("{}{}", self.mark_prefix(), self.next_process.fetch_add(1, Ordering::Relaxed))
@@ -444,14 +460,14 @@ impl State {
 
     /// The `bwrap` command line for `command` and the environment block its gate reads
     /// (see [`process`]): no value the caller gave is in the host process's environment or
-    /// argv. `mark` is the command's mount-point mark ([`process::marked`]); `cell` binds a
-    /// code cell's private record directory at [`CELL_DIR`].
+    /// argv. `mark` is the command's mount-point mark ([`process::marked`]); `private` is
+    /// the command's own directory, bound at [`PRIVATE_DIR`].
     fn bwrap(
         &self,
         host: &Host<'_>,
         command: &Command,
         mark: &str,
-        cell: Option<&Path>,
+        private: &Path,
     ) -> Result<(OsCommand, Vec<u8>)> {
         let mut cmd = match host.seccomp {
             // A `sh` opens the filter on fd 3 and becomes bwrap (same pid, so killing it
@@ -500,9 +516,7 @@ impl State {
         // namespaces' ones) cannot be changed from inside, whatever uid the code has.
         cmd.args(["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
         cmd.arg("--bind").arg(self.workspace()).arg(WORKDIR);
-        if let Some(cell) = cell {
-            cmd.arg("--bind").arg(cell).arg(CELL_DIR);
-        }
+        cmd.arg("--bind").arg(private).arg(PRIVATE_DIR);
         let cwd = crate::path::resolve(WORKDIR, command.working_dir().unwrap_or("."));
         if !cwd.starts_with(WORKDIR) {
             return Err(Error::PermissionDenied { path: cwd });
@@ -526,7 +540,8 @@ impl State {
             )));
         }
         let block = process::env_block(vars);
-        cmd.args(["--", "/bin/sh", "-c", process::GATE, "sandboxio"]).args(command.argv());
+        let waiter = if Path::new(PERL).is_file() { process::WAITER } else { "" };
+        cmd.args(["--", "/bin/sh", "-c", process::GATE, "sandboxio", waiter]).args(command.argv());
         Ok((cmd, block))
     }
 
@@ -549,13 +564,14 @@ pub(super) struct ProcessGuard {
     running: Arc<Running>,
     key: u64,
     mark: String,
+    private: PathBuf,
 }
 
 impl ProcessGuard {
-    fn new(state: &Arc<State>, running: Running, mark: String) -> Self {
+    fn new(state: &Arc<State>, running: Running, mark: String, private: PathBuf) -> Self {
         let running = Arc::new(running);
         let key = state.register(&running);
-        ProcessGuard { state: Arc::clone(state), running, key, mark }
+        ProcessGuard { state: Arc::clone(state), running, key, mark, private }
     }
 
     /// Kills the command and waits until no process carries its mark (at most
@@ -566,6 +582,36 @@ impl ProcessGuard {
         let _ =
             crate::runtime::unblock(move || Ok(process::marked::kill_all(&mark, false, KILL_BOUND))).await;
     }
+
+    /// The command's exit status once bwrap has exited with `bwrap`: the waiter's exact
+    /// report from the private directory (a signal death is `Signal(n)`), or bwrap's own
+    /// when there is none (no waiter on this host, or bwrap was killed); and, with
+    /// `record`, a code cell's error record. Both are read without following links and
+    /// with a bound.
+    async fn outcome(&self, bwrap: std::process::ExitStatus, record: bool) -> (ExitStatus, Option<Vec<u8>>) {
+        let private = self.private.clone();
+        let read = crate::runtime::unblock(move || {
+            let status = read_record(&private.join("status"), 64);
+            let record = if record { read_record(&private.join("error"), 1 << 20) } else { None };
+            Ok((status, record))
+        })
+        .await;
+        let (status, record) = read.unwrap_or((None, None));
+        let exact = status.as_deref().and_then(parse_status);
+        (exact.unwrap_or_else(|| exit_status(bwrap)), record)
+    }
+}
+
+/// The waiter's report: `exit <code>` or `signal <n>`.
+fn parse_status(bytes: &[u8]) -> Option<ExitStatus> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let (kind, n) = text.trim().split_once(' ')?;
+    let n: i32 = n.parse().ok()?;
+    match kind {
+        "exit" if (0..=255).contains(&n) => Some(ExitStatus::Code(n)),
+        "signal" if (1..=64).contains(&n) => Some(ExitStatus::Signal(n)),
+        _ => None,
+    }
 }
 
 impl Drop for ProcessGuard {
@@ -573,12 +619,16 @@ impl Drop for ProcessGuard {
         let ended = !self.running.is_running();
         self.running.kill();
         self.state.unregister(self.key);
-        if !ended {
-            let mark = std::mem::take(&mut self.mark);
-            let _ = std::thread::Builder::new()
-                .name("sandboxio-local-kill".into())
-                .spawn(move || process::marked::kill_all(&mark, false, KILL_BOUND));
+        let private = std::mem::take(&mut self.private);
+        if ended {
+            let _ = remove_tree(&private);
+            return;
         }
+        let mark = std::mem::take(&mut self.mark);
+        let _ = std::thread::Builder::new().name("sandboxio-local-kill".into()).spawn(move || {
+            process::marked::kill_all(&mark, false, KILL_BOUND);
+            let _ = remove_tree(&private);
+        });
     }
 }
 
@@ -594,7 +644,10 @@ fn write_record(dir: &Path, spec: &CreateSpec) -> Result<()> {
     for (k, v) in &spec.metadata {
         let _ = writeln!(text, "label {k:?}={v:?}");
     }
-    std::fs::write(dir.join(RECORD_FILE), text)
+    // Written whole or not at all: a sweep in another process must never read half of it.
+    let tmp = dir.join(format!(".{RECORD_FILE}.tmp"));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, dir.join(RECORD_FILE)))
         .map_err(|e| Error::provider(SCHEME, "cannot record the sandbox", e))
 }
 
@@ -606,7 +659,7 @@ fn sweepable(dir: &Path, owner_dead: bool) -> bool {
     let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' '));
     let expired = field("expires")
         .and_then(|e| e.parse::<u64>().ok())
-        .is_none_or(|at| at <= crate::backends::owner::unix_now());
+        .is_some_and(|at| at <= crate::backends::owner::unix_now());
     let detached = field("detached") == Some("true");
     let dead = field("owner").and_then(crate::backends::owner::Owner::parse).and_then(|o| o.is_dead_here())
         == Some(true);
@@ -623,9 +676,10 @@ fn remove_sandbox_dir(dir: &Path) {
             .map(|l| if l.starts_with("expires ") { "expires 0".to_owned() } else { l.to_owned() })
             .map(|l| l + "\n")
             .collect();
-        let _ = std::fs::write(&record, expired);
+        let tmp = dir.join(format!(".{RECORD_FILE}.tmp"));
+        let _ = std::fs::write(&tmp, expired).and_then(|()| std::fs::rename(&tmp, &record));
     }
-    for part in ["workspace", "cells", "run"] {
+    for part in ["workspace", "private"] {
         if remove_tree(&dir.join(part)).is_err() {
             return;
         }
@@ -662,9 +716,10 @@ fn remove_tree(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// A cell's error record, read on the host without following a link the cell may have
-/// put in its place (and at most 1 MiB of it). `None` when there is no regular file.
-fn read_record(host: &Path) -> Option<Vec<u8>> {
+/// A file a command left in its private directory, read on the host without following a
+/// link it may have put in its place, and at most `max` bytes of it. `None` when there is no
+/// regular file.
+fn read_record(host: &Path, max: u64) -> Option<Vec<u8>> {
     use std::io::Read as _;
     use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
     let meta = std::fs::symlink_metadata(host).ok().filter(std::fs::Metadata::is_file)?;
@@ -679,7 +734,7 @@ fn read_record(host: &Path) -> Option<Vec<u8>> {
         return None;
     }
     let mut bytes = Vec::new();
-    file.take(1 << 20).read_to_end(&mut bytes).ok()?;
+    file.take(max).read_to_end(&mut bytes).ok()?;
     Some(bytes)
 }
 
@@ -799,7 +854,7 @@ impl Drop for CreateGuard {
     }
 }
 
-/// Makes a sandbox's directory: the workspace and the cells' directory, owned by the uid
+/// Makes a sandbox's directory: the workspace and the commands' private directories, owned by the uid
 /// the code runs as, and the sandbox's own user database.
 fn make_sandbox_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
@@ -809,7 +864,7 @@ fn make_sandbox_dir(dir: &Path) -> std::io::Result<()> {
         dir,
         std::fs::Permissions::from_mode(if run_as().is_some() { 0o711 } else { 0o700 }),
     )?;
-    for sub in ["workspace", "cells"] {
+    for sub in ["workspace", "private"] {
         std::fs::create_dir(dir.join(sub))?;
         hand_over(&dir.join(sub))?;
     }
@@ -820,8 +875,11 @@ fn make_sandbox_dir(dir: &Path) -> std::io::Result<()> {
 /// fails `create()` with a configuration error saying why, not every later command.
 async fn preflight(host: &Host<'_>, state: &Arc<State>) -> Result<()> {
     let mark = state.next_mark();
-    let (cmd, block) = state.bwrap(host, &Command::new("true"), &mark, None)?;
+    let private = state.new_private()?;
+    let (cmd, block) = state.bwrap(host, &Command::new("true"), &mark, &private)?;
     let running = process::spawn(cmd, block, true).map_err(|e| spawn_error(host.bwrap, e))?;
+    let guard = ProcessGuard::new(state, running, mark, private);
+    let running = &guard.running;
     let mut stderr = Vec::new();
     loop {
         match running.pieces.pop().await {
@@ -835,7 +893,8 @@ async fn preflight(host: &Host<'_>, state: &Arc<State>) -> Result<()> {
         return Ok(());
     }
     let said = String::from_utf8_lossy(&stderr).trim().to_owned();
-    if said.contains("disable-userns") || said.contains("cap-drop") || said.contains("seccomp") {
+    // bwrap says "Unknown option --disable-userns" (or another option) when it is too old.
+    if said.contains("Unknown option") {
         return Err(Error::configuration(format!(
             "this bwrap is too old for local:// ({said}); it needs bubblewrap 0.8 or newer (--disable-userns)"
         )));
@@ -875,10 +934,11 @@ pub(super) struct LocalSandbox {
 }
 
 impl LocalSandbox {
-    /// Runs `command` to its end (or its timeout), `cell` bound at [`CELL_DIR`].
-    async fn run_with(&self, command: Command, cell: Option<&Path>) -> Result<ExecResult> {
+    /// Runs `command` to its end (or its timeout); with `record`, also returns the error
+    /// record a code cell left in its private directory.
+    async fn run_with(&self, command: Command, record: bool) -> Result<(ExecResult, Option<Vec<u8>>)> {
         let started = Instant::now();
-        let guard = self.start(&command, command.stdin_bytes().is_some(), cell)?;
+        let guard = self.start(&command, command.stdin_bytes().is_some())?;
         let running = Arc::clone(&guard.running);
         let limit = command.output_limit_bytes();
         let mut out = (Vec::new(), Vec::new());
@@ -944,23 +1004,36 @@ impl LocalSandbox {
             });
         }
         let status = running.wait().await?;
+        let (status, record) = guard.outcome(status, record).await;
         drop(guard);
         self.state.check_alive()?;
-        Ok(ExecResult::new(0, out.0, out.1)
-            .with_status(exit_status(status))
+        let result = ExecResult::new(0, out.0, out.1)
+            .with_status(status)
             .with_truncated(truncated)
-            .with_duration(started.elapsed()))
+            .with_duration(started.elapsed());
+        Ok((result, record))
     }
 
-    /// Starts `command` (its stdin ends after the environment block unless `pipe_stdin`),
-    /// `cell` bound at [`CELL_DIR`].
-    fn start(&self, command: &Command, pipe_stdin: bool, cell: Option<&Path>) -> Result<ProcessGuard> {
+    /// Starts `command` (its stdin ends after the environment block unless `pipe_stdin`).
+    fn start(&self, command: &Command, pipe_stdin: bool) -> Result<ProcessGuard> {
         self.state.check_alive()?;
         let host = self.backend.host();
         let mark = self.state.next_mark();
-        let (cmd, block) = self.state.bwrap(&host, command, &mark, cell)?;
-        let running = process::spawn(cmd, block, !pipe_stdin).map_err(|e| spawn_error(host.bwrap, e))?;
-        Ok(ProcessGuard::new(&self.state, running, mark))
+        let private = self.state.new_private()?;
+        let (cmd, block) = match self.state.bwrap(&host, command, &mark, &private) {
+            Ok(made) => made,
+            Err(e) => {
+                let _ = remove_tree(&private);
+                return Err(e);
+            }
+        };
+        match process::spawn(cmd, block, !pipe_stdin) {
+            Ok(running) => Ok(ProcessGuard::new(&self.state, running, mark, private)),
+            Err(e) => {
+                let _ = remove_tree(&private);
+                Err(spawn_error(host.bwrap, e))
+            }
+        }
     }
 }
 
@@ -984,25 +1057,11 @@ impl BackendSandbox for LocalSandbox {
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
         Box::pin(async move {
             let started = Instant::now();
-            // A fresh directory bound for this cell alone: no other command or cell can
-            // see it, so none can plant the record this cell reports.
-            let cell = self.state.dir.join("cells").join(random_hex());
-            let made = cell.clone();
-            crate::runtime::unblock(move || {
-                std::fs::create_dir(&made)
-                    .and_then(|()| hand_over(&made))
-                    .map_err(|e| Error::provider(SCHEME, "cannot create the cell's directory", e))
-            })
-            .await?;
-            let command = code_runner::command(SCHEME, PYTHON, &code, &format!("{CELL_DIR}/error"))?;
-            let ran = self.run_with(command, Some(&cell)).await;
-            let record = crate::runtime::unblock(move || {
-                let record = read_record(&cell.join("error"));
-                let _ = remove_tree(&cell);
-                Ok(record)
-            })
-            .await?;
-            code_runner::result(ran?, record.as_deref(), started.elapsed())
+            // The record is read from the cell's private directory, bound for this cell
+            // alone: no other command or cell can plant it.
+            let command = code_runner::command(SCHEME, PYTHON, &code, &format!("{PRIVATE_DIR}/error"))?;
+            let (ran, record) = self.run_with(command, true).await?;
+            code_runner::result(ran, record.as_deref(), started.elapsed())
         })
     }
 
@@ -1011,11 +1070,11 @@ impl BackendSandbox for LocalSandbox {
     }
 
     fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
-        Box::pin(self.run_with(command, None))
+        Box::pin(async move { self.run_with(command, false).await.map(|(result, _)| result) })
     }
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
-        let guard = self.start(&command, true, None)?;
+        let guard = self.start(&command, true)?;
         Ok(Box::new(stream::LocalExecStream::new(guard, &command)))
     }
 

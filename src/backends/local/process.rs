@@ -37,9 +37,12 @@ use crate::exec::StreamKind;
 /// The line the gate prints before it reads its environment block.
 pub(super) const READY: &[u8] = b"sandboxio-ready\n";
 
-/// The `sh -c` script that runs first inside the namespaces (see the module docs). Exit 125:
-/// the block never came (the command was cancelled, or its owner died).
-pub(super) const GATE: &str = r#"printf 'sandboxio-ready\n'
+/// The `sh -c` script that runs first inside the namespaces (see the module docs):
+/// `sh -c GATE sandboxio <waiter> <argv>...`. Exit 125: the block never came (the command
+/// was cancelled, or its owner died). With a waiter (perl code, see [`WAITER`]) the
+/// command runs under it; with an empty one the gate becomes the command.
+pub(super) const GATE: &str = r#"__sbx_w=$1; shift
+printf 'sandboxio-ready\n'
 IFS= read -r __sbx_n || exit 125
 __sbx_s=
 while [ "$__sbx_n" -gt 0 ]; do
@@ -50,7 +53,28 @@ while [ "$__sbx_n" -gt 0 ]; do
 done
 eval "$__sbx_s"
 unset __sbx_n __sbx_s __sbx_l
+[ -n "$__sbx_w" ] && exec /usr/bin/perl -e "$__sbx_w" -- "$@"
 exec "$@""#;
+
+/// Runs the command as its child and writes its exact end (`exit <code>` or `signal <n>`) to
+/// the command's private directory, then exits as bwrap would report it. bwrap (and any
+/// shell) folds a signal death into exit code 128 + n; only a parent's `waitpid` can tell
+/// `kill -9` from `exit 137`. A program that cannot be started exits 127 (not found) or
+/// 126, as in a shell.
+pub(super) const WAITER: &str = r#"my $pid = fork;
+defined $pid or exit 126;
+if ($pid == 0) {
+  exec { $ARGV[0] } @ARGV;
+  print STDERR "sandboxio: $ARGV[0]: $!\n";
+  exit($!{ENOENT} ? 127 : 126);
+}
+waitpid($pid, 0);
+my $st = $?;
+if (open(my $f, '>', '/run/sandboxio-private/status')) {
+  print $f (($st & 127) ? 'signal ' . ($st & 127) : 'exit ' . ($st >> 8));
+  close $f;
+}
+exit(($st & 127) ? 128 + ($st & 127) : $st >> 8);"#;
 
 /// The most output bytes held between the pipe and the consumer, per command.
 pub(super) const QUEUE_BYTES: usize = 1 << 20;

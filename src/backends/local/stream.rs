@@ -9,8 +9,8 @@ use crate::backend::{BackendExecStream, BoxFuture};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk};
 
+use super::ProcessGuard;
 use super::process::Piece;
-use super::{ProcessGuard, exit_status};
 
 pub(super) struct LocalExecStream {
     guard: Option<ProcessGuard>,
@@ -122,9 +122,11 @@ impl BackendExecStream for LocalExecStream {
                 ));
             };
             let status = guard.running.wait().await?;
-            let result = ExecResult::new(0, "", "")
-                .with_status(exit_status(status))
-                .with_duration(self.started.elapsed());
+            let (status, _) = guard.outcome(status, false).await;
+            // A command that ended because its sandbox died (killed through another handle,
+            // or its TTL) did not end on its own: that is the sandbox's fact, not an exit.
+            guard.state.check_alive()?;
+            let result = ExecResult::new(0, "", "").with_status(status).with_duration(self.started.elapsed());
             self.done = Some(result.clone());
             Ok(result)
         })
