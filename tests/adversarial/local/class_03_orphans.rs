@@ -107,12 +107,13 @@ fn class_03__cancellation_stress_leaves_no_survivor() {
                 }
                 1 => {
                     let k = usize::try_from(rng.below(6)).unwrap();
-                    let mut stream = sbx.stream(Command::shell(&format!("{ESCAPES}; sleep 1000"))).unwrap();
-                    for _ in 0..k {
-                        let _ = crate::support::poll_once(&mut stream);
-                        std::thread::sleep(Duration::from_millis(rng.below(4)));
+                    if let Ok(mut stream) = sbx.stream(Command::shell(&format!("{ESCAPES}; sleep 1000"))) {
+                        for _ in 0..k {
+                            let _ = crate::support::poll_once(&mut stream);
+                            std::thread::sleep(Duration::from_millis(rng.below(4)));
+                        }
+                        drop(stream);
                     }
-                    drop(stream);
                 }
                 2 => {
                     let k = usize::try_from(rng.below(8)).unwrap();
@@ -137,11 +138,12 @@ fn class_03__cancellation_stress_leaves_no_survivor() {
             }
         }
         // close() or kill() while a command is starting.
-        let _stream = sbx.stream(Command::shell(&format!("{ESCAPES}; sleep 1000"))).unwrap();
+        // (Errors are not the point here: what runs afterwards is.)
+        let _stream = sbx.stream(Command::shell(&format!("{ESCAPES}; sleep 1000")));
         if rng.below(2) == 0 {
-            block_on(sbx.kill()).unwrap()
+            let _ = block_on(sbx.kill());
         } else {
-            block_on(sbx.close()).unwrap()
+            let _ = block_on(sbx.close());
         }
         counted += 1;
         if !eventually(Duration::from_secs(3), || processes_mentioning(&id).is_empty()) {
