@@ -1,8 +1,8 @@
 //! What each contract test gets: the backend, its probes, a unique label, and helpers that
 //! turn observations into readable failures.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::audit::{OperationRecord, RecordingSink};
@@ -32,6 +32,9 @@ pub(crate) struct Ctx {
     pub(crate) facade: Facade,
     /// Unique per test run: the value of [`LABEL_KEY`].
     pub(crate) token: String,
+    /// Set when a positive control could not run: the test is then reported skipped with
+    /// this reason (a failure under a strict run), whatever its verdict.
+    control_skip: Mutex<Option<String>>,
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -52,7 +55,7 @@ impl Ctx {
             .bytes()
             .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
         let token = format!("t{:08x}-{}-{n}", hash & 0xffff_ffff, std::process::id());
-        Ctx { backend, probes, audit, caps, facade, token }
+        Ctx { backend, probes, audit, caps, facade, token, control_skip: Mutex::new(None) }
     }
 
     /// A builder of this run's facade, with the probes' configuration and this test's label.
@@ -233,6 +236,21 @@ pub(crate) fn expect_code<T: std::fmt::Debug>(
 }
 
 impl Ctx {
+    /// Ends the test because its positive control could not run: the negative check it
+    /// guards would prove nothing. Returns the `Err` to propagate with `?`; the runner
+    /// reports the test as skipped with `why` (never as passed), and a strict run
+    /// ([`ContractSuite::strict`](super::ContractSuite::strict)) fails it.
+    pub(crate) fn control_unavailable(&self, why: impl Into<String>) -> String {
+        let why = why.into();
+        *self.control_skip.lock().unwrap_or_else(PoisonError::into_inner) = Some(why.clone());
+        format!("positive control could not run: {why}")
+    }
+
+    /// The reason recorded by [`Ctx::control_unavailable`], if any.
+    pub(crate) fn control_skip(&self) -> Option<String> {
+        self.control_skip.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// Fails unless the probe sees a process running in sandbox `sandbox_id`: proof that
     /// the orphan checks are not vacuous.
     pub(crate) async fn some_processes(&self, sandbox_id: &str, when: &str) -> Verdict {
