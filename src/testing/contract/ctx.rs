@@ -267,3 +267,135 @@ impl Ctx {
         self.no_processes(sandbox_id, &when).await
     }
 }
+
+/// Positive controls: each proves, in the test that then checks for an absence, that the
+/// probe behind the check does observe the thing when it is there. When one cannot run,
+/// the test ends through [`Ctx::control_unavailable`].
+impl Ctx {
+    /// The `running_processes` probe sees a command of `sandbox` while it runs: a command
+    /// that prints a line and keeps running is started (streamed where `STREAM` is
+    /// declared, else `run` in the background), and the probe is asked until it reports a
+    /// process (within [`SETTLE`]). The command is then dropped, and the probe must come
+    /// back empty again.
+    pub(crate) async fn processes_control(&self, sandbox: &AnySandbox) -> Verdict {
+        let seen = if self.caps.contains(Capabilities::STREAM) {
+            let mut stream =
+                sandbox.stream(self.probes.lingering_output()).map_err(|e| self.unexpected("stream", &e))?;
+            match stream.next_chunk().await {
+                Some(Ok(_)) => {}
+                other => {
+                    return Err(self.control_unavailable(format!(
+                        "the lingering_output probe command printed nothing before it ended ({other:?})"
+                    )));
+                }
+            }
+            let seen = self.eventually_some_processes(sandbox.id()).await?;
+            drop(stream);
+            seen
+        } else {
+            let run = async {
+                let out = sandbox.run(self.probes.hang()).await;
+                Err(format!("the hang probe command ended before the probe saw it: {out:?}"))
+            };
+            let watch = async { self.eventually_some_processes(sandbox.id()).await };
+            futures_lite::future::or(watch, run).await.or_else(|e| Err(self.control_unavailable(e)))?
+        };
+        if !seen {
+            return Err(self.control_unavailable(format!(
+                "the running_processes probe saw no process in {} within {SETTLE:?} while a command \
+                 ran there: its empty answers after a command ends would prove nothing",
+                sandbox.id()
+            )));
+        }
+        self.no_processes(sandbox.id(), "after the control command was dropped").await
+    }
+
+    /// The `running_processes` probe reports a process in `sandbox_id`, where a command
+    /// the caller started is running, within [`SETTLE`].
+    pub(crate) async fn running_control(&self, sandbox_id: &str) -> Verdict {
+        if self.eventually_some_processes(sandbox_id).await? {
+            Ok(())
+        } else {
+            Err(self.control_unavailable(format!(
+                "the running_processes probe saw no process in {sandbox_id} within {SETTLE:?} while a \
+                 command ran there: its empty answers after the command ends would prove nothing"
+            )))
+        }
+    }
+
+    /// Whether the `running_processes` probe reports a process in `sandbox_id` within
+    /// [`SETTLE`].
+    async fn eventually_some_processes(&self, sandbox_id: &str) -> std::result::Result<bool, String> {
+        let started = std::time::Instant::now();
+        loop {
+            let running = self.probe("running_processes", self.probes.running_processes(sandbox_id)).await?;
+            if !running.is_empty() {
+                return Ok(true);
+            }
+            if started.elapsed() > SETTLE {
+                return Ok(false);
+            }
+            futures_timer::Delay::new(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The `live_sandboxes` probe lists the live sandbox `id`, labelled for this test.
+    pub(crate) async fn sandbox_visible(&self, id: &str) -> Verdict {
+        let live = self.probe("live_sandboxes", self.probes.live_sandboxes(LABEL_KEY, &self.token)).await?;
+        if live.iter().any(|l| l == id) {
+            Ok(())
+        } else {
+            Err(self.control_unavailable(format!(
+                "the live_sandboxes probe does not list the live sandbox {id} labelled {LABEL_KEY}={} \
+                 (it listed {live:?}): its empty answers after a teardown would prove nothing",
+                self.token
+            )))
+        }
+    }
+
+    /// For tests that never hold a sandbox of their own (a refused or cancelled create):
+    /// creates one with this test's label, checks the `live_sandboxes` probe lists it,
+    /// closes it and checks the probe no longer does.
+    pub(crate) async fn sandboxes_control(&self) -> Verdict {
+        let sandbox = self.sandbox().await?;
+        let visible = self.sandbox_visible(sandbox.id()).await;
+        sandbox.close().await.map_err(|e| self.unexpected("close() of the control sandbox", &e))?;
+        visible?;
+        self.no_sandboxes("after the control sandbox was closed", Duration::ZERO).await
+    }
+
+    /// The egress probe reaches `canary` from a sandbox under allow-all (which needs no
+    /// capability): the same probe failing under a stricter policy then means the policy
+    /// blocked it, not that the probe cannot connect at all (its program missing from the
+    /// image, a canary nobody reaches).
+    pub(crate) async fn egress_control(&self, canary: &super::probes::Canary) -> Verdict {
+        let out = self.egress(NetworkPolicy::allow_all(), &canary.host, canary.port).await?;
+        if out.success() {
+            return Ok(());
+        }
+        let command = self.probes.egress(&canary.host, canary.port);
+        Err(self.control_unavailable(format!(
+            "the egress probe {:?} did not reach the canary {}:{} even under allow-all ({}, stderr {:?}): \
+             the probe program or the canary does not work here (override Probes::egress for this image)",
+            command.argv(),
+            canary.host,
+            canary.port,
+            out.status,
+            out.stderr_lossy().trim()
+        )))
+    }
+
+    /// Runs the egress probe towards `host:port` in a new sandbox under `policy`.
+    pub(crate) async fn egress(
+        &self,
+        policy: NetworkPolicy,
+        host: &str,
+        port: u16,
+    ) -> std::result::Result<crate::ExecResult, String> {
+        let sandbox =
+            self.builder().network(policy.clone()).create().await.map_err(|e| self.unexpected("create()", &e))?;
+        let out = sandbox.run(self.probes.egress(host, port).timeout(Duration::from_secs(30))).await;
+        let _ = sandbox.close().await;
+        out.map_err(|e| self.unexpected(&format!("run(egress) under {policy}"), &e))
+    }
+}

@@ -234,16 +234,20 @@ fn tier_above(tier: IsolationTier) -> Option<IsolationTier> {
 async fn above_tier(cx: Arc<Ctx>) -> Verdict {
     let tier = cx.backend.isolation();
     let required = tier_above(tier).unwrap_or(IsolationTier::Unknown);
+    let probed = crate::testing::contract::probes::implemented(
+        &*cx.probes,
+        crate::testing::contract::ProbeKind::LiveSandboxes,
+    );
+    if probed {
+        cx.sandboxes_control().await?;
+    }
     let result = cx.builder().network(cx.default_policy()).require_isolation(required).create().await;
     expect_code(
         &result,
         ErrorCode::IsolationUnsatisfied,
         &format!("require_isolation({required}) on a {tier} backend"),
     )?;
-    if crate::testing::contract::probes::implemented(
-        &*cx.probes,
-        crate::testing::contract::ProbeKind::LiveSandboxes,
-    ) {
+    if probed {
         cx.no_sandboxes("after a refused create()", Duration::ZERO).await?;
     }
     Ok(())
