@@ -22,6 +22,8 @@ pub(super) fn cases() -> Vec<Case> {
         // Rich results only exist on code cells; stdin only on streams.
         "capability_honesty__undeclared_rich_outputs_are_never_returned" => case.requires(C::RUN_CODE),
         "capability_honesty__undeclared_stdin_raises" => case.requires(C::STREAM),
+        // Command secrets only exist on commands.
+        "capability_honesty__undeclared_command_secrets_are_refused" => case.requires(C::RUN),
         _ => case,
     }));
     cases.extend([
@@ -91,9 +93,12 @@ undeclared! {
     LIMIT_PIDS => "capability_honesty__undeclared_limit_pids_is_refused", undeclared_pids;
     CONNECT => "capability_honesty__undeclared_connect_raises", undeclared_connect;
     DETACH => "capability_honesty__undeclared_detach_raises", undeclared_detach;
+    COMMAND_SECRETS => "capability_honesty__undeclared_command_secrets_are_refused", undeclared_command_secrets;
 }
 
 const UNSUPPORTED: ErrorCode = ErrorCode::CapabilityNotSupported;
+
+use super::facts::undeclared_command_secrets;
 
 async fn undeclared_run(cx: Arc<Ctx>) -> Verdict {
     let sandbox = cx.sandbox().await?;
