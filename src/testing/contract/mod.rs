@@ -53,6 +53,10 @@ pub use facade::Facade;
 pub use probes::{Canary, CancellationPoints, DefaultProbes, ProbeFuture, ProbeKind, ProbeResult, Probes};
 pub use runner::{ContractSuite, DEFAULT_TEST_TIMEOUT, Executor, STRICT_ENV};
 
+/// The command-line arguments [`ContractSuite::run_with`] takes (`libtest-mimic`'s), for
+/// running the suite from code with a filter of your own.
+pub use libtest_mimic::Arguments;
+
 mod fake_probes;
 pub use fake_probes::FakeProbes;
 
