@@ -39,7 +39,11 @@ fn missing(backend: FakeBackend) -> MissingEgressProgram {
 
 #[test]
 fn contract_strict__a_control_that_cannot_run_fails_a_strict_run() {
-    assert_eq!(run(missing, true), ExitCode::FAILURE, "strict: the deny test must fail when its control cannot run");
+    assert_eq!(
+        run(missing, true),
+        ExitCode::FAILURE,
+        "strict: the deny test must fail when its control cannot run"
+    );
 }
 
 #[test]

@@ -392,8 +392,12 @@ impl Ctx {
         host: &str,
         port: u16,
     ) -> std::result::Result<crate::ExecResult, String> {
-        let sandbox =
-            self.builder().network(policy.clone()).create().await.map_err(|e| self.unexpected("create()", &e))?;
+        let sandbox = self
+            .builder()
+            .network(policy.clone())
+            .create()
+            .await
+            .map_err(|e| self.unexpected("create()", &e))?;
         let out = sandbox.run(self.probes.egress(host, port).timeout(Duration::from_secs(30))).await;
         let _ = sandbox.close().await;
         out.map_err(|e| self.unexpected(&format!("run(egress) under {policy}"), &e))

@@ -1567,9 +1567,10 @@ impl Interp<'_> {
                         }
                         Ok(Value::Bytes(vec![0; usize::try_from(n).unwrap_or(usize::MAX)]))
                     }
-                    Some(other) => {
-                        raise("TypeError", format!("cannot convert '{}' object to bytearray", type_name(&other)))
-                    }
+                    Some(other) => raise(
+                        "TypeError",
+                        format!("cannot convert '{}' object to bytearray", type_name(&other)),
+                    ),
                 },
                 "len" => match arg(0) {
                     Some(Value::Str(s)) => Ok(Value::Int(count(s.chars().count()))),

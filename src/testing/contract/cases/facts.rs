@@ -44,13 +44,17 @@ pub(super) fn cases() -> Vec<Case> {
             Box::pin(signal_stream(cx))
         })
         .requires(C::STREAM),
-        Case::new(Row::Streaming, "streaming__a_sandbox_killed_under_a_stream_ends_it_with_sandbox_gone", |cx| {
-            Box::pin(killed_under_stream(cx))
-        })
+        Case::new(
+            Row::Streaming,
+            "streaming__a_sandbox_killed_under_a_stream_ends_it_with_sandbox_gone",
+            |cx| Box::pin(killed_under_stream(cx)),
+        )
         .requires(C::STREAM),
-        Case::new(Row::Observability, "observability__a_command_secret_is_invisible_to_other_commands", |cx| {
-            Box::pin(command_secret_isolated(cx))
-        })
+        Case::new(
+            Row::Observability,
+            "observability__a_command_secret_is_invisible_to_other_commands",
+            |cx| Box::pin(command_secret_isolated(cx)),
+        )
         .requires(C::RUN | C::STREAM | C::COMMAND_SECRETS),
     ]
 }
@@ -76,7 +80,8 @@ async fn signal_run(cx: Arc<Ctx>) -> Verdict {
             })?;
         }
         // The other half of "never guessed from 128 + n": an exit with 137 is an exit.
-        let out = sandbox.run(cx.probes.exit_with(137)).await.map_err(|e| cx.unexpected("run(exit 137)", &e))?;
+        let out =
+            sandbox.run(cx.probes.exit_with(137)).await.map_err(|e| cx.unexpected("run(exit 137)", &e))?;
         expect_eq(out.status, ExitStatus::Code(137), "the status of `exit 137` (an exit code, not a signal)")
     })
 }
@@ -89,7 +94,11 @@ async fn signal_stream(cx: Arc<Ctx>) -> Verdict {
                 .map_err(|e| cx.unexpected("stream", &e))?;
             drain(&cx, &mut stream).await?;
             let done = stream.wait().await.map_err(|e| cx.unexpected("wait()", &e))?;
-            expect_eq(done.status, ExitStatus::Signal(signal), "wait()'s status of a command killed by a signal")?;
+            expect_eq(
+                done.status,
+                ExitStatus::Signal(signal),
+                "wait()'s status of a command killed by a signal",
+            )?;
         }
         let mut stream = sandbox.stream(cx.probes.exit_with(137)).map_err(|e| cx.unexpected("stream", &e))?;
         let done = stream.wait().await.map_err(|e| cx.unexpected("wait()", &e))?;
@@ -203,7 +212,9 @@ async fn arg_limits(cx: Arc<Ctx>) -> Verdict {
             (cx.probes.echo("x").env("SBX_TOO_LONG", too_long.clone()), "a 200 KiB env value"),
             (cx.probes.echo("x").secret_env("SBX_TOO_LONG", too_long.clone()), "a 200 KiB secret env value"),
             (
-                cx.probes.echo("x").args(std::iter::repeat_n("b".repeat(120_000), MAX_ARG_TOTAL / 120_000 + 1)),
+                cx.probes
+                    .echo("x")
+                    .args(std::iter::repeat_n("b".repeat(120_000), MAX_ARG_TOTAL / 120_000 + 1)),
                 "arguments over MAX_ARG_TOTAL together",
             ),
         ];
@@ -272,7 +283,11 @@ async fn killed_under_run(cx: Arc<Ctx>) -> Verdict {
         let started = Instant::now();
         let (killed, ran) = futures_lite::future::zip(kill, run).await;
         killed?;
-        expect_code(&ran, ErrorCode::SandboxGone, "run() of a command whose sandbox was killed while it ran")?;
+        expect_code(
+            &ran,
+            ErrorCode::SandboxGone,
+            "run() of a command whose sandbox was killed while it ran",
+        )?;
         expect(started.elapsed() < Duration::from_secs(30), || {
             format!("expected run() to return soon after the kill, observed {:?}", started.elapsed())
         })
@@ -297,7 +312,11 @@ async fn after_death(stream: &mut AnyStream, which: &str) -> Verdict {
         };
         match item {
             Some(Ok(chunk)) if items.len() < 1000 => items.push(format!("Ok({:?})", chunk.data.len())),
-            Some(Ok(_)) => return Err(format!("expected {which} to end after its sandbox died, observed 1000 more chunks")),
+            Some(Ok(_)) => {
+                return Err(format!(
+                    "expected {which} to end after its sandbox died, observed 1000 more chunks"
+                ));
+            }
             Some(Err(e)) => {
                 expect_eq(e.code(), ErrorCode::SandboxGone, &format!("the error item ending {which}"))?;
                 break;
@@ -312,7 +331,9 @@ async fn after_death(stream: &mut AnyStream, which: &str) -> Verdict {
         }
     }
     let next = stream.next_chunk().await;
-    expect(next.is_none(), || format!("expected None after the Err(SandboxGone) item of {which}, observed {next:?}"))
+    expect(next.is_none(), || {
+        format!("expected None after the Err(SandboxGone) item of {which}, observed {next:?}")
+    })
 }
 
 async fn killed_under_stream(cx: Arc<Ctx>) -> Verdict {
@@ -321,12 +342,16 @@ async fn killed_under_stream(cx: Arc<Ctx>) -> Verdict {
         let killer = second.as_ref().unwrap_or(&sandbox);
         // Two streams, each seen running (it printed its first line): one iterated after
         // the death, one only waited on.
-        let mut iterated = sandbox.stream(cx.probes.lingering_output()).map_err(|e| cx.unexpected("stream", &e))?;
-        let mut waited = sandbox.stream(cx.probes.lingering_output()).map_err(|e| cx.unexpected("stream", &e))?;
+        let mut iterated =
+            sandbox.stream(cx.probes.lingering_output()).map_err(|e| cx.unexpected("stream", &e))?;
+        let mut waited =
+            sandbox.stream(cx.probes.lingering_output()).map_err(|e| cx.unexpected("stream", &e))?;
         for stream in [&mut iterated, &mut waited] {
             match stream.next_chunk().await {
                 Some(Ok(_)) => {}
-                other => return Err(format!("expected the first line of a running command, observed {other:?}")),
+                other => {
+                    return Err(format!("expected the first line of a running command, observed {other:?}"));
+                }
             }
         }
         killer.kill().await.map_err(|e| cx.unexpected("kill() through a second handle", &e))?;
@@ -358,7 +383,11 @@ async fn command_secret_isolated(cx: Arc<Ctx>) -> Verdict {
                 other => return Err(format!("expected the holder to print its secret, observed {other:?}")),
             }
         }
-        expect_eq(String::from_utf8_lossy(&seen).trim_end(), secret.as_str(), "the secret as its own command sees it")?;
+        expect_eq(
+            String::from_utf8_lossy(&seen).trim_end(),
+            secret.as_str(),
+            "the secret as its own command sees it",
+        )?;
         scan_for(&cx, &sandbox, &secret, &marker, "while the holder runs").await?;
         drop(holder);
         scan_for(&cx, &sandbox, &secret, &marker, "after the holder ended").await
@@ -387,7 +416,6 @@ async fn scan_for(cx: &Ctx, sandbox: &AnySandbox, secret: &str, marker: &str, wh
     })
 }
 
-
 /// `Command::secret_env` refused where `COMMAND_SECRETS` is undeclared; a sandbox-wide
 /// secret still works.
 pub(super) async fn undeclared_command_secrets(cx: Arc<Ctx>) -> Verdict {
@@ -407,7 +435,11 @@ pub(super) async fn undeclared_command_secrets(cx: Arc<Ctx>) -> Verdict {
         expect_eq(out.stdout_lossy().trim_end(), wide, "a sandbox-wide secret, allowed on every backend")?;
         let command = || cx.probes.echo("x").secret_env("SBX_COMMAND_SECRET", "v");
         let result = sandbox.run(command()).await;
-        expect_code(&result, ErrorCode::CapabilityNotSupported, "run() with Command::secret_env without COMMAND_SECRETS")?;
+        expect_code(
+            &result,
+            ErrorCode::CapabilityNotSupported,
+            "run() with Command::secret_env without COMMAND_SECRETS",
+        )?;
         if cx.caps.contains(C::STREAM) {
             let result = sandbox.stream(command()).map(drop);
             expect_code(
