@@ -298,7 +298,7 @@ impl Ctx {
                 Err(format!("the hang probe command ended before the probe saw it: {out:?}"))
             };
             let watch = async { self.eventually_some_processes(sandbox.id()).await };
-            futures_lite::future::or(watch, run).await.or_else(|e| Err(self.control_unavailable(e)))?
+            futures_lite::future::or(watch, run).await.map_err(|e| self.control_unavailable(e))?
         };
         if !seen {
             return Err(self.control_unavailable(format!(

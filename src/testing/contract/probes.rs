@@ -195,7 +195,7 @@ pub trait Probes: Send + Sync + 'static {
     }
 
     /// Allocates `bytes` bytes in one buffer and touches all of it, then prints
-    /// `survived`. Default: `python3 -c "b = bytearray(N); print('survived')"` (CPython
+    /// `survived`. Default: `python3 -c "b = bytearray(N); print('survived')"` (`CPython`
     /// zero-fills a `bytearray`, so every page is really used).
     fn exhaust_memory(&self, bytes: u64) -> Command {
         Command::new("python3").arg("-c").arg(format!("b = bytearray({bytes}); print('survived')"))

@@ -481,13 +481,13 @@ async fn cleanup_break(cx: Arc<Ctx>) -> Verdict {
 
 async fn cleanup_error(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
-        cx.processes_control(&sandbox).await?;
         async fn consume(stream: &mut AnyStream) -> std::result::Result<(), &'static str> {
             if stream.next_chunk().await.is_some() {
                 return Err("the caller's own error inside the loop");
             }
             Ok(())
         }
+        cx.processes_control(&sandbox).await?;
         let outcome = {
             let mut stream =
                 sandbox.stream(cx.probes.lingering_output()).map_err(|e| cx.unexpected("stream", &e))?;

@@ -265,24 +265,25 @@ async fn watch_running(cx: &Ctx, sandbox_id: &str) -> std::result::Result<bool, 
 async fn killed_under_run(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
         let second = second_handle(&cx, &sandbox).await?;
-        let killer = second.as_ref().unwrap_or(&sandbox);
+        let via = second.as_ref().unwrap_or(&sandbox);
         let kill = async {
             let seen = watch_running(&cx, sandbox.id()).await;
             // Kill in any case, so that the command does not run on for its timeout.
-            let killed = killer.kill().await.map_err(|e| cx.unexpected("kill() through a second handle", &e));
-            match seen? {
-                true => killed,
-                false => Err(cx.control_unavailable(format!(
+            let outcome = via.kill().await.map_err(|e| cx.unexpected("kill() through a second handle", &e));
+            if seen? {
+                outcome
+            } else {
+                Err(cx.control_unavailable(format!(
                     "the running_processes probe never saw the command running in {} within {SETTLE:?}, so \
                      the kill may have come before it started",
                     sandbox.id()
-                ))),
+                )))
             }
         };
         let run = sandbox.run(cx.probes.lingering_output().timeout(Duration::from_mins(1)));
         let started = Instant::now();
-        let (killed, ran) = futures_lite::future::zip(kill, run).await;
-        killed?;
+        let (kill_verdict, ran) = futures_lite::future::zip(kill, run).await;
+        kill_verdict?;
         expect_code(
             &ran,
             ErrorCode::SandboxGone,
@@ -301,7 +302,7 @@ async fn after_death(stream: &mut AnyStream, which: &str) -> Verdict {
     let mut items = Vec::new();
     loop {
         let item = futures_lite::future::or(async { Some(stream.next_chunk().await) }, async {
-            futures_timer::Delay::new(Duration::from_secs(60)).await;
+            futures_timer::Delay::new(Duration::from_mins(1)).await;
             None
         })
         .await;
