@@ -166,6 +166,14 @@ async fn undeclared_rich(cx: Arc<Ctx>) -> Verdict {
     let result = sandbox.run_code(cx.probes.code_rich_display().0).await;
     let _ = sandbox.close().await;
     let out = result.map_err(|e| cx.unexpected("run_code", &e))?;
+    // Positive control: the display cell ran; a cell that failed has no results anyway.
+    if !out.success() {
+        return Err(cx.control_unavailable(format!(
+            "the code_rich_display probe's cell did not run here ({}, error {:?}): its lack of rich results \
+             proves nothing",
+            out.status, out.error
+        )));
+    }
     expect(out.results.is_empty(), || {
         format!("expected no rich results without RICH_OUTPUTS, observed {:?}", out.results)
     })
