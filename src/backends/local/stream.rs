@@ -62,7 +62,12 @@ impl BackendExecStream for LocalExecStream {
                     Piece::Output(stream, data) => Poll::Ready(Some(Ok(OutputChunk { stream, data }))),
                     Piece::End => {
                         self.ended = true;
-                        Poll::Ready(None)
+                        // A command that ended because its sandbox died (killed through
+                        // another handle, or its TTL) says so once, then the stream ends.
+                        match guard.state.check_alive() {
+                            Ok(()) => Poll::Ready(None),
+                            Err(gone) => Poll::Ready(Some(Err(gone))),
+                        }
                     }
                 };
             }
