@@ -155,7 +155,7 @@ mod hostile {
             };
             Box::pin(async move { Ok(entries) })
         }
-        fn read(&self, _: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
+        fn read(&self, _: &str, _: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
             Box::pin(async { Ok(b"x".to_vec()) })
         }
         fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
