@@ -12,10 +12,13 @@ use crate::fs::{DirEntry, FileKind};
 /// Reads at most `$2` bytes of a regular file (links followed inside the sandbox, as `cat`
 /// would): the caller passes its limit plus one, so that a larger file (or one with no
 /// end, such as a link to `/proc/self/pagemap`) shows as too large without the rest being
-/// read. The host bounds what it takes as well: a replaced `head` gains nothing.
+/// read. `cat` reads in its usual aligned blocks (some `/proc` files refuse an odd-sized
+/// read) and `head` cuts; an unreadable file gets `cat`'s own error and status. The host
+/// bounds what it takes as well: a replaced `head` gains nothing.
 pub(crate) const READ: &str = r#"[ -d "$1" ] && exit 21
 [ -e "$1" ] && [ ! -f "$1" ] && exit 22
-exec head -c "$2" "$1""#;
+[ -r "$1" ] || exec cat "$1"
+cat "$1" | head -c "$2""#;
 
 /// Writes stdin to `$1` as the sandbox user's own write would (class 6 of the security
 /// issue), creating parents. An existing file is truncated and written in place, so it

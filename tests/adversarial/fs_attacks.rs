@@ -1,0 +1,231 @@
+//! The file-API attacks (classes 4 to 7), written once and run against each backend by the
+//! `class_NN_*` modules. Each attack first proves its payload works unconfined (the
+//! positive control, in the same sandbox), else skips loudly; then runs the API call under
+//! a bounded wait (an attack that holds a call forever fails the test, it never hangs it).
+//! Error codes are compared as strings so that the same tests build against old code.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandboxio::{Command, ExecResult, Sandbox};
+
+use crate::support::{block_on, skip};
+
+/// Runs `work` on its own thread and waits at most `secs` for it: `None` while it still
+/// runs (the attack held the call; the thread is abandoned and the test fails).
+pub fn within<T: Send + 'static>(secs: u64, work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).ok()
+}
+
+/// Runs `script` in the sandbox with `sh -c`, in its working directory.
+pub fn sh(sbx: &Sandbox, script: &str) -> ExecResult {
+    block_on(sbx.run(Command::new("sh").arg("-c").arg(script).timeout(Duration::from_secs(60))))
+        .unwrap_or_else(|e| panic!("`{script}` failed to run: {e}"))
+}
+
+fn code(result: &sandboxio::Result<impl std::fmt::Debug>) -> String {
+    match result {
+        Ok(v) => format!("Ok({v:?})").chars().take(200).collect(),
+        Err(e) => e.code().as_str().to_owned(),
+    }
+}
+
+/// A fresh host directory for one test.
+pub fn host_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sandboxio-adv-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path).map_or(0, |m| m.permissions().mode() & 0o7777)
+}
+
+/// Makes a sparse file of `bytes` at `name` and proves it claims that size.
+fn sparse(test: &str, sbx: &Sandbox, name: &str, bytes: u64) -> bool {
+    let out = sh(sbx, &format!("truncate -s {bytes} {name} && stat -c %s {name}"));
+    if out.stdout_lossy().trim() != bytes.to_string() {
+        skip(test, &format!("could not make a {bytes}-byte sparse file: {out:?}"));
+        return false;
+    }
+    true
+}
+
+// ---- class 4: unbounded host memory and disk ----
+
+pub fn read_of_a_huge_sparse_file_stops_at_the_read_limit(test: &str, sbx: Sandbox) {
+    if !sparse(test, &sbx, "huge.bin", 1 << 30) {
+        return;
+    }
+    let sbx = Arc::new(sbx);
+    let s = Arc::clone(&sbx);
+    let read = within(60, move || block_on(s.fs().read("huge.bin")).map(|d| d.len()));
+    let read = read.expect("read() of a 1 GiB sparse file still running after 60 s");
+    assert_eq!(code(&read), "SBX-016", "read() of a 1 GiB sparse file must stop at the read limit: {read:?}");
+}
+
+pub fn read_of_a_link_to_an_endless_proc_file_ends(test: &str, sbx: Sandbox) {
+    let control = sh(&sbx, "ln -s /proc/self/pagemap endless && head -c 1048576 endless | wc -c");
+    if control.stdout_lossy().trim() != "1048576" {
+        skip(test, &format!("the endless file gives no megabyte unconfined: {control:?}"));
+        return;
+    }
+    let sbx = Arc::new(sbx);
+    let s = Arc::clone(&sbx);
+    let read = within(60, move || block_on(s.fs().read("endless")).map(|d| d.len()));
+    let read = read.expect("read() of a link to /proc/self/pagemap still running after 60 s");
+    assert_eq!(code(&read), "SBX-016", "read() of an endless file must stop at the read limit: {read:?}");
+}
+
+pub fn download_of_a_sparse_file_never_fills_the_host_disk(test: &str, sbx: Sandbox) {
+    if !sparse(test, &sbx, "sparse.bin", 3 << 29) {
+        return;
+    }
+    let host = host_dir(test);
+    let target = host.join("sparse.bin");
+    let sbx = Arc::new(sbx);
+    let (s, t) = (Arc::clone(&sbx), target.clone());
+    let got = within(60, move || block_on(s.fs().download("sparse.bin", &t)));
+    let got = got.expect("download() of a 1.5 GiB sparse file still running after 60 s");
+    let on_disk = std::fs::metadata(&target).map_or(0, |m| m.len());
+    let _ = std::fs::remove_dir_all(&host);
+    assert_eq!(code(&got), "SBX-016", "download() of a 1.5 GiB sparse file must stop at the budget: {got:?}");
+    assert_eq!(on_disk, 0, "the download left {on_disk} bytes on the host");
+}
+
+pub fn download_of_a_hard_link_bomb_never_fills_the_host_disk(test: &str, sbx: Sandbox) {
+    let control = sh(
+        &sbx,
+        "mkdir -p bomb && head -c 8388608 /dev/urandom > bomb/f && i=0; \
+         while [ $i -lt 160 ]; do ln bomb/f bomb/l$i; i=$((i+1)); done; stat -c %h bomb/f",
+    );
+    if control.stdout_lossy().trim() != "161" {
+        skip(test, &format!("could not make 160 hard links: {control:?}"));
+        return;
+    }
+    let host = host_dir(test);
+    let target = host.join("bomb");
+    let sbx = Arc::new(sbx);
+    let (s, t) = (Arc::clone(&sbx), target.clone());
+    let got = within(60, move || block_on(s.fs().download("bomb", &t)));
+    let got = got.expect("download() of a hard-link bomb still running after 60 s");
+    let left = target.exists();
+    let _ = std::fs::remove_dir_all(&host);
+    assert_eq!(code(&got), "SBX-016", "1.3 GiB of hard-link copies must stop at the budget: {got:?}");
+    assert!(!left, "the refused download left its files on the host");
+}
+
+// ---- class 5: races in the file API ----
+
+/// Plants `count` entries named as the old temp names (`.sandboxio-<pid>.tmp`) in `dir`,
+/// made by `make` (`mkfifo` or `ln -s victim.txt`).
+fn plant(sbx: &Sandbox, dir: &str, make: &str, count: u32) -> ExecResult {
+    sh(
+        sbx,
+        &format!(
+            "mkdir -p {dir} && cd {dir} && set -- && i=1; while [ $i -le {count} ]; do \
+             set -- \"$@\" .sandboxio-$i.tmp; i=$((i+1)); done; {make} \"$@\" && ls -a | wc -l"
+        ),
+    )
+}
+
+pub fn a_fifo_planted_at_the_temp_name_never_blocks_a_write(test: &str, sbx: Sandbox, count: u32) {
+    let planted = plant(&sbx, "d", "mkfifo", count);
+    // The control: a plain writer really blocks on one of them (bounded by a timeout).
+    let plain = block_on(
+        sbx.run(Command::new("sh").arg("-c").arg("echo x > d/.sandboxio-1.tmp").timeout(Duration::from_secs(2))),
+    );
+    if !planted.success() || code(&plain) != "SBX-006" {
+        skip(test, &format!("the FIFO does not block a plain writer: planted {planted:?}, writer {plain:?}"));
+        return;
+    }
+    let sbx = Arc::new(sbx);
+    let s = Arc::clone(&sbx);
+    let wrote = within(60, move || block_on(s.fs().write("d/target.txt", "payload")));
+    let wrote = wrote.expect("write() still blocked after 60 s by a FIFO planted at a temp name");
+    assert!(wrote.is_ok(), "{wrote:?}");
+    assert_eq!(block_on(sbx.fs().read_text("d/target.txt")).unwrap(), "payload");
+}
+
+pub fn a_link_planted_at_the_temp_name_never_diverts_a_write(test: &str, sbx: Sandbox, count: u32) {
+    let control = sh(&sbx, "mkdir -p c && cd c && echo v > v && ln -s v l && echo diverted > l && cat v");
+    let planted = plant(&sbx, "d", "ln -s victim.txt", count);
+    let victim = sh(&sbx, "echo untouched > d/victim.txt && cat d/victim.txt");
+    if control.stdout_lossy().trim() != "diverted" || !planted.success() || !victim.success() {
+        skip(test, &format!("a link does not divert a plain writer: {control:?} {planted:?} {victim:?}"));
+        return;
+    }
+    let sbx = Arc::new(sbx);
+    let s = Arc::clone(&sbx);
+    let wrote = within(60, move || block_on(s.fs().write("d/target.txt", "payload")));
+    let wrote = wrote.expect("write() still running after 60 s");
+    assert!(wrote.is_ok(), "{wrote:?}");
+    assert_eq!(sh(&sbx, "cat d/victim.txt").stdout_lossy().trim(), "untouched", "the write was diverted");
+    assert_eq!(block_on(sbx.fs().read_text("d/target.txt")).unwrap(), "payload");
+}
+
+// ---- class 6: file semantics that differ from the sandbox user's permissions ----
+
+pub fn a_write_to_a_file_the_user_cannot_write_is_refused(test: &str, sbx: Sandbox) {
+    let made = sh(&sbx, "echo orig > ro.txt && chmod 444 ro.txt");
+    let own = sh(&sbx, "echo mine > ro.txt");
+    if !made.success() || own.success() {
+        skip(test, &format!("the sandbox user's own write to a 0444 file is not refused (root?): {own:?}"));
+        return;
+    }
+    let wrote = block_on(sbx.fs().write("ro.txt", "new"));
+    assert_eq!(code(&wrote), "SBX-011", "write() to a file the user cannot write: {wrote:?}");
+    let message = wrote.unwrap_err().to_string();
+    assert!(message.contains("ro.txt"), "the error names the file: {message}");
+    assert_eq!(sh(&sbx, "cat ro.txt; stat -c %a ro.txt").stdout_lossy(), "orig\n444\n", "file or mode changed");
+}
+
+pub fn a_write_keeps_the_mode_of_an_existing_file(test: &str, sbx: Sandbox) {
+    let made = sh(&sbx, "echo a > x.sh && chmod 750 x.sh && stat -c %a x.sh");
+    if made.stdout_lossy().trim() != "750" {
+        skip(test, &format!("could not make a 0750 file: {made:?}"));
+        return;
+    }
+    block_on(sbx.fs().write("x.sh", "b")).unwrap();
+    assert_eq!(sh(&sbx, "cat x.sh; stat -c %a x.sh").stdout_lossy(), "b750\n", "content and mode after write");
+}
+
+pub fn a_write_through_a_link_follows_it_inside_the_sandbox(test: &str, sbx: Sandbox) {
+    let made = sh(&sbx, "echo a > real.txt && ln -s real.txt link && [ -L link ] && cat link");
+    if made.stdout_lossy().trim() != "a" {
+        skip(test, &format!("could not make a link: {made:?}"));
+        return;
+    }
+    block_on(sbx.fs().write("link", "through")).unwrap();
+    let after = sh(&sbx, "[ -L link ] && echo link; cat real.txt");
+    assert_eq!(after.stdout_lossy(), "link\nthrough", "the link must stay a link and its target be written");
+}
+
+// ---- class 7: host tampering on download ----
+
+pub fn a_download_never_loosens_host_permissions(test: &str, sbx: Sandbox) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let host = host_dir(test);
+    let dst = host.join("private");
+    std::fs::create_dir(&dst).unwrap();
+    std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let made = sh(&sbx, "mkdir -p out && echo x > out/f && chmod 4777 out/f && chmod 777 out && stat -c %a out");
+    if mode(&dst) != 0o700 || made.stdout_lossy().trim() != "777" {
+        skip(test, &format!("no 0700 host dir or 0777 sandbox dir: {:o} {made:?}", mode(&dst)));
+        let _ = std::fs::remove_dir_all(&host);
+        return;
+    }
+    let got = block_on(sbx.fs().download("out", &dst));
+    let (dir_mode, file_mode) = (mode(&dst), mode(&dst.join("f")));
+    let _ = std::fs::remove_dir_all(&host);
+    assert!(got.is_ok(), "{got:?}");
+    assert_eq!(dir_mode, 0o700, "the existing host directory's mode changed to {dir_mode:o}");
+    assert_eq!(file_mode & 0o7022, 0, "a new host file got mode {file_mode:o} from the sandbox");
+}
