@@ -124,20 +124,25 @@ pub fn download_of_a_hard_link_bomb_never_fills_the_host_disk(test: &str, sbx: S
 
 // ---- class 5: races in the file API ----
 
-/// Plants `count` entries named as the old temp names (`.sandboxio-<pid>.tmp`) in `dir`,
-/// made by `make` (`mkfifo` or `ln -s victim.txt`).
-fn plant(sbx: &Sandbox, dir: &str, make: &str, count: u32) -> ExecResult {
-    sh(
-        sbx,
-        &format!(
-            "mkdir -p {dir} && cd {dir} && set -- && i=1; while [ $i -le {count} ]; do \
-             set -- \"$@\" .sandboxio-$i.tmp; i=$((i+1)); done; {make} \"$@\" && ls -a | wc -l"
-        ),
-    )
+/// Plants `count` entries named as the old temp names (`.sandboxio-<pid>.tmp`, the pids a
+/// fresh sandbox hands out first) in `dir`: FIFOs, or (with `link`) links to empty files of
+/// the same names in `v/`. One process makes them all, so that planting does not use up
+/// the very pids it covers.
+fn plant(sbx: &Sandbox, dir: &str, link: bool, count: u32) -> ExecResult {
+    let names = format!("set -- && i=1; while [ $i -le {count} ]; do set -- \"$@\" .sandboxio-$i.tmp; i=$((i+1)); done");
+    let script = if link {
+        format!(
+            "mkdir -p {dir} v && cd v && {names} && for n in \"$@\"; do : > \"$n\"; done && \
+             cp -s \"$PWD\"/.sandboxio-*.tmp ../{dir}/ && ls -a ../{dir} | wc -l"
+        )
+    } else {
+        format!("mkdir -p {dir} && cd {dir} && {names} && mkfifo \"$@\" && ls -a | wc -l")
+    };
+    sh(sbx, &script)
 }
 
 pub fn a_fifo_planted_at_the_temp_name_never_blocks_a_write(test: &str, sbx: Sandbox, count: u32) {
-    let planted = plant(&sbx, "d", "mkfifo", count);
+    let planted = plant(&sbx, "d", false, count);
     // The control: a plain writer really blocks on one of them (bounded by a timeout).
     let plain = block_on(
         sbx.run(Command::new("sh").arg("-c").arg("echo x > d/.sandboxio-1.tmp").timeout(Duration::from_secs(2))),
@@ -156,10 +161,10 @@ pub fn a_fifo_planted_at_the_temp_name_never_blocks_a_write(test: &str, sbx: San
 
 pub fn a_link_planted_at_the_temp_name_never_diverts_a_write(test: &str, sbx: Sandbox, count: u32) {
     let control = sh(&sbx, "mkdir -p c && cd c && echo v > v && ln -s v l && echo diverted > l && cat v");
-    let planted = plant(&sbx, "d", "ln -s victim.txt", count);
-    let victim = sh(&sbx, "echo untouched > d/victim.txt && cat d/victim.txt");
-    if control.stdout_lossy().trim() != "diverted" || !planted.success() || !victim.success() {
-        skip(test, &format!("a link does not divert a plain writer: {control:?} {planted:?} {victim:?}"));
+    let planted = plant(&sbx, "d", true, count);
+    let linked = sh(&sbx, "[ -L d/.sandboxio-2.tmp ] && cat v/.sandboxio-*.tmp | wc -c");
+    if control.stdout_lossy().trim() != "diverted" || !planted.success() || linked.stdout_lossy().trim() != "0" {
+        skip(test, &format!("a link does not divert a plain writer: {control:?} {planted:?} {linked:?}"));
         return;
     }
     let sbx = Arc::new(sbx);
@@ -167,7 +172,8 @@ pub fn a_link_planted_at_the_temp_name_never_diverts_a_write(test: &str, sbx: Sa
     let wrote = within(60, move || block_on(s.fs().write("d/target.txt", "payload")));
     let wrote = wrote.expect("write() still running after 60 s");
     assert!(wrote.is_ok(), "{wrote:?}");
-    assert_eq!(sh(&sbx, "cat d/victim.txt").stdout_lossy().trim(), "untouched", "the write was diverted");
+    let diverted = sh(&sbx, "cat v/.sandboxio-*.tmp | wc -c");
+    assert_eq!(diverted.stdout_lossy().trim(), "0", "the write was diverted through a planted link");
     assert_eq!(block_on(sbx.fs().read_text("d/target.txt")).unwrap(), "payload");
 }
 
@@ -228,4 +234,93 @@ pub fn a_download_never_loosens_host_permissions(test: &str, sbx: Sandbox) {
     assert!(got.is_ok(), "{got:?}");
     assert_eq!(dir_mode, 0o700, "the existing host directory's mode changed to {dir_mode:o}");
     assert_eq!(file_mode & 0o7022, 0, "a new host file got mode {file_mode:o} from the sandbox");
+}
+
+// ---- class 4: client memory stays flat, measured in a child process ----
+
+/// Set in a child process of this test binary: which measured operation it does
+/// (`read` or `transfer`); unset, [`rss_child`] does nothing.
+pub const CHILD: &str = "SANDBOXIO_FS_RSS_CHILD";
+
+/// Bytes moved by the memory test: 256 MiB in CI, `SANDBOXIO_FS_STRESS_BYTES` on demand
+/// (`scripts/stress-fs` sets 2 GiB).
+pub fn stress_bytes() -> u64 {
+    std::env::var("SANDBOXIO_FS_STRESS_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(256 << 20)
+}
+
+/// The most resident memory the child may have used, at its peak.
+pub const RSS_BOUND_KB: u64 = 128 * 1024;
+
+fn vm_hwm_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+/// The child's side: one measured operation in a fresh process, then its peak resident
+/// memory (`VmHWM`) printed as `RSS_CHILD <mode> ok VmHWM_kB=<n>`.
+pub fn rss_child(make: impl FnOnce() -> Sandbox) {
+    let Ok(mode) = std::env::var(CHILD) else { return };
+    let sbx = make();
+    match mode.as_str() {
+        "read" => {
+            // A 3 GiB sparse file: the read must stop at the read limit with the typed error.
+            let made = sh(&sbx, "truncate -s 3221225472 huge.bin && stat -c %s huge.bin");
+            assert_eq!(made.stdout_lossy().trim(), "3221225472", "the control: a 3 GiB sparse file");
+            let read = block_on(sbx.fs().read("huge.bin"));
+            assert_eq!(code(&read.map(|d| d.len())), "SBX-016", "read of 3 GiB");
+        }
+        "transfer" => {
+            let bytes = stress_bytes();
+            let host = host_dir(&format!("rss-{}", std::process::id()));
+            let source = host.join("big.bin");
+            // Sparse on the host too: the upload reads `bytes` zeros without the host's disk.
+            std::fs::File::create(&source).unwrap().set_len(bytes).unwrap();
+            let fs = sbx.fs().timeout(Duration::from_secs(600)).download_limit(bytes + (1 << 20));
+            block_on(fs.upload(&source, "big.bin")).expect("upload");
+            let size = sh(&sbx, "stat -c %s big.bin");
+            assert_eq!(size.stdout_lossy().trim(), bytes.to_string(), "the uploaded size in the sandbox");
+            let back = host.join("back.bin");
+            block_on(fs.download("big.bin", &back)).expect("download");
+            let got = std::fs::metadata(&back).map_or(0, |m| m.len());
+            let _ = std::fs::remove_dir_all(&host);
+            assert_eq!(got, bytes, "the downloaded size on the host");
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+    println!("RSS_CHILD {mode} ok VmHWM_kB={}", vm_hwm_kb());
+}
+
+/// The parent's side: runs `child_test` (the full libtest name of a test that calls
+/// [`rss_child`]) in a child process per mode and checks each finished and stayed under
+/// [`RSS_BOUND_KB`] at its peak.
+pub fn client_memory_stays_flat(test: &str, child_test: &str) {
+    for mode in ["read", "transfer"] {
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", child_test, "--nocapture", "--test-threads", "1"])
+            .env(CHILD, mode)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().find(|l| l.contains(&format!("RSS_CHILD {mode} ok")));
+        let Some(line) = line else {
+            panic!(
+                "{test}: the {mode} child did not finish: {}\n{}",
+                text,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let kb: u64 = line.rsplit('=').next().and_then(|v| v.parse().ok()).unwrap();
+        println!(
+            "{test}: {mode} ({} MiB moved) peak RSS {} MiB in {:?}",
+            if mode == "read" { 64 } else { stress_bytes() >> 20 },
+            kb / 1024,
+            started.elapsed()
+        );
+        assert!(kb < RSS_BOUND_KB, "{test}: the {mode} child peaked at {} MiB (bound 128 MiB)", kb / 1024);
+    }
 }

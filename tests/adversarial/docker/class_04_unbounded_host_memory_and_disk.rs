@@ -37,3 +37,21 @@ fn class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk() {
     }
     fs_attacks::download_of_a_hard_link_bomb_never_fills_the_host_disk("docker_class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk", support::docker(NetworkPolicy::deny_all()));
 }
+
+/// Not an attack: the child process of the memory test below (does nothing unless
+/// `fs_attacks::CHILD` is set).
+#[test]
+fn child_process__fs_rss() {
+    fs_attacks::rss_child(|| support::docker(NetworkPolicy::deny_all()));
+}
+
+#[test]
+fn class_04__client_memory_stays_flat_through_a_huge_read_and_a_large_upload_and_download() {
+    if !support::docker_ready("class_04__client_memory_stays_flat") {
+        return;
+    }
+    fs_attacks::client_memory_stays_flat(
+        "docker_class_04__client_memory_stays_flat",
+        "docker::class_04_unbounded_host_memory_and_disk::child_process__fs_rss",
+    );
+}

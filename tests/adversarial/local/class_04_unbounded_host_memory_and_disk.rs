@@ -25,3 +25,18 @@ fn class_04__a_download_of_a_sparse_file_never_fills_the_host_disk() {
 fn class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk() {
     fs_attacks::download_of_a_hard_link_bomb_never_fills_the_host_disk("local_class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk", support::local(NetworkPolicy::deny_all()));
 }
+
+/// Not an attack: the child process of the memory test below (does nothing unless
+/// `fs_attacks::CHILD` is set).
+#[test]
+fn child_process__fs_rss() {
+    fs_attacks::rss_child(|| support::local(NetworkPolicy::deny_all()));
+}
+
+#[test]
+fn class_04__client_memory_stays_flat_through_a_huge_read_and_a_large_upload_and_download() {
+    fs_attacks::client_memory_stays_flat(
+        "local_class_04__client_memory_stays_flat",
+        "local::class_04_unbounded_host_memory_and_disk::child_process__fs_rss",
+    );
+}
