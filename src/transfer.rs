@@ -700,9 +700,11 @@ mod archive {
         .await
     }
 
-    /// `download` as one tar stream from [`TAR`](crate::backends::fs_scripts::TAR) run
-    /// through `sandbox`'s exec stream, unpacked by an [`Unpacker`] on a library thread as
-    /// it arrives (client memory stays flat; the host's disk is bounded by `budget`).
+    /// `download` as one tar stream from [`TAR_PACED`](crate::backends::fs_scripts::TAR_PACED)
+    /// run through `sandbox`'s exec stream, unpacked by an [`Unpacker`] on a library thread
+    /// as it arrives, asking for each next chunk only once the last is on disk (client
+    /// memory stays flat even over a transport that queues without limit; the host's disk
+    /// is bounded by `budget`).
     #[cfg(feature = "local")]
     pub(crate) async fn download_via_stream<S: BackendSandbox + ?Sized>(
         sandbox: &S,
@@ -713,22 +715,37 @@ mod archive {
         host_path: &Path,
         budget: u64,
     ) -> Result<()> {
-        use crate::backends::fs_scripts::{STDERR_LIMIT, TAR, exec_failure};
-        let command =
-            crate::exec::Command::new("/bin/sh").arg("-c").arg(TAR).arg("sandboxio-fs").arg(dir).arg(name);
+        use crate::backends::fs_scripts::{PACE_CHUNK, STDERR_LIMIT, TAR_PACED, exec_failure};
+        /// How many chunks may be in flight: what the host asks for ahead of what it wrote.
+        const WINDOW: u64 = 4;
+        let command = crate::exec::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(TAR_PACED)
+            .arg("sandboxio-fs")
+            .arg(dir)
+            .arg(name);
         let mut stream = sandbox.stream(command)?;
         let cancel = Cancel::default();
         let _on_drop = CancelOnDrop(cancel.clone());
         let (host, abs) = (host_path.to_path_buf(), abs.to_owned());
         crate::runtime::unblock(move || {
-            let _ = cancel.run(stream.close_stdin());
+            // Asks for the first chunks; each chunk unpacked asks for one more, so at most
+            // WINDOW chunks are ever queued on the host, however fast the sandbox writes.
+            // (A script that has ended refuses the ask: that is not an error.)
+            let _ = cancel.run(stream.write_stdin(&[b'\n'; WINDOW as usize]));
             let mut unpacker = Unpacker::new(backend, &abs, &host, budget);
             let mut err = Vec::new();
+            let mut since_ask = 0u64;
             // An error here returns at once: the stream is dropped (killing `tar`) and the
             // unpacker removes what it created.
             while let Some(chunk) = cancel.run(next_chunk(&mut stream))? {
                 if chunk.stream == crate::exec::StreamKind::Stdout {
                     unpacker.push(&chunk.data)?;
+                    since_ask += chunk.data.len() as u64;
+                    while since_ask >= PACE_CHUNK {
+                        since_ask -= PACE_CHUNK;
+                        let _ = cancel.run(stream.write_stdin(b"\n"));
+                    }
                 } else {
                     let room = STDERR_LIMIT.saturating_sub(err.len());
                     err.extend_from_slice(&chunk.data[..chunk.data.len().min(room)]);

@@ -71,6 +71,26 @@ pub(crate) const UNTAR: &str = r#"mkdir -p "$1" && cd "$1" && umask 0 && exec ta
 pub(crate) const TAR: &str = r#"cd "$1" && [ -e "./$2" ] || { echo "No such file or directory" >&2; exit 3; }
 exec tar -cf - "./$2""#;
 
+/// [`TAR`] paced by the host, for transports that do not push back on their own (the
+/// `local://` exec stream queues whatever a process writes): the archive leaves the
+/// sandbox one [`PACE_CHUNK`] per line the host writes on stdin, so no more than its window
+/// is ever in flight (the asks arrive on the script's stdin, kept as fd 3, since the loop's
+/// own stdin is `tar`'s output). `tar`'s exit status is the script's. Each chunk goes
+/// through the command's private `/tmp`.
+#[cfg(feature = "local")]
+pub(crate) const TAR_PACED: &str = r#"cd "$1" && [ -e "./$2" ] || { echo "No such file or directory" >&2; exit 3; }
+exec 3<&0
+{ tar -cf - "./$2" 3<&-; echo $? > /tmp/.sandboxio-tar-status; } </dev/null | while read -r _ <&3; do
+  head -c 1048576 > /tmp/.sandboxio-chunk || exit 1
+  [ -s /tmp/.sandboxio-chunk ] || break
+  cat /tmp/.sandboxio-chunk || exit 1
+done
+exit "$(cat /tmp/.sandboxio-tar-status 2>/dev/null || echo 1)""#;
+
+/// The size of one chunk of [`TAR_PACED`].
+#[cfg(feature = "local")]
+pub(crate) const PACE_CHUNK: u64 = 1024 * 1024;
+
 /// The most a listing may take: [`DEFAULT_READ_LIMIT`](crate::DEFAULT_READ_LIMIT) bytes.
 pub(crate) const LIST_LIMIT: u64 = crate::fs::DEFAULT_READ_LIMIT;
 
