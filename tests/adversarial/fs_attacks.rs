@@ -324,3 +324,87 @@ pub fn client_memory_stays_flat(test: &str, child_test: &str) {
         assert!(kb < RSS_BOUND_KB, "{test}: the {mode} child peaked at {} MiB (bound 128 MiB)", kb / 1024);
     }
 }
+
+// ---- class 5: every file operation has a deadline, and its process ends with it ----
+
+/// A write of 64 MiB given 1 ms: the call ends with `ExecutionTimeout` at once, and
+/// `leftover` (how many of the operation's processes still run) reaches 0 soon after.
+pub fn a_file_operation_past_its_deadline_is_stopped_with_its_process(
+    test: &str,
+    sbx: Sandbox,
+    leftover: impl Fn(&Sandbox) -> Option<usize>,
+) {
+    if leftover(&sbx).is_none() {
+        skip(test, "cannot count the sandbox's file processes here");
+        return;
+    }
+    let started = std::time::Instant::now();
+    let wrote = block_on(sbx.fs().timeout(Duration::from_millis(1)).write("slow.bin", vec![0u8; 64 << 20]));
+    let took = started.elapsed();
+    assert_eq!(code(&wrote), "SBX-006", "a write past its 1 ms deadline: {wrote:?}");
+    assert!(took < Duration::from_secs(5), "the deadline was not kept: {took:?}");
+    let gone = crate::support::eventually(Duration::from_secs(10), || leftover(&sbx) == Some(0));
+    assert!(gone, "the write's process outlived its deadline: {:?} left", leftover(&sbx));
+    // The sandbox still works, and the next call with the default deadline succeeds.
+    block_on(sbx.fs().write("after.txt", "ok")).unwrap();
+}
+
+// ---- class 4: a hostile `tar` in an image whose user is root ----
+
+#[cfg(feature = "docker")]
+/// A download from a sandbox whose `tar` was replaced by one that sends a GNU long-name
+/// header claiming 3 GiB, then zeros forever: the host refuses the header at once.
+pub fn a_hostile_tar_cannot_make_the_host_read_a_huge_header(test: &str, sbx: Sandbox) {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::GNULongName);
+    header.set_size(3 << 30);
+    header.as_gnu_mut().unwrap().name[..13].copy_from_slice(b"././@LongLink");
+    header.set_cksum();
+    block_on(sbx.fs().write("/tmp/evil-header", header.as_bytes().to_vec())).unwrap();
+    // The control: uid 0 inside, `tar` replaced, and the replacement is what runs.
+    let replaced = sh(
+        &sbx,
+        "id -u && t=$(command -v tar) && rm -f \"$t\" && \
+         printf '#!/bin/sh\\ncat /tmp/evil-header\\nexec cat /dev/zero\\n' > \"$t\" && chmod 755 \"$t\" && \
+         mkdir -p /tmp/out && echo x > /tmp/out/f && tar -cf - /tmp/out | head -c 512 | cmp -s - /tmp/evil-header && echo replaced",
+    );
+    if replaced.stdout_lossy() != "0\nreplaced\n" {
+        skip(test, &format!("the sandbox user cannot replace tar (not root?): {replaced:?}"));
+        return;
+    }
+    let host = host_dir(test);
+    let sbx = Arc::new(sbx);
+    let (s, t) = (Arc::clone(&sbx), host.join("out"));
+    let got = within(60, move || block_on(s.fs().download("/tmp/out", &t)));
+    let got = got.expect("download() from a hostile tar still running after 60 s");
+    let left = host.join("out").exists();
+    let _ = std::fs::remove_dir_all(&host);
+    assert_eq!(code(&got), "SBX-016", "a 3 GiB long-name header must be refused: {got:?}");
+    assert!(!left, "the refused download left files on the host");
+}
+
+/// How many processes of the file API (`sh -c <script> sandboxio-fs ...`) run in the sandbox,
+/// counted from inside it.
+pub fn fs_processes_inside(sbx: &Sandbox) -> Option<usize> {
+    let out = sh(
+        sbx,
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '[s]andboxio-fs'",
+    );
+    out.stdout_lossy().trim().parse().ok()
+}
+
+/// How many host processes serve the file API of `sbx` (`local://`: each runs under its
+/// own `bwrap`, whose command line names the sandbox's workspace).
+pub fn fs_processes_on_host(sbx: &Sandbox) -> Option<usize> {
+    let id = sbx.id().to_owned();
+    let mut count = 0;
+    for entry in std::fs::read_dir("/proc").ok()? {
+        let Ok(entry) = entry else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let text = String::from_utf8_lossy(&cmdline);
+        if text.contains(&format!("{id}/workspace")) && text.contains("sandboxio-fs") {
+            count += 1;
+        }
+    }
+    Some(count)
+}

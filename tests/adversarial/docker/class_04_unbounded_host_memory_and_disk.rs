@@ -55,3 +55,48 @@ fn class_04__client_memory_stays_flat_through_a_huge_read_and_a_large_upload_and
         "docker::class_04_unbounded_host_memory_and_disk::child_process__fs_rss",
     );
 }
+
+/// The python image (GNU `tar`, `dash`: a `tar` found on `PATH`, unlike busybox's
+/// applets) with root as its user, built here from it (no registry).
+const ROOT_IMAGE: &str = "sandboxio-test/python-root:1";
+
+fn root_image_ready(test: &str) -> bool {
+    let have = |tag: &str| {
+        std::process::Command::new("docker")
+            .args(["image", "inspect", "-f", "{{.Id}}", tag])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have(ROOT_IMAGE) && have(support::DOCKER_IMAGE) {
+        let mut build = std::process::Command::new("docker")
+            .args(["build", "-q", "-t", ROOT_IMAGE, "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        build.stdin.take().unwrap().write_all(format!("FROM {}\nUSER root\n", support::DOCKER_IMAGE).as_bytes()).unwrap();
+        let _ = build.wait();
+    }
+    let ok = have(ROOT_IMAGE);
+    if !ok {
+        support::skip(test, &format!("cannot build {ROOT_IMAGE} from {}", support::DOCKER_IMAGE));
+    }
+    ok
+}
+
+#[test]
+fn class_04__a_hostile_tar_cannot_make_the_host_read_a_huge_header() {
+    let test = "docker_class_04__a_hostile_tar_cannot_make_the_host_read_a_huge_header";
+    if !support::docker_ready(test) || !root_image_ready(test) {
+        return;
+    }
+    let sbx = support::block_on(
+        sandboxio::Sandbox::builder(&format!("docker://?image={ROOT_IMAGE}"))
+            .unwrap()
+            .network(NetworkPolicy::deny_all())
+            .create(),
+    )
+    .unwrap();
+    fs_attacks::a_hostile_tar_cannot_make_the_host_read_a_huge_header(test, sbx);
+}
