@@ -327,8 +327,10 @@ pub fn client_memory_stays_flat(test: &str, child_test: &str) {
 
 // ---- class 5: every file operation has a deadline, and its process ends with it ----
 
-/// A write of 64 MiB given 1 ms: the call ends with `ExecutionTimeout` at once, and
-/// `leftover` (how many of the operation's processes still run) reaches 0 soon after.
+/// A write of 256 MiB given 200 ms (past the process's start-up, so that what is shown is
+/// the deadline, not the start-up race of class 3): the call ends with `ExecutionTimeout`
+/// at its deadline, and `leftover` (how many of the operation's processes still run)
+/// reaches 0 soon after.
 pub fn a_file_operation_past_its_deadline_is_stopped_with_its_process(
     test: &str,
     sbx: Sandbox,
@@ -338,10 +340,11 @@ pub fn a_file_operation_past_its_deadline_is_stopped_with_its_process(
         skip(test, "cannot count the sandbox's file processes here");
         return;
     }
+    let data = vec![0u8; 256 << 20];
     let started = std::time::Instant::now();
-    let wrote = block_on(sbx.fs().timeout(Duration::from_millis(1)).write("slow.bin", vec![0u8; 64 << 20]));
+    let wrote = block_on(sbx.fs().timeout(Duration::from_millis(200)).write("slow.bin", data));
     let took = started.elapsed();
-    assert_eq!(code(&wrote), "SBX-006", "a write past its 1 ms deadline: {wrote:?}");
+    assert_eq!(code(&wrote), "SBX-006", "a write past its 200 ms deadline: {wrote:?}");
     assert!(took < Duration::from_secs(5), "the deadline was not kept: {took:?}");
     let gone = crate::support::eventually(Duration::from_secs(10), || leftover(&sbx) == Some(0));
     assert!(gone, "the write's process outlived its deadline: {:?} left", leftover(&sbx));
