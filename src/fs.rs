@@ -49,7 +49,7 @@ pub const DEFAULT_DOWNLOAD_LIMIT: u64 = 1024 * 1024 * 1024;
 /// How long one file operation may take before it is stopped (its process in the sandbox
 /// killed) with [`ErrorCode::ExecutionTimeout`](crate::ErrorCode): 120 seconds. Change it
 /// per call with [`Fs::timeout`](crate::Fs::timeout).
-pub const DEFAULT_FS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+pub const DEFAULT_FS_TIMEOUT: std::time::Duration = std::time::Duration::from_mins(2);
 
 /// The most a header of an archive from the sandbox may take (a GNU long name, a pax
 /// record): 64 KiB. Longer is [`ErrorCode::TooLarge`](crate::ErrorCode).

@@ -404,10 +404,10 @@ fn write_whole(writer: &mut HostWriter, file: &Path, data: &[u8], mode: u32) -> 
     out.write_all(data).map_err(|e| host_error(file, e))
 }
 
-#[cfg(feature = "docker")]
-pub(crate) use archive::append_host_tree;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) use archive::Unpacker;
+#[cfg(feature = "docker")]
+pub(crate) use archive::append_host_tree;
 #[cfg(feature = "local")]
 pub(crate) use archive::{download_via_stream, exec_via_stream, upload_via_stream};
 
@@ -518,7 +518,8 @@ mod archive {
 
         /// Runs `fut` to completion on this thread unless the operation is cancelled first.
         fn run<T>(&self, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-            let gone = || Error::provider("host", "the operation was cancelled", io::Error::other("cancelled"));
+            let gone =
+                || Error::provider("host", "the operation was cancelled", io::Error::other("cancelled"));
             futures_lite::future::block_on(futures_lite::future::or(fut, async {
                 loop {
                     if self.cancelled() {
@@ -571,7 +572,9 @@ mod archive {
         use crate::backends::fs_scripts::STDERR_LIMIT;
         while let Some(chunk) = next_chunk(stream).await? {
             if chunk.stream == crate::exec::StreamKind::Stdout {
-                let room = usize::try_from(stdout_cap.saturating_add(1)).unwrap_or(usize::MAX).saturating_sub(out.len());
+                let room = usize::try_from(stdout_cap.saturating_add(1))
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(out.len());
                 out.extend_from_slice(&chunk.data[..chunk.data.len().min(room)]);
                 if out.len() as u64 > stdout_cap {
                     return Ok(true);
@@ -717,7 +720,7 @@ mod archive {
     ) -> Result<()> {
         use crate::backends::fs_scripts::{PACE_CHUNK, STDERR_LIMIT, TAR_PACED, exec_failure};
         /// How many chunks may be in flight: what the host asks for ahead of what it wrote.
-        const WINDOW: u64 = 4;
+        const WINDOW: usize = 4;
         let command = crate::exec::Command::new("/bin/sh")
             .arg("-c")
             .arg(TAR_PACED)
@@ -732,7 +735,7 @@ mod archive {
             // Asks for the first chunks; each chunk unpacked asks for one more, so at most
             // WINDOW chunks are ever queued on the host, however fast the sandbox writes.
             // (A script that has ended refuses the ask: that is not an error.)
-            let _ = cancel.run(stream.write_stdin(&[b'\n'; WINDOW as usize]));
+            let _ = cancel.run(stream.write_stdin(&[b'\n'; WINDOW]));
             let mut unpacker = Unpacker::new(backend, &abs, &host, budget);
             let mut err = Vec::new();
             let mut since_ask = 0u64;
@@ -895,8 +898,10 @@ mod archive {
                     while !rest.is_empty() {
                         let bad = || malformed(self.backend, &self.abs, "a malformed pax record");
                         let space = rest.iter().position(|b| *b == b' ').ok_or_else(bad)?;
-                        let len: usize =
-                            std::str::from_utf8(&rest[..space]).ok().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+                        let len: usize = std::str::from_utf8(&rest[..space])
+                            .ok()
+                            .and_then(|s| s.parse().ok())
+                            .ok_or_else(bad)?;
                         if len <= space + 1 || len > rest.len() {
                             return Err(bad());
                         }
@@ -920,7 +925,8 @@ mod archive {
                 return Ok(());
             }
             let header = tar::Header::from_byte_slice(block);
-            let stored = header.cksum().map_err(|_| malformed(self.backend, &self.abs, "a bad checksum field"))?;
+            let stored =
+                header.cksum().map_err(|_| malformed(self.backend, &self.abs, "a bad checksum field"))?;
             let sum: u32 = block
                 .iter()
                 .enumerate()
@@ -929,7 +935,8 @@ mod archive {
             if sum != stored {
                 return Err(malformed(self.backend, &self.abs, "a header with a wrong checksum"));
             }
-            let size = header.entry_size().map_err(|_| malformed(self.backend, &self.abs, "a bad size field"))?;
+            let size =
+                header.entry_size().map_err(|_| malformed(self.backend, &self.abs, "a bad size field"))?;
             let pad = padding(size);
             let kind = header.entry_type().as_byte();
             if matches!(kind, b'L' | b'K' | b'x' | b'g') {
@@ -1008,7 +1015,8 @@ mod archive {
             match &self.state {
                 State::Body { left: 0, pad: 0, .. } => self.state = State::Header,
                 State::Extension { left: 0, pad: 0, .. } => {
-                    let State::Extension { kind, data, .. } = std::mem::replace(&mut self.state, State::Header)
+                    let State::Extension { kind, data, .. } =
+                        std::mem::replace(&mut self.state, State::Header)
                     else {
                         unreachable!("matched above")
                     };

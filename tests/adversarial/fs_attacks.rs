@@ -129,7 +129,9 @@ pub fn download_of_a_hard_link_bomb_never_fills_the_host_disk(test: &str, sbx: S
 /// the same names in `v/`. One process makes them all, so that planting does not use up
 /// the very pids it covers.
 fn plant(sbx: &Sandbox, dir: &str, link: bool, count: u32) -> ExecResult {
-    let names = format!("set -- && i=1; while [ $i -le {count} ]; do set -- \"$@\" .sandboxio-$i.tmp; i=$((i+1)); done");
+    let names = format!(
+        "set -- && i=1; while [ $i -le {count} ]; do set -- \"$@\" .sandboxio-$i.tmp; i=$((i+1)); done"
+    );
     let script = if link {
         format!(
             "mkdir -p {dir} v && cd v && {names} && for n in \"$@\"; do : > \"$n\"; done && \
@@ -144,9 +146,9 @@ fn plant(sbx: &Sandbox, dir: &str, link: bool, count: u32) -> ExecResult {
 pub fn a_fifo_planted_at_the_temp_name_never_blocks_a_write(test: &str, sbx: Sandbox, count: u32) {
     let planted = plant(&sbx, "d", false, count);
     // The control: a plain writer really blocks on one of them (bounded by a timeout).
-    let plain = block_on(
-        sbx.run(Command::new("sh").arg("-c").arg("echo x > d/.sandboxio-1.tmp").timeout(Duration::from_secs(2))),
-    );
+    let plain = block_on(sbx.run(
+        Command::new("sh").arg("-c").arg("echo x > d/.sandboxio-1.tmp").timeout(Duration::from_secs(2)),
+    ));
     if !planted.success() || code(&plain) != "SBX-006" {
         skip(test, &format!("the FIFO does not block a plain writer: planted {planted:?}, writer {plain:?}"));
         return;
@@ -163,7 +165,10 @@ pub fn a_link_planted_at_the_temp_name_never_diverts_a_write(test: &str, sbx: Sa
     let control = sh(&sbx, "mkdir -p c && cd c && echo v > v && ln -s v l && echo diverted > l && cat v");
     let planted = plant(&sbx, "d", true, count);
     let linked = sh(&sbx, "[ -L d/.sandboxio-2.tmp ] && cat v/.sandboxio-*.tmp | wc -c");
-    if control.stdout_lossy().trim() != "diverted" || !planted.success() || linked.stdout_lossy().trim() != "0" {
+    if control.stdout_lossy().trim() != "diverted"
+        || !planted.success()
+        || linked.stdout_lossy().trim() != "0"
+    {
         skip(test, &format!("a link does not divert a plain writer: {control:?} {planted:?} {linked:?}"));
         return;
     }
@@ -190,7 +195,11 @@ pub fn a_write_to_a_file_the_user_cannot_write_is_refused(test: &str, sbx: Sandb
     assert_eq!(code(&wrote), "SBX-011", "write() to a file the user cannot write: {wrote:?}");
     let message = wrote.unwrap_err().to_string();
     assert!(message.contains("ro.txt"), "the error names the file: {message}");
-    assert_eq!(sh(&sbx, "cat ro.txt; stat -c %a ro.txt").stdout_lossy(), "orig\n444\n", "file or mode changed");
+    assert_eq!(
+        sh(&sbx, "cat ro.txt; stat -c %a ro.txt").stdout_lossy(),
+        "orig\n444\n",
+        "file or mode changed"
+    );
 }
 
 pub fn a_write_keeps_the_mode_of_an_existing_file(test: &str, sbx: Sandbox) {
@@ -200,7 +209,11 @@ pub fn a_write_keeps_the_mode_of_an_existing_file(test: &str, sbx: Sandbox) {
         return;
     }
     block_on(sbx.fs().write("x.sh", "b")).unwrap();
-    assert_eq!(sh(&sbx, "cat x.sh; stat -c %a x.sh").stdout_lossy(), "b750\n", "content and mode after write");
+    assert_eq!(
+        sh(&sbx, "cat x.sh; stat -c %a x.sh").stdout_lossy(),
+        "b750\n",
+        "content and mode after write"
+    );
 }
 
 pub fn a_write_through_a_link_follows_it_inside_the_sandbox(test: &str, sbx: Sandbox) {
@@ -222,7 +235,8 @@ pub fn a_download_never_loosens_host_permissions(test: &str, sbx: Sandbox) {
     let dst = host.join("private");
     std::fs::create_dir(&dst).unwrap();
     std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let made = sh(&sbx, "mkdir -p out && echo x > out/f && chmod 4777 out/f && chmod 777 out && stat -c %a out");
+    let made =
+        sh(&sbx, "mkdir -p out && echo x > out/f && chmod 4777 out/f && chmod 777 out && stat -c %a out");
     if mode(&dst) != 0o700 || made.stdout_lossy().trim() != "777" {
         skip(test, &format!("no 0700 host dir or 0777 sandbox dir: {:o} {made:?}", mode(&dst)));
         let _ = std::fs::remove_dir_all(&host);

@@ -12,7 +12,7 @@
 mod fs_attacks;
 mod support;
 
-#[cfg(feature = "local")]
-mod local;
 #[cfg(feature = "docker")]
 mod docker;
+#[cfg(feature = "local")]
+mod local;

@@ -25,7 +25,9 @@ use crate::fs::DirEntry;
 
 use super::Shared;
 use super::exec::{self, AbortOnDrop, Collected, KillOnDrop, Launched};
-use crate::backends::fs_scripts::{self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, STDERR_LIMIT, TAR, UNTAR, WRITE};
+use crate::backends::fs_scripts::{
+    self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, STDERR_LIMIT, TAR, UNTAR, WRITE,
+};
 
 fn absolute(shared: &Shared, path: &str) -> String {
     crate::path::resolve(&shared.workdir, path)
@@ -68,7 +70,8 @@ async fn fs_exec(
     while let Some(frame) = output.next().await {
         let frame = frame.map_err(|e| super::client::sandbox_error(&shared.id, "reading a file exec", e))?;
         match frame {
-            bollard::container::LogOutput::StdOut { message } | bollard::container::LogOutput::Console { message } => {
+            bollard::container::LogOutput::StdOut { message }
+            | bollard::container::LogOutput::Console { message } => {
                 out.extend_from_slice(&message[..message.len().min(cap - out.len())]);
                 if out.len() as u64 > stdout_cap {
                     // Over the bound: stop reading; the guard kills the exec.
@@ -231,12 +234,12 @@ pub(super) async fn download(
     .map_err(|e| Error::provider(super::SCHEME, "the unpack task panicked", e))?;
     // An archive refused here (or cut short) ends the download now; the guard kills `tar`
     // and the unpacker, dropped, removes what it created.
-    let unpacker = unpacked?;
+    let unpacker_done = unpacked?;
     let code = exec::exit_code(shared, &exec_id).await?;
     guard.disarm();
     let said = stderr.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     match code {
-        0 => tokio::task::spawn_blocking(move || unpacker.finish())
+        0 => tokio::task::spawn_blocking(move || unpacker_done.finish())
             .await
             .map_err(|e| Error::provider(super::SCHEME, "the unpack task panicked", e))?,
         3 => Err(Error::NotFound { path: abs }),

@@ -127,7 +127,12 @@ pub(super) async fn upload(sandbox: &LocalSandbox, host_path: &Path, path: &str)
     crate::transfer::upload_via_stream(sandbox, SCHEME, host_path, &abs, &dir, &name).await
 }
 
-pub(super) async fn download(sandbox: &LocalSandbox, path: &str, host_path: &Path, budget: u64) -> Result<()> {
+pub(super) async fn download(
+    sandbox: &LocalSandbox,
+    path: &str,
+    host_path: &Path,
+    budget: u64,
+) -> Result<()> {
     let abs = workspace_path(path)?;
     let (dir, name) = split(&abs);
     crate::transfer::download_via_stream(sandbox, SCHEME, &abs, &dir, &name, host_path, budget).await

@@ -11,7 +11,10 @@ fn class_04__a_read_of_a_huge_sparse_file_stops_at_the_read_limit() {
     if !support::docker_ready("class_04__a_read_of_a_huge_sparse_file_stops_at_the_read_limit") {
         return;
     }
-    fs_attacks::read_of_a_huge_sparse_file_stops_at_the_read_limit("docker_class_04__a_read_of_a_huge_sparse_file_stops_at_the_read_limit", support::docker(NetworkPolicy::deny_all()));
+    fs_attacks::read_of_a_huge_sparse_file_stops_at_the_read_limit(
+        "docker_class_04__a_read_of_a_huge_sparse_file_stops_at_the_read_limit",
+        support::docker(NetworkPolicy::deny_all()),
+    );
 }
 
 #[test]
@@ -19,7 +22,10 @@ fn class_04__a_read_of_a_link_to_an_endless_proc_file_ends() {
     if !support::docker_ready("class_04__a_read_of_a_link_to_an_endless_proc_file_ends") {
         return;
     }
-    fs_attacks::read_of_a_link_to_an_endless_proc_file_ends("docker_class_04__a_read_of_a_link_to_an_endless_proc_file_ends", support::docker(NetworkPolicy::deny_all()));
+    fs_attacks::read_of_a_link_to_an_endless_proc_file_ends(
+        "docker_class_04__a_read_of_a_link_to_an_endless_proc_file_ends",
+        support::docker(NetworkPolicy::deny_all()),
+    );
 }
 
 #[test]
@@ -27,7 +33,10 @@ fn class_04__a_download_of_a_sparse_file_never_fills_the_host_disk() {
     if !support::docker_ready("class_04__a_download_of_a_sparse_file_never_fills_the_host_disk") {
         return;
     }
-    fs_attacks::download_of_a_sparse_file_never_fills_the_host_disk("docker_class_04__a_download_of_a_sparse_file_never_fills_the_host_disk", support::docker(NetworkPolicy::deny_all()));
+    fs_attacks::download_of_a_sparse_file_never_fills_the_host_disk(
+        "docker_class_04__a_download_of_a_sparse_file_never_fills_the_host_disk",
+        support::docker(NetworkPolicy::deny_all()),
+    );
 }
 
 #[test]
@@ -35,7 +44,10 @@ fn class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk() {
     if !support::docker_ready("class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk") {
         return;
     }
-    fs_attacks::download_of_a_hard_link_bomb_never_fills_the_host_disk("docker_class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk", support::docker(NetworkPolicy::deny_all()));
+    fs_attacks::download_of_a_hard_link_bomb_never_fills_the_host_disk(
+        "docker_class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk",
+        support::docker(NetworkPolicy::deny_all()),
+    );
 }
 
 /// Not an attack: the child process of the memory test below (does nothing unless
@@ -75,7 +87,12 @@ fn root_image_ready(test: &str) -> bool {
             .spawn()
             .unwrap();
         use std::io::Write as _;
-        build.stdin.take().unwrap().write_all(format!("FROM {}\nUSER root\n", support::DOCKER_IMAGE).as_bytes()).unwrap();
+        build
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("FROM {}\nUSER root\n", support::DOCKER_IMAGE).as_bytes())
+            .unwrap();
         let _ = build.wait();
     }
     let ok = have(ROOT_IMAGE);

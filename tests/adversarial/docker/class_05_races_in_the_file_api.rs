@@ -11,7 +11,11 @@ fn class_05__a_fifo_planted_at_the_temp_name_never_blocks_a_write() {
     if !support::docker_ready("class_05__a_fifo_planted_at_the_temp_name_never_blocks_a_write") {
         return;
     }
-    fs_attacks::a_fifo_planted_at_the_temp_name_never_blocks_a_write("docker_class_05__a_fifo_planted_at_the_temp_name_never_blocks_a_write", support::docker(NetworkPolicy::deny_all()), 3000);
+    fs_attacks::a_fifo_planted_at_the_temp_name_never_blocks_a_write(
+        "docker_class_05__a_fifo_planted_at_the_temp_name_never_blocks_a_write",
+        support::docker(NetworkPolicy::deny_all()),
+        3000,
+    );
 }
 
 #[test]
@@ -19,7 +23,11 @@ fn class_05__a_link_planted_at_the_temp_name_never_diverts_a_write() {
     if !support::docker_ready("class_05__a_link_planted_at_the_temp_name_never_diverts_a_write") {
         return;
     }
-    fs_attacks::a_link_planted_at_the_temp_name_never_diverts_a_write("docker_class_05__a_link_planted_at_the_temp_name_never_diverts_a_write", support::docker(NetworkPolicy::deny_all()), 3000);
+    fs_attacks::a_link_planted_at_the_temp_name_never_diverts_a_write(
+        "docker_class_05__a_link_planted_at_the_temp_name_never_diverts_a_write",
+        support::docker(NetworkPolicy::deny_all()),
+        3000,
+    );
 }
 
 #[test]

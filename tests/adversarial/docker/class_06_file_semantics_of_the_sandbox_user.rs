@@ -11,7 +11,10 @@ fn class_06__a_write_to_a_file_the_sandbox_user_cannot_write_is_refused() {
     if !support::docker_ready("class_06__a_write_to_a_file_the_sandbox_user_cannot_write_is_refused") {
         return;
     }
-    fs_attacks::a_write_to_a_file_the_user_cannot_write_is_refused("docker_class_06__a_write_to_a_file_the_sandbox_user_cannot_write_is_refused", support::docker(NetworkPolicy::deny_all()));
+    fs_attacks::a_write_to_a_file_the_user_cannot_write_is_refused(
+        "docker_class_06__a_write_to_a_file_the_sandbox_user_cannot_write_is_refused",
+        support::docker(NetworkPolicy::deny_all()),
+    );
 }
 
 #[test]
@@ -19,7 +22,10 @@ fn class_06__a_write_keeps_the_mode_of_an_existing_file() {
     if !support::docker_ready("class_06__a_write_keeps_the_mode_of_an_existing_file") {
         return;
     }
-    fs_attacks::a_write_keeps_the_mode_of_an_existing_file("docker_class_06__a_write_keeps_the_mode_of_an_existing_file", support::docker(NetworkPolicy::deny_all()));
+    fs_attacks::a_write_keeps_the_mode_of_an_existing_file(
+        "docker_class_06__a_write_keeps_the_mode_of_an_existing_file",
+        support::docker(NetworkPolicy::deny_all()),
+    );
 }
 
 #[test]
@@ -27,5 +33,8 @@ fn class_06__a_write_through_a_link_follows_it_inside_the_sandbox() {
     if !support::docker_ready("class_06__a_write_through_a_link_follows_it_inside_the_sandbox") {
         return;
     }
-    fs_attacks::a_write_through_a_link_follows_it_inside_the_sandbox("docker_class_06__a_write_through_a_link_follows_it_inside_the_sandbox", support::docker(NetworkPolicy::deny_all()));
+    fs_attacks::a_write_through_a_link_follows_it_inside_the_sandbox(
+        "docker_class_06__a_write_through_a_link_follows_it_inside_the_sandbox",
+        support::docker(NetworkPolicy::deny_all()),
+    );
 }

@@ -11,5 +11,8 @@ fn class_07__a_download_never_loosens_host_permissions() {
     if !support::docker_ready("class_07__a_download_never_loosens_host_permissions") {
         return;
     }
-    fs_attacks::a_download_never_loosens_host_permissions("docker_class_07__a_download_never_loosens_host_permissions", support::docker(NetworkPolicy::deny_all()));
+    fs_attacks::a_download_never_loosens_host_permissions(
+        "docker_class_07__a_download_never_loosens_host_permissions",
+        support::docker(NetworkPolicy::deny_all()),
+    );
 }

@@ -8,22 +8,34 @@ use crate::support;
 
 #[test]
 fn class_04__a_read_of_a_huge_sparse_file_stops_at_the_read_limit() {
-    fs_attacks::read_of_a_huge_sparse_file_stops_at_the_read_limit("local_class_04__a_read_of_a_huge_sparse_file_stops_at_the_read_limit", support::local(NetworkPolicy::deny_all()));
+    fs_attacks::read_of_a_huge_sparse_file_stops_at_the_read_limit(
+        "local_class_04__a_read_of_a_huge_sparse_file_stops_at_the_read_limit",
+        support::local(NetworkPolicy::deny_all()),
+    );
 }
 
 #[test]
 fn class_04__a_read_of_a_link_to_an_endless_proc_file_ends() {
-    fs_attacks::read_of_a_link_to_an_endless_proc_file_ends("local_class_04__a_read_of_a_link_to_an_endless_proc_file_ends", support::local(NetworkPolicy::deny_all()));
+    fs_attacks::read_of_a_link_to_an_endless_proc_file_ends(
+        "local_class_04__a_read_of_a_link_to_an_endless_proc_file_ends",
+        support::local(NetworkPolicy::deny_all()),
+    );
 }
 
 #[test]
 fn class_04__a_download_of_a_sparse_file_never_fills_the_host_disk() {
-    fs_attacks::download_of_a_sparse_file_never_fills_the_host_disk("local_class_04__a_download_of_a_sparse_file_never_fills_the_host_disk", support::local(NetworkPolicy::deny_all()));
+    fs_attacks::download_of_a_sparse_file_never_fills_the_host_disk(
+        "local_class_04__a_download_of_a_sparse_file_never_fills_the_host_disk",
+        support::local(NetworkPolicy::deny_all()),
+    );
 }
 
 #[test]
 fn class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk() {
-    fs_attacks::download_of_a_hard_link_bomb_never_fills_the_host_disk("local_class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk", support::local(NetworkPolicy::deny_all()));
+    fs_attacks::download_of_a_hard_link_bomb_never_fills_the_host_disk(
+        "local_class_04__a_download_of_a_hard_link_bomb_never_fills_the_host_disk",
+        support::local(NetworkPolicy::deny_all()),
+    );
 }
 
 /// Not an attack: the child process of the memory test below (does nothing unless

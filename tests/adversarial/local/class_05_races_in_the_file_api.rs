@@ -8,12 +8,20 @@ use crate::support;
 
 #[test]
 fn class_05__a_fifo_planted_at_the_temp_name_never_blocks_a_write() {
-    fs_attacks::a_fifo_planted_at_the_temp_name_never_blocks_a_write("local_class_05__a_fifo_planted_at_the_temp_name_never_blocks_a_write", support::local(NetworkPolicy::deny_all()), 3000);
+    fs_attacks::a_fifo_planted_at_the_temp_name_never_blocks_a_write(
+        "local_class_05__a_fifo_planted_at_the_temp_name_never_blocks_a_write",
+        support::local(NetworkPolicy::deny_all()),
+        3000,
+    );
 }
 
 #[test]
 fn class_05__a_link_planted_at_the_temp_name_never_diverts_a_write() {
-    fs_attacks::a_link_planted_at_the_temp_name_never_diverts_a_write("local_class_05__a_link_planted_at_the_temp_name_never_diverts_a_write", support::local(NetworkPolicy::deny_all()), 3000);
+    fs_attacks::a_link_planted_at_the_temp_name_never_diverts_a_write(
+        "local_class_05__a_link_planted_at_the_temp_name_never_diverts_a_write",
+        support::local(NetworkPolicy::deny_all()),
+        3000,
+    );
 }
 
 #[test]

@@ -8,5 +8,8 @@ use crate::support;
 
 #[test]
 fn class_07__a_download_never_loosens_host_permissions() {
-    fs_attacks::a_download_never_loosens_host_permissions("local_class_07__a_download_never_loosens_host_permissions", support::local(NetworkPolicy::deny_all()));
+    fs_attacks::a_download_never_loosens_host_permissions(
+        "local_class_07__a_download_never_loosens_host_permissions",
+        support::local(NetworkPolicy::deny_all()),
+    );
 }

@@ -31,9 +31,11 @@ pub(super) fn cases() -> Vec<Case> {
             Box::pin(shared_cwd(cx))
         })
         .requires(C::FILESYSTEM | C::RUN),
-        Case::new(Row::Filesystem, "filesystem__write_is_refused_where_the_sandbox_user_could_not_write", |cx| {
-            Box::pin(write_as_the_user(cx))
-        })
+        Case::new(
+            Row::Filesystem,
+            "filesystem__write_is_refused_where_the_sandbox_user_could_not_write",
+            |cx| Box::pin(write_as_the_user(cx)),
+        )
         .requires(C::FILESYSTEM | C::RUN),
         Case::new(Row::Filesystem, "filesystem__write_keeps_the_mode_of_an_existing_file", |cx| {
             Box::pin(write_keeps_mode(cx))
@@ -47,9 +49,11 @@ pub(super) fn cases() -> Vec<Case> {
             Box::pin(read_limit(cx))
         })
         .requires(C::FILESYSTEM),
-        Case::new(Row::Filesystem, "filesystem__download_over_its_budget_is_too_large_and_leaves_nothing", |cx| {
-            Box::pin(download_budget(cx))
-        })
+        Case::new(
+            Row::Filesystem,
+            "filesystem__download_over_its_budget_is_too_large_and_leaves_nothing",
+            |cx| Box::pin(download_budget(cx)),
+        )
         .requires(C::FILESYSTEM),
         Case::new(Row::Filesystem, "filesystem__download_never_loosens_host_permissions", |cx| {
             Box::pin(download_keeps_host_modes(cx))
@@ -215,18 +219,25 @@ async fn write_as_the_user(cx: Arc<Ctx>) -> Verdict {
             .map_err(|e| cx.unexpected("run(the user's own write)", &e))?;
         if own.success() {
             // The user may write it (root): so may `write`.
-            return fs.write("ro.txt", "new").await.map_err(|e| cx.unexpected("write where the user may", &e));
+            return fs
+                .write("ro.txt", "new")
+                .await
+                .map_err(|e| cx.unexpected("write where the user may", &e));
         }
         let refused = fs.write("ro.txt", "new").await;
-        expect_code(&refused, ErrorCode::PermissionDenied, "write() to a file the sandbox user may not write")?;
+        expect_code(
+            &refused,
+            ErrorCode::PermissionDenied,
+            "write() to a file the sandbox user may not write",
+        )?;
         if let Err(e) = &refused {
             expect(e.to_string().contains("ro.txt"), || format!("expected the error to name the file: {e}"))?;
         }
         let text = fs.read_text("ro.txt").await.map_err(|e| cx.unexpected("read_text", &e))?;
         expect_eq(text.as_str(), "orig", "the file after a refused write")?;
-        let mode = fs.list(".").await.map_err(|e| cx.unexpected("list", &e))?;
-        let mode = mode.iter().find(|e| e.name == "ro.txt").map(|e| e.mode);
-        expect_eq(mode, Some(0o444), "the mode after a refused write")
+        let listing = fs.list(".").await.map_err(|e| cx.unexpected("list", &e))?;
+        let kept = listing.iter().find(|e| e.name == "ro.txt").map(|e| e.mode);
+        expect_eq(kept, Some(0o444), "the mode after a refused write")
     })
 }
 
@@ -261,7 +272,9 @@ async fn write_follows_link(cx: Arc<Ctx>) -> Verdict {
         let fs = sandbox.fs();
         fs.write("real.txt", "before").await.map_err(|e| cx.unexpected("write", &e))?;
         let made = sandbox.run(cx.probes.symlink("real.txt", "link.txt")).await;
-        expect(made.as_ref().is_ok_and(crate::ExecResult::success), || format!("could not make a link: {made:?}"))?;
+        expect(made.as_ref().is_ok_and(crate::ExecResult::success), || {
+            format!("could not make a link: {made:?}")
+        })?;
         fs.write("link.txt", "through").await.map_err(|e| cx.unexpected("write through a link", &e))?;
         let text = fs.read_text("real.txt").await.map_err(|e| cx.unexpected("read_text", &e))?;
         expect_eq(text.as_str(), "through", "the link's target after write")?;
@@ -278,7 +291,11 @@ async fn read_limit(cx: Arc<Ctx>) -> Verdict {
         fs.write("hundred.bin", vec![7u8; 100]).await.map_err(|e| cx.unexpected("write", &e))?;
         let over = fs.read_limit(99).read("hundred.bin").await;
         expect_code(&over, ErrorCode::TooLarge, "read() of 100 bytes with a 99-byte limit")?;
-        let exact = fs.read_limit(100).read("hundred.bin").await.map_err(|e| cx.unexpected("read at the limit", &e))?;
+        let exact = fs
+            .read_limit(100)
+            .read("hundred.bin")
+            .await
+            .map_err(|e| cx.unexpected("read at the limit", &e))?;
         expect_eq(exact.len(), 100, "bytes read at exactly the limit")
     })
 }
@@ -290,12 +307,19 @@ async fn download_budget(cx: Arc<Ctx>) -> Verdict {
     let verdict = with_sandbox!(cx, |sandbox| {
         let fs = sandbox.fs();
         for name in ["a", "b", "c"] {
-            fs.write(&format!("big/{name}.bin"), vec![1u8; 20_000]).await.map_err(|e| cx.unexpected("write", &e))?;
+            fs.write(&format!("big/{name}.bin"), vec![1u8; 20_000])
+                .await
+                .map_err(|e| cx.unexpected("write", &e))?;
         }
         let over = fs.download_limit(30_000).download("big", dst.join("big")).await;
         expect_code(&over, ErrorCode::TooLarge, "download() of 60 kB with a 30 kB budget")?;
-        expect(!dst.join("big").exists(), || "expected the refused download to leave nothing on the host".to_owned())?;
-        fs.download_limit(100_000).download("big", dst.join("big")).await.map_err(|e| cx.unexpected("download within budget", &e))?;
+        expect(!dst.join("big").exists(), || {
+            "expected the refused download to leave nothing on the host".to_owned()
+        })?;
+        fs.download_limit(100_000)
+            .download("big", dst.join("big"))
+            .await
+            .map_err(|e| cx.unexpected("download within budget", &e))?;
         let size = std::fs::metadata(dst.join("big/c.bin")).map_or(0, |m| m.len());
         expect_eq(size, 20_000, "a file downloaded within the budget")
     });
@@ -314,7 +338,8 @@ async fn download_keeps_host_modes(cx: Arc<Ctx>) -> Verdict {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| e.to_string())?;
         std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o777)).map_err(|e| e.to_string())?;
         std::fs::set_permissions(src.join("open.txt"), std::fs::Permissions::from_mode(0o666))
             .map_err(|e| e.to_string())?;
@@ -326,7 +351,9 @@ async fn download_keeps_host_modes(cx: Arc<Ctx>) -> Verdict {
         if cfg!(unix) {
             expect_eq(mode_of(&target), 0o700, "the existing host directory's mode")?;
             let file = mode_of(&target.join("open.txt"));
-            expect(file & 0o022 == 0, || format!("expected no group/world write on a new host file, got {file:o}"))?;
+            expect(file & 0o022 == 0, || {
+                format!("expected no group/world write on a new host file, got {file:o}")
+            })?;
         }
         Ok(())
     });
