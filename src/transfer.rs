@@ -69,19 +69,67 @@ fn mode_of(meta: &fs::Metadata) -> u32 {
 
 /// Writes a download on the host, remembering what it created so that a failed or
 /// cancelled download can remove it (what existed before is never removed).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HostWriter {
+    /// The host target: links above it are the caller's own and are followed; at it and
+    /// below it, none is.
+    root: PathBuf,
     created: Vec<(PathBuf, bool)>,
     kept: bool,
 }
 
+/// Open flags that never follow a final link nor block on a FIFO, where `libc` is here.
+#[cfg(any(feature = "local", feature = "docker"))]
+fn no_follow(options: &mut fs::OpenOptions) {
+    std::os::unix::fs::OpenOptionsExt::custom_flags(options, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+}
+
+/// Without `libc` (a fake-only build) the checks around the open stand alone.
+#[cfg(not(any(feature = "local", feature = "docker")))]
+fn no_follow(_: &mut fs::OpenOptions) {}
+
 impl HostWriter {
-    pub(crate) fn new() -> Self {
-        HostWriter::default()
+    pub(crate) fn new(root: &Path) -> Self {
+        HostWriter { root: root.to_path_buf(), created: Vec::new(), kept: false }
     }
 
-    /// Makes the missing ancestors of a host target (the caller's own path: links in it are
-    /// the caller's and are followed, as for any path the caller gives).
+    /// Refuses a path whose directories from the root down are anything but real
+    /// directories (or not there yet): a link planted in the host target, by anyone, is
+    /// never written through, not even by a hostile archive that names a file below it
+    /// without naming the directory first.
+    fn no_links_below_root(&self, path: &Path) -> Result<()> {
+        let Ok(rel) = path.strip_prefix(&self.root) else { return Ok(()) };
+        let mut dirs = vec![self.root.clone()];
+        let mut current = self.root.clone();
+        let mut components: Vec<_> = rel.components().collect();
+        components.pop();
+        for component in components {
+            current.push(component);
+            dirs.push(current.clone());
+        }
+        if rel.as_os_str().is_empty() {
+            dirs.clear(); // the root itself: its own kind is checked by the caller
+        }
+        for dir in dirs {
+            match fs::symlink_metadata(&dir) {
+                Ok(meta) if meta.is_dir() && !meta.file_type().is_symlink() => {}
+                Ok(_) => {
+                    return Err(Error::invalid_input(format!(
+                        "host path {} is a link or not a directory; download never writes through links",
+                        dir.display()
+                    )));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(host_error(&dir, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the missing ancestors of a host path: above the root, the caller's own path
+    /// (its links are followed, as for any path the caller gives); at and below it, real
+    /// directories only (checked by [`HostWriter::no_links_below_root`]). New ones get
+    /// at most [`NEW_MODE_MASK`].
     fn ancestors(&mut self, dir: &Path) -> Result<()> {
         if dir.as_os_str().is_empty() || fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
             return Ok(());
@@ -89,7 +137,10 @@ impl HostWriter {
         if let Some(parent) = dir.parent() {
             self.ancestors(parent)?;
         }
-        match fs::create_dir(dir) {
+        let mut builder = fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, NEW_MODE_MASK);
+        match builder.create(dir) {
             Ok(()) => {
                 self.created.push((dir.to_path_buf(), true));
                 Ok(())
@@ -103,6 +154,7 @@ impl HostWriter {
     /// left exactly as it is (its mode and owner are the host's business); a new one gets
     /// `mode` masked with [`NEW_MODE_MASK`], and always owner-accessible.
     pub(crate) fn dir(&mut self, dir: &Path, mode: u32) -> Result<()> {
+        self.no_links_below_root(dir)?;
         match fs::symlink_metadata(dir) {
             Ok(meta) if meta.file_type().is_symlink() => Err(Error::invalid_input(format!(
                 "host target {} is a symlink; download never writes through links",
@@ -136,14 +188,17 @@ impl HostWriter {
     /// `cp` does); a new one is created exclusively with `mode` masked with
     /// [`NEW_MODE_MASK`] (and the process umask).
     pub(crate) fn file(&mut self, file: &Path, mode: u32) -> Result<fs::File> {
+        self.no_links_below_root(file)?;
         match fs::symlink_metadata(file) {
             Ok(meta) if meta.file_type().is_symlink() => Err(Error::invalid_input(format!(
                 "host target {} is a symlink; download never writes through links",
                 file.display()
             ))),
             Ok(meta) if meta.is_file() => {
-                let opened =
-                    fs::OpenOptions::new().write(true).open(file).map_err(|e| host_error(file, e))?;
+                let mut options = fs::OpenOptions::new();
+                options.write(true);
+                no_follow(&mut options);
+                let opened = options.open(file).map_err(|e| host_error(file, e))?;
                 // The file opened must be the one checked: a link swapped in between is refused.
                 #[cfg(unix)]
                 {
@@ -170,6 +225,7 @@ impl HostWriter {
                 let mut options = fs::OpenOptions::new();
                 // `create_new` is O_CREAT|O_EXCL: it never follows a link, nor opens a FIFO.
                 options.write(true).create_new(true);
+                no_follow(&mut options);
                 #[cfg(unix)]
                 std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode & NEW_MODE_MASK);
                 #[cfg(not(unix))]
@@ -339,7 +395,7 @@ pub(crate) async fn download_via_primitives<S: BackendSandbox + ?Sized>(
             .ok_or_else(|| Error::NotFound { path: path.to_owned() })?
     };
     let mut used = 0u64;
-    let mut writer = HostWriter::new();
+    let mut writer = HostWriter::new(host_path);
     match kind {
         FileKind::Dir => {
             charge(&mut used, 512, budget, path)?;
@@ -773,7 +829,7 @@ mod archive {
         /// Copying (or skipping, with `None`) an entry's contents.
         Body { out: Option<(fs::File, PathBuf)>, left: u64, pad: u64 },
         /// Past the end-of-archive block: what follows is padding, counted and dropped.
-        Trailer,
+        Trailer { seen: u64 },
     }
 
     /// Unpacks a tar stream of sandbox path `abs` into `host` as it arrives (push-based,
@@ -799,6 +855,9 @@ mod archive {
     fn malformed(backend: &str, abs: &str, why: &str) -> Error {
         Error::provider(backend, format!("the archive of {abs}"), io::Error::other(why.to_owned()))
     }
+
+    /// The most padding accepted after the end-of-archive block.
+    const MAX_TRAILER: u64 = 1024 * 1024;
 
     fn padding(size: u64) -> u64 {
         (512 - size % 512) % 512
@@ -827,7 +886,7 @@ mod archive {
                 root: None,
                 long_name: None,
                 long_link: None,
-                writer: HostWriter::new(),
+                writer: HostWriter::new(host),
                 backend,
             }
         }
@@ -881,7 +940,18 @@ mod archive {
                             self.state = State::Header;
                         }
                     }
-                    State::Trailer => data = &[],
+                    State::Trailer { seen } => {
+                        // `tar` pads to its record size (10 KiB for GNU tar); more is junk.
+                        *seen += data.len() as u64;
+                        if *seen > MAX_TRAILER {
+                            return Err(malformed(
+                                self.backend,
+                                &self.abs,
+                                "junk after the end of the archive",
+                            ));
+                        }
+                        data = &[];
+                    }
                 }
                 self.charge((before - data.len()) as u64)?;
             }
@@ -921,7 +991,7 @@ mod archive {
 
         fn header(&mut self, block: &[u8]) -> Result<()> {
             if block.iter().all(|b| *b == 0) {
-                self.state = State::Trailer;
+                self.state = State::Trailer { seen: 0 };
                 return Ok(());
             }
             let header = tar::Header::from_byte_slice(block);
@@ -1055,7 +1125,7 @@ mod archive {
         pub(crate) fn finish(mut self) -> Result<()> {
             match self.state {
                 State::Header if self.block.is_empty() => {}
-                State::Trailer => {}
+                State::Trailer { .. } => {}
                 _ => return Err(malformed(self.backend, &self.abs, "the archive was cut short")),
             }
             if self.root.is_none() {
@@ -1161,6 +1231,38 @@ mod archive {
             assert_eq!(fs::read(dir2.join("o/l19")).unwrap(), vec![1u8; 10_000]);
             let _ = fs::remove_dir_all(dir);
             let _ = fs::remove_dir_all(dir2);
+        }
+
+        #[test]
+        fn a_host_link_in_the_target_is_never_written_through() {
+            let dir = scratch("hostlink");
+            let outside = dir.join("outside");
+            fs::create_dir_all(&outside).unwrap();
+            fs::write(outside.join("passwd"), "host").unwrap();
+            fs::create_dir_all(dir.join("o")).unwrap();
+            std::os::unix::fs::symlink(&outside, dir.join("o/sub")).unwrap();
+            let mut builder = tar::Builder::new(Vec::new());
+            entry(&mut builder, "out/", tar::EntryType::Directory, b"");
+            // No entry for `out/sub/`: straight to a file below it.
+            entry(&mut builder, "out/sub/passwd", tar::EntryType::Regular, b"evil");
+            entry(&mut builder, "out/sub/new", tar::EntryType::Regular, b"evil");
+            let tar = builder.into_inner().unwrap();
+            let err = unpack_in(&tar, &dir.join("o"), 1 << 20, 512).unwrap_err();
+            assert_eq!(err.code(), crate::ErrorCode::InvalidInput, "{err}");
+            assert_eq!(fs::read_to_string(outside.join("passwd")).unwrap(), "host");
+            assert!(!outside.join("new").exists());
+            let _ = fs::remove_dir_all(dir);
+        }
+
+        #[test]
+        fn junk_after_the_end_of_the_archive_is_bounded() {
+            let mut builder = tar::Builder::new(Vec::new());
+            entry(&mut builder, "out", tar::EntryType::Regular, b"x");
+            let mut tar = builder.into_inner().unwrap();
+            tar.extend(std::iter::repeat_n(0u8, 2 << 20));
+            let dir = scratch("junk");
+            assert!(unpack_in(&tar, &dir.join("o"), 1 << 30, 65536).is_err());
+            let _ = fs::remove_dir_all(dir);
         }
 
         #[test]
