@@ -53,4 +53,5 @@ pub const DEFAULT_FS_TIMEOUT: std::time::Duration = std::time::Duration::from_mi
 
 /// The most a header of an archive from the sandbox may take (a GNU long name, a pax
 /// record): 64 KiB. Longer is [`ErrorCode::TooLarge`](crate::ErrorCode).
+#[cfg(any(feature = "local", feature = "docker"))]
 pub const MAX_ARCHIVE_HEADER: u64 = 64 * 1024;

@@ -238,6 +238,7 @@ impl HostWriter {
     }
 
     /// Whether `path` was created by this download.
+    #[cfg(any(feature = "local", feature = "docker"))]
     fn created_file(&self, path: &Path) -> bool {
         self.created.iter().any(|(p, dir)| !dir && p == path)
     }
@@ -460,7 +461,7 @@ fn write_whole(writer: &mut HostWriter, file: &Path, data: &[u8], mode: u32) -> 
     out.write_all(data).map_err(|e| host_error(file, e))
 }
 
-#[cfg(any(feature = "local", feature = "docker"))]
+#[cfg(feature = "docker")]
 pub(crate) use archive::Unpacker;
 #[cfg(feature = "docker")]
 pub(crate) use archive::append_host_tree;
