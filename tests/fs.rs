@@ -221,6 +221,8 @@ fn filesystem__every_operation_has_a_deadline_and_is_dropped_at_it() {
     let err = blocking.fs().timeout(std::time::Duration::from_millis(100)).read("forever").unwrap_err();
     assert_eq!(err.code(), ErrorCode::ExecutionTimeout);
     assert_eq!(blocking.fs().read_limit(1).read("x").unwrap(), b"x");
+    // Extreme knobs are values, not panics.
+    assert_eq!(blocking.fs().timeout(std::time::Duration::MAX).read_limit(u64::MAX).read("x").unwrap(), b"x");
     assert_eq!(sandboxio::DEFAULT_FS_TIMEOUT, std::time::Duration::from_secs(120));
 }
 

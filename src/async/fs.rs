@@ -73,6 +73,7 @@ impl<'a> Fs<'a> {
     /// The same file system with `timeout` as the deadline of each call (default
     /// [`DEFAULT_FS_TIMEOUT`], 120 s). Past it, the call's process in the sandbox is
     /// killed and the call fails with [`ErrorCode::ExecutionTimeout`](crate::ErrorCode).
+    /// A timeout longer than a year counts as a year.
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
         Fs { timeout, ..self }
@@ -87,9 +88,11 @@ impl<'a> Fs<'a> {
     /// operation's future is dropped, which kills its process in the sandbox (the SPI's
     /// cancellation rule), so a FIFO or a file with no end can never hold a call forever.
     async fn bounded<T>(self, op: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        /// The longest deadline the timer takes (an `Instant` past it would overflow).
+        const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
         let timeout = self.timeout;
         futures_lite::future::or(op, async move {
-            futures_timer::Delay::new(timeout).await;
+            futures_timer::Delay::new(timeout.min(LONGEST)).await;
             Err(Error::ExecutionTimeout {
                 timeout,
                 partial: Box::new(ExecResult::new(0, "", "").with_status(crate::ExitStatus::Signal(9))),
