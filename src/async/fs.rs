@@ -89,7 +89,7 @@ impl<'a> Fs<'a> {
     /// cancellation rule), so a FIFO or a file with no end can never hold a call forever.
     async fn bounded<T>(self, op: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         /// The longest deadline the timer takes (an `Instant` past it would overflow).
-        const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+        const LONGEST: Duration = Duration::from_hours(365 * 24);
         let timeout = self.timeout;
         futures_lite::future::or(op, async move {
             futures_timer::Delay::new(timeout.min(LONGEST)).await;
