@@ -217,20 +217,38 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Box::pin(async { Err(Error::unsupported("this backend", "STATEFUL_CODE")) })
     }
 
-    /// Reads a whole file.
-    fn read(&self, path: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
-        let _ = path;
+    /// Reads a whole file of at most `limit` bytes, links followed inside the sandbox.
+    ///
+    /// A file with more than `limit` bytes (or with no end, such as a `/proc` file) is
+    /// [`Error::TooLarge`]: stop reading from the sandbox after `limit + 1` bytes, never
+    /// hold more than that, and stop the process that produced them.
+    ///
+    /// Cancellation: if the returned future is dropped, the in-sandbox process must be
+    /// killed (the core drops it at the operation's deadline).
+    fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+        let _ = (path, limit);
         Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
     }
 
-    /// Writes a whole file, creating parent directories and replacing any existing file.
-    /// `mode` is the permission bits to give a new file (`None`: `0o644`).
+    /// Writes a whole file as the sandbox user's own write would: parent directories are
+    /// created; an existing file is truncated and written in place (it keeps its mode,
+    /// owner and hard links; a link is followed inside the sandbox's own view); a file the
+    /// sandbox user cannot write is [`Error::PermissionDenied`] naming it; a directory is
+    /// [`Error::IsADirectory`]; a special file (FIFO, device, socket) is
+    /// [`Error::InvalidInput`]. `mode` is the permission bits of a file the write creates
+    /// (`None`: `0o644`); an existing file's mode is never changed. Never write through a
+    /// temporary name another process could predict or plant.
+    ///
+    /// Cancellation: if the returned future is dropped, the in-sandbox process must be
+    /// killed; the file may be partly written.
     fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
         let _ = (path, data, mode);
         Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
     }
 
-    /// Lists a directory.
+    /// Lists a directory. Bound what is read from the sandbox (the core's contract:
+    /// [`DEFAULT_READ_LIMIT`](crate::DEFAULT_READ_LIMIT) bytes of listing at most, else
+    /// [`Error::TooLarge`]).
     fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
         let _ = path;
         Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
@@ -250,17 +268,23 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
 
     /// Copies a host file or directory tree into the sandbox. The default walks the host
     /// tree (never following links) and calls [`BackendSandbox::mkdir`] and
-    /// [`BackendSandbox::write`]; override it with a bulk transfer (a tar stream) when the
-    /// provider has one.
+    /// [`BackendSandbox::write`] file by file (so it holds one file in memory at a time);
+    /// override it with a bulk transfer (a tar stream, see
+    /// [`crate::backends`]' adapters) that keeps client memory flat whatever the size.
     fn upload<'a>(&'a self, host_path: &'a Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(crate::transfer::upload_via_primitives(self, host_path, path))
     }
 
-    /// Copies a sandbox file or directory tree to the host. The default walks the sandbox
-    /// tree with [`BackendSandbox::list`] and [`BackendSandbox::read`], keeps modes, skips
-    /// links, and writes nothing outside `host_path`.
-    fn download<'a>(&'a self, path: &'a str, host_path: &'a Path) -> BoxFuture<'a, Result<()>> {
-        Box::pin(crate::transfer::download_via_primitives(self, path, host_path))
+    /// Copies a sandbox file or directory tree to the host, putting at most `budget` bytes
+    /// on the host's disk (else [`Error::TooLarge`], with what this download wrote removed).
+    /// Rules: nothing is written outside `host_path` nor through a host link; sandbox links
+    /// and special files are skipped; existing host directories and files keep their
+    /// permissions and owner; new ones get the sandbox's permission bits without
+    /// setuid, setgid, sticky or group/world write. The default walks the sandbox tree
+    /// with [`BackendSandbox::list`] and [`BackendSandbox::read`] (each file bounded by
+    /// what is left of the budget).
+    fn download<'a>(&'a self, path: &'a str, host_path: &'a Path, budget: u64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(crate::transfer::download_via_primitives(self, path, host_path, budget))
     }
 
     /// Destroys the sandbox. Idempotent: a second call returns

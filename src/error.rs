@@ -65,6 +65,7 @@ error_codes! {
     InvalidInput = "SBX-013", "SBX-013.md";
     RateLimited = "SBX-014", "SBX-014.md";
     Provider = "SBX-015", "SBX-015.md";
+    TooLarge = "SBX-016", "SBX-016.md";
 }
 
 impl fmt::Display for ErrorCode {
@@ -195,6 +196,17 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// What the host would read from the sandbox (a file, a listing, a download) is over
+    /// the limit set for it; nothing past the limit was read.
+    #[error("[SBX-016] too large: {path} is over the limit of {limit} bytes ({what})")]
+    TooLarge {
+        /// The sandbox path.
+        path: String,
+        /// The limit in effect, in bytes.
+        limit: u64,
+        /// Which limit, and how to raise it (for example `Fs::read_limit`).
+        what: String,
+    },
     /// Any other provider failure, with the provider's error as the source.
     #[error("[SBX-015] the {backend} backend failed: {message}")]
     Provider {
@@ -232,6 +244,7 @@ impl Error {
             Error::InvalidInput { .. } => ErrorCode::InvalidInput,
             Error::RateLimited { .. } => ErrorCode::RateLimited,
             Error::Provider { .. } => ErrorCode::Provider,
+            Error::TooLarge { .. } => ErrorCode::TooLarge,
         }
     }
 

@@ -93,7 +93,7 @@ pub use exec::{
     Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_OUTPUT_LIMIT, ExecResult, ExitStatus,
     MAX_ARG_STRLEN, MAX_ARG_TOTAL, MimeBundle, OutputChunk, StreamKind,
 };
-pub use fs::{DirEntry, FileKind};
+pub use fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry, FileKind};
 pub use policy::{AllowlistEntry, Capabilities, IsolationTier, NetworkPolicy, ResourceLimits};
 pub use runtime::shutdown;
 pub use secret::SecretString;

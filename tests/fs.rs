@@ -128,6 +128,17 @@ mod hostile {
     #[derive(Debug)]
     struct HostileSandbox;
 
+    /// How many `read` futures of the hostile backend were dropped before they ended.
+    pub static DROPPED_READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    struct CountDrop;
+
+    impl Drop for CountDrop {
+        fn drop(&mut self) {
+            DROPPED_READS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
     impl Backend for Hostile {
         fn scheme(&self) -> &str {
             "hostile"
@@ -155,8 +166,16 @@ mod hostile {
             };
             Box::pin(async move { Ok(entries) })
         }
-        fn read(&self, _: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
-            Box::pin(async { Ok(b"x".to_vec()) })
+        fn read(&self, path: &str, _: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+            // `forever` never ends, as a FIFO would: only the core's deadline ends the call.
+            let forever = path.ends_with("forever");
+            Box::pin(async move {
+                if forever {
+                    let _guard = CountDrop;
+                    std::future::pending::<()>().await;
+                }
+                Ok(b"x".to_vec())
+            })
         }
         fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
             Box::pin(async { Ok(KillOutcome::Killed) })
@@ -178,4 +197,47 @@ fn filesystem__a_hostile_listing_cannot_escape_the_host_target() {
     assert!(err.to_string().contains("escape"), "{err}");
     assert!(!dst.join("escaped").exists() && !dst.join("a/escaped").exists());
     block_on(sbx.close()).unwrap();
+}
+
+#[test]
+fn filesystem__every_operation_has_a_deadline_and_is_dropped_at_it() {
+    let sbx = block_on(
+        sandboxio::Sandbox::builder_with(hostile::Hostile)
+            .network(sandboxio::NetworkPolicy::deny_all())
+            .create(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let err = block_on(sbx.fs().timeout(std::time::Duration::from_millis(100)).read("forever")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecutionTimeout, "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(
+        hostile::DROPPED_READS.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the backend's operation is dropped at the deadline (which kills its process)"
+    );
+    // The blocking facade has the same knobs.
+    let blocking = sandboxio::sync::Sandbox::from(sbx);
+    let err = blocking.fs().timeout(std::time::Duration::from_millis(100)).read("forever").unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ExecutionTimeout);
+    assert_eq!(blocking.fs().read_limit(1).read("x").unwrap(), b"x");
+    // Extreme knobs are values, not panics.
+    assert_eq!(blocking.fs().timeout(std::time::Duration::MAX).read_limit(u64::MAX).read("x").unwrap(), b"x");
+    assert_eq!(sandboxio::DEFAULT_FS_TIMEOUT, std::time::Duration::from_secs(120));
+}
+
+#[test]
+fn filesystem__read_limit_and_download_budget_on_the_fake() {
+    let (_, sbx) = fake_sandbox();
+    block_on(sbx.fs().write("ten.bin", vec![1u8; 10])).unwrap();
+    let err = block_on(sbx.fs().read_limit(9).read("ten.bin")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::TooLarge, "{err}");
+    assert!(err.to_string().contains("ten.bin") && err.to_string().contains("read_limit"), "{err}");
+    assert_eq!(block_on(sbx.fs().read_limit(10).read("ten.bin")).unwrap().len(), 10);
+    let dst = scratch("budget-fake");
+    let err = block_on(sbx.fs().download_limit(100).download("ten.bin", dst.join("t"))).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::TooLarge, "{err}");
+    assert!(!dst.join("t").exists());
+    block_on(sbx.fs().download_limit(600).download("ten.bin", dst.join("t"))).unwrap();
+    assert_eq!(std::fs::read(dst.join("t")).unwrap().len(), 10);
 }

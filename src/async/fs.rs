@@ -1,10 +1,12 @@
 //! [`Fs`]: file operations on a sandbox.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::audit::OperationKind;
 use crate::error::{Error, Result};
-use crate::fs::DirEntry;
+use crate::exec::ExecResult;
+use crate::fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry};
 use crate::policy::Capabilities;
 
 use super::sandbox::Sandbox;
@@ -16,15 +18,65 @@ use super::sandbox::Sandbox;
 /// Sandbox paths may be absolute or relative; relative ones resolve against the same
 /// working directory [`Sandbox::run`] uses. A path with a `..` component or a NUL byte is
 /// refused with [`ErrorCode::InvalidInput`](crate::ErrorCode) before anything is sent.
+///
+/// Every operation runs as the sandbox's user, inside the sandbox, and is bounded:
+///
+/// - in time: each call has a deadline ([`DEFAULT_FS_TIMEOUT`], 120 s, or
+///   [`Fs::timeout`]); past it the call's process in the sandbox is killed and the call
+///   fails with [`ErrorCode::ExecutionTimeout`](crate::ErrorCode). Dropping the future
+///   kills it too;
+/// - in what the host reads: [`Fs::read`] takes at most [`DEFAULT_READ_LIMIT`] bytes
+///   (64 MiB, or [`Fs::read_limit`]), [`Fs::list`] a listing of at most
+///   [`DEFAULT_READ_LIMIT`] bytes, [`Fs::download`] puts at
+///   most [`DEFAULT_DOWNLOAD_LIMIT`] bytes on the host's disk (1 GiB, or
+///   [`Fs::download_limit`]); over a limit is [`ErrorCode::TooLarge`](crate::ErrorCode);
+/// - in client memory: [`Fs::upload`] and [`Fs::download`] stream, whatever the size.
+///
+/// The limits are per call: `sandbox.fs().read_limit(1 << 30).read("big.bin")`.
 #[derive(Debug, Clone, Copy)]
 pub struct Fs<'a> {
     sandbox: &'a Sandbox,
+    read_limit: u64,
+    download_limit: u64,
+    timeout: Duration,
 }
 
 #[sandboxio_macros::blocking_facade]
 impl<'a> Fs<'a> {
     pub(crate) fn new(sandbox: &'a Sandbox) -> Self {
-        Fs { sandbox }
+        Fs {
+            sandbox,
+            read_limit: DEFAULT_READ_LIMIT,
+            download_limit: DEFAULT_DOWNLOAD_LIMIT,
+            timeout: DEFAULT_FS_TIMEOUT,
+        }
+    }
+
+    /// The same file system with `bytes` as the most [`Fs::read`] and [`Fs::read_text`]
+    /// take from the sandbox (default [`DEFAULT_READ_LIMIT`], 64 MiB). A file
+    /// over it fails with [`ErrorCode::TooLarge`](crate::ErrorCode) after the host has read
+    /// `bytes + 1` bytes, no more.
+    #[must_use]
+    pub fn read_limit(self, bytes: u64) -> Self {
+        Fs { read_limit: bytes, ..self }
+    }
+
+    /// The same file system with `bytes` as the most [`Fs::download`] puts on the host's
+    /// disk (default [`DEFAULT_DOWNLOAD_LIMIT`], 1 GiB). The budget counts the archive's
+    /// bytes (file contents and a 512-byte header per entry) and the copies made for hard
+    /// links; a sparse file counts at its full size.
+    #[must_use]
+    pub fn download_limit(self, bytes: u64) -> Self {
+        Fs { download_limit: bytes, ..self }
+    }
+
+    /// The same file system with `timeout` as the deadline of each call (default
+    /// [`DEFAULT_FS_TIMEOUT`], 120 s). Past it, the call's process in the sandbox is
+    /// killed and the call fails with [`ErrorCode::ExecutionTimeout`](crate::ErrorCode).
+    /// A timeout longer than a year counts as a year.
+    #[must_use]
+    pub fn timeout(self, timeout: Duration) -> Self {
+        Fs { timeout, ..self }
     }
 
     fn check(self, paths: &[&str]) -> Result<()> {
@@ -32,30 +84,55 @@ impl<'a> Fs<'a> {
         paths.iter().try_for_each(|p| crate::path::validate(p))
     }
 
-    /// Reads a whole file, byte-exact.
+    /// Runs one backend operation under this call's deadline: at the deadline the
+    /// operation's future is dropped, which kills its process in the sandbox (the SPI's
+    /// cancellation rule), so a FIFO or a file with no end can never hold a call forever.
+    async fn bounded<T>(self, op: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        /// The longest deadline the timer takes (an `Instant` past it would overflow).
+        const LONGEST: Duration = Duration::from_hours(365 * 24);
+        let timeout = self.timeout;
+        futures_lite::future::or(op, async move {
+            futures_timer::Delay::new(timeout.min(LONGEST)).await;
+            Err(Error::ExecutionTimeout {
+                timeout,
+                partial: Box::new(ExecResult::new(0, "", "").with_status(crate::ExitStatus::Signal(9))),
+            })
+        })
+        .await
+    }
+
+    /// Reads a whole file, byte-exact, links followed inside the sandbox. At most the read
+    /// limit ([`DEFAULT_READ_LIMIT`], 64 MiB, or [`Fs::read_limit`]) is read: a larger file,
+    /// or one with no end (a `/proc` or `/dev` file), fails with
+    /// [`ErrorCode::TooLarge`](crate::ErrorCode). Use [`Fs::download`] for large files.
     ///
     /// # Errors
     ///
     /// [`ErrorCode::NotFound`](crate::ErrorCode) (naming the path),
     /// [`ErrorCode::IsADirectory`](crate::ErrorCode),
     /// [`ErrorCode::PermissionDenied`](crate::ErrorCode),
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode), [`ErrorCode::SandboxGone`](crate::ErrorCode).
+    /// [`ErrorCode::TooLarge`](crate::ErrorCode) over the read limit,
+    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
+    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a bad path or a special file,
+    /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: reading changes nothing.
+    /// Cancel safe: reading changes nothing, and dropping the future kills the reading
+    /// process in the sandbox.
     pub async fn read(&self, path: &str) -> Result<Vec<u8>> {
         let handle = self.sandbox.backend_handle();
+        let limit = self.read_limit;
         self.sandbox
             .context()
             .observe(OperationKind::FsRead, async {
                 self.check(&[path])?;
-                handle.read(path).await
+                self.bounded(handle.read(path, limit)).await
             })
             .await
     }
 
-    /// Reads a whole file as UTF-8 text.
+    /// Reads a whole file as UTF-8 text (bounded as [`Fs::read`]).
     ///
     /// # Errors
     ///
@@ -64,14 +141,16 @@ impl<'a> Fs<'a> {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: reading changes nothing.
+    /// Cancel safe: reading changes nothing, and dropping the future kills the reading
+    /// process in the sandbox.
     pub async fn read_text(&self, path: &str) -> Result<String> {
         let handle = self.sandbox.backend_handle();
+        let limit = self.read_limit;
         self.sandbox
             .context()
             .observe(OperationKind::FsRead, async {
                 self.check(&[path])?;
-                let bytes = handle.read(path).await?;
+                let bytes = self.bounded(handle.read(path, limit)).await?;
                 String::from_utf8(bytes).map_err(|e| {
                     Error::invalid_input(format!(
                         "{path:?} is not UTF-8 (first bad byte at {})",
@@ -82,17 +161,26 @@ impl<'a> Fs<'a> {
             .await
     }
 
-    /// Writes a whole file, creating parent directories and replacing an existing file.
-    /// New files get mode `0o644`.
+    /// Writes a whole file as the sandbox user's own write would, creating parent
+    /// directories. A new file gets mode `0o644`; an existing file is written in place and
+    /// keeps its mode, owner and hard links; a link is followed inside the sandbox's own
+    /// view (never on the host). No temporary name is used, so nothing planted in the
+    /// sandbox can divert or block the write (except at the target itself, where the
+    /// deadline bounds it as for any other call).
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::IsADirectory`](crate::ErrorCode), [`ErrorCode::PermissionDenied`](crate::ErrorCode),
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode), [`ErrorCode::SandboxGone`](crate::ErrorCode).
+    /// [`ErrorCode::PermissionDenied`](crate::ErrorCode) naming the file when the sandbox
+    /// user may not write it (or create it), [`ErrorCode::IsADirectory`](crate::ErrorCode),
+    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a bad path or a special file
+    /// (FIFO, device, socket) at the target,
+    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
+    /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: the file may be partly written if the future is dropped.
+    /// Not cancel safe: dropping the future kills the writing process in the sandbox, and
+    /// the file may be partly written.
     pub async fn write(&self, path: &str, data: impl Into<Vec<u8>>) -> Result<()> {
         let data = data.into();
         let handle = self.sandbox.backend_handle();
@@ -100,22 +188,26 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsWrite, async {
                 self.check(&[path])?;
-                handle.write(path, data, None).await
+                self.bounded(handle.write(path, data, None)).await
             })
             .await
     }
 
-    /// Copies a host file or directory tree to `path` in the sandbox, keeping modes. Host
-    /// links are never followed (they are skipped).
+    /// Copies a host file or directory tree to `path` in the sandbox, keeping permission
+    /// bits (as the sandbox user, as `tar -x` would: an existing entry is replaced). Host
+    /// links and special files are never followed (they are skipped). Files are streamed:
+    /// client memory stays flat whatever their size.
     ///
     /// # Errors
     ///
     /// [`ErrorCode::NotFound`](crate::ErrorCode) for a missing host path, the errors of
-    /// [`Fs::write`], [`ErrorCode::Provider`](crate::ErrorCode) for host I/O failures.
+    /// [`Fs::write`], [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
+    /// [`ErrorCode::Provider`](crate::ErrorCode) for host I/O failures.
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: part of the tree may have been copied.
+    /// Not cancel safe: dropping the future kills the unpacking process in the sandbox,
+    /// and part of the tree may have been copied.
     pub async fn upload(&self, host_path: impl AsRef<Path>, path: &str) -> Result<()> {
         let host_path = host_path.as_ref();
         let handle = self.sandbox.backend_handle();
@@ -123,52 +215,67 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsUpload, async {
                 self.check(&[path])?;
-                handle.upload(host_path, path).await
+                self.bounded(handle.upload(host_path, path)).await
             })
             .await
     }
 
-    /// Copies a sandbox file or directory tree to `host_path`, keeping modes. Sandbox links
-    /// are never followed (they are skipped), and nothing is written outside `host_path`.
+    /// Copies a sandbox file or directory tree to `host_path`, streamed (client memory
+    /// stays flat). Sandbox links and special files are never followed (they are skipped),
+    /// nothing is written outside `host_path` or through a host link, and host
+    /// permissions are never loosened: existing host directories and files keep their
+    /// mode and owner (an existing file is overwritten in place), new ones get the
+    /// sandbox's permission bits masked with `0o755` (never setuid, setgid, sticky, group-
+    /// or world-writable). At most the download budget ([`DEFAULT_DOWNLOAD_LIMIT`], 1 GiB,
+    /// or [`Fs::download_limit`]) lands on the host's disk.
     ///
     /// # Errors
     ///
     /// [`ErrorCode::NotFound`](crate::ErrorCode) for a missing sandbox path,
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for an entry name that would escape,
+    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for an entry name that would escape or
+    /// a host target that is a link, [`ErrorCode::TooLarge`](crate::ErrorCode) over the
+    /// budget or for an archive header over 64 KiB (what this download created is removed
+    /// first), [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
     /// [`ErrorCode::Provider`](crate::ErrorCode) for host I/O failures.
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: part of the tree may have been written on the host.
+    /// Not cancel safe: dropping the future kills the archiving process in the sandbox,
+    /// and part of the tree may have been written on the host.
     pub async fn download(&self, path: &str, host_path: impl AsRef<Path>) -> Result<()> {
         let host_path = host_path.as_ref();
         let handle = self.sandbox.backend_handle();
+        let budget = self.download_limit;
         self.sandbox
             .context()
             .observe(OperationKind::FsDownload, async {
                 self.check(&[path])?;
-                handle.download(path, host_path).await
+                self.bounded(handle.download(path, host_path, budget)).await
             })
             .await
     }
 
     /// Lists a directory: name, kind, size in bytes and mode of each entry, sorted by name.
+    /// The listing the host reads is bounded by [`DEFAULT_READ_LIMIT`] bytes.
     ///
     /// # Errors
     ///
     /// [`ErrorCode::NotFound`](crate::ErrorCode), [`ErrorCode::InvalidInput`](crate::ErrorCode),
+    /// [`ErrorCode::TooLarge`](crate::ErrorCode) for a listing over that bound,
+    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
     /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: listing changes nothing.
+    /// Cancel safe: listing changes nothing, and dropping the future kills the listing
+    /// process in the sandbox.
     pub async fn list(&self, path: &str) -> Result<Vec<DirEntry>> {
         let handle = self.sandbox.backend_handle();
         self.sandbox
             .context()
             .observe(OperationKind::FsList, async {
                 self.check(&[path])?;
-                let mut entries = handle.list(path).await?;
+                let mut entries = self.bounded(handle.list(path)).await?;
                 entries.sort_by(|a, b| a.name.cmp(&b.name));
                 Ok(entries)
             })
@@ -180,6 +287,7 @@ impl<'a> Fs<'a> {
     /// # Errors
     ///
     /// [`ErrorCode::PermissionDenied`](crate::ErrorCode), [`ErrorCode::InvalidInput`](crate::ErrorCode),
+    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
     /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
     ///
     /// # Cancel safety
@@ -191,7 +299,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsMkdir, async {
                 self.check(&[path])?;
-                handle.mkdir(path).await
+                self.bounded(handle.mkdir(path)).await
             })
             .await
     }
@@ -202,6 +310,7 @@ impl<'a> Fs<'a> {
     ///
     /// [`ErrorCode::NotFound`](crate::ErrorCode), [`ErrorCode::IsADirectory`](crate::ErrorCode)
     /// for a non-empty directory without `recursive`, [`ErrorCode::InvalidInput`](crate::ErrorCode),
+    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
     /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
     ///
     /// # Cancel safety
@@ -213,7 +322,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsRemove, async {
                 self.check(&[path])?;
-                handle.remove(path, recursive).await
+                self.bounded(handle.remove(path, recursive)).await
             })
             .await
     }

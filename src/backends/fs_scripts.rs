@@ -9,18 +9,36 @@
 use crate::error::{Error, Result};
 use crate::fs::{DirEntry, FileKind};
 
-/// Reads a regular file (links followed inside the container, as `cat` would).
+/// Reads at most `$2` bytes of a regular file (links followed inside the sandbox, as `cat`
+/// would): the caller passes its limit plus one, so that a larger file (or one with no
+/// end, such as a link to `/proc/self/pagemap`) shows as too large without the rest being
+/// read. `cat` reads in its usual aligned blocks (some `/proc` files refuse an odd-sized
+/// read) and `head` cuts; an unreadable file gets `cat`'s own error and status. The host
+/// bounds what it takes as well: a replaced `head` gains nothing.
 pub(crate) const READ: &str = r#"[ -d "$1" ] && exit 21
 [ -e "$1" ] && [ ! -f "$1" ] && exit 22
-exec cat "$1""#;
+[ -r "$1" ] || exec cat "$1"
+cat "$1" | head -c "$2""#;
 
-/// Writes stdin to `$1` through a temporary file renamed into place (a link at `$1` is
-/// replaced, never written through), creating parents, with mode `$2`.
-pub(crate) const WRITE: &str = r#"p=$1; t="${p%/*}/.sandboxio-$$.tmp"
+/// Writes stdin to `$1` as the sandbox user's own write would (class 6 of the security
+/// issue), creating parents. An existing file is truncated and written in place, so it
+/// keeps its mode, owner and hard links, a link to it is followed (inside the sandbox),
+/// and a file the user may not write is refused (13); a special file is refused (22) rather
+/// than written to. A new file is created exclusively (`set -C`: `O_EXCL`, which never
+/// follows a link planted meanwhile), private until it gets mode `$2`; a dangling link is
+/// followed, as the user's `>` would. No temporary name exists to predict or plant (class
+/// 5): the only name written is the target itself.
+pub(crate) const WRITE: &str = r#"p=$1
 mkdir -p "${p%/*}/" 2>/dev/null
 [ -d "$p" ] && exit 21
-cat > "$t" || { rm -f "$t"; exit 23; }
-chmod "$2" "$t" && mv -f "$t" "$p" || { rm -f "$t"; exit 24; }"#;
+if [ -e "$p" ]; then
+  [ -f "$p" ] || exit 22
+  [ -w "$p" ] || exit 13
+  exec cat > "$p"
+fi
+umask 077
+[ -L "$p" ] || set -C
+cat > "$p" && exec chmod "$2" "$p""#;
 
 /// Lists `$1`: per entry, `<mode in hex> <size>\n<name>\0` (`stat` does not follow links).
 pub(crate) const LIST: &str = r#"[ -d "$1" ] || { [ -e "$1" ] && exit 22; exit 3; }
@@ -42,6 +60,43 @@ if [ -d "$p" ] && [ ! -L "$p" ]; then
 else
   rm -f "$p"
 fi"#;
+
+/// Extracts the archive on stdin into `$1`, created first, as the sandbox user: permission
+/// bits exactly as archived (`umask 0`; the host side sends no setuid, setgid or sticky
+/// bit), owned by the user (`-o`), an existing entry replaced as `tar -x` does.
+pub(crate) const UNTAR: &str = r#"mkdir -p "$1" && cd "$1" && umask 0 && exec tar -x -o -f -"#;
+
+/// Archives `$2` (a name in directory `$1`) to stdout. Whatever comes out is bounded on
+/// the host (budget, header size), so a replaced `tar` gains nothing.
+#[cfg(feature = "docker")]
+pub(crate) const TAR: &str = r#"cd "$1" && [ -e "./$2" ] || { echo "No such file or directory" >&2; exit 3; }
+exec tar -cf - "./$2""#;
+
+/// [`TAR`] paced by the host, for transports that do not push back on their own (the
+/// `local://` exec stream queues whatever a process writes): the archive leaves the
+/// sandbox one [`PACE_CHUNK`] per line the host writes on stdin, so no more than its window
+/// is ever in flight (the asks arrive on the script's stdin, kept as fd 3, since the loop's
+/// own stdin is `tar`'s output). `tar`'s exit status is the script's. Each chunk goes
+/// through the command's private `/tmp`.
+#[cfg(feature = "local")]
+pub(crate) const TAR_PACED: &str = r#"cd "$1" && [ -e "./$2" ] || { echo "No such file or directory" >&2; exit 3; }
+exec 3<&0
+{ tar -cf - "./$2" 3<&-; echo $? > /tmp/.sandboxio-tar-status; } </dev/null | while read -r _ <&3; do
+  head -c 1048576 > /tmp/.sandboxio-chunk || exit 1
+  [ -s /tmp/.sandboxio-chunk ] || break
+  cat /tmp/.sandboxio-chunk || exit 1
+done
+exit "$(cat /tmp/.sandboxio-tar-status 2>/dev/null || echo 1)""#;
+
+/// The size of one chunk of [`TAR_PACED`].
+#[cfg(feature = "local")]
+pub(crate) const PACE_CHUNK: u64 = 1024 * 1024;
+
+/// The most a listing may take: [`DEFAULT_READ_LIMIT`](crate::DEFAULT_READ_LIMIT) bytes.
+pub(crate) const LIST_LIMIT: u64 = crate::fs::DEFAULT_READ_LIMIT;
+
+/// The most of a file exec's stderr the host keeps (only its first words are ever read).
+pub(crate) const STDERR_LIMIT: usize = 64 * 1024;
 
 /// Maps a failed file exec by what the tool said.
 pub(crate) fn exec_failure(backend: &str, abs: &str, stderr: &[u8]) -> Error {
@@ -88,14 +143,19 @@ pub(crate) fn parse_listing(backend: &str, abs: &str, mut out: &[u8]) -> Result<
     Ok(entries)
 }
 
-/// What [`READ`]'s exit means for `abs`.
+/// What [`READ`]'s exit means for `abs`, read with `limit`: more than `limit` bytes is
+/// too large, whatever the exit (the reader may have been stopped early).
 pub(crate) fn read_outcome(
     backend: &str,
     abs: String,
+    limit: u64,
     code: i64,
     out: Vec<u8>,
     err: &[u8],
 ) -> Result<Vec<u8>> {
+    if out.len() as u64 > limit {
+        return Err(crate::transfer::over_read_limit(&abs, limit));
+    }
     match code {
         0 => Ok(out),
         21 => Err(Error::IsADirectory { path: abs }),
@@ -108,7 +168,11 @@ pub(crate) fn read_outcome(
 pub(crate) fn write_outcome(backend: &str, abs: String, code: i64, err: &[u8]) -> Result<()> {
     match code {
         0 => Ok(()),
+        13 => Err(Error::PermissionDenied { path: abs }),
         21 => Err(Error::IsADirectory { path: abs }),
+        22 => Err(Error::invalid_input(format!(
+            "{abs} is a special file (FIFO, device or socket); write writes regular files only"
+        ))),
         _ => Err(exec_failure(backend, &abs, err)),
     }
 }
@@ -121,6 +185,13 @@ pub(crate) fn list_outcome(
     out: &[u8],
     err: &[u8],
 ) -> Result<Vec<DirEntry>> {
+    if out.len() as u64 > LIST_LIMIT {
+        return Err(Error::TooLarge {
+            path: abs,
+            limit: LIST_LIMIT,
+            what: "the listing limit (DEFAULT_READ_LIMIT)".to_owned(),
+        });
+    }
     match code {
         0 => parse_listing(backend, &abs, out),
         3 => Err(Error::NotFound { path: abs }),

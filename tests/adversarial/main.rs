@@ -9,6 +9,7 @@
 #![allow(non_snake_case)] // test names read as classes: `class_01__env_never_reaches_a_host_process`
 #![allow(dead_code)]
 
+mod fs_attacks;
 mod support;
 
 #[cfg(feature = "docker")]

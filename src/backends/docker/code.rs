@@ -17,7 +17,8 @@ pub(super) async fn run_code(shared: Arc<Shared>, code: Code) -> Result<CodeResu
     let ran = exec::run(Arc::clone(&shared), command).await?;
     let mut error = None;
     if ran.exit_code() != Some(0) {
-        match fs::read(&shared, &record).await {
+        // Bounded like any read from the sandbox (the fs SPI now takes a limit).
+        match fs::read(&shared, &record, crate::DEFAULT_OUTPUT_LIMIT as u64).await {
             Ok(bytes) => {
                 error = Some(bytes);
                 let cleanup = Arc::clone(&shared);

@@ -717,9 +717,9 @@ impl BackendSandbox for DockerSandbox {
         Ok(Box::new(stream::DockerExecStream::start(&self.shared, command)))
     }
 
-    fn read(&self, path: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
+    fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::read(&shared, &path).await })
+        self.on_rt(move |shared| async move { fs::read(&shared, &path, limit).await })
     }
 
     fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
@@ -747,9 +747,14 @@ impl BackendSandbox for DockerSandbox {
         self.on_rt(move |shared| async move { fs::upload(&shared, host_path, &path).await })
     }
 
-    fn download<'a>(&'a self, path: &'a str, host_path: &'a std::path::Path) -> BoxFuture<'a, Result<()>> {
+    fn download<'a>(
+        &'a self,
+        path: &'a str,
+        host_path: &'a std::path::Path,
+        budget: u64,
+    ) -> BoxFuture<'a, Result<()>> {
         let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
-        self.on_rt(move |shared| async move { fs::download(&shared, &path, host_path).await })
+        self.on_rt(move |shared| async move { fs::download(&shared, &path, host_path, budget).await })
     }
 
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {

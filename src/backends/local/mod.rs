@@ -1080,9 +1080,9 @@ impl BackendSandbox for LocalSandbox {
         Ok(Box::new(stream::LocalExecStream::new(guard, &command)))
     }
 
-    fn read(&self, path: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
+    fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         let path = path.to_owned();
-        Box::pin(async move { fs::read(self, &path).await })
+        Box::pin(async move { fs::read(self, &path, limit).await })
     }
 
     fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
@@ -1103,6 +1103,14 @@ impl BackendSandbox for LocalSandbox {
     fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
         Box::pin(async move { fs::remove(self, &path, recursive).await })
+    }
+
+    fn upload<'a>(&'a self, host_path: &'a Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(fs::upload(self, host_path, path))
+    }
+
+    fn download<'a>(&'a self, path: &'a str, host_path: &'a Path, budget: u64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(fs::download(self, path, host_path, budget))
     }
 
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {

@@ -275,6 +275,22 @@ pub(crate) enum AnyFs<'a> {
 }
 
 impl AnyFs<'_> {
+    /// The same file system with another read limit (`Fs::read_limit`).
+    pub(crate) fn read_limit(self, bytes: u64) -> Self {
+        match self {
+            AnyFs::Async(fs) => AnyFs::Async(fs.read_limit(bytes)),
+            AnyFs::Blocking(fs) => AnyFs::Blocking(fs.read_limit(bytes)),
+        }
+    }
+
+    /// The same file system with another download budget (`Fs::download_limit`).
+    pub(crate) fn download_limit(self, bytes: u64) -> Self {
+        match self {
+            AnyFs::Async(fs) => AnyFs::Async(fs.download_limit(bytes)),
+            AnyFs::Blocking(fs) => AnyFs::Blocking(fs.download_limit(bytes)),
+        }
+    }
+
     pub(crate) async fn read(&self, path: &str) -> Result<Vec<u8>> {
         match self {
             AnyFs::Async(fs) => fs.read(path).await,

@@ -1063,9 +1063,18 @@ impl BackendSandbox for FakeSandbox {
         })
     }
 
-    fn read(&self, path: &str) -> BoxFuture<'_, Result<Vec<u8>>> {
+    fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         let path = path.to_owned();
-        Box::pin(async move { self.fs_op(OperationKind::FsRead, &path, |vfs, abs| vfs.read(&abs)).await })
+        Box::pin(async move {
+            self.fs_op(OperationKind::FsRead, &path, |vfs, abs| {
+                let data = vfs.read(&abs)?;
+                if data.len() as u64 > limit {
+                    return Err(crate::transfer::over_read_limit(&abs, limit));
+                }
+                Ok(data)
+            })
+            .await
+        })
     }
 
     fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {

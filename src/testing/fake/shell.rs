@@ -1009,6 +1009,24 @@ impl<'w, 'a> Shell<'w, 'a> {
                     }
                 }
             }
+            "chmod" => {
+                // Octal modes only (`chmod 444 FILE...`): what the contract's permission
+                // cases need.
+                let mut positional = args.iter().filter(|a| !a.starts_with('-'));
+                let Some(mode) = positional.next().and_then(|m| u32::from_str_radix(m, 8).ok()) else {
+                    self.err_line(io, "chmod: the fake models only octal modes");
+                    return Ok(2);
+                };
+                let mut status = 0;
+                for a in positional {
+                    let path = crate::path::resolve(&self.proc.cwd, a);
+                    if self.vfs().chmod(&path, mode).is_err() {
+                        self.err_line(io, &format!("chmod: {a}: No such file or directory"));
+                        status = 1;
+                    }
+                }
+                Ok(status)
+            }
             "touch" => {
                 for a in args {
                     let path = crate::path::resolve(&self.proc.cwd, a);

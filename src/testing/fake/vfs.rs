@@ -24,6 +24,7 @@ pub(crate) enum Effect {
     Mkdir(String),
     Remove { path: String, recursive: bool },
     Symlink { path: String, target: String },
+    Chmod { path: String, mode: u32 },
 }
 
 /// Absolute, normalised paths to nodes. Every ancestor of a node is a `Dir`.
@@ -85,6 +86,7 @@ impl Vfs {
             Effect::Mkdir(path) => self.mkdir_all(&path),
             Effect::Remove { path, recursive } => self.remove(&path, recursive),
             Effect::Symlink { path, target } => self.symlink(&path, &target),
+            Effect::Chmod { path, mode } => self.chmod(&path, mode),
         };
     }
 
@@ -133,30 +135,64 @@ impl Vfs {
         Ok(())
     }
 
+    /// Where `abs` leads once symbolic links are followed (up to 40, as Linux does): the
+    /// path of the node it names, which may not exist yet (a dangling link leads to its
+    /// target's path).
+    fn follow(&self, abs: &str) -> Result<String> {
+        let mut current = abs.to_owned();
+        for _ in 0..=40 {
+            match self.nodes.get(&current) {
+                Some(Node::Symlink { target }) => {
+                    current = Self::resolve(parent_of(&current).unwrap_or("/"), target);
+                }
+                _ => return Ok(current),
+            }
+        }
+        Err(Error::invalid_input(format!("{abs:?}: too many levels of symbolic links")))
+    }
+
+    /// Writes a file as a non-root user's own write would (the semantics every backend
+    /// holds to): a link is followed; an existing file is written in place and keeps its
+    /// mode (`mode` applies only to a file the write creates); a file without its owner's
+    /// write bit is [`Error::PermissionDenied`] naming `abs`.
     pub(crate) fn write(&mut self, abs: &str, data: Vec<u8>, mode: Option<u32>, append: bool) -> Result<()> {
         if self.journal.is_some() {
             self.log(|| Effect::Write { path: abs.to_owned(), data: data.clone(), mode, append });
         }
-        if let Some(parent) = parent_of(abs) {
+        let target = self.follow(abs)?;
+        if let Some(parent) = parent_of(&target) {
             self.mkdir_all_unlogged(parent)?;
         }
-        match self.nodes.get_mut(abs) {
+        match self.nodes.get_mut(&target) {
             Some(Node::Dir { .. }) => Err(Error::IsADirectory { path: abs.to_owned() }),
-            Some(Node::File { data: existing, mode: m }) => {
+            Some(Node::File { mode: m, .. }) if *m & 0o200 == 0 => {
+                Err(Error::PermissionDenied { path: abs.to_owned() })
+            }
+            Some(Node::File { data: existing, .. }) => {
                 if append {
                     existing.extend_from_slice(&data);
                 } else {
                     *existing = data;
                 }
-                if let Some(mode) = mode {
-                    *m = mode;
-                }
                 Ok(())
             }
             _ => {
-                self.nodes.insert(abs.to_owned(), Node::File { data, mode: mode.unwrap_or(0o644) });
+                self.nodes.insert(target, Node::File { data, mode: mode.unwrap_or(0o644) });
                 Ok(())
             }
+        }
+    }
+
+    /// Sets the permission bits of what `abs` leads to.
+    pub(crate) fn chmod(&mut self, abs: &str, new_mode: u32) -> Result<()> {
+        self.log(|| Effect::Chmod { path: abs.to_owned(), mode: new_mode });
+        let target = self.follow(abs)?;
+        match self.nodes.get_mut(&target) {
+            Some(Node::File { mode, .. } | Node::Dir { mode }) => {
+                *mode = new_mode & 0o7777;
+                Ok(())
+            }
+            _ => Err(Error::NotFound { path: abs.to_owned() }),
         }
     }
 

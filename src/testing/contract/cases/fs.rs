@@ -31,6 +31,34 @@ pub(super) fn cases() -> Vec<Case> {
             Box::pin(shared_cwd(cx))
         })
         .requires(C::FILESYSTEM | C::RUN),
+        Case::new(
+            Row::Filesystem,
+            "filesystem__write_is_refused_where_the_sandbox_user_could_not_write",
+            |cx| Box::pin(write_as_the_user(cx)),
+        )
+        .requires(C::FILESYSTEM | C::RUN),
+        Case::new(Row::Filesystem, "filesystem__write_keeps_the_mode_of_an_existing_file", |cx| {
+            Box::pin(write_keeps_mode(cx))
+        })
+        .requires(C::FILESYSTEM),
+        Case::new(Row::Filesystem, "filesystem__write_follows_a_link_inside_the_sandbox", |cx| {
+            Box::pin(write_follows_link(cx))
+        })
+        .requires(C::FILESYSTEM | C::RUN),
+        Case::new(Row::Filesystem, "filesystem__read_over_the_read_limit_is_too_large", |cx| {
+            Box::pin(read_limit(cx))
+        })
+        .requires(C::FILESYSTEM),
+        Case::new(
+            Row::Filesystem,
+            "filesystem__download_over_its_budget_is_too_large_and_leaves_nothing",
+            |cx| Box::pin(download_budget(cx)),
+        )
+        .requires(C::FILESYSTEM),
+        Case::new(Row::Filesystem, "filesystem__download_never_loosens_host_permissions", |cx| {
+            Box::pin(download_keeps_host_modes(cx))
+        })
+        .requires(C::FILESYSTEM),
     ]
 }
 
@@ -174,4 +202,162 @@ async fn shared_cwd(cx: Arc<Ctx>) -> Verdict {
             .map_err(|e| cx.unexpected("run(cat)", &e))?;
         expect_eq(out.stdout_lossy().as_ref(), "same place", "a relative fs path read by a relative run path")
     })
+}
+
+/// A write behaves as the sandbox user's own write would: where the user's own `>` is
+/// refused, `write` is `PermissionDenied` naming the file and changes nothing; where it is
+/// allowed (a root user), `write` succeeds too.
+async fn write_as_the_user(cx: Arc<Ctx>) -> Verdict {
+    with_sandbox!(cx, |sandbox| {
+        let fs = sandbox.fs();
+        fs.write("ro.txt", "orig").await.map_err(|e| cx.unexpected("write", &e))?;
+        let made = sandbox.run(crate::Command::shell("chmod 444 ro.txt")).await;
+        expect(made.as_ref().is_ok_and(crate::ExecResult::success), || format!("chmod 444: {made:?}"))?;
+        let own = sandbox
+            .run(crate::Command::shell("echo mine > ro.txt"))
+            .await
+            .map_err(|e| cx.unexpected("run(the user's own write)", &e))?;
+        if own.success() {
+            // The user may write it (root): so may `write`.
+            return fs
+                .write("ro.txt", "new")
+                .await
+                .map_err(|e| cx.unexpected("write where the user may", &e));
+        }
+        let refused = fs.write("ro.txt", "new").await;
+        expect_code(
+            &refused,
+            ErrorCode::PermissionDenied,
+            "write() to a file the sandbox user may not write",
+        )?;
+        if let Err(e) = &refused {
+            expect(e.to_string().contains("ro.txt"), || format!("expected the error to name the file: {e}"))?;
+        }
+        let text = fs.read_text("ro.txt").await.map_err(|e| cx.unexpected("read_text", &e))?;
+        expect_eq(text.as_str(), "orig", "the file after a refused write")?;
+        let listing = fs.list(".").await.map_err(|e| cx.unexpected("list", &e))?;
+        let kept = listing.iter().find(|e| e.name == "ro.txt").map(|e| e.mode);
+        expect_eq(kept, Some(0o444), "the mode after a refused write")
+    })
+}
+
+/// An existing file keeps its mode: `write` writes it in place.
+async fn write_keeps_mode(cx: Arc<Ctx>) -> Verdict {
+    let src = host_dir(&cx, "keep-mode")?;
+    std::fs::write(src.join("tool.sh"), "old").map_err(|e| e.to_string())?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(src.join("tool.sh"), std::fs::Permissions::from_mode(0o750))
+            .map_err(|e| e.to_string())?;
+    }
+    let verdict = with_sandbox!(cx, |sandbox| {
+        let fs = sandbox.fs();
+        fs.upload(src.join("tool.sh"), "tool.sh").await.map_err(|e| cx.unexpected("upload", &e))?;
+        fs.write("tool.sh", "new").await.map_err(|e| cx.unexpected("write over an existing file", &e))?;
+        let text = fs.read_text("tool.sh").await.map_err(|e| cx.unexpected("read_text", &e))?;
+        expect_eq(text.as_str(), "new", "the file after write")?;
+        let entries = fs.list(".").await.map_err(|e| cx.unexpected("list", &e))?;
+        let mode = entries.iter().find(|e| e.name == "tool.sh").map(|e| e.mode);
+        let expected = if cfg!(unix) { 0o750 } else { 0o644 };
+        expect_eq(mode, Some(expected), "the mode kept by write")
+    });
+    let _ = std::fs::remove_dir_all(&src);
+    verdict
+}
+
+/// A link is followed inside the sandbox's own view: the link stays, its target is written.
+async fn write_follows_link(cx: Arc<Ctx>) -> Verdict {
+    with_sandbox!(cx, |sandbox| {
+        let fs = sandbox.fs();
+        fs.write("real.txt", "before").await.map_err(|e| cx.unexpected("write", &e))?;
+        let made = sandbox.run(cx.probes.symlink("real.txt", "link.txt")).await;
+        expect(made.as_ref().is_ok_and(crate::ExecResult::success), || {
+            format!("could not make a link: {made:?}")
+        })?;
+        fs.write("link.txt", "through").await.map_err(|e| cx.unexpected("write through a link", &e))?;
+        let text = fs.read_text("real.txt").await.map_err(|e| cx.unexpected("read_text", &e))?;
+        expect_eq(text.as_str(), "through", "the link's target after write")?;
+        let entries = fs.list(".").await.map_err(|e| cx.unexpected("list", &e))?;
+        let kind = entries.iter().find(|e| e.name == "link.txt").map(|e| e.kind);
+        expect_eq(kind, Some(FileKind::Symlink), "the link after write")
+    })
+}
+
+/// `read` takes at most its limit; over it is `TooLarge`.
+async fn read_limit(cx: Arc<Ctx>) -> Verdict {
+    with_sandbox!(cx, |sandbox| {
+        let fs = sandbox.fs();
+        fs.write("hundred.bin", vec![7u8; 100]).await.map_err(|e| cx.unexpected("write", &e))?;
+        let over = fs.read_limit(99).read("hundred.bin").await;
+        expect_code(&over, ErrorCode::TooLarge, "read() of 100 bytes with a 99-byte limit")?;
+        let exact = fs
+            .read_limit(100)
+            .read("hundred.bin")
+            .await
+            .map_err(|e| cx.unexpected("read at the limit", &e))?;
+        expect_eq(exact.len(), 100, "bytes read at exactly the limit")
+    })
+}
+
+/// `download` puts at most its budget on the host's disk; over it is `TooLarge`, and what
+/// it had created is gone.
+async fn download_budget(cx: Arc<Ctx>) -> Verdict {
+    let dst = host_dir(&cx, "budget")?;
+    let verdict = with_sandbox!(cx, |sandbox| {
+        let fs = sandbox.fs();
+        for name in ["a", "b", "c"] {
+            fs.write(&format!("big/{name}.bin"), vec![1u8; 20_000])
+                .await
+                .map_err(|e| cx.unexpected("write", &e))?;
+        }
+        let over = fs.download_limit(30_000).download("big", dst.join("big")).await;
+        expect_code(&over, ErrorCode::TooLarge, "download() of 60 kB with a 30 kB budget")?;
+        expect(!dst.join("big").exists(), || {
+            "expected the refused download to leave nothing on the host".to_owned()
+        })?;
+        fs.download_limit(100_000)
+            .download("big", dst.join("big"))
+            .await
+            .map_err(|e| cx.unexpected("download within budget", &e))?;
+        let size = std::fs::metadata(dst.join("big/c.bin")).map_or(0, |m| m.len());
+        expect_eq(size, 20_000, "a file downloaded within the budget")
+    });
+    let _ = std::fs::remove_dir_all(&dst);
+    verdict
+}
+
+/// Download never loosens host permissions: an existing host directory keeps its mode, a
+/// new file never gets group/world write or setuid bits from the sandbox.
+async fn download_keeps_host_modes(cx: Arc<Ctx>) -> Verdict {
+    let dst = host_dir(&cx, "host-modes")?;
+    let src = host_dir(&cx, "host-modes-src")?;
+    let target = dst.join("private");
+    std::fs::create_dir(&target).map_err(|e| e.to_string())?;
+    std::fs::write(src.join("open.txt"), "x").map_err(|e| e.to_string())?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o777)).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(src.join("open.txt"), std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| e.to_string())?;
+    }
+    let verdict = with_sandbox!(cx, |sandbox| {
+        let fs = sandbox.fs();
+        fs.upload(&src, "open").await.map_err(|e| cx.unexpected("upload", &e))?;
+        fs.download("open", &target).await.map_err(|e| cx.unexpected("download", &e))?;
+        if cfg!(unix) {
+            expect_eq(mode_of(&target), 0o700, "the existing host directory's mode")?;
+            let file = mode_of(&target.join("open.txt"));
+            expect(file & 0o022 == 0, || {
+                format!("expected no group/world write on a new host file, got {file:o}")
+            })?;
+        }
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&dst);
+    let _ = std::fs::remove_dir_all(&src);
+    verdict
 }

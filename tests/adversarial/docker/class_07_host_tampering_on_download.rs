@@ -1,0 +1,18 @@
+//! Class 7: a download never loosens host permissions or ownership. (`docker://`)
+//! The attacks live in `fs_attacks`; each proves its payload unconfined first.
+
+use sandboxio::NetworkPolicy;
+
+use crate::fs_attacks;
+use crate::support;
+
+#[test]
+fn class_07__a_download_never_loosens_host_permissions() {
+    if !support::docker_ready("class_07__a_download_never_loosens_host_permissions") {
+        return;
+    }
+    fs_attacks::a_download_never_loosens_host_permissions(
+        "docker_class_07__a_download_never_loosens_host_permissions",
+        support::docker(NetworkPolicy::deny_all()),
+    );
+}

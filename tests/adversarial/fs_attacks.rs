@@ -1,0 +1,427 @@
+//! The file-API attacks (classes 4 to 7), written once and run against each backend by the
+//! `class_NN_*` modules. Each attack first proves its payload works unconfined (the
+//! positive control, in the same sandbox), else skips loudly; then runs the API call under
+//! a bounded wait (an attack that holds a call forever fails the test, it never hangs it).
+//! Error codes are compared as strings so that the same tests build against old code.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandboxio::{Command, ExecResult, Sandbox};
+
+use crate::support::{block_on, skip};
+
+/// Runs `work` on its own thread and waits at most `secs` for it: `None` while it still
+/// runs (the attack held the call; the thread is abandoned and the test fails).
+pub fn within<T: Send + 'static>(secs: u64, work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).ok()
+}
+
+/// Runs `script` in the sandbox with `sh -c`, in its working directory.
+pub fn sh(sbx: &Sandbox, script: &str) -> ExecResult {
+    block_on(sbx.run(Command::new("sh").arg("-c").arg(script).timeout(Duration::from_secs(60))))
+        .unwrap_or_else(|e| panic!("`{script}` failed to run: {e}"))
+}
+
+fn code(result: &sandboxio::Result<impl std::fmt::Debug>) -> String {
+    match result {
+        Ok(v) => format!("Ok({v:?})").chars().take(200).collect(),
+        Err(e) => e.code().as_str().to_owned(),
+    }
+}
+
+/// A fresh host directory for one test.
+pub fn host_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sandboxio-adv-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path).map_or(0, |m| m.permissions().mode() & 0o7777)
+}
+
+/// Makes a sparse file of `bytes` at `name` and proves it claims that size.
+fn sparse(test: &str, sbx: &Sandbox, name: &str, bytes: u64) -> bool {
+    let out = sh(sbx, &format!("truncate -s {bytes} {name} && stat -c %s {name}"));
+    if out.stdout_lossy().trim() != bytes.to_string() {
+        skip(test, &format!("could not make a {bytes}-byte sparse file: {out:?}"));
+        return false;
+    }
+    true
+}
+
+// ---- class 4: unbounded host memory and disk ----
+
+pub fn read_of_a_huge_sparse_file_stops_at_the_read_limit(test: &str, sbx: Sandbox) {
+    if !sparse(test, &sbx, "huge.bin", 1 << 30) {
+        return;
+    }
+    let sbx = Arc::new(sbx);
+    let s = Arc::clone(&sbx);
+    let read = within(60, move || block_on(s.fs().read("huge.bin")).map(|d| d.len()));
+    let read = read.expect("read() of a 1 GiB sparse file still running after 60 s");
+    assert_eq!(code(&read), "SBX-016", "read() of a 1 GiB sparse file must stop at the read limit: {read:?}");
+}
+
+pub fn read_of_a_link_to_an_endless_proc_file_ends(test: &str, sbx: Sandbox) {
+    let control = sh(&sbx, "ln -s /proc/self/pagemap endless && head -c 1048576 endless | wc -c");
+    if control.stdout_lossy().trim() != "1048576" {
+        skip(test, &format!("the endless file gives no megabyte unconfined: {control:?}"));
+        return;
+    }
+    let sbx = Arc::new(sbx);
+    let s = Arc::clone(&sbx);
+    let read = within(60, move || block_on(s.fs().read("endless")).map(|d| d.len()));
+    let read = read.expect("read() of a link to /proc/self/pagemap still running after 60 s");
+    assert_eq!(code(&read), "SBX-016", "read() of an endless file must stop at the read limit: {read:?}");
+}
+
+pub fn download_of_a_sparse_file_never_fills_the_host_disk(test: &str, sbx: Sandbox) {
+    if !sparse(test, &sbx, "sparse.bin", 3 << 29) {
+        return;
+    }
+    let host = host_dir(test);
+    let target = host.join("sparse.bin");
+    let sbx = Arc::new(sbx);
+    let (s, t) = (Arc::clone(&sbx), target.clone());
+    let got = within(60, move || block_on(s.fs().download("sparse.bin", &t)));
+    let got = got.expect("download() of a 1.5 GiB sparse file still running after 60 s");
+    let on_disk = std::fs::metadata(&target).map_or(0, |m| m.len());
+    let _ = std::fs::remove_dir_all(&host);
+    assert_eq!(code(&got), "SBX-016", "download() of a 1.5 GiB sparse file must stop at the budget: {got:?}");
+    assert_eq!(on_disk, 0, "the download left {on_disk} bytes on the host");
+}
+
+pub fn download_of_a_hard_link_bomb_never_fills_the_host_disk(test: &str, sbx: Sandbox) {
+    let control = sh(
+        &sbx,
+        "mkdir -p bomb && head -c 8388608 /dev/urandom > bomb/f && i=0; \
+         while [ $i -lt 160 ]; do ln bomb/f bomb/l$i; i=$((i+1)); done; stat -c %h bomb/f",
+    );
+    if control.stdout_lossy().trim() != "161" {
+        skip(test, &format!("could not make 160 hard links: {control:?}"));
+        return;
+    }
+    let host = host_dir(test);
+    let target = host.join("bomb");
+    let sbx = Arc::new(sbx);
+    let (s, t) = (Arc::clone(&sbx), target.clone());
+    let got = within(60, move || block_on(s.fs().download("bomb", &t)));
+    let got = got.expect("download() of a hard-link bomb still running after 60 s");
+    let left = target.exists();
+    let _ = std::fs::remove_dir_all(&host);
+    assert_eq!(code(&got), "SBX-016", "1.3 GiB of hard-link copies must stop at the budget: {got:?}");
+    assert!(!left, "the refused download left its files on the host");
+}
+
+// ---- class 5: races in the file API ----
+
+/// Plants `count` entries named as the old temp names (`.sandboxio-<pid>.tmp`, the pids a
+/// fresh sandbox hands out first) in `dir`: FIFOs, or (with `link`) links to empty files of
+/// the same names in `v/`. One process makes them all, so that planting does not use up
+/// the very pids it covers.
+fn plant(sbx: &Sandbox, dir: &str, link: bool, count: u32) -> ExecResult {
+    let names = format!(
+        "set -- && i=1; while [ $i -le {count} ]; do set -- \"$@\" .sandboxio-$i.tmp; i=$((i+1)); done"
+    );
+    let script = if link {
+        format!(
+            "mkdir -p {dir} v && cd v && {names} && for n in \"$@\"; do : > \"$n\"; done && \
+             cp -s \"$PWD\"/.sandboxio-*.tmp ../{dir}/ && ls -a ../{dir} | wc -l"
+        )
+    } else {
+        format!("mkdir -p {dir} && cd {dir} && {names} && mkfifo \"$@\" && ls -a | wc -l")
+    };
+    sh(sbx, &script)
+}
+
+pub fn a_fifo_planted_at_the_temp_name_never_blocks_a_write(test: &str, sbx: Sandbox, count: u32) {
+    let planted = plant(&sbx, "d", false, count);
+    // The control: a plain writer really blocks on one of them (bounded by a timeout).
+    let plain = block_on(sbx.run(
+        Command::new("sh").arg("-c").arg("echo x > d/.sandboxio-1.tmp").timeout(Duration::from_secs(2)),
+    ));
+    if !planted.success() || code(&plain) != "SBX-006" {
+        skip(test, &format!("the FIFO does not block a plain writer: planted {planted:?}, writer {plain:?}"));
+        return;
+    }
+    let sbx = Arc::new(sbx);
+    let s = Arc::clone(&sbx);
+    let wrote = within(60, move || block_on(s.fs().write("d/target.txt", "payload")));
+    let wrote = wrote.expect("write() still blocked after 60 s by a FIFO planted at a temp name");
+    assert!(wrote.is_ok(), "{wrote:?}");
+    assert_eq!(block_on(sbx.fs().read_text("d/target.txt")).unwrap(), "payload");
+}
+
+pub fn a_link_planted_at_the_temp_name_never_diverts_a_write(test: &str, sbx: Sandbox, count: u32) {
+    let control = sh(&sbx, "mkdir -p c && cd c && echo v > v && ln -s v l && echo diverted > l && cat v");
+    let planted = plant(&sbx, "d", true, count);
+    let linked = sh(&sbx, "[ -L d/.sandboxio-2.tmp ] && cat v/.sandboxio-*.tmp | wc -c");
+    if control.stdout_lossy().trim() != "diverted"
+        || !planted.success()
+        || linked.stdout_lossy().trim() != "0"
+    {
+        skip(test, &format!("a link does not divert a plain writer: {control:?} {planted:?} {linked:?}"));
+        return;
+    }
+    let sbx = Arc::new(sbx);
+    let s = Arc::clone(&sbx);
+    let wrote = within(60, move || block_on(s.fs().write("d/target.txt", "payload")));
+    let wrote = wrote.expect("write() still running after 60 s");
+    assert!(wrote.is_ok(), "{wrote:?}");
+    let diverted = sh(&sbx, "cat v/.sandboxio-*.tmp | wc -c");
+    assert_eq!(diverted.stdout_lossy().trim(), "0", "the write was diverted through a planted link");
+    assert_eq!(block_on(sbx.fs().read_text("d/target.txt")).unwrap(), "payload");
+}
+
+// ---- class 6: file semantics that differ from the sandbox user's permissions ----
+
+pub fn a_write_to_a_file_the_user_cannot_write_is_refused(test: &str, sbx: Sandbox) {
+    let made = sh(&sbx, "echo orig > ro.txt && chmod 444 ro.txt");
+    let own = sh(&sbx, "echo mine > ro.txt");
+    if !made.success() || own.success() {
+        skip(test, &format!("the sandbox user's own write to a 0444 file is not refused (root?): {own:?}"));
+        return;
+    }
+    let wrote = block_on(sbx.fs().write("ro.txt", "new"));
+    assert_eq!(code(&wrote), "SBX-011", "write() to a file the user cannot write: {wrote:?}");
+    let message = wrote.unwrap_err().to_string();
+    assert!(message.contains("ro.txt"), "the error names the file: {message}");
+    assert_eq!(
+        sh(&sbx, "cat ro.txt; stat -c %a ro.txt").stdout_lossy(),
+        "orig\n444\n",
+        "file or mode changed"
+    );
+}
+
+pub fn a_write_keeps_the_mode_of_an_existing_file(test: &str, sbx: Sandbox) {
+    let made = sh(&sbx, "echo a > x.sh && chmod 750 x.sh && stat -c %a x.sh");
+    if made.stdout_lossy().trim() != "750" {
+        skip(test, &format!("could not make a 0750 file: {made:?}"));
+        return;
+    }
+    block_on(sbx.fs().write("x.sh", "b")).unwrap();
+    assert_eq!(
+        sh(&sbx, "cat x.sh; stat -c %a x.sh").stdout_lossy(),
+        "b750\n",
+        "content and mode after write"
+    );
+}
+
+pub fn a_write_through_a_link_follows_it_inside_the_sandbox(test: &str, sbx: Sandbox) {
+    let made = sh(&sbx, "echo a > real.txt && ln -s real.txt link && [ -L link ] && cat link");
+    if made.stdout_lossy().trim() != "a" {
+        skip(test, &format!("could not make a link: {made:?}"));
+        return;
+    }
+    block_on(sbx.fs().write("link", "through")).unwrap();
+    let after = sh(&sbx, "[ -L link ] && echo link; cat real.txt");
+    assert_eq!(after.stdout_lossy(), "link\nthrough", "the link must stay a link and its target be written");
+}
+
+// ---- class 7: host tampering on download ----
+
+pub fn a_download_never_loosens_host_permissions(test: &str, sbx: Sandbox) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let host = host_dir(test);
+    let dst = host.join("private");
+    std::fs::create_dir(&dst).unwrap();
+    std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let made =
+        sh(&sbx, "mkdir -p out && echo x > out/f && chmod 4777 out/f && chmod 777 out && stat -c %a out");
+    if mode(&dst) != 0o700 || made.stdout_lossy().trim() != "777" {
+        skip(test, &format!("no 0700 host dir or 0777 sandbox dir: {:o} {made:?}", mode(&dst)));
+        let _ = std::fs::remove_dir_all(&host);
+        return;
+    }
+    let got = block_on(sbx.fs().download("out", &dst));
+    let (dir_mode, file_mode) = (mode(&dst), mode(&dst.join("f")));
+    let _ = std::fs::remove_dir_all(&host);
+    assert!(got.is_ok(), "{got:?}");
+    assert_eq!(dir_mode, 0o700, "the existing host directory's mode changed to {dir_mode:o}");
+    assert_eq!(file_mode & 0o7022, 0, "a new host file got mode {file_mode:o} from the sandbox");
+}
+
+// ---- class 4: client memory stays flat, measured in a child process ----
+
+/// Set in a child process of this test binary: which measured operation it does
+/// (`read` or `transfer`); unset, [`rss_child`] does nothing.
+pub const CHILD: &str = "SANDBOXIO_FS_RSS_CHILD";
+
+/// Bytes moved by the memory test: 256 MiB in CI, `SANDBOXIO_FS_STRESS_BYTES` on demand
+/// (`scripts/stress-fs` sets 2 GiB).
+pub fn stress_bytes() -> u64 {
+    std::env::var("SANDBOXIO_FS_STRESS_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(256 << 20)
+}
+
+/// The most resident memory the child may have used, at its peak.
+pub const RSS_BOUND_KB: u64 = 128 * 1024;
+
+fn vm_hwm_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+/// The child's side: one measured operation in a fresh process, then its peak resident
+/// memory (`VmHWM`) printed as `RSS_CHILD <mode> ok VmHWM_kB=<n>`.
+pub fn rss_child(make: impl FnOnce() -> Sandbox) {
+    let Ok(mode) = std::env::var(CHILD) else { return };
+    let sbx = make();
+    match mode.as_str() {
+        "read" => {
+            // A 3 GiB sparse file: the read must stop at the read limit with the typed error.
+            let made = sh(&sbx, "truncate -s 3221225472 huge.bin && stat -c %s huge.bin");
+            assert_eq!(made.stdout_lossy().trim(), "3221225472", "the control: a 3 GiB sparse file");
+            let read = block_on(sbx.fs().read("huge.bin"));
+            assert_eq!(code(&read.map(|d| d.len())), "SBX-016", "read of 3 GiB");
+        }
+        "transfer" => {
+            let bytes = stress_bytes();
+            let host = host_dir(&format!("rss-{}", std::process::id()));
+            let source = host.join("big.bin");
+            // Sparse on the host too: the upload reads `bytes` zeros without the host's disk.
+            std::fs::File::create(&source).unwrap().set_len(bytes).unwrap();
+            let fs = sbx.fs().timeout(Duration::from_secs(600)).download_limit(bytes + (1 << 20));
+            block_on(fs.upload(&source, "big.bin")).expect("upload");
+            let size = sh(&sbx, "stat -c %s big.bin");
+            assert_eq!(size.stdout_lossy().trim(), bytes.to_string(), "the uploaded size in the sandbox");
+            let back = host.join("back.bin");
+            block_on(fs.download("big.bin", &back)).expect("download");
+            let got = std::fs::metadata(&back).map_or(0, |m| m.len());
+            let _ = std::fs::remove_dir_all(&host);
+            assert_eq!(got, bytes, "the downloaded size on the host");
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+    println!("RSS_CHILD {mode} ok VmHWM_kB={}", vm_hwm_kb());
+}
+
+/// The parent's side: runs `child_test` (the full libtest name of a test that calls
+/// [`rss_child`]) in a child process per mode and checks each finished and stayed under
+/// [`RSS_BOUND_KB`] at its peak.
+pub fn client_memory_stays_flat(test: &str, child_test: &str) {
+    for mode in ["read", "transfer"] {
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", child_test, "--nocapture", "--test-threads", "1"])
+            .env(CHILD, mode)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().find(|l| l.contains(&format!("RSS_CHILD {mode} ok")));
+        let Some(line) = line else {
+            panic!(
+                "{test}: the {mode} child did not finish: {}\n{}",
+                text,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let kb: u64 = line.rsplit('=').next().and_then(|v| v.parse().ok()).unwrap();
+        println!(
+            "{test}: {mode} ({} MiB moved) peak RSS {} MiB in {:?}",
+            if mode == "read" { 64 } else { stress_bytes() >> 20 },
+            kb / 1024,
+            started.elapsed()
+        );
+        assert!(kb < RSS_BOUND_KB, "{test}: the {mode} child peaked at {} MiB (bound 128 MiB)", kb / 1024);
+    }
+}
+
+// ---- class 5: every file operation has a deadline, and its process ends with it ----
+
+/// A write of 256 MiB given 200 ms (past the process's start-up, so that what is shown is
+/// the deadline, not the start-up race of class 3): the call ends with `ExecutionTimeout`
+/// at its deadline, and `leftover` (how many of the operation's processes still run)
+/// reaches 0 soon after.
+pub fn a_file_operation_past_its_deadline_is_stopped_with_its_process(
+    test: &str,
+    sbx: Sandbox,
+    leftover: impl Fn(&Sandbox) -> Option<usize>,
+) {
+    if leftover(&sbx).is_none() {
+        skip(test, "cannot count the sandbox's file processes here");
+        return;
+    }
+    let data = vec![0u8; 256 << 20];
+    let started = std::time::Instant::now();
+    let wrote = block_on(sbx.fs().timeout(Duration::from_millis(200)).write("slow.bin", data));
+    let took = started.elapsed();
+    assert_eq!(code(&wrote), "SBX-006", "a write past its 200 ms deadline: {wrote:?}");
+    assert!(took < Duration::from_secs(5), "the deadline was not kept: {took:?}");
+    let gone = crate::support::eventually(Duration::from_secs(10), || leftover(&sbx) == Some(0));
+    assert!(gone, "the write's process outlived its deadline: {:?} left", leftover(&sbx));
+    // The sandbox still works, and the next call with the default deadline succeeds.
+    block_on(sbx.fs().write("after.txt", "ok")).unwrap();
+}
+
+// ---- class 4: a hostile `tar` in an image whose user is root ----
+
+#[cfg(feature = "docker")]
+/// A download from a sandbox whose `tar` was replaced by one that sends a GNU long-name
+/// header claiming 3 GiB, then zeros forever: the host refuses the header at once.
+pub fn a_hostile_tar_cannot_make_the_host_read_a_huge_header(test: &str, sbx: Sandbox) {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::GNULongName);
+    header.set_size(3 << 30);
+    header.as_gnu_mut().unwrap().name[..13].copy_from_slice(b"././@LongLink");
+    header.set_cksum();
+    block_on(sbx.fs().write("/tmp/evil-header", header.as_bytes().to_vec())).unwrap();
+    // The control: uid 0 inside, `tar` replaced, and the replacement is what runs.
+    let replaced = sh(
+        &sbx,
+        "id -u && t=$(command -v tar) && rm -f \"$t\" && \
+         printf '#!/bin/sh\\ncat /tmp/evil-header\\nexec cat /dev/zero\\n' > \"$t\" && chmod 755 \"$t\" && \
+         mkdir -p /tmp/out && echo x > /tmp/out/f && tar -cf - /tmp/out | head -c 512 | cmp -s - /tmp/evil-header && echo replaced",
+    );
+    if replaced.stdout_lossy() != "0\nreplaced\n" {
+        skip(test, &format!("the sandbox user cannot replace tar (not root?): {replaced:?}"));
+        return;
+    }
+    let host = host_dir(test);
+    let sbx = Arc::new(sbx);
+    let (s, t) = (Arc::clone(&sbx), host.join("out"));
+    let got = within(60, move || block_on(s.fs().download("/tmp/out", &t)));
+    let got = got.expect("download() from a hostile tar still running after 60 s");
+    let left = host.join("out").exists();
+    let _ = std::fs::remove_dir_all(&host);
+    assert_eq!(code(&got), "SBX-016", "a 3 GiB long-name header must be refused: {got:?}");
+    assert!(!left, "the refused download left files on the host");
+}
+
+/// How many processes of the file API (`sh -c <script> sandboxio-fs ...`) run in the sandbox,
+/// counted from inside it.
+pub fn fs_processes_inside(sbx: &Sandbox) -> Option<usize> {
+    let out = sh(
+        sbx,
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '[s]andboxio-fs'",
+    );
+    out.stdout_lossy().trim().parse().ok()
+}
+
+/// How many host processes serve the file API of `sbx` (`local://`: each runs under its
+/// own `bwrap`, whose command line names the sandbox's workspace).
+pub fn fs_processes_on_host(sbx: &Sandbox) -> Option<usize> {
+    let id = sbx.id().to_owned();
+    let mut count = 0;
+    for entry in std::fs::read_dir("/proc").ok()? {
+        let Ok(entry) = entry else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let text = String::from_utf8_lossy(&cmdline);
+        if text.contains(&format!("{id}/workspace")) && text.contains("sandboxio-fs") {
+            count += 1;
+        }
+    }
+    Some(count)
+}
