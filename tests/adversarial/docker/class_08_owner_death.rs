@@ -61,8 +61,10 @@ fn owner_child(label: &str) {
 }
 
 fn spawn_owner(test: &str, label: &str, user: &str, attack: bool) -> std::process::Child {
+    // libtest's `--exact` wants the path inside the crate: `docker::class_08_…::<test>`.
+    let path = format!("{}::{test}", module_path!().split_once("::").map_or("", |(_, rest)| rest));
     OsCommand::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .args([path.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env("SBX_ADV_OWNER", label)
         .env("SBX_ADV_OWNER_USER", user)
         .env("SBX_ADV_OWNER_ATTACK", if attack { "1" } else { "0" })
