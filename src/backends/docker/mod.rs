@@ -106,16 +106,26 @@ pub const CAPABILITIES: Capabilities = Capabilities::RUN
 /// so [`BackendSandbox::detach`] renames the container to mark it.
 const DETACHED_NAME_PREFIX: &str = "sandboxio-detached-";
 
-/// The user of PID 1 and the dead-man (sandboxio's own processes).
-const ROOT: &str = "0:0";
+/// The uid and gid of PID 1, sandboxio's supervisor in the container: neither root nor
+/// any user an image defines, nor any command's gid ([`exec::GID_RANGE`]). With every
+/// capability dropped, a process may signal, trace or open `/proc/<pid>/fd` of another only
+/// when their ids match, so no sandboxed process (root included) can touch PID 1.
+pub const SUPERVISOR_ID: u32 = 2_147_480_001;
 
-/// The dead-man exec: records its pid, says it is ready, waits for end-of-file on stdin
-/// (which comes when the owner's connection closes) and then stops PID 1.
-const DEADMAN: &str = r"mkdir -p /tmp/.sandboxio 2>/dev/null; chmod 1777 /tmp/.sandboxio 2>/dev/null
-mkdir -p /run/sandboxio && chmod 700 /run/sandboxio && echo $$ > /run/sandboxio/deadman || exit 1
+/// PID 1 (under Docker's init), `sh -c INIT sandboxio-init <ttl>`, run as
+/// [`SUPERVISOR_ID`]: prepares `/tmp/.sandboxio`, arms the TTL, says whether the image has
+/// `python3`, then reads its stdin, which is the owner's attach connection. End-of-file
+/// (the owner closed it, or died: the engine closes it either way) ends PID 1, and with it
+/// the container; the line `detach` makes it wait for the TTL instead. Everything it runs
+/// after `ready` is a shell builtin: it never executes a file the sandboxed code could have
+/// replaced.
+const INIT: &str = r#"mkdir -p /tmp/.sandboxio 2>/dev/null && chmod 1777 /tmp/.sandboxio 2>/dev/null
+(sleep "$1"; kill $$) &
 if command -v python3 >/dev/null 2>&1; then echo ready-python; else echo ready; fi
-while read -r _; do :; done
-kill -TERM 1";
+while IFS= read -r l; do
+  [ "$l" = detach ] && { echo detached; wait; exit 0; }
+done
+exit 0"#;
 
 /// The `docker://` backend. Cheap to clone; clones share one engine connection.
 #[derive(Debug, Clone)]
@@ -292,8 +302,9 @@ pub(crate) struct Shared {
     /// Whether the image has `python3` (and so `RUN_CODE`).
     python: AtomicBool,
     next_key: AtomicU64,
-    /// Dropping it releases the dead-man's stdin (which stops the container).
-    deadman: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    /// The owner link (PID 1's stdin): dropping it ends PID 1, and so the container,
+    /// unless detached.
+    link: Mutex<Option<tokio::sync::mpsc::Sender<LinkOp>>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -330,7 +341,7 @@ impl Shared {
             nonce: unique_suffix(),
             python: AtomicBool::new(false),
             next_key: AtomicU64::new(0),
-            deadman: Mutex::new(None),
+            link: Mutex::new(None),
         })
     }
 
@@ -339,6 +350,32 @@ impl Shared {
         // Unique across handles (an owner and a `connect`ed handle share the container) and
         // across processes (pids are reused).
         format!("x{}-{n}", self.nonce)
+    }
+
+    /// A fresh gid for one command, in [`exec::GID_RANGE`].
+    fn next_gid(&self) -> u32 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(self.next_key.fetch_add(1, Ordering::Relaxed));
+        h.write(self.nonce.as_bytes());
+        let span = u64::from(exec::GID_RANGE.end - exec::GID_RANGE.start);
+        exec::GID_RANGE.start + u32::try_from(h.finish() % span).unwrap_or(0)
+    }
+
+    /// The user execs run as: the configured one, else root (never PID 1's supervisor id,
+    /// which is the container's default user).
+    fn exec_user(&self) -> &str {
+        self.user.as_deref().filter(|u| !u.is_empty()).unwrap_or("0")
+    }
+
+    /// [`Shared::exec_user`] without its group: commands run with a gid of their own.
+    fn exec_user_name(&self) -> &str {
+        let user = self.exec_user();
+        user.split_once(':').map_or(user, |(name, _)| name)
+    }
+
+    fn release_link(&self) {
+        drop(self.link.lock().unwrap_or_else(PoisonError::into_inner).take());
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -484,7 +521,26 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         .await
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
+    // The owner link exists before the container starts: PID 1's stdin is this attach
+    // connection from its first instant, so an owner dying at any point after the start
+    // request leaves a PID 1 that reads end-of-file and ends the container.
+    let attach = bollard::query_parameters::AttachContainerOptions {
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        stream: true,
+        logs: false,
+        detach_keys: None,
+    };
+    let bollard::container::AttachContainerResults { mut output, input } = docker
+        .attach_container(&made.id, Some(attach))
+        .await
+        .map_err(|e| provider("attaching to the container", e))?;
     docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
+    let said = read_line(&mut output).await.map_err(|e| sandbox_error(&made.id, "starting the container", e))?;
+    if !said.starts_with(b"ready") {
+        return Err(setup_failed(&image, &said));
+    }
     let shared = Shared::new(
         docker,
         made.id,
@@ -494,16 +550,119 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         Some(spec.network.clone()),
         spec.metadata.clone(),
     );
+    shared.python.store(said.starts_with(b"ready-python"), Ordering::Release);
+    *shared.link.lock().unwrap_or_else(PoisonError::into_inner) = Some(spawn_link(input, output));
     if spec.detached {
-        prepare(&shared, &image).await?;
+        send_detach(&shared).await?;
+        shared.release_link();
         mark_detached(&shared).await?;
-    } else {
-        start_deadman(&shared, &image).await?;
     }
     Ok(Created { shared: Some(shared), guard })
 }
 
-/// The container of a new sandbox: hardened, labelled, PID 1 a `sleep` for the TTL.
+/// Operations on the owner link.
+enum LinkOp {
+    /// Tell PID 1 to wait for the TTL instead of the owner.
+    Detach(tokio::sync::oneshot::Sender<Result<()>>),
+}
+
+type AttachOutput = std::pin::Pin<
+    Box<dyn futures_core::Stream<Item = std::result::Result<bollard::container::LogOutput, bollard::errors::Error>> + Send>,
+>;
+
+/// Reads PID 1's output up to the end of a line (at most 4 KiB): what it said, the newline
+/// included, or less when it ended first.
+async fn read_line(output: &mut AttachOutput) -> std::result::Result<Vec<u8>, bollard::errors::Error> {
+    use futures_lite::StreamExt as _;
+    let mut said = Vec::new();
+    while !said.ends_with(b"\n") && said.len() < 4096 {
+        match output.next().await {
+            Some(Ok(
+                bollard::container::LogOutput::StdOut { message }
+                | bollard::container::LogOutput::StdErr { message }
+                | bollard::container::LogOutput::Console { message },
+            )) => said.extend_from_slice(&message),
+            Some(Ok(bollard::container::LogOutput::StdIn { .. })) => {}
+            Some(Err(e)) => return Err(e),
+            None => break,
+        }
+    }
+    Ok(said)
+}
+
+/// Writes `detach` to PID 1 and waits (10 s at most) for it to say `detached`.
+async fn detach_over(
+    input: &mut std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    output: &mut AttachOutput,
+) -> Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let failed = |why: String| Error::provider(SCHEME, "detaching the sandbox", std::io::Error::other(why));
+    input.write_all(b"detach\n").await.map_err(|e| failed(e.to_string()))?;
+    input.flush().await.map_err(|e| failed(e.to_string()))?;
+    match tokio::time::timeout(std::time::Duration::from_secs(10), read_line(output)).await {
+        Ok(Ok(said)) if said.starts_with(b"detached") => Ok(()),
+        Ok(Ok(said)) => Err(failed(format!("PID 1 said {:?}", String::from_utf8_lossy(&said)))),
+        Ok(Err(e)) => Err(failed(e.to_string())),
+        Err(_) => Err(failed("PID 1 did not answer within 10 s".into())),
+    }
+}
+
+/// Holds the owner link on the Docker runtime until it is released (every sender dropped:
+/// `kill`, `close`, the last handle gone) or PID 1 ends; serves detach requests meanwhile.
+fn spawn_link(
+    mut input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    mut output: AttachOutput,
+) -> tokio::sync::mpsc::Sender<LinkOp> {
+    use futures_lite::StreamExt as _;
+    let (ops, mut requests) = tokio::sync::mpsc::channel::<LinkOp>(1);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                op = requests.recv() => match op {
+                    None => break,
+                    Some(LinkOp::Detach(ack)) => {
+                        let _ = ack.send(detach_over(&mut input, &mut output).await);
+                    }
+                },
+                frame = output.next() => if frame.is_none() { break },
+            }
+        }
+        // Dropping `input` closes PID 1's stdin (the container is `StdinOnce`).
+    });
+    ops
+}
+
+/// Detaches PID 1 from its owner, over this handle's link or (a `connect`ed handle) a new
+/// attach connection.
+async fn send_detach(shared: &Shared) -> Result<()> {
+    let link = shared.link.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    if let Some(link) = link {
+        let (ack, acked) = tokio::sync::oneshot::channel();
+        if link.send(LinkOp::Detach(ack)).await.is_ok()
+            && let Ok(result) = acked.await
+        {
+            return result;
+        }
+        return Err(Error::SandboxGone { id: shared.id.clone(), message: "its PID 1 has ended".into() });
+    }
+    let attach = bollard::query_parameters::AttachContainerOptions {
+        stdin: true,
+        stdout: true,
+        stderr: false,
+        stream: true,
+        logs: false,
+        detach_keys: None,
+    };
+    let bollard::container::AttachContainerResults { mut output, mut input } = shared
+        .docker
+        .attach_container(&shared.id, Some(attach))
+        .await
+        .map_err(|e| sandbox_error(&shared.id, "attaching to the container", e))?;
+    detach_over(&mut input, &mut output).await
+}
+
+/// The container of a new sandbox: hardened, labelled, PID 1 [`INIT`] as
+/// [`SUPERVISOR_ID`], its stdin open once (the owner link).
 fn container_body(
     spec: &CreateSpec,
     image: &str,
@@ -512,7 +671,13 @@ fn container_body(
     runtime: Option<String>,
 ) -> Result<ContainerCreateBody> {
     let mut labels = labels::for_new(&spec.metadata, spec.ttl, spec.detached)?;
-    // Commands run as this user (exec `user`); PID 1 runs as root. `connect` reads it back.
+    // Commands run as this user (exec `user`); PID 1 runs as the supervisor id. `connect`
+    // reads it back.
+    if user.and_then(|u| u.split(':').next()).and_then(|u| u.parse::<u32>().ok()) == Some(SUPERVISOR_ID) {
+        return Err(Error::configuration(format!(
+            "uid {SUPERVISOR_ID} is sandboxio's own supervisor id in docker:// containers; choose another sandbox user"
+        )));
+    }
     labels.insert(labels::USER.into(), user.unwrap_or_default().to_owned());
     let network_mode = match &spec.network {
         NetworkPolicy::DenyAll => "none",
@@ -538,18 +703,19 @@ fn container_body(
     let ttl_secs = spec.ttl.as_secs().max(1).to_string();
     Ok(ContainerCreateBody {
         image: Some(image.to_owned()),
-        cmd: Some(vec![
-            "sh".into(),
-            "-c".into(),
-            r#"SANDBOXIO_ROLE=ttl exec sleep "$1""#.into(),
-            "sandboxio-ttl".into(),
-            ttl_secs,
-        ]),
+        cmd: Some(vec!["sh".into(), "-c".into(), INIT.into(), "sandboxio-init".into(), ttl_secs]),
         entrypoint: Some(Vec::new()),
         env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-        user: Some(ROOT.into()),
+        user: Some(format!("{SUPERVISOR_ID}:{SUPERVISOR_ID}")),
         working_dir: Some(workdir.to_owned()),
         labels: Some(labels),
+        // PID 1's stdin is the owner's attach connection, closed by the engine when that
+        // connection ends (`StdinOnce`).
+        open_stdin: Some(true),
+        stdin_once: Some(true),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
         tty: Some(false),
         host_config: Some(host_config),
         ..Default::default()
@@ -558,13 +724,13 @@ fn container_body(
 
 fn setup_failed(image: &str, stderr: &[u8]) -> Error {
     Error::configuration(format!(
-        "image {image:?} cannot host a sandbox: it needs sh, sleep, setsid, kill and a writable /tmp ({})",
+        "image {image:?} cannot host a sandbox: it needs sh, sleep, mkdir, chmod and a writable /tmp ({})",
         String::from_utf8_lossy(stderr).trim()
     ))
 }
 
-/// Creates the run directory and finds out whether the image has `python3` (for a sandbox
-/// with no dead-man, which does both otherwise).
+/// Creates the run directory and finds out whether the image has `python3` (for a
+/// `connect`ed handle; PID 1 does both at creation).
 async fn prepare(shared: &Shared, image: &str) -> Result<()> {
     let (code, stdout, stderr) = exec::run_raw(shared, &["sh", "-c", PREPARE]).await?;
     if code != 0 {
@@ -575,50 +741,6 @@ async fn prepare(shared: &Shared, image: &str) -> Result<()> {
 }
 
 const PREPARE: &str = "mkdir -p /tmp/.sandboxio && chmod 1777 /tmp/.sandboxio 2>/dev/null; command -v python3 >/dev/null 2>&1 && echo python; exit 0";
-
-/// Starts the dead-man exec and waits until it is armed.
-async fn start_deadman(shared: &Arc<Shared>, image: &str) -> Result<()> {
-    use futures_lite::StreamExt as _;
-    // As root, like PID 1: the sandbox's user can signal neither (all capabilities are
-    // dropped, so root's processes are out of its reach) and cannot end the dead-man.
-    let exec::Launched { mut output, input, .. } = exec::start_raw(
-        shared,
-        Some(ROOT.into()),
-        vec!["sh".into(), "-c".into(), DEADMAN.into(), "sandboxio-deadman".into()],
-        vec!["SANDBOXIO_ROLE=deadman".into()],
-        true,
-    )
-    .await?;
-    let mut said = Vec::new();
-    while !said.ends_with(b"\n") {
-        match output.next().await {
-            Some(Ok(
-                bollard::container::LogOutput::StdOut { message }
-                | bollard::container::LogOutput::StdErr { message },
-            )) => said.extend_from_slice(&message),
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(sandbox_error(&shared.id, "starting the dead-man exec", e)),
-            None => return Err(setup_failed(image, &said)),
-        }
-    }
-    if !said.starts_with(b"ready") {
-        return Err(setup_failed(image, &said));
-    }
-    shared.python.store(said.starts_with(b"ready-python"), Ordering::Release);
-    let (release, released) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        // Holding `input` keeps the dead-man's stdin open; it ends when released (or when
-        // every handle is gone), or when the dead-man exits (detach killed it).
-        let _input = input;
-        let drained = async { while output.next().await.is_some() {} };
-        tokio::select! {
-            _ = released => {}
-            () = drained => {}
-        }
-    });
-    *shared.deadman.lock().unwrap_or_else(PoisonError::into_inner) = Some(release);
-    Ok(())
-}
 
 async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let docker = DockerBackend::client(&inner).await?;
@@ -770,21 +892,9 @@ impl BackendSandbox for DockerSandbox {
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         self.on_rt(move |shared| async move {
             shared.check_alive()?;
-            // Stop the dead-man first: releasing its stdin while it runs would stop PID 1.
-            let (code, _, stderr) = exec::run_raw_as(
-                &shared,
-                Some(ROOT.into()),
-                &["sh", "-c", r#"read -r p < /run/sandboxio/deadman && kill -KILL "$p""#],
-            )
-            .await?;
-            if code != 0 {
-                return Err(Error::provider(
-                    SCHEME,
-                    "cannot stop the dead-man exec",
-                    std::io::Error::other(String::from_utf8_lossy(&stderr).into_owned()),
-                ));
-            }
-            drop(shared.deadman.lock().unwrap_or_else(PoisonError::into_inner).take());
+            // Tell PID 1 first: releasing the link while it waits for the owner would end it.
+            send_detach(&shared).await?;
+            shared.release_link();
             mark_detached(&shared).await
         })
     }
@@ -804,8 +914,8 @@ async fn mark_detached(shared: &Shared) -> Result<()> {
 async fn kill(shared: &Shared) -> Result<KillOutcome> {
     let was = !shared.killed.swap(true, Ordering::AcqRel);
     let removed = shared.docker.remove_container(&shared.id, Some(force_remove())).await;
-    // The container is gone either way; the dead-man's stdin is no longer needed.
-    drop(shared.deadman.lock().unwrap_or_else(PoisonError::into_inner).take());
+    // The container is gone either way; the owner link is no longer needed.
+    shared.release_link();
     match removed {
         Ok(()) if was => Ok(KillOutcome::Killed),
         Ok(()) => Ok(KillOutcome::AlreadyGone),
