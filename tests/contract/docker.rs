@@ -20,14 +20,6 @@ use sandboxio::{Command, ResourceLimits};
 /// The image of the run: Debian with python3 (`scripts/build-images python`).
 const IMAGE: &str = "sandboxio/python:1";
 
-/// Lists the container's processes other than PID 1 and sandboxio's own (marked with
-/// `SANDBOXIO_ROLE` in their environment: the TTL sleep, the dead-man, this probe).
-const PS: &str = r#"for d in /proc/[0-9]*; do
-  p=${d#/proc/}; [ "$p" = 1 ] && continue
-  tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -q '^SANDBOXIO_ROLE=' && continue
-  c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null); [ -n "$c" ] && echo "$p $c"
-done; exit 0"#;
-
 /// Prints memory bytes, pids, and the CPU quota and period, from cgroup v1 or v2 files.
 const LIMITS: &str = r#"c=/sys/fs/cgroup
 if [ -f $c/memory.max ]; then
@@ -62,10 +54,20 @@ impl Probes for DockerProbes {
     }
 
     fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {
+        // The engine's own view (`docker top`: the host's `ps` over the container's cgroup),
+        // which sees every process wherever it was re-parented and which the sandboxed code
+        // cannot hide from. PID 1's tree runs as sandboxio's supervisor id, which no
+        // sandboxed process can take: everything else counts.
         let id = sandbox_id.to_owned();
         Some(Box::pin(async move {
-            match docker(&["exec", "-e", "SANDBOXIO_ROLE=probe", &id, "sh", "-c", PS]) {
-                Ok(out) => Ok(out.lines().map(str::to_owned).collect()),
+            let supervisor = sandboxio::backends::docker::SUPERVISOR_ID.to_string();
+            match docker(&["top", &id, "-eo", "pid,uid,args"]) {
+                Ok(out) => Ok(out
+                    .lines()
+                    .skip(1)
+                    .filter(|l| l.split_whitespace().nth(1) != Some(supervisor.as_str()))
+                    .map(str::to_owned)
+                    .collect()),
                 Err(e) if gone(&e) => Ok(Vec::new()),
                 Err(e) => Err(e),
             }
@@ -80,7 +82,8 @@ impl Probes for DockerProbes {
     }
 
     fn expire_sandbox(&self, sandbox_id: &str) -> Option<ProbeFuture<()>> {
-        // The TTL ends when PID 1's `sleep` ends: end it now, as the deadline would.
+        // The TTL ends PID 1: end it now, as the deadline would (`docker exec` runs as the
+        // container's user, PID 1's supervisor id).
         let id = sandbox_id.to_owned();
         Some(Box::pin(async move {
             // The exec may itself be cut off as the container stops: judge by the state.

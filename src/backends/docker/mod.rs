@@ -113,15 +113,13 @@ const DETACHED_NAME_PREFIX: &str = "sandboxio-detached-";
 pub const SUPERVISOR_ID: u32 = 2_147_480_001;
 
 /// PID 1 (under Docker's init), `sh -c INIT sandboxio-init <ttl>`, run as
-/// [`SUPERVISOR_ID`]: prepares `/tmp/.sandboxio`, arms the TTL, says whether the image has
-/// `python3`, then reads its stdin, which is the owner's attach connection. End-of-file
-/// (the owner closed it, or died: the engine closes it either way) ends PID 1, and with it
-/// the container; the line `detach` makes it wait for the TTL instead. Everything it runs
-/// after `ready` is a shell builtin: it never executes a file the sandboxed code could have
-/// replaced.
+/// [`SUPERVISOR_ID`]: prepares `/tmp/.sandboxio`, arms the TTL, then reads its stdin, which
+/// is the owner's attach connection. End-of-file (the owner closed it, or died: the engine
+/// closes it either way) ends PID 1, and with it the container; the line `detach` makes it
+/// wait for the TTL instead. Once it reads, everything it runs is a shell builtin: it never
+/// executes a file the sandboxed code could have replaced.
 const INIT: &str = r#"mkdir -p /tmp/.sandboxio 2>/dev/null && chmod 1777 /tmp/.sandboxio 2>/dev/null
 (sleep "$1"; kill $$) &
-if command -v python3 >/dev/null 2>&1; then echo ready-python; else echo ready; fi
 while IFS= read -r l; do
   [ "$l" = detach ] && { echo detached; wait; exit 0; }
 done
@@ -532,15 +530,11 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         logs: false,
         detach_keys: None,
     };
-    let bollard::container::AttachContainerResults { mut output, input } = docker
+    let bollard::container::AttachContainerResults { output, input } = docker
         .attach_container(&made.id, Some(attach))
         .await
         .map_err(|e| provider("attaching to the container", e))?;
     docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
-    let said = read_line(&mut output).await.map_err(|e| sandbox_error(&made.id, "starting the container", e))?;
-    if !said.starts_with(b"ready") {
-        return Err(setup_failed(&image, &said));
-    }
     let shared = Shared::new(
         docker,
         made.id,
@@ -550,8 +544,12 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         Some(spec.network.clone()),
         spec.metadata.clone(),
     );
-    shared.python.store(said.starts_with(b"ready-python"), Ordering::Release);
+    // Hold the link from here on: failing below drops it, and the guard removes the
+    // container. (PID 1 says nothing at start: the engine may attach its output a moment
+    // after the start, so the readiness check is an exec.)
     *shared.link.lock().unwrap_or_else(PoisonError::into_inner) = Some(spawn_link(input, output));
+    prepare(&shared, &image).await?;
+
     if spec.detached {
         send_detach(&shared).await?;
         shared.release_link();
@@ -729,8 +727,7 @@ fn setup_failed(image: &str, stderr: &[u8]) -> Error {
     ))
 }
 
-/// Creates the run directory and finds out whether the image has `python3` (for a
-/// `connect`ed handle; PID 1 does both at creation).
+/// Checks that the image runs a sandbox user's `sh` and finds out whether it has `python3`.
 async fn prepare(shared: &Shared, image: &str) -> Result<()> {
     let (code, stdout, stderr) = exec::run_raw(shared, &["sh", "-c", PREPARE]).await?;
     if code != 0 {
@@ -740,7 +737,10 @@ async fn prepare(shared: &Shared, image: &str) -> Result<()> {
     Ok(())
 }
 
-const PREPARE: &str = "mkdir -p /tmp/.sandboxio && chmod 1777 /tmp/.sandboxio 2>/dev/null; command -v python3 >/dev/null 2>&1 && echo python; exit 0";
+/// Waits (5 s at most) for PID 1 to have prepared `/tmp/.sandboxio`, then says whether the
+/// image has `python3`.
+const PREPARE: &str = r#"i=0; while [ ! -d /tmp/.sandboxio ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+command -v python3 >/dev/null 2>&1 && echo python; exit 0"#;
 
 async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let docker = DockerBackend::client(&inner).await?;
