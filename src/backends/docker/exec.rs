@@ -277,11 +277,18 @@ async fn settle(shared: &Shared, exec_id: &str) {
     }
 }
 
-/// Checks, after a command's main process ended normally, that nothing of it is left (the
-/// wrapper killed the rest); kills what is ([`kill_command`]).
+/// Checks, after a command's main process ended, that nothing of it is left (the wrapper
+/// killed the rest); kills what is ([`kill_command`]).
+///
+/// # Errors
+///
+/// [`Error::SandboxGone`] when the container is gone (it died under the command).
 pub(super) async fn end_command(shared: &Shared, gid: u32) -> Result<()> {
     match seen(shared, gid).await {
-        Seen::None | Seen::Gone | Seen::Unknown => Ok(()),
+        Seen::None | Seen::Unknown => Ok(()),
+        Seen::Gone => {
+            Err(Error::SandboxGone { id: shared.id.clone(), message: "its container ended under the command".into() })
+        }
         Seen::Some(pids) => {
             tracing::warn!(sandbox = %shared.id, ?pids, "a command left processes its wrapper did not end; killing them");
             kill_command(shared, gid, None).await

@@ -16,33 +16,58 @@
 //! # What a sandbox is
 //!
 //! One container, never pulled: the image must already be in the engine (a missing one is
-//! [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), naming it). PID 1 is
-//! `sleep <ttl>` under Docker's init with auto-remove, so the container ends itself at its
-//! TTL even with no client left. An owned sandbox also holds a *dead-man exec* whose stdin
-//! is a connection of this process: when the process dies, even by `SIGKILL`, the engine
-//! closes that stdin and the dead-man stops PID 1, so the container is removed within
-//! seconds. Every container carries the [`labels`] (`io.sandboxio.*` plus the user's
+//! [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), naming it). PID 1 runs
+//! under Docker's init with auto-remove, as sandboxio's supervisor id [`SUPERVISOR_ID`]
+//! (neither root nor the sandbox's user): a shell that arms the TTL and then reads its stdin.
+//! That stdin is the owner link: the owning process attaches to the container *before*
+//! starting it, and the container is `StdinOnce`, so the engine closes PID 1's stdin when
+//! that connection ends, whether the owner closed it or died (even by `SIGKILL`, at any
+//! instant after the start request). End-of-file ends PID 1 and so the container, which the
+//! engine then removes: within seconds (the adversarial suite bounds it at 10 s). An owner
+//! that dies before its start request reached the engine leaves a container that never
+//! started (no process, only its writable layer); [`DockerBackend::reap`] with
+//! `owner_dead`, and the first `create` of every backend value, remove those of dead owners
+//! on this host. Every container carries the [`labels`] (`io.sandboxio.*` plus the user's
 //! metadata) that [`DockerBackend::reap`] reads.
 //!
 //! Hardening, always: every Linux capability dropped, `no-new-privileges`, a pids limit
-//! ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one), and no network (`network_mode:
-//! none`, loopback only) unless the policy is allow-all. Commands and file operations run as
-//! the image's user (or the DSN's `user=`); PID 1 and the dead-man run as root, which,
-//! with every capability dropped, puts them out of a non-root user's reach. Secrets from
-//! `secret_env` reach each command through the wrapper's stdin: never the container's or
-//! the exec's configuration (`docker inspect` does not show them, nor does bollard's debug
-//! log). A handle from `connect` does not know them.
+//! ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one; PID 1's tree takes four), and no
+//! network (`network_mode: none`, loopback only) unless the policy is allow-all. With no
+//! capability, a process can signal, trace or open `/proc/<pid>/{fd,mem,environ}` of
+//! another only when their user ids (and, for the last three, group ids) match: the
+//! sandbox's user, root included, can neither stop nor deceive PID 1, and PID 1 never
+//! executes a file after its start (only shell builtins), so a root user that rewrites the
+//! image's binaries gains nothing from it. Secrets from `secret_env` reach each command
+//! through the wrapper's stdin: never the container's or the exec's configuration (`docker
+//! inspect` does not show them, nor does bollard's debug log). A handle from `connect` does
+//! not know them.
 //!
-//! Commands run under a `sh` wrapper that puts each in its own process group (`setsid`)
-//! and, once the main process exits, kills whatever it left in that group, so a background
-//! child never keeps `run()` waiting. A timeout, a dropped future or a terminated stream
-//! kills the whole group (if even that cannot run, for example because the command used up
-//! the pids limit, the sandbox is removed). A process that calls `setsid` itself leaves
-//! the group; it ends with the sandbox. Files go through execs as the sandbox's user
-//! (`cat`, `stat`, `mkdir`, `rm`, and one streamed `tar` for upload and download), so the
-//! container's own permissions, links and mounts apply. Image requirements: a POSIX `sh`,
-//! `setsid`, `sleep`, `cat`, `stat`, `mkdir`, `rm`, `mv`, `chmod`, `tar` and a writable
-//! `/tmp` (busybox or Debian's minbase has them).
+//! # Commands
+//!
+//! Each command runs as the sandbox's user with a primary group of its own: a random gid
+//! in `1000000000..2000000000`, and no supplementary group (files it creates belong to
+//! that group; group permissions of the image's groups do not apply to it). No process can
+//! shed that gid, so it marks everything the command starts, including processes that
+//! call `setsid`, double-fork or rename themselves. When the main process exits, the
+//! wrapper kills every other process with the gid, so a background child never keeps
+//! `run()` waiting; a timeout, a dropped future or a terminated stream does the same with
+//! a second exec. Either way the host then checks through the engine's `top` (the host's
+//! `ps`, which the sandboxed code cannot write or fake) that no process with the gid is
+//! left; a kill that fails, hangs or is fought off is retried once, and then the whole
+//! sandbox is removed. The gid lives only in the host's memory: the kill path reads nothing
+//! the sandboxed code can write. The same gid keeps each command's processes out of every
+//! other command's reach: the kernel refuses `ptrace` and `/proc/<pid>/environ` (and `mem`,
+//! `fd`) across different gids, so a command's own `secret_env` cannot be read by the
+//! sandbox's other commands (a command given such secrets also runs with core dumps off).
+//! What this cannot stop: a command that runs a program another command may rewrite (a
+//! shared `$HOME`'s start-up files, say) runs that command's code, secrets and all.
+//!
+//! Files go through execs as the sandbox's user (`cat`, `stat`, `mkdir`, `rm`, and one
+//! streamed `tar` for upload and download), so the container's own permissions, links and
+//! mounts apply. Image requirements: a POSIX `sh`, `sleep`, `cat`, `stat`, `mkdir`, `rm`,
+//! `mv`, `chmod`, `tar`, a writable `/tmp` and `/proc` (busybox or Debian's minbase has
+//! them); the engine's host needs `ps` (procps) for `docker top`, without which the killer's
+//! own report is trusted instead. The uid [`SUPERVISOR_ID`] cannot be the sandbox user.
 //!
 //! Declared capabilities: `RUN`, `RUN_CODE` (Python, one process per cell; a sandbox whose
 //! image has no `python3` does not declare it), `STREAM`, `STDIN`, `FILESYSTEM`,
@@ -139,6 +164,8 @@ struct Inner {
     user: Option<String>,
     audit: crate::AuditConfig,
     client: tokio::sync::OnceCell<Docker>,
+    /// Whether this backend value's first `create` has swept never-started leftovers.
+    swept: AtomicBool,
 }
 
 impl DockerBackend {
@@ -168,6 +195,7 @@ impl DockerBackend {
                 user: None,
                 audit: crate::AuditConfig::new(),
                 client: tokio::sync::OnceCell::new(),
+                swept: AtomicBool::new(false),
             }),
         }
     }
@@ -180,6 +208,7 @@ impl DockerBackend {
             user: self.inner.user.clone(),
             audit: self.inner.audit.clone(),
             client: tokio::sync::OnceCell::new(),
+            swept: AtomicBool::new(false),
         };
         f(&mut inner);
         DockerBackend { inner: Arc::new(inner) }
@@ -485,6 +514,14 @@ impl Backend for DockerBackend {
 
 async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     let docker = DockerBackend::client(&inner).await?;
+    if !inner.swept.swap(true, Ordering::AcqRel) {
+        // Containers of owners that died between their create and start requests never
+        // run; remove them, off this creation's path.
+        let docker = docker.clone();
+        tokio::spawn(async move {
+            let _ = reap::sweep_unstarted(&docker).await;
+        });
+    }
     let image = spec.image.clone().unwrap_or_else(|| inner.image.clone());
     if image.trim().is_empty() {
         return Err(Error::configuration(

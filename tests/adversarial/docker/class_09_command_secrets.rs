@@ -30,8 +30,23 @@ fn class_09__a_commands_secret_is_invisible_to_other_commands() {
     if !support::docker_ready(TEST) {
         return;
     }
+    // The image's user, and root (uid 0 with no capability).
+    for user in ["", "0"] {
+        attack(user);
+    }
+}
+
+/// One victim and one thief in a sandbox whose user is `user` (empty: the image's).
+fn attack(user: &str) {
+    const TEST: &str = "class_09__a_commands_secret_is_invisible_to_other_commands";
     let canary = "cmd-secret-canary-3f9c";
-    let sandbox = support::docker(NetworkPolicy::deny_all());
+    let dsn = if user.is_empty() {
+        format!("docker://?image={}", support::DOCKER_IMAGE)
+    } else {
+        format!("docker://?image={}&user={user}", support::DOCKER_IMAGE)
+    };
+    let sandbox =
+        block_on(sandboxio::Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
     block_on(async {
         let victim = Command::shell("echo up; exec sleep 9901").secret_env("SBX_CMD_SECRET", canary);
         let mut stream = match sandbox.stream(victim) {
@@ -52,7 +67,8 @@ fn class_09__a_commands_secret_is_invisible_to_other_commands() {
             support::skip(TEST, &format!("the environ read does not work unconfined: {text} {}", out.stderr_lossy()));
             return;
         }
-        assert!(!text.contains(canary), "another command read the secret: {text}");
+        println!("{TEST} (user {user:?}): controls passed; the thief read: {text:?}");
+        assert!(!text.contains(canary), "another command read the secret (user {user:?}): {text}");
         drop(stream);
     });
     let _ = block_on(sandbox.close());
