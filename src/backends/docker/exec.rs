@@ -248,12 +248,25 @@ enum Seen {
 
 /// Lists, through the engine's `top` (the host's `ps` over the container's cgroup), the
 /// processes whose real gid is `gid`: a view the sandboxed code can neither write nor fake.
+/// Under gVisor (whose processes the host's `ps` does not see) or user-namespace remapping
+/// (which shifts the gids the host sees), the view is [`Seen::Unknown`].
 async fn seen(shared: &Shared, gid: u32) -> Seen {
-    let options = bollard::query_parameters::TopOptions { ps_args: format!("-o pid -G {gid}") };
+    if !shared.host_view {
+        return Seen::Unknown;
+    }
+    // Every process, so that `ps` always matches something (it fails when nothing does);
+    // the engine keeps the container's.
+    let options = bollard::query_parameters::TopOptions { ps_args: "-eo pid,rgid".into() };
     match shared.docker.top_processes(&shared.id, Some(options)).await {
         Ok(top) => {
-            let pids: Vec<String> =
-                top.processes.unwrap_or_default().into_iter().filter_map(|p| p.into_iter().next()).collect();
+            let gid = gid.to_string();
+            let pids: Vec<String> = top
+                .processes
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| p.get(1) == Some(&gid))
+                .filter_map(|p| p.into_iter().next())
+                .collect();
             if pids.is_empty() { Seen::None } else { Seen::Some(pids) }
         }
         Err(e) if matches!(status(&e), Some(404 | 409)) => Seen::Gone,

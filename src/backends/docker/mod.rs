@@ -166,6 +166,8 @@ struct Inner {
     client: tokio::sync::OnceCell<Docker>,
     /// Whether this backend value's first `create` has swept never-started leftovers.
     swept: AtomicBool,
+    /// Whether the engine remaps user namespaces (asked once).
+    remapped: tokio::sync::OnceCell<bool>,
 }
 
 impl DockerBackend {
@@ -196,6 +198,7 @@ impl DockerBackend {
                 audit: crate::AuditConfig::new(),
                 client: tokio::sync::OnceCell::new(),
                 swept: AtomicBool::new(false),
+                remapped: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -209,6 +212,7 @@ impl DockerBackend {
             audit: self.inner.audit.clone(),
             client: tokio::sync::OnceCell::new(),
             swept: AtomicBool::new(false),
+            remapped: tokio::sync::OnceCell::new(),
         };
         f(&mut inner);
         DockerBackend { inner: Arc::new(inner) }
@@ -328,6 +332,9 @@ pub(crate) struct Shared {
     nonce: String,
     /// Whether the image has `python3` (and so `RUN_CODE`).
     python: AtomicBool,
+    /// Whether the engine's `top` shows this container's processes with their gids (not
+    /// under gVisor, not with user-namespace remapping): the kill path's verification.
+    host_view: bool,
     next_key: AtomicU64,
     /// The owner link (PID 1's stdin): dropping it ends PID 1, and so the container,
     /// unless detached.
@@ -355,6 +362,7 @@ impl Shared {
         secret_env: Vec<(String, SecretString)>,
         network: Option<NetworkPolicy>,
         metadata: BTreeMap<String, String>,
+        host_view: bool,
     ) -> Arc<Self> {
         Arc::new(Shared {
             docker,
@@ -367,6 +375,7 @@ impl Shared {
             killed: AtomicBool::new(false),
             nonce: unique_suffix(),
             python: AtomicBool::new(false),
+            host_view,
             next_key: AtomicU64::new(0),
             link: Mutex::new(None),
         })
@@ -546,6 +555,7 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
             )));
         }
     }
+    let remapped = userns_remapped(&inner, &docker).await?;
     let image_config = inspected.config.unwrap_or_default();
     let user = inner.user.clone().or_else(|| image_config.user.filter(|u| !u.is_empty()));
     let workdir = image_config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned());
@@ -572,6 +582,7 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         .await
         .map_err(|e| provider("attaching to the container", e))?;
     docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
+    let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
     let shared = Shared::new(
         docker,
         made.id,
@@ -580,6 +591,7 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         spec.secret_env.clone(),
         Some(spec.network.clone()),
         spec.metadata.clone(),
+        host_view,
     );
     // Hold the link from here on: failing below drops it, and the guard removes the
     // container. (PID 1 says nothing at start: the engine may attach its output a moment
@@ -696,6 +708,19 @@ async fn send_detach(shared: &Shared) -> Result<()> {
     detach_over(&mut input, &mut output).await
 }
 
+/// Whether the engine runs containers in remapped user namespaces (`userns-remap`), where
+/// the gids its host sees are shifted: asked once per backend value.
+async fn userns_remapped(inner: &Inner, docker: &Docker) -> Result<bool> {
+    inner
+        .remapped
+        .get_or_try_init(|| async {
+            let info = docker.info().await.map_err(|e| provider("reading the engine's security options", e))?;
+            Ok(info.security_options.unwrap_or_default().iter().any(|o| o.contains("name=userns")))
+        })
+        .await
+        .copied()
+}
+
 /// The container of a new sandbox: hardened, labelled, PID 1 [`INIT`] as
 /// [`SUPERVISOR_ID`], its stdin open once (the owner link).
 fn container_body(
@@ -797,10 +822,12 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     if inspected.state.and_then(|s| s.running) != Some(true) {
         return Err(Error::SandboxGone { id, message: "its container is not running".into() });
     }
+    let runsc = inspected.host_config.as_ref().and_then(|h| h.runtime.as_deref()) == Some("runsc");
     let network = inspected
         .host_config
         .and_then(|h| h.network_mode)
         .map(|mode| if mode == "none" { NetworkPolicy::DenyAll } else { NetworkPolicy::AllowAll });
+    let host_view = !runsc && !userns_remapped(&inner, &docker).await?;
     let shared = Shared::new(
         docker,
         inspected.id.unwrap_or(id),
@@ -809,6 +836,7 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         Vec::new(),
         network,
         labels::metadata_of(&labels),
+        host_view,
     );
     let image = config.image.clone().unwrap_or_default();
     prepare(&shared, &image).await?;

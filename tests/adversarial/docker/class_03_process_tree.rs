@@ -77,6 +77,17 @@ fn class_03__setsid_and_double_fork_end_with_their_command() {
         assert_eq!(err.code(), ErrorCode::ExecutionTimeout);
         assert_none_left(TEST, &id, "7302", "a timeout");
 
+        // 2b. A command that kills the wrapper meant to end its escapees: the host's own view
+        // (the engine's `top`) still finds them.
+        let out = sandbox
+            .run(Command::shell(format!("{}\nkill -KILL $PPID; exit 0", escape("7305"))))
+            .await;
+        match &out {
+            Ok(out) if escaped(&out.stdout_lossy(), "7305") => {}
+            other => panic!("control: the escape or the wrapper kill did not happen: {other:?}"),
+        }
+        assert_none_left(TEST, &id, "7305", "a command that killed its wrapper");
+
         // 3. A dropped stream, and 4. a stream closed (terminated) by its caller.
         for (tag, close) in [("7303", false), ("7304", true)] {
             let mut stream = sandbox.stream(Command::shell(format!("{}\nsleep 1000", escape(tag)))).unwrap();
