@@ -146,7 +146,12 @@ async fn docker__hardened_by_default() {
             .filter(|l| l.split_whitespace().nth(1) == Some(supervisor.as_str()) && !l.contains(" T"))
             .count()
     };
-    assert_eq!(pid1_tree(), 4, "init, PID 1's sh, its TTL subshell and sleep: {}", docker(&["top", sandbox.id()]));
+    assert_eq!(
+        pid1_tree(),
+        4,
+        "init, PID 1's sh, its TTL subshell and sleep: {}",
+        docker(&["top", sandbox.id()])
+    );
     let attack = sandbox
         .run(Command::shell(
             "for p in /proc/[0-9]*; do p=${p#/proc/}; [ $p = $$ ] || { kill -STOP $p; kill -KILL $p; }; done 2>&1; \
@@ -154,7 +159,10 @@ async fn docker__hardened_by_default() {
         ))
         .await
         .unwrap();
-    assert!(String::from_utf8_lossy(&attack.stdout).contains("not permitted"), "the attack met no refusal: {attack:?}");
+    assert!(
+        String::from_utf8_lossy(&attack.stdout).contains("not permitted"),
+        "the attack met no refusal: {attack:?}"
+    );
     std::thread::sleep(Duration::from_millis(500));
     let still = sandbox.run(Command::new("true")).await.unwrap();
     assert!(still.success());

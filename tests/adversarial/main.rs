@@ -11,7 +11,7 @@
 
 mod support;
 
-#[cfg(feature = "local")]
-mod local;
 #[cfg(feature = "docker")]
 mod docker;
+#[cfg(feature = "local")]
+mod local;

@@ -251,7 +251,7 @@ enum Seen {
 /// Under gVisor (whose processes the host's `ps` does not see) or user-namespace remapping
 /// (which shifts the gids the host sees), the view is [`Seen::Unknown`].
 async fn seen(shared: &Shared, gid: u32) -> Seen {
-    if !shared.host_view {
+    if !shared.host_view.load(std::sync::atomic::Ordering::Acquire) {
         return Seen::Unknown;
     }
     // Every process, so that `ps` always matches something (it fails when nothing does);
@@ -299,9 +299,10 @@ async fn settle(shared: &Shared, exec_id: &str) {
 pub(super) async fn end_command(shared: &Shared, gid: u32) -> Result<()> {
     match seen(shared, gid).await {
         Seen::None | Seen::Unknown => Ok(()),
-        Seen::Gone => {
-            Err(Error::SandboxGone { id: shared.id.clone(), message: "its container ended under the command".into() })
-        }
+        Seen::Gone => Err(Error::SandboxGone {
+            id: shared.id.clone(),
+            message: "its container ended under the command".into(),
+        }),
         Seen::Some(pids) => {
             tracing::warn!(sandbox = %shared.id, ?pids, "a command left processes its wrapper did not end; killing them");
             kill_command(shared, gid, None).await
@@ -482,7 +483,8 @@ pub(super) async fn launch(
     let _ = stdin;
     shared.check_alive()?;
     let cwd = crate::path::resolve(&shared.workdir, command.working_dir().unwrap_or("."));
-    let mut header = if with_secrets { secrets_block(shared, command)?.unwrap_or_default() } else { Vec::new() };
+    let mut header =
+        if with_secrets { secrets_block(shared, command)?.unwrap_or_default() } else { Vec::new() };
     header.extend_from_slice(b"go\n");
     let own_secrets = if with_secrets && !command.secret_env_vars().is_empty() { "1" } else { "0" };
     let gid = guard.gid().to_string();

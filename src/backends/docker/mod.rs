@@ -334,7 +334,7 @@ pub(crate) struct Shared {
     python: AtomicBool,
     /// Whether the engine's `top` shows this container's processes with their gids (not
     /// under gVisor, not with user-namespace remapping): the kill path's verification.
-    host_view: bool,
+    host_view: AtomicBool,
     next_key: AtomicU64,
     /// The owner link (PID 1's stdin): dropping it ends PID 1, and so the container,
     /// unless detached.
@@ -362,7 +362,6 @@ impl Shared {
         secret_env: Vec<(String, SecretString)>,
         network: Option<NetworkPolicy>,
         metadata: BTreeMap<String, String>,
-        host_view: bool,
     ) -> Arc<Self> {
         Arc::new(Shared {
             docker,
@@ -375,7 +374,7 @@ impl Shared {
             killed: AtomicBool::new(false),
             nonce: unique_suffix(),
             python: AtomicBool::new(false),
-            host_view,
+            host_view: AtomicBool::new(false),
             next_key: AtomicU64::new(0),
             link: Mutex::new(None),
         })
@@ -591,8 +590,8 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         spec.secret_env.clone(),
         Some(spec.network.clone()),
         spec.metadata.clone(),
-        host_view,
     );
+    shared.host_view.store(host_view, Ordering::Release);
     // Hold the link from here on: failing below drops it, and the guard removes the
     // container. (PID 1 says nothing at start: the engine may attach its output a moment
     // after the start, so the readiness check is an exec.)
@@ -614,7 +613,11 @@ enum LinkOp {
 }
 
 type AttachOutput = std::pin::Pin<
-    Box<dyn futures_core::Stream<Item = std::result::Result<bollard::container::LogOutput, bollard::errors::Error>> + Send>,
+    Box<
+        dyn futures_core::Stream<
+                Item = std::result::Result<bollard::container::LogOutput, bollard::errors::Error>,
+            > + Send,
+    >,
 >;
 
 /// Reads PID 1's output up to the end of a line (at most 4 KiB): what it said, the newline
@@ -714,7 +717,8 @@ async fn userns_remapped(inner: &Inner, docker: &Docker) -> Result<bool> {
     inner
         .remapped
         .get_or_try_init(|| async {
-            let info = docker.info().await.map_err(|e| provider("reading the engine's security options", e))?;
+            let info =
+                docker.info().await.map_err(|e| provider("reading the engine's security options", e))?;
             Ok(info.security_options.unwrap_or_default().iter().any(|o| o.contains("name=userns")))
         })
         .await
@@ -801,8 +805,8 @@ async fn prepare(shared: &Shared, image: &str) -> Result<()> {
 
 /// Waits (5 s at most) for PID 1 to have prepared `/tmp/.sandboxio`, then says whether the
 /// image has `python3`.
-const PREPARE: &str = r#"i=0; while [ ! -d /tmp/.sandboxio ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
-command -v python3 >/dev/null 2>&1 && echo python; exit 0"#;
+const PREPARE: &str = r"i=0; while [ ! -d /tmp/.sandboxio ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+command -v python3 >/dev/null 2>&1 && echo python; exit 0";
 
 async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let docker = DockerBackend::client(&inner).await?;
@@ -836,8 +840,8 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         Vec::new(),
         network,
         labels::metadata_of(&labels),
-        host_view,
     );
+    shared.host_view.store(host_view, Ordering::Release);
     let image = config.image.clone().unwrap_or_default();
     prepare(&shared, &image).await?;
     Ok(shared)

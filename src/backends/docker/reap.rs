@@ -60,7 +60,11 @@ pub(super) async fn sweep_unstarted(docker: &Docker) -> Result<usize> {
         ("status".to_owned(), vec!["created".to_owned()]),
     ]);
     let listed = docker
-        .list_containers(Some(ListContainersOptions { all: true, filters: Some(filters), ..Default::default() }))
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
         .await
         .map_err(|e| provider("listing sandboxio containers", e))?;
     let mut removed = 0;

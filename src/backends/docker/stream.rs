@@ -239,7 +239,12 @@ impl BackendExecStream for DockerExecStream {
             let (shared, gid, started) = (Arc::clone(&self.shared), self.gid, exec::exec_of(&self.exec));
             // The bound runs on the Docker runtime: the caller's executor may not be tokio.
             rt::spawn(async move {
-                match tokio::time::timeout(Duration::from_secs(30), exec::kill_command(&shared, gid, started.as_deref())).await {
+                match tokio::time::timeout(
+                    Duration::from_secs(30),
+                    exec::kill_command(&shared, gid, started.as_deref()),
+                )
+                .await
+                {
                     Ok(result) => result,
                     Err(_) => Ok(()),
                 }

@@ -30,9 +30,8 @@ echo "me sid=$(cut -d' ' -f6 /proc/$$/stat) pid=$$"
 /// Whether the report shows a `setsid` escapee in another session and a double-forked one
 /// no longer the command's child.
 fn escaped(report: &str, tag: &str) -> bool {
-    let field = |line: &str, key: &str| {
-        line.split_whitespace().find_map(|w| w.strip_prefix(key)).map(str::to_owned)
-    };
+    let field =
+        |line: &str, key: &str| line.split_whitespace().find_map(|w| w.strip_prefix(key)).map(str::to_owned);
     let Some(me) = report.lines().find(|l| l.starts_with("me ")) else { return false };
     let (my_sid, my_pid) = (field(me, "sid="), field(me, "pid="));
     let setsid = report.lines().any(|l| l.contains(&format!("sleep {tag}1")) && field(l, "sid=") != my_sid);
@@ -79,9 +78,7 @@ fn class_03__setsid_and_double_fork_end_with_their_command() {
 
         // 2b. A command that kills the wrapper meant to end its escapees: the host's own view
         // (the engine's `top`) still finds them.
-        let out = sandbox
-            .run(Command::shell(format!("{}\nkill -KILL $PPID; exit 0", escape("7305"))))
-            .await;
+        let out = sandbox.run(Command::shell(format!("{}\nkill -KILL $PPID; exit 0", escape("7305")))).await;
         match &out {
             Ok(out) if escaped(&out.stdout_lossy(), "7305") => {}
             other => panic!("control: the escape or the wrapper kill did not happen: {other:?}"),

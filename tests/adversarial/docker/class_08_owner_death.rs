@@ -161,7 +161,10 @@ fn class_08__a_root_sandbox_user_cannot_outlive_its_owner() {
     child.wait().unwrap();
     let killed = Instant::now();
     let gone = eventually(BOUND, || labelled(LABEL, &label).is_empty());
-    println!("{TEST}: attack said {attacked}; container gone {:?} after the owner's SIGKILL: {gone}", killed.elapsed());
+    println!(
+        "{TEST}: attack said {attacked}; container gone {:?} after the owner's SIGKILL: {gone}",
+        killed.elapsed()
+    );
     let left = labelled(LABEL, &label);
     for (id, _) in &left {
         super::docker_cli(&["rm", "-f", id]);

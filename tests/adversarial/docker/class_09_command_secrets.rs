@@ -46,13 +46,16 @@ fn attack(user: &str) {
         format!("docker://?image={}&user={user}", support::DOCKER_IMAGE)
     };
     let sandbox =
-        block_on(sandboxio::Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
+        block_on(sandboxio::Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create())
+            .unwrap();
     block_on(async {
         let victim = Command::shell("echo up; exec sleep 9901").secret_env("SBX_CMD_SECRET", canary);
         let mut stream = match sandbox.stream(victim) {
             Ok(stream) => stream,
             Err(e) if e.code() == ErrorCode::CapabilityNotSupported => {
-                println!("{TEST}: docker:// refuses command-scoped secrets ({e}): the class is closed by refusal");
+                println!(
+                    "{TEST}: docker:// refuses command-scoped secrets ({e}): the class is closed by refusal"
+                );
                 return;
             }
             Err(e) => panic!("{e}"),
@@ -64,7 +67,10 @@ fn attack(user: &str) {
         let out = sandbox.run(Command::shell(THIEF)).await.unwrap();
         let text = out.stdout_lossy();
         if !text.contains("control-own-environ-read") || !text.contains("control-victim-visible-same-user") {
-            support::skip(TEST, &format!("the environ read does not work unconfined: {text} {}", out.stderr_lossy()));
+            support::skip(
+                TEST,
+                &format!("the environ read does not work unconfined: {text} {}", out.stderr_lossy()),
+            );
             return;
         }
         println!("{TEST} (user {user:?}): controls passed; the thief read: {text:?}");

@@ -60,6 +60,15 @@ fn class_10__a_command_cannot_rewrite_its_own_kill_path() {
 /// moment it starts. Control: the loop really ends a fresh process of the user started by
 /// another command. Then: after the stream is dropped, nothing of the command is left (or the
 /// whole sandbox is gone: the kill path fails closed).
+const HUNTER: &str = r#"me=$(id -u)
+while :; do
+  for p in /proc/[0-9]*; do
+    case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in *7402*|'') continue ;; esac
+    grep -q "^Uid:[[:space:]]*$me[[:space:]]" $p/status 2>/dev/null || continue
+    kill -STOP ${p#/proc/} 2>/dev/null; kill -KILL ${p#/proc/} 2>/dev/null
+  done
+done"#;
+
 #[test]
 fn class_10__a_command_that_hunts_its_killer_still_ends() {
     const TEST: &str = "class_10__a_command_that_hunts_its_killer_still_ends";
@@ -69,23 +78,18 @@ fn class_10__a_command_that_hunts_its_killer_still_ends() {
     let sandbox = support::docker(NetworkPolicy::deny_all());
     let id = sandbox.id().to_owned();
     block_on(async {
-        let hunter = format!(
-            r#"me=$(id -u)
-while :; do
-  for p in /proc/[0-9]*; do
-    case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in *7402*|'') continue ;; esac
-    grep -q "^Uid:[[:space:]]*$me[[:space:]]" $p/status 2>/dev/null || continue
-    kill -STOP ${{p#/proc/}} 2>/dev/null; kill -KILL ${{p#/proc/}} 2>/dev/null
-  done
-done"#
-        );
         let mut stream = sandbox
-            .stream(Command::new("sh").args(["-c", &format!("({hunter}) & echo started; exec sleep 7402"), "hunter-7402"]))
+            .stream(Command::new("sh").args([
+                "-c",
+                &format!("({HUNTER}) & echo started; exec sleep 7402"),
+                "hunter-7402",
+            ]))
             .unwrap();
         let first = stream.next_chunk().await.expect("the hunter starts").unwrap();
         assert_eq!(first.data, b"started\n");
         // Control: a fresh process of the same user, started by another command, is hunted.
-        let probe = sandbox.run(Command::shell("sleep 5; echo survived").timeout(Duration::from_secs(20))).await;
+        let probe =
+            sandbox.run(Command::shell("sleep 5; echo survived").timeout(Duration::from_secs(20))).await;
         match &probe {
             Ok(out) if out.stdout_lossy().contains("survived") => {
                 support::skip(TEST, "the hunter does not reach other processes of the user");

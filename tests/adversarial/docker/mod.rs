@@ -26,8 +26,16 @@ pub fn survivors(id: &str, marker: &str) -> Vec<String> {
 
 /// Containers (any state) carrying label `key=value`: `(id, state)` pairs.
 pub fn labelled(key: &str, value: &str) -> Vec<(String, String)> {
-    docker_cli(&["ps", "-a", "--no-trunc", "--filter", &format!("label={key}={value}"), "--format", "{{.ID}} {{.State}}"])
-        .lines()
-        .filter_map(|l| l.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned())))
-        .collect()
+    docker_cli(&[
+        "ps",
+        "-a",
+        "--no-trunc",
+        "--filter",
+        &format!("label={key}={value}"),
+        "--format",
+        "{{.ID}} {{.State}}",
+    ])
+    .lines()
+    .filter_map(|l| l.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned())))
+    .collect()
 }
