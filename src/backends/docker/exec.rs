@@ -482,6 +482,18 @@ pub(super) async fn launch(
 ) -> Result<Launched> {
     let _ = stdin;
     shared.check_alive()?;
+    if with_secrets
+        && !command.secret_env_vars().is_empty()
+        && shared.root_user.load(std::sync::atomic::Ordering::Acquire)
+    {
+        // A root sandbox user can rewrite the image's `sh` (no capability stops uid 0 from
+        // writing the files it owns), and so run code inside a later command's wrapper,
+        // which holds that command's secrets: they cannot be kept from other commands.
+        return Err(Error::CapabilityNotSupported {
+            backend: super::SCHEME.into(),
+            capability: "COMMAND_SECRETS".into(),
+        });
+    }
     let cwd = crate::path::resolve(&shared.workdir, command.working_dir().unwrap_or("."));
     let mut header =
         if with_secrets { secrets_block(shared, command)?.unwrap_or_default() } else { Vec::new() };

@@ -60,7 +60,11 @@
 //! `fd`) across different gids, so a command's own `secret_env` cannot be read by the
 //! sandbox's other commands (a command given such secrets also runs with core dumps off).
 //! What this cannot stop: a command that runs a program another command may rewrite (a
-//! shared `$HOME`'s start-up files, say) runs that command's code, secrets and all.
+//! shared `$HOME`'s start-up files, say) runs that command's code, secrets and all. A root
+//! sandbox user can rewrite the image's own `sh`, which decodes every later command's
+//! secrets: there a command carrying its own `secret_env` is refused with
+//! [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported)
+//! (`COMMAND_SECRETS`); sandbox-wide secrets, which every command sees anyway, still work.
 //!
 //! Files go through execs as the sandbox's user (`cat`, `stat`, `mkdir`, `rm`, and one
 //! streamed `tar` for upload and download), so the container's own permissions, links and
@@ -332,6 +336,10 @@ pub(crate) struct Shared {
     nonce: String,
     /// Whether the image has `python3` (and so `RUN_CODE`).
     python: AtomicBool,
+    /// Whether the sandbox user is root: it can then rewrite the image's files, the `sh`
+    /// that decodes a later command's secrets included, so command-scoped secrets are
+    /// refused (`COMMAND_SECRETS` is not kept for root users).
+    root_user: AtomicBool,
     /// Whether the engine's `top` shows this container's processes with their gids (not
     /// under gVisor, not with user-namespace remapping): the kill path's verification.
     host_view: AtomicBool,
@@ -374,6 +382,7 @@ impl Shared {
             killed: AtomicBool::new(false),
             nonce: unique_suffix(),
             python: AtomicBool::new(false),
+            root_user: AtomicBool::new(true),
             host_view: AtomicBool::new(false),
             next_key: AtomicU64::new(0),
             link: Mutex::new(None),
@@ -799,14 +808,23 @@ async fn prepare(shared: &Shared, image: &str) -> Result<()> {
     if code != 0 {
         return Err(setup_failed(image, &stderr));
     }
-    shared.python.store(stdout.starts_with(b"python"), Ordering::Release);
+    let said = String::from_utf8_lossy(&stdout);
+    shared.python.store(said.lines().any(|l| l == "python"), Ordering::Release);
+    // Without `id`, assume root: the cautious side (see `Shared::root_user`).
+    let uid = said.lines().find_map(|l| l.strip_prefix("uid=")).and_then(|u| u.trim().parse::<u32>().ok());
+    if uid == Some(SUPERVISOR_ID) {
+        return Err(Error::configuration(format!(
+            "the sandbox user of image {image:?} has uid {SUPERVISOR_ID}, sandboxio's own supervisor id in docker:// containers; choose another user"
+        )));
+    }
+    shared.root_user.store(uid.is_none_or(|u| u == 0), Ordering::Release);
     Ok(())
 }
 
-/// Waits (5 s at most) for PID 1 to have prepared `/tmp/.sandboxio`, then says whether the
-/// image has `python3`.
+/// Waits (5 s at most) for PID 1 to have prepared `/tmp/.sandboxio`, then prints the sandbox
+/// user's uid and whether the image has `python3`.
 const PREPARE: &str = r"i=0; while [ ! -d /tmp/.sandboxio ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
-command -v python3 >/dev/null 2>&1 && echo python; exit 0";
+echo uid=$(id -u); command -v python3 >/dev/null 2>&1 && echo python; exit 0";
 
 async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let docker = DockerBackend::client(&inner).await?;

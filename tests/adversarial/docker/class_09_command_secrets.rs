@@ -60,8 +60,14 @@ fn attack(user: &str) {
             }
             Err(e) => panic!("{e}"),
         };
-        let first = stream.next_chunk().await.expect("the victim starts").unwrap();
-        assert_eq!(first.data, b"up\n");
+        let first = stream.next_chunk().await.expect("the victim starts");
+        if let Err(e) = &first
+            && e.code() == ErrorCode::CapabilityNotSupported
+        {
+            println!("{TEST} (user {user:?}): refused ({e}): the class is closed by refusal");
+            return;
+        }
+        assert_eq!(first.unwrap().data, b"up\n");
         // The victim really holds the secret (it is not a sandbox-wide one).
         std::thread::sleep(Duration::from_millis(200));
         let out = sandbox.run(Command::shell(THIEF)).await.unwrap();
@@ -78,4 +84,61 @@ fn attack(user: &str) {
         drop(stream);
     });
     let _ = block_on(sandbox.close());
+}
+
+/// Replaces the image's `sh` with one that, when it runs sandboxio's wrapper, appends the
+/// decoded environment to `/tmp/loot` before starting the command. Only a root sandbox user
+/// can (uid 0 owns `/bin`, and no capability is needed to write what one owns).
+const TROJAN: &str = r#"set -e
+real=$(readlink -f /bin/sh)
+cp "$real" /bin/sh.real
+cat > /tmp/sh.trojan <<'T'
+#!/bin/sh.real
+case "$2" in *__sbx_sweep*)
+  s=$(printf '%s\n' "$2" | sed 's/^"\$@"$/env >> \/tmp\/loot; "$@"/'); shift 2
+  exec /bin/sh.real -c "$s" "$@" ;;
+esac
+exec /bin/sh.real "$@"
+T
+chmod 755 /tmp/sh.trojan
+rm -f /bin/sh && cp /tmp/sh.trojan /bin/sh
+echo installed"#;
+
+#[test]
+fn class_09__a_root_user_cannot_trojan_a_later_commands_secrets() {
+    const TEST: &str = "class_09__a_root_user_cannot_trojan_a_later_commands_secrets";
+    if !support::docker_ready(TEST) {
+        return;
+    }
+    let (canary, sandbox_wide) = ("cmd-secret-canary-77ad", "sandbox-wide-canary-5e01");
+    let dsn = format!("docker://?image={}&user=0", support::DOCKER_IMAGE);
+    let sandbox = block_on(
+        sandboxio::Sandbox::builder(&dsn)
+            .unwrap()
+            .network(NetworkPolicy::deny_all())
+            .secret_env("SBX_WIDE", sandbox_wide)
+            .create(),
+    )
+    .unwrap();
+    block_on(async {
+        let installed = sandbox.run(Command::shell(TROJAN)).await.unwrap();
+        assert!(installed.stdout_lossy().contains("installed"), "{installed:?}");
+        // Control: a later command's wrapper runs the trojan after decoding its secrets.
+        sandbox.run(Command::new("true")).await.unwrap();
+        let loot = sandbox.run(Command::new("cat").arg("/tmp/loot")).await.unwrap();
+        if !loot.stdout_lossy().contains(sandbox_wide) {
+            support::skip(TEST, &format!("the trojan does not run in later wrappers: {loot:?}"));
+            return;
+        }
+        let victim = sandbox.run(Command::new("true").secret_env("SBX_CMD_SECRET", canary)).await;
+        let loot = sandbox.run(Command::new("cat").arg("/tmp/loot")).await.unwrap();
+        assert!(
+            !loot.stdout_lossy().contains(canary),
+            "an earlier command's trojan read the secret: {victim:?}"
+        );
+        let refused = victim.as_ref().map_err(sandboxio::Error::code).err();
+        println!("{TEST}: the command with its own secret: {victim:?}");
+        assert_eq!(refused, Some(ErrorCode::CapabilityNotSupported), "{victim:?}");
+    });
+    let _ = block_on(sandbox.kill());
 }
