@@ -12,6 +12,27 @@ use crate::secret::SecretString;
 /// The per-stream output cap a [`Command`] gets unless it sets one: 16 MiB.
 pub const DEFAULT_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
 
+/// The longest single argument or environment string a [`Command`] may carry, in bytes,
+/// counting its terminating NUL (an environment string is `NAME=value`): 131072, Linux's
+/// `MAX_ARG_STRLEN` (32 pages of 4 KiB). `execve(2)` refuses a longer one with `E2BIG`
+/// whatever the stack limit, so [`Command::validate`] refuses it first, with
+/// [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput), on every backend.
+pub const MAX_ARG_STRLEN: usize = 128 * 1024;
+
+/// The most a [`Command`]'s argv and its own environment may hold together, in bytes: 1 MiB,
+/// counting each string with its NUL and one 8-byte pointer per string, as the kernel
+/// counts them against `ARG_MAX`.
+///
+/// Linux allows a quarter of the stack limit (2 MiB under the usual 8 MiB stack, never less
+/// than 128 KiB), shared with the sandbox-wide environment and whatever argv and
+/// environment the backend itself adds around the command (a launcher, an exec wrapper).
+/// Half of the usual budget leaves room for those, so an argument list under this budget
+/// reaches the process on every backend sandboxio ships; [`Command::validate`] refuses a
+/// larger one with [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput) before
+/// anything starts, on every backend, rather than letting each fail its own way. Send
+/// bulk data through [`Command::stdin`] or a file instead.
+pub const MAX_ARG_TOTAL: usize = 1024 * 1024;
+
 /// A command to run in a sandbox.
 ///
 /// It is an argv, not a shell line: `Command::new("python3").arg("-c").arg(src)` passes `src`
@@ -72,8 +93,14 @@ impl Command {
         self
     }
 
-    /// Sets a secret environment variable for this command. Its value never reaches a log,
-    /// audit record, label or error message.
+    /// Sets a secret environment variable for this command only. Its value never reaches a
+    /// log, audit record, label or error message, and no other command of the sandbox can
+    /// read it: backends that cannot guarantee that do not declare
+    /// [`Capabilities::COMMAND_SECRETS`](crate::Capabilities::COMMAND_SECRETS), and there
+    /// `run` and `stream` refuse the command with
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported)
+    /// before anything starts. A sandbox-wide secret (the builder's `secret_env`) works
+    /// on every backend; every command of that sandbox sees it.
     #[must_use]
     pub fn secret_env(mut self, name: impl Into<String>, value: impl Into<SecretString>) -> Self {
         self.secret_env.push((name.into(), value.into()));
@@ -159,8 +186,12 @@ impl Command {
     /// # Errors
     ///
     /// [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput) for an empty argv or
-    /// program, a NUL byte in an argument, env name or value, or cwd, or an env name that is
-    /// empty or contains `=`. The message names the part; secret values are redacted.
+    /// program, a NUL byte in an argument, env name or value, or cwd, an env name that is
+    /// empty or contains `=`, an argument or `NAME=value` environment string longer than
+    /// [`MAX_ARG_STRLEN`] (with its NUL), or an argv and environment that together exceed
+    /// [`MAX_ARG_TOTAL`]: what `execve(2)` would refuse with `E2BIG`. The message names the
+    /// part and its size; values are not quoted in size errors, and secret values are
+    /// redacted.
     pub fn validate(&self) -> Result<()> {
         match self.argv.first() {
             None => return Err(Error::invalid_input("empty argv: a command needs a program")),
@@ -192,6 +223,45 @@ impl Command {
         }
         if let Some(cwd) = &self.cwd {
             crate::path::validate(cwd)?;
+        }
+        self.validate_sizes()
+    }
+
+    /// The `execve(2)` size limits: each string (with its NUL) at most [`MAX_ARG_STRLEN`],
+    /// all of them (with their NULs and pointers) at most [`MAX_ARG_TOTAL`].
+    fn validate_sizes(&self) -> Result<()> {
+        const POINTER: usize = 8;
+        let too_long = |what: String, len: usize| {
+            Error::invalid_input(format!(
+                "{what} is {len} bytes with its NUL; the kernel refuses any argument or environment \
+                 string over {MAX_ARG_STRLEN} bytes (MAX_ARG_STRLEN): pass bulk data through stdin or a file"
+            ))
+        };
+        let mut total = 0usize;
+        for (i, a) in self.argv.iter().enumerate() {
+            let len = a.len() + 1;
+            if len > MAX_ARG_STRLEN {
+                return Err(too_long(format!("argv[{i}]"), len));
+            }
+            total = total.saturating_add(len + POINTER);
+        }
+        let env = self.env.iter().map(|(n, v)| (n, v.len(), false));
+        let secret = self.secret_env.iter().map(|(n, v)| (n, v.expose_secret().len(), true));
+        for (name, value_len, is_secret) in env.chain(secret) {
+            // `NAME=value` and its NUL.
+            let len = name.len() + 1 + value_len + 1;
+            if len > MAX_ARG_STRLEN {
+                let kind = if is_secret { "secret env var" } else { "env var" };
+                return Err(too_long(format!("{kind} {name:?} (NAME=value)"), len));
+            }
+            total = total.saturating_add(len + POINTER);
+        }
+        if total > MAX_ARG_TOTAL {
+            return Err(Error::invalid_input(format!(
+                "argv and environment take {total} bytes (strings, NULs and pointers); sandboxio \
+                 refuses more than {MAX_ARG_TOTAL} (MAX_ARG_TOTAL), within what the kernel allows \
+                 (ARG_MAX) on every backend: pass bulk data through stdin or a file"
+            )));
         }
         Ok(())
     }
@@ -277,6 +347,15 @@ pub struct ExecResult {
     pub streamed: bool,
     /// Wall time from start to exit.
     pub duration: Duration,
+    /// Whether the kernel's out-of-memory killer killed a process of this command (the
+    /// sandbox's memory limit, [`ResourceLimits::memory_mib`](crate::ResourceLimits),
+    /// was reached). It is taken from what the backend observes (a cgroup's `oom_kill`
+    /// count, the provider's report), never guessed from the status. When the command's
+    /// main process was the one killed, [`ExecResult::status`] is
+    /// [`ExitStatus::Signal`]`(9)`; when a child was, the status is whatever the main
+    /// process made of it (a shell exits 137). `false` on backends that cannot tell, which
+    /// then do not declare [`Capabilities::LIMIT_MEMORY`](crate::Capabilities).
+    pub oom_killed: bool,
 }
 
 impl ExecResult {
@@ -290,6 +369,7 @@ impl ExecResult {
             truncated: false,
             streamed: false,
             duration: Duration::ZERO,
+            oom_killed: false,
         }
     }
 
@@ -311,6 +391,14 @@ impl ExecResult {
     #[must_use]
     pub fn with_truncated(mut self, truncated: bool) -> Self {
         self.truncated = truncated;
+        self
+    }
+
+    /// The same result marked as ended by the out-of-memory killer (or not); see
+    /// [`ExecResult::oom_killed`].
+    #[must_use]
+    pub fn with_oom_killed(mut self, oom_killed: bool) -> Self {
+        self.oom_killed = oom_killed;
         self
     }
 
@@ -503,6 +591,9 @@ pub struct CodeResult {
     pub error: Option<CodeError>,
     /// Wall time of the cell.
     pub duration: Duration,
+    /// Whether the out-of-memory killer killed the cell's interpreter or a process it
+    /// started; as [`ExecResult::oom_killed`].
+    pub oom_killed: bool,
 }
 
 impl CodeResult {
@@ -515,6 +606,7 @@ impl CodeResult {
             results: Vec::new(),
             error: None,
             duration: Duration::ZERO,
+            oom_killed: false,
         }
     }
 
@@ -539,6 +631,21 @@ impl CodeResult {
     #[must_use]
     pub fn with_duration(mut self, duration: Duration) -> Self {
         self.duration = duration;
+        self
+    }
+
+    /// The same result with another status.
+    #[must_use]
+    pub fn with_status(mut self, status: ExitStatus) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// The same result marked as ended by the out-of-memory killer (or not); see
+    /// [`CodeResult::oom_killed`].
+    #[must_use]
+    pub fn with_oom_killed(mut self, oom_killed: bool) -> Self {
+        self.oom_killed = oom_killed;
         self
     }
 
@@ -570,6 +677,7 @@ impl From<ExecResult> for CodeResult {
             results: Vec::new(),
             error: None,
             duration: r.duration,
+            oom_killed: r.oom_killed,
         }
     }
 }

@@ -91,7 +91,7 @@ pub use dsn::{Dsn, register_scheme};
 pub use error::{BoxError, Error, ErrorCode, Result};
 pub use exec::{
     Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_OUTPUT_LIMIT, ExecResult, ExitStatus,
-    MimeBundle, OutputChunk, StreamKind,
+    MAX_ARG_STRLEN, MAX_ARG_TOTAL, MimeBundle, OutputChunk, StreamKind,
 };
 pub use fs::{DirEntry, FileKind};
 pub use policy::{AllowlistEntry, Capabilities, IsolationTier, NetworkPolicy, ResourceLimits};

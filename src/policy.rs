@@ -287,7 +287,11 @@ bitflags::bitflags! {
     /// | `LIMIT_PIDS` | enforce `ResourceLimits::pids` |
     /// | `CONNECT` | attach to an existing sandbox by id (`Sandbox::connect`) |
     /// | `DETACH` | let a sandbox outlive its handle until its TTL (`detached(true)`, `Sandbox::detach`) |
+    /// | `COMMAND_SECRETS` | keep a command's own secrets (`Command::secret_env`) from every other command of the sandbox |
     ///
+    /// Without `COMMAND_SECRETS`, `run` and `stream` refuse a command that carries
+    /// `Command::secret_env` before anything starts; sandbox-wide secrets
+    /// (`SandboxBuilder::secret_env`), which every command sees by design, work everywhere.
     /// Every declared flag has a passing contract test; every undeclared one raises
     /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported) when used.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -320,6 +324,13 @@ bitflags::bitflags! {
         const CONNECT = 1 << 12;
         /// Sandboxes that outlive their handle until their TTL.
         const DETACH = 1 << 13;
+        /// Command-scoped secrets: a value given with `Command::secret_env` reaches that
+        /// command's processes only. No other command of the same sandbox, running at the
+        /// same time or later, can read it (from `/proc/<pid>/environ`, a file, a shared
+        /// mount, or anywhere else). A backend declares it only when its mechanism
+        /// guarantees this (for example a PID namespace per command); elsewhere such a
+        /// command is refused with `CapabilityNotSupported` before anything starts.
+        const COMMAND_SECRETS = 1 << 14;
     }
 }
 

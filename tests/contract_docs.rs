@@ -13,8 +13,12 @@ fn doc() -> String {
 
 /// (row, requirement, test names) of each table row.
 fn table() -> Vec<(String, String, Vec<String>)> {
+    // The clause table: from its `| row |` header to the first line that is not a table
+    // row (the page's other tables list controls and probes).
     doc()
         .lines()
+        .skip_while(|l| !l.starts_with("| row "))
+        .take_while(|l| l.starts_with('|'))
         .filter(|l| l.starts_with("| ") && !l.starts_with("| row ") && !l.starts_with("|---"))
         .map(|l| {
             let cols: Vec<&str> = l.split(" | ").collect();

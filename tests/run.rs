@@ -181,3 +181,38 @@ fn run__unmodelled_shell_syntax_ends_the_whole_command_with_status_2() {
     assert!(out.stderr_lossy().contains("arithmetic expansion"), "{}", out.stderr_lossy());
     assert!(!out.stdout_lossy().contains("after"));
 }
+
+#[test]
+fn run__argument_lists_past_the_kernel_limits_are_invalid_input() {
+    use sandboxio::{MAX_ARG_STRLEN, MAX_ARG_TOTAL};
+    // The boundary, exactly: a string of MAX_ARG_STRLEN bytes with its NUL passes, one more
+    // byte does not; for env strings, `NAME=value` and the NUL count.
+    let longest = "a".repeat(MAX_ARG_STRLEN - 1);
+    assert!(Command::new("echo").arg(longest.clone()).validate().is_ok());
+    let err = Command::new("echo").arg(longest.clone() + "a").validate().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidInput);
+    assert!(err.to_string().contains("argv[1]") && err.to_string().contains("131073"), "{err}");
+    let value = "v".repeat(MAX_ARG_STRLEN - "K=".len() - 1);
+    assert!(Command::new("true").env("K", value.clone()).validate().is_ok());
+    let err = Command::new("true").env("K", value.clone() + "v").validate().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidInput);
+    // A secret's size error names the variable, never the value.
+    let secret = "s3cr3t-".repeat(MAX_ARG_STRLEN / 7 + 1);
+    let err = Command::new("true").secret_env("TOKEN", secret.clone()).validate().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidInput);
+    assert!(err.to_string().contains("TOKEN") && !err.to_string().contains("s3cr3t"), "{err}");
+    // The total: strings, NULs and one 8-byte pointer each.
+    let piece = "b".repeat(100_000);
+    let n = MAX_ARG_TOTAL / (piece.len() + 1 + 8);
+    assert!(Command::new("x").args(std::iter::repeat_n(piece.clone(), n - 1)).validate().is_ok());
+    let err = Command::new("x").args(std::iter::repeat_n(piece, n + 1)).validate().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidInput);
+    assert!(err.to_string().contains("MAX_ARG_TOTAL"), "{err}");
+    // Refused before anything runs, through run() and stream().
+    let (fake, sbx) = fake_sandbox();
+    fake.clear_calls();
+    let big = Command::new("echo").arg("a".repeat(200 * 1024));
+    assert_eq!(block_on(sbx.run(big.clone())).unwrap_err().code(), ErrorCode::InvalidInput);
+    assert_eq!(sbx.stream(big).map(drop).unwrap_err().code(), ErrorCode::InvalidInput);
+    assert!(fake.calls().is_empty(), "the backend was called: {:?}", fake.calls().len());
+}

@@ -207,3 +207,98 @@ fn streaming_cleanup__close_terminates_a_running_process() {
     block_on(stream.close()).unwrap();
     assert_eq!(fake.live_processes(), 0);
 }
+
+/// A backend whose stream reports its sandbox's death as an error item, then answers
+/// `wait()` with an exit status, as a careless adapter might.
+mod careless {
+    use std::task::{Context, Poll};
+
+    use sandboxio::backend::{
+        Backend, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
+    };
+    use sandboxio::{Capabilities, Command, Error, ExecResult, ExitStatus, OutputChunk, Result};
+
+    #[derive(Debug)]
+    pub struct Careless;
+
+    impl Backend for Careless {
+        fn scheme(&self) -> &str {
+            "careless"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::STREAM
+        }
+        fn create(&self, _: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+            Box::pin(async { Ok(Box::new(Sbx) as Box<dyn BackendSandbox>) })
+        }
+    }
+
+    #[derive(Debug)]
+    struct Sbx;
+
+    impl BackendSandbox for Sbx {
+        fn id(&self) -> &str {
+            "careless-1"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::STREAM
+        }
+        fn stream(&self, _: Command) -> Result<Box<dyn BackendExecStream>> {
+            Ok(Box::new(Stream { sent: false }))
+        }
+        fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
+            Box::pin(async { Ok(KillOutcome::Killed) })
+        }
+    }
+
+    #[derive(Debug)]
+    struct Stream {
+        sent: bool,
+    }
+
+    impl BackendExecStream for Stream {
+        fn poll_chunk(&mut self, _: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
+            if std::mem::replace(&mut self.sent, true) {
+                Poll::Ready(None)
+            } else {
+                Poll::Ready(Some(Err(Error::SandboxGone {
+                    id: "careless-1".into(),
+                    message: "killed".into(),
+                })))
+            }
+        }
+        fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
+            Box::pin(async { Ok(ExecResult::new(0, "", "").with_status(ExitStatus::Code(137))) })
+        }
+        fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+}
+
+#[test]
+fn streaming__after_an_err_sandbox_gone_item_wait_gives_sandbox_gone_whatever_the_adapter_says() {
+    let sbx =
+        block_on(Sandbox::builder_with(careless::Careless).network(NetworkPolicy::allow_all()).create())
+            .unwrap();
+    let mut stream = sbx.stream(Command::new("x")).unwrap();
+    let first = block_on(stream.next()).unwrap();
+    assert_eq!(first.unwrap_err().code(), ErrorCode::SandboxGone);
+    assert!(block_on(stream.next()).is_none(), "the stream ends after its error item");
+    for _ in 0..2 {
+        assert_eq!(block_on(stream.wait()).unwrap_err().code(), ErrorCode::SandboxGone);
+    }
+}
+
+#[test]
+fn streaming__a_sandbox_killed_through_another_handle_ends_the_stream_with_sandbox_gone() {
+    let (fake, sbx) = fake_sandbox();
+    let mut stream = sbx.stream(Command::shell("echo 1; sleep 1; echo 2; sleep 3600")).unwrap();
+    assert!(block_on(stream.next()).unwrap().is_ok());
+    let other = block_on(Sandbox::connect_with(fake, sbx.id())).unwrap();
+    block_on(other.kill()).unwrap();
+    let item = block_on(stream.next()).expect("an item after the death");
+    assert_eq!(item.unwrap_err().code(), ErrorCode::SandboxGone);
+    assert!(block_on(stream.next()).is_none());
+    assert_eq!(block_on(stream.wait()).unwrap_err().code(), ErrorCode::SandboxGone);
+}

@@ -187,6 +187,16 @@ impl Sandbox {
         &*self.handle
     }
 
+    /// Refuses a command-level secret where the backend cannot keep it from the sandbox's
+    /// other commands (it would sit in a `/proc/<pid>/environ` they can read).
+    fn require_command_secrets(&self, command: &Command) -> Result<()> {
+        if command.secret_env_vars().is_empty() {
+            Ok(())
+        } else {
+            self.require(Capabilities::COMMAND_SECRETS)
+        }
+    }
+
     pub(crate) fn require(&self, capability: Capabilities) -> Result<()> {
         if self.capabilities().contains(capability) {
             Ok(())
@@ -200,11 +210,18 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a malformed command (nothing runs),
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `RUN`,
+    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a malformed command, including an
+    /// argument list the kernel would refuse (see [`Command::validate`]; nothing runs),
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `RUN`, or for a
+    /// command with [`Command::secret_env`] without `COMMAND_SECRETS` (nothing runs),
     /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) (with the partial output; the
-    /// process tree is killed), [`ErrorCode::SandboxGone`](crate::ErrorCode),
-    /// [`ErrorCode::Provider`](crate::ErrorCode).
+    /// process tree is killed), [`ErrorCode::SandboxGone`](crate::ErrorCode) when the
+    /// sandbox is gone before the call or dies while the command runs (killed through any
+    /// handle, expired), [`ErrorCode::Provider`](crate::ErrorCode).
+    ///
+    /// A command killed by a signal is `Ok`, with [`ExitStatus::Signal`](crate::ExitStatus)
+    /// (never an exit code of 128 + n); one killed for exceeding the memory limit also has
+    /// [`ExecResult::oom_killed`] set.
     ///
     /// # Cancel safety
     ///
@@ -214,6 +231,7 @@ impl Sandbox {
             .observe(OperationKind::Run, async {
                 command.validate()?;
                 self.require(Capabilities::RUN)?;
+                self.require_command_secrets(&command)?;
                 self.handle.run(command).await
             })
             .await
@@ -225,14 +243,18 @@ impl Sandbox {
     /// # Errors
     ///
     /// Returned before any remote work starts:
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STREAM`,
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a malformed command. Later failures
-    /// arrive as stream items.
+    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STREAM`, or for a
+    /// command with [`Command::secret_env`] without `COMMAND_SECRETS`;
+    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a malformed command (see
+    /// [`Command::validate`]). Later failures arrive as stream items; a sandbox that dies
+    /// while the command runs ends the stream with one `Err(SandboxGone)` item (see
+    /// [`ExecStream`]).
     pub fn stream(&self, command: Command) -> Result<ExecStream> {
         let guard = self.ctx.start(OperationKind::Stream);
         let started = (|| {
             command.validate()?;
             self.require(Capabilities::STREAM)?;
+            self.require_command_secrets(&command)?;
             self.handle.stream(command)
         })();
         match started {

@@ -25,6 +25,20 @@ use super::op::OpContext;
 /// Dropping it, or [`ExecStream::close`], terminates the remote process (and its process
 /// tree). Exactly one audit record is written for the stream: when it ends, is closed, or
 /// is dropped.
+///
+/// # How a stream ends
+///
+/// - The command exits: the remaining output, then `None`; [`ExecStream::wait`] gives its
+///   [`ExitStatus`](crate::ExitStatus) (a signal death is `ExitStatus::Signal(n)`).
+/// - The sandbox dies while the command runs (killed through this or any other handle,
+///   expired): output the command wrote before may still arrive, then exactly one
+///   `Err` item with [`ErrorCode::SandboxGone`](crate::ErrorCode), then `None`. It never
+///   ends with `None` alone, as if the command had exited. [`ExecStream::wait`], before
+///   or after, returns `Err` with `SandboxGone` too, every time it is called.
+/// - Its timeout elapses: the same, with
+///   [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) in place of `SandboxGone`.
+///
+/// After an `Err` item the stream always ends: the next item is `None`.
 #[must_use = "a stream runs its command until it is dropped: iterate it, wait() or close() it"]
 pub struct ExecStream {
     inner: Box<dyn BackendExecStream>,
@@ -33,8 +47,42 @@ pub struct ExecStream {
     started_at: SystemTime,
     started: Instant,
     finished: Option<ExecResult>,
+    /// The error that ended the command (its sandbox died, its timeout elapsed), kept so
+    /// that `wait()` reports the same fact however often it is called.
+    ended_by: Option<Terminal>,
     output_done: bool,
     recorded: bool,
+}
+
+/// An error that ends a streamed command for good. [`Error`] is not `Clone`; this keeps
+/// what rebuilds the same one.
+#[derive(Debug, Clone)]
+enum Terminal {
+    Gone { id: String, message: String },
+    Timeout { timeout: std::time::Duration, partial: Box<ExecResult> },
+}
+
+impl Terminal {
+    fn of(e: &Error) -> Option<Self> {
+        match e {
+            Error::SandboxGone { id, message } => {
+                Some(Terminal::Gone { id: id.clone(), message: message.clone() })
+            }
+            Error::ExecutionTimeout { timeout, partial } => {
+                Some(Terminal::Timeout { timeout: *timeout, partial: partial.clone() })
+            }
+            _ => None,
+        }
+    }
+
+    fn error(&self) -> Error {
+        match self {
+            Terminal::Gone { id, message } => Error::SandboxGone { id: id.clone(), message: message.clone() },
+            Terminal::Timeout { timeout, partial } => {
+                Error::ExecutionTimeout { timeout: *timeout, partial: partial.clone() }
+            }
+        }
+    }
 }
 
 impl fmt::Debug for ExecStream {
@@ -57,6 +105,7 @@ impl ExecStream {
             started_at: SystemTime::now(),
             started: Instant::now(),
             finished: None,
+            ended_by: None,
             output_done: false,
             recorded: false,
         }
@@ -78,8 +127,9 @@ impl ExecStream {
     /// # Errors
     ///
     /// An item is `Err` for [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) (the process
-    /// tree was killed), [`ErrorCode::SandboxGone`](crate::ErrorCode) or
-    /// [`ErrorCode::Provider`](crate::ErrorCode); the stream ends after it.
+    /// tree was killed), [`ErrorCode::SandboxGone`](crate::ErrorCode) (the sandbox died
+    /// while the command ran) or [`ErrorCode::Provider`](crate::ErrorCode); the stream ends
+    /// after it (the next item is `None`). See [How a stream ends](ExecStream#how-a-stream-ends).
     ///
     /// # Cancel safety
     ///
@@ -127,12 +177,15 @@ impl ExecStream {
 
     /// Waits for the command to exit, discarding any output not yet read, and returns its
     /// status with `streamed = true` and empty `stdout`/`stderr` (the output went through
-    /// the stream). Idempotent: later calls return the same result.
+    /// the stream). Idempotent: later calls return the same result, or the same
+    /// `SandboxGone` or `ExecutionTimeout` error.
     ///
     /// # Errors
     ///
     /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) (the process tree was killed),
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode), [`ErrorCode::Provider`](crate::ErrorCode).
+    /// [`ErrorCode::SandboxGone`](crate::ErrorCode) (the sandbox died before or while the
+    /// command ran, including after the stream already yielded that error),
+    /// [`ErrorCode::Provider`](crate::ErrorCode).
     ///
     /// # Cancel safety
     ///
@@ -140,6 +193,9 @@ impl ExecStream {
     pub async fn wait(&mut self) -> Result<ExecResult> {
         if let Some(done) = &self.finished {
             return Ok(done.clone());
+        }
+        if let Some(ended) = &self.ended_by {
+            return Err(ended.error());
         }
         match self.inner.wait().await {
             Ok(result) => {
@@ -150,6 +206,7 @@ impl ExecStream {
                 Ok(result)
             }
             Err(e) => {
+                self.ended_by = Terminal::of(&e);
                 self.record(Outcome::Error(e.code()));
                 Err(e)
             }
@@ -195,6 +252,7 @@ impl Stream for ExecStream {
             }
             Poll::Ready(Some(Err(e))) => {
                 self.output_done = true;
+                self.ended_by = Terminal::of(&e);
                 self.record(Outcome::Error(e.code()));
                 Poll::Ready(Some(Err(e)))
             }

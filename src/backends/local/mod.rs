@@ -59,7 +59,9 @@ pub const CAPABILITIES: Capabilities = Capabilities::RUN
     .union(Capabilities::STREAM)
     .union(Capabilities::STDIN)
     .union(Capabilities::FILESYSTEM)
-    .union(Capabilities::NETWORK_DENY);
+    .union(Capabilities::NETWORK_DENY)
+    // Each command runs in its own PID namespace: no other command can read its environ.
+    .union(Capabilities::COMMAND_SECRETS);
 
 /// The `local://` backend. Cheap to clone; clones share their sandboxes.
 #[derive(Debug, Clone)]

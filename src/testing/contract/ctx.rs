@@ -1,8 +1,8 @@
 //! What each contract test gets: the backend, its probes, a unique label, and helpers that
 //! turn observations into readable failures.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::audit::{OperationRecord, RecordingSink};
@@ -32,6 +32,9 @@ pub(crate) struct Ctx {
     pub(crate) facade: Facade,
     /// Unique per test run: the value of [`LABEL_KEY`].
     pub(crate) token: String,
+    /// Set when a positive control could not run: the test is then reported skipped with
+    /// this reason (a failure under a strict run), whatever its verdict.
+    control_skip: Mutex<Option<String>>,
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -52,7 +55,7 @@ impl Ctx {
             .bytes()
             .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
         let token = format!("t{:08x}-{}-{n}", hash & 0xffff_ffff, std::process::id());
-        Ctx { backend, probes, audit, caps, facade, token }
+        Ctx { backend, probes, audit, caps, facade, token, control_skip: Mutex::new(None) }
     }
 
     /// A builder of this run's facade, with the probes' configuration and this test's label.
@@ -233,6 +236,21 @@ pub(crate) fn expect_code<T: std::fmt::Debug>(
 }
 
 impl Ctx {
+    /// Ends the test because its positive control could not run: the negative check it
+    /// guards would prove nothing. Returns the `Err` to propagate with `?`; the runner
+    /// reports the test as skipped with `why` (never as passed), and a strict run
+    /// ([`ContractSuite::strict`](super::ContractSuite::strict)) fails it.
+    pub(crate) fn control_unavailable(&self, why: impl Into<String>) -> String {
+        let why = why.into();
+        *self.control_skip.lock().unwrap_or_else(PoisonError::into_inner) = Some(why.clone());
+        format!("positive control could not run: {why}")
+    }
+
+    /// The reason recorded by [`Ctx::control_unavailable`], if any.
+    pub(crate) fn control_skip(&self) -> Option<String> {
+        self.control_skip.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// Fails unless the probe sees a process running in sandbox `sandbox_id`: proof that
     /// the orphan checks are not vacuous.
     pub(crate) async fn some_processes(&self, sandbox_id: &str, when: &str) -> Verdict {
@@ -247,5 +265,141 @@ impl Ctx {
     /// As [`Ctx::no_processes`], owning its description (for closures).
     pub(crate) async fn no_processes_owned(&self, sandbox_id: &str, when: String) -> Verdict {
         self.no_processes(sandbox_id, &when).await
+    }
+}
+
+/// Positive controls: each proves, in the test that then checks for an absence, that the
+/// probe behind the check does observe the thing when it is there. When one cannot run,
+/// the test ends through [`Ctx::control_unavailable`].
+impl Ctx {
+    /// The `running_processes` probe sees a command of `sandbox` while it runs: a command
+    /// that prints a line and keeps running is started (streamed where `STREAM` is
+    /// declared, else `run` in the background), and the probe is asked until it reports a
+    /// process (within [`SETTLE`]). The command is then dropped, and the probe must come
+    /// back empty again.
+    pub(crate) async fn processes_control(&self, sandbox: &AnySandbox) -> Verdict {
+        let seen = if self.caps.contains(Capabilities::STREAM) {
+            let mut stream =
+                sandbox.stream(self.probes.lingering_output()).map_err(|e| self.unexpected("stream", &e))?;
+            match stream.next_chunk().await {
+                Some(Ok(_)) => {}
+                other => {
+                    return Err(self.control_unavailable(format!(
+                        "the lingering_output probe command printed nothing before it ended ({other:?})"
+                    )));
+                }
+            }
+            let seen = self.eventually_some_processes(sandbox.id()).await?;
+            drop(stream);
+            seen
+        } else {
+            let run = async {
+                let out = sandbox.run(self.probes.hang()).await;
+                Err(format!("the hang probe command ended before the probe saw it: {out:?}"))
+            };
+            let watch = async { self.eventually_some_processes(sandbox.id()).await };
+            futures_lite::future::or(watch, run).await.map_err(|e| self.control_unavailable(e))?
+        };
+        if !seen {
+            return Err(self.control_unavailable(format!(
+                "the running_processes probe saw no process in {} within {SETTLE:?} while a command \
+                 ran there: its empty answers after a command ends would prove nothing",
+                sandbox.id()
+            )));
+        }
+        self.no_processes(sandbox.id(), "after the control command was dropped").await
+    }
+
+    /// The `running_processes` probe reports a process in `sandbox_id`, where a command
+    /// the caller started is running, within [`SETTLE`].
+    pub(crate) async fn running_control(&self, sandbox_id: &str) -> Verdict {
+        if self.eventually_some_processes(sandbox_id).await? {
+            Ok(())
+        } else {
+            Err(self.control_unavailable(format!(
+                "the running_processes probe saw no process in {sandbox_id} within {SETTLE:?} while a \
+                 command ran there: its empty answers after the command ends would prove nothing"
+            )))
+        }
+    }
+
+    /// Whether the `running_processes` probe reports a process in `sandbox_id` within
+    /// [`SETTLE`].
+    async fn eventually_some_processes(&self, sandbox_id: &str) -> std::result::Result<bool, String> {
+        let started = std::time::Instant::now();
+        loop {
+            let running = self.probe("running_processes", self.probes.running_processes(sandbox_id)).await?;
+            if !running.is_empty() {
+                return Ok(true);
+            }
+            if started.elapsed() > SETTLE {
+                return Ok(false);
+            }
+            futures_timer::Delay::new(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The `live_sandboxes` probe lists the live sandbox `id`, labelled for this test.
+    pub(crate) async fn sandbox_visible(&self, id: &str) -> Verdict {
+        let live = self.probe("live_sandboxes", self.probes.live_sandboxes(LABEL_KEY, &self.token)).await?;
+        if live.iter().any(|l| l == id) {
+            Ok(())
+        } else {
+            Err(self.control_unavailable(format!(
+                "the live_sandboxes probe does not list the live sandbox {id} labelled {LABEL_KEY}={} \
+                 (it listed {live:?}): its empty answers after a teardown would prove nothing",
+                self.token
+            )))
+        }
+    }
+
+    /// For tests that never hold a sandbox of their own (a refused or cancelled create):
+    /// creates one with this test's label, checks the `live_sandboxes` probe lists it,
+    /// closes it and checks the probe no longer does.
+    pub(crate) async fn sandboxes_control(&self) -> Verdict {
+        let sandbox = self.sandbox().await?;
+        let visible = self.sandbox_visible(sandbox.id()).await;
+        sandbox.close().await.map_err(|e| self.unexpected("close() of the control sandbox", &e))?;
+        visible?;
+        self.no_sandboxes("after the control sandbox was closed", Duration::ZERO).await
+    }
+
+    /// The egress probe reaches `canary` from a sandbox under allow-all (which needs no
+    /// capability): the same probe failing under a stricter policy then means the policy
+    /// blocked it, not that the probe cannot connect at all (its program missing from the
+    /// image, a canary nobody reaches).
+    pub(crate) async fn egress_control(&self, canary: &super::probes::Canary) -> Verdict {
+        let out = self.egress(NetworkPolicy::allow_all(), &canary.host, canary.port).await?;
+        if out.success() {
+            return Ok(());
+        }
+        let command = self.probes.egress(&canary.host, canary.port);
+        Err(self.control_unavailable(format!(
+            "the egress probe {:?} did not reach the canary {}:{} even under allow-all ({}, stderr {:?}): \
+             the probe program or the canary does not work here (override Probes::egress for this image)",
+            command.argv(),
+            canary.host,
+            canary.port,
+            out.status,
+            out.stderr_lossy().trim()
+        )))
+    }
+
+    /// Runs the egress probe towards `host:port` in a new sandbox under `policy`.
+    pub(crate) async fn egress(
+        &self,
+        policy: NetworkPolicy,
+        host: &str,
+        port: u16,
+    ) -> std::result::Result<crate::ExecResult, String> {
+        let sandbox = self
+            .builder()
+            .network(policy.clone())
+            .create()
+            .await
+            .map_err(|e| self.unexpected("create()", &e))?;
+        let out = sandbox.run(self.probes.egress(host, port).timeout(Duration::from_secs(30))).await;
+        let _ = sandbox.close().await;
+        out.map_err(|e| self.unexpected(&format!("run(egress) under {policy}"), &e))
     }
 }

@@ -26,6 +26,13 @@
 //! A summary after the run lists passed, failed, skipped, not-applicable and known-failure
 //! counts per coverage-map row.
 //!
+//! No negative check passes vacuously: each one (egress denied, no process or sandbox
+//! left, a secret unseen) first proves in the same test that its probe observes the thing
+//! when it is there. A control that cannot run skips its test with the reason (reported
+//! ignored, listed in the summary), and fails it in a strict run
+//! ([`ContractSuite::strict`], on by default under `SANDBOXIO_STRICT=1` or
+//! `SANDBOXIO_REQUIRE_DOCKER=1`).
+//!
 //! The tests drive the async API by default. [`ContractSuite::facade`] with
 //! [`Facade::Blocking`] runs the same tests through the blocking facade
 //! ([`sandboxio::sync`](crate::sync)) instead: every sandbox operation of every test is then
@@ -44,7 +51,11 @@ use std::fmt;
 pub use ctx::LABEL_KEY;
 pub use facade::Facade;
 pub use probes::{Canary, CancellationPoints, DefaultProbes, ProbeFuture, ProbeKind, ProbeResult, Probes};
-pub use runner::{ContractSuite, DEFAULT_TEST_TIMEOUT, Executor};
+pub use runner::{ContractSuite, DEFAULT_TEST_TIMEOUT, Executor, STRICT_ENV};
+
+/// The command-line arguments [`ContractSuite::run_with`] takes (`libtest-mimic`'s), for
+/// running the suite from code with a filter of your own.
+pub use libtest_mimic::Arguments;
 
 mod fake_probes;
 pub use fake_probes::FakeProbes;

@@ -181,9 +181,38 @@ pub trait Probes: Send + Sync + 'static {
     }
 
     /// Exits 0 if a TCP connection to `host:port` succeeds within a few seconds, non-zero
-    /// otherwise.
+    /// otherwise. Default: `nc -z -w 3 host port` (needs `nc` in the image; where it is
+    /// missing, the deny and allowlist tests' positive control cannot run and they skip,
+    /// or fail a strict run: override this probe, for example with Python's `socket`).
     fn egress(&self, host: &str, port: u16) -> Command {
         Command::new("nc").arg("-z").arg("-w").arg("3").arg(host).arg(port.to_string())
+    }
+
+    /// Ends its own main process with signal `signal` (`kill -N $$` in a POSIX shell): the
+    /// command dies by that signal, not by an exit.
+    fn die_by_signal(&self, signal: i32) -> Command {
+        Command::shell(format!("kill -{signal} $$; sleep 5; exit 3"))
+    }
+
+    /// Allocates `bytes` bytes in one buffer and touches all of it, then prints
+    /// `survived`. Default: `python3 -c "b = bytearray(N); print('survived')"` (`CPython`
+    /// zero-fills a `bytearray`, so every page is really used).
+    fn exhaust_memory(&self, bytes: u64) -> Command {
+        Command::new("python3").arg("-c").arg(format!("b = bytearray({bytes}); print('survived')"))
+    }
+
+    /// Prints the value of environment variable `name` and a newline, then runs for an
+    /// hour: a command that holds its environment while others run.
+    fn print_env_then_hang(&self, name: &str) -> Command {
+        Command::shell(format!("printf '%s\\n' \"${name}\"; sleep 3600"))
+    }
+
+    /// Prints every process environment and argv it can read in the sandbox, its own
+    /// included, and exits 0: `cat /proc/self/environ /proc/[0-9]*/environ
+    /// /proc/[0-9]*/cmdline` (NUL-separated). The command secrets test runs it beside a
+    /// command holding a secret.
+    fn scan_environments(&self) -> Command {
+        Command::shell("cat /proc/self/environ /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; exit 0")
     }
 
     // ---- code probes (default: Python 3)

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use libtest_mimic::{Arguments, Trial};
+use libtest_mimic::{Arguments, Completion, Trial};
 
 use crate::IntoBackend;
 use crate::audit::RecordingSink;
@@ -33,7 +33,12 @@ pub struct ContractSuite {
     executor: Executor,
     test_timeout: Duration,
     facade: Facade,
+    strict: bool,
 }
+
+/// The environment variables that make a run strict unless [`ContractSuite::strict`] says
+/// otherwise: `SANDBOXIO_STRICT=1` (CI sets it) or `SANDBOXIO_REQUIRE_DOCKER=1`.
+pub const STRICT_ENV: &[&str] = &["SANDBOXIO_STRICT", "SANDBOXIO_REQUIRE_DOCKER"];
 
 /// How long one contract test may take unless [`ContractSuite::test_timeout`] says
 /// otherwise: 5 minutes. A test past it fails as a hang.
@@ -46,6 +51,7 @@ impl std::fmt::Debug for ContractSuite {
             .field("audit_sink", &self.audit.is_some())
             .field("known_failures", &self.known_failures)
             .field("facade", &self.facade)
+            .field("strict", &self.strict)
             .finish_non_exhaustive()
     }
 }
@@ -87,7 +93,26 @@ impl ContractSuite {
             executor: Arc::new(futures_lite::future::block_on),
             test_timeout: DEFAULT_TEST_TIMEOUT,
             facade: Facade::Async,
+            strict: STRICT_ENV.iter().any(|var| std::env::var(var).is_ok_and(|v| v == "1")),
         }
+    }
+
+    /// Whether a positive control that cannot run fails its test (`true`) or skips it
+    /// visibly (`false`). Every negative check of the suite (egress denied, no process or
+    /// sandbox left, a secret unseen) first proves, in the same test, that its probe does
+    /// observe the thing when it is there (the canary is reached under allow-all, the
+    /// process probe sees a running command, the secret scan sees its own marker). When
+    /// that control cannot run (a probe program missing from the image, a canary nobody
+    /// can reach), the check would pass vacuously: the test is reported skipped with the
+    /// reason, or, in a strict run, failed, so that CI cannot go green on a probe that
+    /// never worked.
+    ///
+    /// Default: strict when the environment sets `SANDBOXIO_STRICT=1` or
+    /// `SANDBOXIO_REQUIRE_DOCKER=1` ([`STRICT_ENV`]).
+    #[must_use]
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
     }
 
     /// Uses `probes` to drive the backend.
@@ -163,6 +188,7 @@ impl ContractSuite {
             return ExitCode::FAILURE;
         }
         let results: Arc<Mutex<BTreeMap<Row, Counts>>> = Arc::default();
+        let runtime_skips: Arc<Mutex<Vec<String>>> = Arc::default();
         let mut skips = Vec::new();
         let mut async_only = Vec::new();
         let mut trials = Vec::new();
@@ -191,10 +217,11 @@ impl ContractSuite {
                     }
                     trials.push(self.skipped_trial(case, &skip));
                 }
-                None => trials.push(self.trial(case, Arc::clone(&results))),
+                None => trials.push(self.trial(case, Arc::clone(&results), Arc::clone(&runtime_skips))),
             }
         }
         let conclusion = libtest_mimic::run(args, trials);
+        skips.extend(runtime_skips.lock().unwrap_or_else(PoisonError::into_inner).drain(..));
         if !args.list {
             println!(
                 "{}",
@@ -257,37 +284,62 @@ impl ContractSuite {
         let scheme = self.label();
         let trial = if let Skip::KnownFailure(_) = skip {
             // Run on request (`--include-ignored`), to see whether it is fixed.
-            self.trial(case, Arc::default())
+            self.trial(case, Arc::default(), Arc::default())
         } else {
             Trial::test(case.name, move || Err(format!("[{scheme}] {}: cannot run: {why}", case.name).into()))
         };
         trial.with_kind(kind).with_ignored_flag(true)
     }
 
-    fn trial(&self, case: &'static Case, results: Arc<Mutex<BTreeMap<Row, Counts>>>) -> Trial {
+    fn trial(
+        &self,
+        case: &'static Case,
+        results: Arc<Mutex<BTreeMap<Row, Counts>>>,
+        runtime_skips: Arc<Mutex<Vec<String>>>,
+    ) -> Trial {
         let backend = Arc::clone(&self.backend);
         let probes = Arc::clone(&self.probes);
         let audit = self.audit.clone();
         let executor = Arc::clone(&self.executor);
         let limit = self.test_timeout;
         let facade = self.facade;
+        let strict = self.strict;
         let scheme = self.label();
-        Trial::test(case.name, move || {
+        Trial::ignorable_test(case.name, move || {
             let ctx = Arc::new(Ctx::new(backend, probes, audit, facade, case.name));
-            let bounded = futures_lite::future::or((case.run)(ctx), async move {
+            let bounded = futures_lite::future::or((case.run)(Arc::clone(&ctx)), async move {
                 futures_timer::Delay::new(limit).await;
                 Err(format!("did not finish within {limit:?}: a hang (ContractSuite::test_timeout)"))
             });
             let verdict = executor(Box::pin(bounded));
+            // A control that could not run makes the verdict meaningless either way.
+            let control = ctx.control_skip();
             let mut r = results.lock().unwrap_or_else(PoisonError::into_inner);
             let counts = r.entry(case.row).or_default();
-            if verdict.is_ok() {
-                counts.passed += 1;
-            } else {
-                counts.failed += 1;
+            match (&control, &verdict) {
+                (Some(_), _) if !strict => counts.skipped += 1,
+                (None, Ok(())) => counts.passed += 1,
+                _ => counts.failed += 1,
             }
             drop(r);
-            verdict.map_err(|e| format!("[{scheme}] {} ({} row): {e}", case.name, case.row).into())
+            match control {
+                Some(why) if strict => Err(format!(
+                    "[{scheme}] {} ({} row): its positive control could not run, and this run is strict \
+                     (SANDBOXIO_STRICT=1 or SANDBOXIO_REQUIRE_DOCKER=1): {why}",
+                    case.name, case.row
+                )
+                .into()),
+                Some(why) => {
+                    runtime_skips
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(format!("{}: positive control could not run: {why}", case.name));
+                    Ok(Completion::ignored_with(format!("skip: positive control could not run: {why}")))
+                }
+                None => verdict
+                    .map(|()| Completion::Completed)
+                    .map_err(|e| format!("[{scheme}] {} ({} row): {e}", case.name, case.row).into()),
+            }
         })
     }
 
@@ -306,10 +358,11 @@ impl ContractSuite {
             Facade::Blocking => " through the blocking facade (sandboxio::sync)",
         };
         let mut out = format!(
-            "\ncontract summary for {}://{through} (tier {}, declares {})\n",
+            "\ncontract summary for {}://{through} (tier {}, declares {}){}\n",
             self.backend.scheme(),
             self.backend.isolation(),
-            self.backend.capabilities() & Capabilities::all()
+            self.backend.capabilities() & Capabilities::all(),
+            if self.strict { ", strict: a control that cannot run fails" } else { "" }
         );
         let _ = writeln!(
             out,

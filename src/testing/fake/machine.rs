@@ -49,6 +49,12 @@ pub(crate) enum Stop {
     /// It met something the fake does not model: the whole process ends with this exit
     /// code (its message is already on stderr), so no test passes on a guess.
     Unmodelled(i32),
+    /// The command's main process (the shell, `$$`) received this fatal signal: the
+    /// command ends with `ExitStatus::Signal(n)`.
+    Signal(i32),
+    /// The process allocating memory went past the sandbox's memory limit: the
+    /// out-of-memory killer sends it `SIGKILL`.
+    OomKilled,
 }
 
 /// One piece of output, stamped with the virtual time since the process started.
@@ -73,6 +79,8 @@ pub(crate) struct Trace {
     pub(crate) killed_children: usize,
     /// File-system changes, stamped with when the process made them.
     pub(crate) effects: Vec<(Duration, super::vfs::Effect)>,
+    /// Whether the out-of-memory killer killed a process of the command.
+    pub(crate) oom_killed: bool,
 }
 
 /// What programs share: the sandbox's files, its policy, its randomness.
@@ -104,7 +112,15 @@ pub(crate) struct Proc {
     pub(crate) children: Vec<(Vec<Event>, Duration)>,
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) cwd: String,
+    /// The sandbox's memory limit in bytes (`ResourceLimits::memory_mib`), if any.
+    pub(crate) memory_limit: Option<u64>,
+    /// Whether the out-of-memory killer killed this process or one it started.
+    pub(crate) oom_killed: bool,
 }
+
+/// The largest single allocation the fake performs for real (in the test's own memory):
+/// 16 MiB. A larger one under the sandbox's memory limit is not modelled (it fails loudly).
+pub(crate) const MAX_REAL_ALLOCATION: u64 = 16 * 1024 * 1024;
 
 impl Proc {
     pub(crate) fn new(
@@ -123,6 +139,28 @@ impl Proc {
             children: Vec::new(),
             env,
             cwd,
+            memory_limit: None,
+            oom_killed: false,
+        }
+    }
+
+    /// The same process under a memory limit of `bytes`.
+    pub(crate) fn with_memory_limit(mut self, bytes: Option<u64>) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
+    /// Holds `bytes` more bytes of memory at once: past the sandbox's memory limit the
+    /// out-of-memory killer ends the process ([`Stop::OomKilled`]). The fake counts each
+    /// allocation on its own (it has no heap): enough for the one-big-buffer programs that
+    /// the contract's probes run.
+    pub(crate) fn allocate(&mut self, bytes: u64) -> Result<(), Stop> {
+        match self.memory_limit {
+            Some(limit) if bytes > limit => {
+                self.oom_killed = true;
+                Err(Stop::OomKilled)
+            }
+            _ => Ok(()),
         }
     }
 
@@ -160,7 +198,12 @@ impl Proc {
 
     /// Merges the background jobs' output that happened before the main process ended,
     /// and counts the jobs its exit killed.
-    pub(crate) fn finish(mut self, exit: Option<i32>) -> Trace {
+    pub(crate) fn finish(self, exit: Option<i32>) -> Trace {
+        self.finish_with(exit.map(crate::ExitStatus::Code))
+    }
+
+    /// As [`Proc::finish`], with any status (a signal death).
+    pub(crate) fn finish_with(mut self, exit: Option<crate::ExitStatus>) -> Trace {
         let end = self.elapsed;
         let mut killed = 0;
         for (events, job_end) in std::mem::take(&mut self.children) {
@@ -187,10 +230,11 @@ impl Proc {
         Trace {
             events: self.events,
             elapsed: end,
-            exit: exit.map(crate::ExitStatus::Code),
+            exit,
             truncated,
             killed_children: killed,
             effects: Vec::new(),
+            oom_killed: self.oom_killed,
         }
     }
 }

@@ -598,6 +598,8 @@ struct Launch {
     timeout: Option<Duration>,
     /// The absolute working directory.
     cwd: String,
+    /// The sandbox's memory limit in bytes, if it has one.
+    memory_limit: Option<u64>,
 }
 
 fn launch(
@@ -622,7 +624,8 @@ fn launch(
         Some(t) if t < ttl_left => (Some(t), false),
         _ => (Some(ttl_left), true),
     };
-    Launch { env, deadline, deadline_is_ttl, timeout, cwd: WORKDIR.to_owned() }
+    let memory_limit = s.spec.limits.memory_mib.map(|mib| mib.saturating_mul(1024 * 1024));
+    Launch { env, deadline, deadline_is_ttl, timeout, cwd: WORKDIR.to_owned(), memory_limit }
 }
 
 /// Sets the command's working directory, which must be an existing directory.
@@ -650,7 +653,8 @@ fn simulate(
 ) -> Result<std::result::Result<Trace, Stop>> {
     let World { sandboxes, rng, .. } = world;
     let sandbox = sandboxes.get_mut(id).ok_or_else(|| gone(id, "no such sandbox"))?;
-    let proc = Proc::new(launch.deadline, limit, launch.env.clone(), launch.cwd.clone());
+    let proc = Proc::new(launch.deadline, limit, launch.env.clone(), launch.cwd.clone())
+        .with_memory_limit(launch.memory_limit);
     // The process runs on a scratch copy; its changes are replayed as it is delivered.
     let mut scratch = sandbox.vfs.scratch();
     let mut program_world = ProgramWorld { vfs: &mut scratch, policy: &sandbox.spec.network, rng };
@@ -659,6 +663,10 @@ fn simulate(
     let proc = sh.proc;
     let mut trace = match result {
         Ok(code) | Err(Stop::Exit(code) | Stop::Unmodelled(code)) => proc.finish(Some(code)),
+        Err(Stop::Signal(n)) => proc.finish_with(Some(ExitStatus::Signal(n))),
+        // A program's out-of-memory kill becomes a signal death where it runs (see the
+        // shell); one that reaches here killed the command's main process.
+        Err(Stop::OomKilled) => proc.finish_with(Some(ExitStatus::Signal(9))),
         Err(Stop::TimedOut) => proc.finish(None),
         Err(stop @ Stop::NeedsStdin) => return Ok(Err(stop)),
     };
@@ -921,7 +929,8 @@ impl BackendSandbox for FakeSandbox {
             let (stdout, stderr) = self.replay(&trace, start).await?;
             let result = ExecResult::new(0, stdout, stderr)
                 .with_duration(trace.elapsed)
-                .with_truncated(trace.truncated);
+                .with_truncated(trace.truncated)
+                .with_oom_killed(trace.oom_killed);
             match trace.exit {
                 Some(status) => Ok(result.with_status(status)),
                 None => Err(deadline_error(&self.id, &launch, result.with_status(ExitStatus::Signal(9)))),
@@ -988,7 +997,8 @@ impl BackendSandbox for FakeSandbox {
                     crate::DEFAULT_OUTPUT_LIMIT,
                     launch.env.clone(),
                     WORKDIR.to_owned(),
-                );
+                )
+                .with_memory_limit(launch.memory_limit);
                 let mut scratch = sandbox.vfs.scratch();
                 let mut host = CellHost {
                     world: ProgramWorld { vfs: &mut scratch, policy: &sandbox.spec.network, rng },
@@ -1000,8 +1010,11 @@ impl BackendSandbox for FakeSandbox {
                     sandbox.contexts.insert(ctx.to_owned(), globals);
                 }
                 let (outcome, mut trace) = match result {
-                    Ok(outcome) => (Some(outcome), proc.finish(Some(0))),
-                    Err(_) => (None, proc.finish(None)),
+                    Ok(outcome) => (Ok(outcome), proc.finish(Some(0))),
+                    // The interpreter was killed: by the out-of-memory killer, or a signal.
+                    Err(Stop::OomKilled) => (Err(Some(ExitStatus::Signal(9))), proc.finish(None)),
+                    Err(Stop::Signal(n)) => (Err(Some(ExitStatus::Signal(n))), proc.finish(None)),
+                    Err(_) => (Err(None), proc.finish(None)),
                 };
                 trace.effects = settled_effects(scratch.take_journal(), trace.elapsed);
                 let pid = world.spawn(&self.id);
@@ -1009,9 +1022,18 @@ impl BackendSandbox for FakeSandbox {
             };
             let _running = ProcessGuard { backend: &self.backend, pid };
             let (stdout, stderr) = self.replay(&trace, start).await?;
-            let Some(outcome) = outcome else {
-                let partial = ExecResult::new(0, stdout, stderr).with_status(ExitStatus::Signal(2));
-                return Err(deadline_error(&self.id, &launch, partial.with_duration(trace.elapsed)));
+            let outcome = match outcome {
+                Ok(outcome) => outcome,
+                Err(Some(killed)) => {
+                    return Ok(CodeResult::new(0, stdout, stderr)
+                        .with_status(killed)
+                        .with_duration(trace.elapsed)
+                        .with_oom_killed(trace.oom_killed));
+                }
+                Err(None) => {
+                    let partial = ExecResult::new(0, stdout, stderr).with_status(ExitStatus::Signal(2));
+                    return Err(deadline_error(&self.id, &launch, partial.with_duration(trace.elapsed)));
+                }
             };
             let status = outcome.exit_code.unwrap_or(i32::from(outcome.error.is_some()));
             let mut result = CodeResult::new(status, stdout, stderr).with_duration(trace.elapsed);
@@ -1137,5 +1159,9 @@ impl python::Host for CellHost<'_> {
     fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<()> {
         self.world.vfs.now = self.proc.elapsed;
         self.world.vfs.write(&crate::path::resolve(WORKDIR, path), data.to_vec(), None, append)
+    }
+
+    fn allocate(&mut self, bytes: u64) -> std::result::Result<(), Stop> {
+        self.proc.allocate(bytes)
     }
 }

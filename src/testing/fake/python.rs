@@ -45,6 +45,8 @@ pub(crate) trait Host {
     fn permits(&self, host: &str, port: u16) -> bool;
     fn read_file(&mut self, path: &str) -> Result<Vec<u8>, crate::Error>;
     fn write_file(&mut self, path: &str, data: &[u8], append: bool) -> Result<(), crate::Error>;
+    /// Holds `bytes` bytes of memory ([`Proc::allocate`](super::machine::Proc::allocate)).
+    fn allocate(&mut self, bytes: u64) -> Result<(), Stop>;
 }
 
 /// Module-level variables (kept across cells in a code context).
@@ -1545,6 +1547,31 @@ impl Interp<'_> {
                     self.host.write(stream, text.as_bytes());
                     Ok(Value::None)
                 }
+                "bytearray" => match arg(0) {
+                    None => Ok(Value::Bytes(Vec::new())),
+                    Some(Value::Bytes(b)) => Ok(Value::Bytes(b)),
+                    Some(Value::Int(n)) if n < 0 => raise("ValueError", "negative count"),
+                    Some(Value::Int(n)) => {
+                        // CPython zero-fills the buffer, touching every page: the whole size
+                        // counts against the memory limit at once.
+                        let n = u64::try_from(n).unwrap_or(u64::MAX);
+                        self.host.allocate(n)?;
+                        if n > super::machine::MAX_REAL_ALLOCATION {
+                            return raise(
+                                "NotImplementedError",
+                                format!(
+                                    "the fake models bytearray(n) up to {} bytes under the memory limit",
+                                    super::machine::MAX_REAL_ALLOCATION
+                                ),
+                            );
+                        }
+                        Ok(Value::Bytes(vec![0; usize::try_from(n).unwrap_or(usize::MAX)]))
+                    }
+                    Some(other) => raise(
+                        "TypeError",
+                        format!("cannot convert '{}' object to bytearray", type_name(&other)),
+                    ),
+                },
                 "len" => match arg(0) {
                     Some(Value::Str(s)) => Ok(Value::Int(count(s.chars().count()))),
                     Some(Value::Bytes(b)) => Ok(Value::Int(count(b.len()))),
@@ -1946,7 +1973,7 @@ fn check_module(module: &str) -> Result<(), Flow> {
 fn builtin_name(n: &str) -> Result<Value, Flow> {
     match n {
         "print" | "len" | "str" | "repr" | "int" | "float" | "bool" | "abs" | "range" | "list" | "tuple"
-        | "sorted" | "sum" | "min" | "max" | "input" | "open" => Ok(Value::Func(n.to_owned())),
+        | "sorted" | "sum" | "min" | "max" | "input" | "open" | "bytearray" => Ok(Value::Func(n.to_owned())),
         "exit" | "quit" => Ok(Value::Func("sys.exit".into())),
         n if is_exception_name(n) => Ok(Value::ExcType(n.to_owned())),
         _ => raise("NameError", format!("name '{n}' is not defined")),

@@ -599,13 +599,16 @@ impl<'w, 'a> Shell<'w, 'a> {
     fn spawn_background(&mut self, andor: &AndOr, out: &Sink, err: &Sink) -> Result<(), Stop> {
         let offset = self.proc.elapsed;
         let deadline = self.proc.deadline.map(|d| d.saturating_sub(offset));
-        let mut child = Proc::new(deadline, self.proc.limit, self.proc.env.clone(), self.proc.cwd.clone());
+        let mut child = Proc::new(deadline, self.proc.limit, self.proc.env.clone(), self.proc.cwd.clone())
+            .with_memory_limit(self.proc.memory_limit);
         std::mem::swap(&mut self.proc, &mut child);
         self.time_base += offset;
         let result = self.run_andor(andor, Some(Stdin::Bytes(Vec::new())), out, err);
         self.time_base -= offset;
         std::mem::swap(&mut self.proc, &mut child);
-        if let Err(stop @ (Stop::NeedsStdin | Stop::Unmodelled(_))) = result {
+        self.proc.oom_killed |= child.oom_killed;
+        // A background job that signals `$$` ends the main process too.
+        if let Err(stop @ (Stop::NeedsStdin | Stop::Unmodelled(_) | Stop::Signal(_))) = result {
             return Err(stop);
         }
         let end = if result == Err(Stop::TimedOut) { Duration::MAX } else { offset + child.elapsed };
@@ -848,7 +851,7 @@ impl<'w, 'a> Shell<'w, 'a> {
                 for a in args {
                     if let Some(data) = self.special_file(a, None) {
                         self.write(&out, &data);
-                        if a != "/dev/null" {
+                        if a.starts_with("/dev/") && a != "/dev/null" {
                             // An endless device: `cat` runs until its deadline kills it.
                             self.proc.sleep(Duration::MAX)?;
                         }
@@ -899,6 +902,7 @@ impl<'w, 'a> Shell<'w, 'a> {
                 self.write(&out, &data[..data.len().min(count)]);
                 Ok(0)
             }
+            "kill" => self.kill(args, io),
             "sleep" => {
                 let Some(d) = args.first().and_then(|a| parse_duration(a)) else {
                     self.err_line(io, "sleep: invalid time interval");
@@ -1155,7 +1159,50 @@ impl<'w, 'a> Shell<'w, 'a> {
                 Some(buf)
             }
             "/dev/null" => Some(Vec::new()),
+            // The command sees its own process only (`$$` is 1): as in a PID namespace of
+            // its own, no other command's environment is readable.
+            "/proc/self/environ" | "/proc/1/environ" => {
+                let mut environ = Vec::new();
+                for (k, v) in &self.proc.env {
+                    environ.extend_from_slice(format!("{k}={v}\0").as_bytes());
+                }
+                environ.truncate(n);
+                Some(environ)
+            }
             _ => None,
+        }
+    }
+
+    /// `kill [-N | -NAME | -s NAME] pid…`: the fake models signals to the shell itself
+    /// (`$$`, which is 1) only. A fatal signal ends the command with
+    /// `ExitStatus::Signal(n)`; signal 0 and the signals ignored by default do nothing.
+    fn kill(&mut self, args: &[String], io: &mut Io) -> Result<i32, Stop> {
+        let (signal, pids) = match args {
+            [flag, name, rest @ ..] if flag == "-s" => (signal_number(name), rest),
+            [flag, rest @ ..] if flag.starts_with('-') && flag.len() > 1 => (signal_number(&flag[1..]), rest),
+            rest => (Some(15), rest),
+        };
+        let Some(signal) = signal else {
+            self.err_line(io, &format!("kill: invalid signal in {args:?}"));
+            return Ok(1);
+        };
+        if pids.is_empty() {
+            self.err_line(io, "kill: usage: kill [-s sigspec | -signum] pid");
+            return Ok(2);
+        }
+        if pids.iter().any(|p| p != "1") {
+            self.err_line(io, "kill: the fake models only signals to the shell itself ($$)");
+            return Err(Stop::Unmodelled(2));
+        }
+        match signal {
+            // 0 tests for existence; CHLD, CONT, URG and WINCH are ignored by default.
+            0 | 17 | 18 | 23 | 28 => Ok(0),
+            // STOP, TSTP, TTIN, TTOU would stop the process: not modelled.
+            19..=22 => {
+                self.err_line(io, "kill: the fake does not model stopping a process");
+                Err(Stop::Unmodelled(2))
+            }
+            n => Err(Stop::Signal(n)),
         }
     }
 
@@ -1191,9 +1238,18 @@ impl<'w, 'a> Shell<'w, 'a> {
                 (String::from_utf8_lossy(&data).into_owned(), "<stdin>".to_owned())
             }
         };
+        let nested = self.depth > 0;
         let mut host = PyHost { shell: self, io };
         let mut globals = python::Globals::default();
-        let outcome = python::run(&source, &filename, &mut globals, &mut host)?;
+        let outcome = match python::run(&source, &filename, &mut globals, &mut host) {
+            Ok(outcome) => outcome,
+            // The out-of-memory killer sends SIGKILL to the interpreter. Run by a script, it
+            // is the script's child: the script goes on and sees status 128 + 9, as `sh`
+            // reports a child's signal death. Run as the command itself, the command dies.
+            Err(Stop::OomKilled) if nested => return Ok(128 + 9),
+            Err(Stop::OomKilled) => return Err(Stop::Signal(9)),
+            Err(stop) => return Err(stop),
+        };
         match outcome.error {
             None => Ok(outcome.exit_code.unwrap_or(0)),
             Some(error) => {
@@ -1242,6 +1298,45 @@ impl python::Host for PyHost<'_, '_, '_, '_> {
         let abs = crate::path::resolve(&self.shell.proc.cwd, path);
         self.shell.vfs().write(&abs, data.to_vec(), None, append)
     }
+
+    fn allocate(&mut self, bytes: u64) -> Result<(), Stop> {
+        self.shell.proc.allocate(bytes)
+    }
+}
+
+/// A signal's number from `9`, `KILL` or `SIGKILL` (Linux numbering).
+fn signal_number(spec: &str) -> Option<i32> {
+    if let Ok(n) = spec.parse::<i32>() {
+        return (0..=64).contains(&n).then_some(n);
+    }
+    let name = spec.strip_prefix("SIG").unwrap_or(spec);
+    let n = match name {
+        "HUP" => 1,
+        "INT" => 2,
+        "QUIT" => 3,
+        "ILL" => 4,
+        "TRAP" => 5,
+        "ABRT" => 6,
+        "BUS" => 7,
+        "FPE" => 8,
+        "KILL" => 9,
+        "USR1" => 10,
+        "SEGV" => 11,
+        "USR2" => 12,
+        "PIPE" => 13,
+        "ALRM" => 14,
+        "TERM" => 15,
+        "CHLD" => 17,
+        "CONT" => 18,
+        "STOP" => 19,
+        "TSTP" => 20,
+        "TTIN" => 21,
+        "TTOU" => 22,
+        "URG" => 23,
+        "WINCH" => 28,
+        _ => return None,
+    };
+    Some(n)
 }
 
 /// The arguments that are neither flags nor the values of the flags in `with_value`.

@@ -209,8 +209,10 @@ impl FakeExecStream {
                         data: event.data.clone(),
                     })));
                 }
-                let result =
-                    ExecResult::new(0, "", "").with_duration(trace.elapsed).with_truncated(trace.truncated);
+                let result = ExecResult::new(0, "", "")
+                    .with_duration(trace.elapsed)
+                    .with_truncated(trace.truncated)
+                    .with_oom_killed(trace.oom_killed);
                 if let Some(status) = trace.exit {
                     let done = Ok(result.with_status(status));
                     self.phase = self.finish(done);
@@ -245,6 +247,7 @@ fn scripted_trace(answer: &ExecResult) -> Trace {
         truncated: answer.truncated,
         killed_children: 0,
         effects: Vec::new(),
+        oom_killed: answer.oom_killed,
     }
 }
 

@@ -83,6 +83,7 @@ pub(super) fn cases() -> Vec<Case> {
 
 async fn mid_create(cx: Arc<Ctx>) -> Verdict {
     cx.ensure_async()?;
+    cx.sandboxes_control().await?;
     each_cancellation_point(
         &cx,
         |k| {
@@ -105,7 +106,11 @@ async fn mid_create(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn mid_run(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.async_sandbox().await?;
+    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
+    if let Err(e) = cx.processes_control(&sandbox).await {
+        let _ = sandbox.close().await;
+        return Err(e);
+    }
     let verdict = each_cancellation_point(
         &cx,
         |k| poll_k(sandbox.run(cx.probes.lingering_output()), k),
@@ -117,7 +122,11 @@ async fn mid_run(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn mid_run_code(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.async_sandbox().await?;
+    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
+    if let Err(e) = cx.processes_control(&sandbox).await {
+        let _ = sandbox.close().await;
+        return Err(e);
+    }
     let cell = || cx.probes.code_long_cell().timeout(Duration::from_hours(2));
     let verdict = each_cancellation_point(
         &cx,
@@ -130,7 +139,11 @@ async fn mid_run_code(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn mid_stream(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.async_sandbox().await?;
+    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
+    if let Err(e) = cx.processes_control(&sandbox).await {
+        let _ = sandbox.close().await;
+        return Err(e);
+    }
     let verdict = each_cancellation_point(
         &cx,
         |k| {
@@ -152,7 +165,11 @@ async fn mid_stream(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn mid_fs(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.async_sandbox().await?;
+    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
+    if let Err(e) = cx.processes_control(&sandbox).await {
+        let _ = sandbox.close().await;
+        return Err(e);
+    }
     let verdict = each_cancellation_point(
         &cx,
         |k| {
@@ -190,6 +207,7 @@ async fn teardown_bounded(cx: Arc<Ctx>) -> Verdict {
         .create()
         .await
         .map_err(|e| cx.unexpected("create()", &e))?;
+    cx.sandbox_visible(sandbox.id()).await?;
     drop(sandbox);
     cx.no_sandboxes("within the grace bound after its handle was dropped", GRACE).await
 }
@@ -227,6 +245,7 @@ async fn kill_from_drop(cx: Arc<Ctx>) -> Verdict {
         }
     }
     let sandbox = cx.sandbox().await?;
+    cx.sandbox_visible(sandbox.id()).await?;
     let cx2 = Arc::clone(&cx);
     // Drop on a plain thread: no runtime at all.
     std::thread::spawn(move || drop(Owner(Some(sandbox))))
@@ -239,6 +258,7 @@ async fn kill_during_shutdown(cx: Arc<Ctx>) -> Verdict {
     // A tiny "runtime" on its own thread owns a task that owns a sandbox; the runtime
     // shuts down mid-task, dropping the task, as tokio does on runtime drop.
     let sandbox = cx.sandbox().await?;
+    cx.sandbox_visible(sandbox.id()).await?;
     std::thread::spawn(move || {
         let task = async move {
             let _owned = sandbox;

@@ -11,7 +11,7 @@ use crate::{Command, Error, ErrorCode, ExecStream, ExitStatus, StreamKind, sync}
 use super::super::ProbeKind as P;
 use super::super::Row;
 use super::super::ctx::{Ctx, Verdict, expect, expect_code, expect_eq};
-use super::super::facade::{AnyStream, Facade};
+use super::super::facade::{AnySandbox, AnyStream, Facade};
 use super::{CANCELLATION_IS_ASYNC, Case, each_cancellation_point, poll_k};
 
 #[allow(clippy::too_many_lines)] // one line per contract clause
@@ -201,6 +201,7 @@ async fn timeout(cx: Arc<Ctx>) -> Verdict {
 
 async fn timeout_tree(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
+        cx.processes_control(&sandbox).await?;
         let result = sandbox.run(cx.probes.process_tree().timeout(Duration::from_secs(1))).await;
         expect_code(&result, ErrorCode::ExecutionTimeout, "run(process tree) with a 1 s timeout")?;
         cx.no_processes(sandbox.id(), "after the timeout (parent and background child)").await
@@ -245,6 +246,7 @@ async fn stdin_eof(cx: Arc<Ctx>) -> Verdict {
 
 async fn orphan_child(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
+        cx.processes_control(&sandbox).await?;
         let out = sandbox
             .run(cx.probes.orphan_child().timeout(Duration::from_mins(1)))
             .await
@@ -456,6 +458,7 @@ async fn stream_unsupported(cx: Arc<Ctx>) -> Verdict {
 
 async fn cleanup_full(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
+        cx.processes_control(&sandbox).await?;
         let mut stream = sandbox.stream(cx.probes.paced_output()).map_err(|e| cx.unexpected("stream", &e))?;
         collect(&mut stream).await.map_err(|e| cx.unexpected("iterating", &e))?;
         drop(stream);
@@ -484,6 +487,7 @@ async fn cleanup_error(cx: Arc<Ctx>) -> Verdict {
             }
             Ok(())
         }
+        cx.processes_control(&sandbox).await?;
         let outcome = {
             let mut stream =
                 sandbox.stream(cx.probes.lingering_output()).map_err(|e| cx.unexpected("stream", &e))?;
@@ -495,7 +499,11 @@ async fn cleanup_error(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn cleanup_cancel(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = cx.async_sandbox().await?;
+    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
+    if let Err(e) = cx.processes_control(&sandbox).await {
+        let _ = sandbox.close().await;
+        return Err(e);
+    }
     let verdict = each_cancellation_point(
         &cx,
         |k| {

@@ -22,6 +22,8 @@ pub(super) fn cases() -> Vec<Case> {
         // Rich results only exist on code cells; stdin only on streams.
         "capability_honesty__undeclared_rich_outputs_are_never_returned" => case.requires(C::RUN_CODE),
         "capability_honesty__undeclared_stdin_raises" => case.requires(C::STREAM),
+        // Command secrets only exist on commands.
+        "capability_honesty__undeclared_command_secrets_are_refused" => case.requires(C::RUN),
         _ => case,
     }));
     cases.extend([
@@ -91,9 +93,12 @@ undeclared! {
     LIMIT_PIDS => "capability_honesty__undeclared_limit_pids_is_refused", undeclared_pids;
     CONNECT => "capability_honesty__undeclared_connect_raises", undeclared_connect;
     DETACH => "capability_honesty__undeclared_detach_raises", undeclared_detach;
+    COMMAND_SECRETS => "capability_honesty__undeclared_command_secrets_are_refused", undeclared_command_secrets;
 }
 
 const UNSUPPORTED: ErrorCode = ErrorCode::CapabilityNotSupported;
+
+use super::facts::undeclared_command_secrets;
 
 async fn undeclared_run(cx: Arc<Ctx>) -> Verdict {
     let sandbox = cx.sandbox().await?;
@@ -161,6 +166,14 @@ async fn undeclared_rich(cx: Arc<Ctx>) -> Verdict {
     let result = sandbox.run_code(cx.probes.code_rich_display().0).await;
     let _ = sandbox.close().await;
     let out = result.map_err(|e| cx.unexpected("run_code", &e))?;
+    // Positive control: the display cell ran; a cell that failed has no results anyway.
+    if !out.success() {
+        return Err(cx.control_unavailable(format!(
+            "the code_rich_display probe's cell did not run here ({}, error {:?}): its lack of rich results \
+             proves nothing",
+            out.status, out.error
+        )));
+    }
     expect(out.results.is_empty(), || {
         format!("expected no rich results without RICH_OUTPUTS, observed {:?}", out.results)
     })
@@ -234,16 +247,20 @@ fn tier_above(tier: IsolationTier) -> Option<IsolationTier> {
 async fn above_tier(cx: Arc<Ctx>) -> Verdict {
     let tier = cx.backend.isolation();
     let required = tier_above(tier).unwrap_or(IsolationTier::Unknown);
+    let probed = crate::testing::contract::probes::implemented(
+        &*cx.probes,
+        crate::testing::contract::ProbeKind::LiveSandboxes,
+    );
+    if probed {
+        cx.sandboxes_control().await?;
+    }
     let result = cx.builder().network(cx.default_policy()).require_isolation(required).create().await;
     expect_code(
         &result,
         ErrorCode::IsolationUnsatisfied,
         &format!("require_isolation({required}) on a {tier} backend"),
     )?;
-    if crate::testing::contract::probes::implemented(
-        &*cx.probes,
-        crate::testing::contract::ProbeKind::LiveSandboxes,
-    ) {
+    if probed {
         cx.no_sandboxes("after a refused create()", Duration::ZERO).await?;
     }
     Ok(())

@@ -12,6 +12,7 @@ macro_rules! with_sandbox {
 
 mod cancellation;
 mod exec;
+mod facts;
 mod fs;
 mod honesty;
 mod lifecycle;
@@ -130,6 +131,7 @@ pub(crate) fn all() -> &'static [Case] {
         cases.extend(lifecycle::cases());
         cases.extend(cancellation::cases());
         cases.extend(exec::cases());
+        cases.extend(facts::cases());
         cases.extend(fs::cases());
         cases.extend(policy::cases());
         cases.extend(honesty::cases());

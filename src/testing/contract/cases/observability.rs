@@ -77,9 +77,25 @@ async fn secrets(cx: Arc<Ctx>) -> Verdict {
         }
     }
     let text = cx.probe("provider_config_text", cx.probes.provider_config_text(sandbox.id())).await?;
-    surfaces.push_str(&text);
+    let id = sandbox.id().to_owned();
     let _ = sandbox.close().await;
-    let _ = write!(surfaces, "{:?}", cx.records());
+    // Positive controls: the configuration text is this sandbox's (it carries the test's
+    // label), and the sink holds this sandbox's records; else their silence proves nothing.
+    if !text.contains(&cx.token) {
+        return Err(cx.control_unavailable(format!(
+            "the provider_config_text probe's text for {id} does not mention the sandbox's label value {}: \
+             it does not describe this sandbox",
+            cx.token
+        )));
+    }
+    surfaces.push_str(&text);
+    let records = cx.records();
+    if !records.iter().any(|r| r.kind == K::Create) {
+        return Err(cx.control_unavailable(
+            "the recording sink holds no Create record of this test's sandbox: it sees nothing".to_owned(),
+        ));
+    }
+    let _ = write!(surfaces, "{records:?}");
     expect(!surfaces.contains(&canary), || {
         "expected the secret in no record, error, debug output, label or provider configuration; observed it"
             .to_owned()

@@ -65,12 +65,7 @@ pub(super) fn cases() -> Vec<Case> {
 }
 
 async fn egress(cx: &Ctx, policy: NetworkPolicy, host: &str, port: u16) -> std::result::Result<bool, String> {
-    let sandbox =
-        cx.builder().network(policy.clone()).create().await.map_err(|e| cx.unexpected("create()", &e))?;
-    let out = sandbox.run(cx.probes.egress(host, port).timeout(Duration::from_secs(30))).await;
-    let _ = sandbox.close().await;
-    let out = out.map_err(|e| cx.unexpected(&format!("run(egress) under {policy}"), &e))?;
-    Ok(out.success())
+    Ok(cx.egress(policy, host, port).await?.success())
 }
 
 async fn allow_reaches(cx: Arc<Ctx>) -> Verdict {
@@ -86,6 +81,8 @@ async fn allow_reaches(cx: Arc<Ctx>) -> Verdict {
 
 async fn deny_denies(cx: Arc<Ctx>) -> Verdict {
     let canary = cx.probes.canary().ok_or("no canary")?;
+    // Positive control: the same probe reaches the canary where egress is allowed.
+    cx.egress_control(&canary).await?;
     let reached = egress(&cx, NetworkPolicy::deny_all(), &canary.host, canary.port).await?;
     expect(!reached, || {
         format!(
@@ -97,6 +94,7 @@ async fn deny_denies(cx: Arc<Ctx>) -> Verdict {
 
 async fn allowlist(cx: Arc<Ctx>) -> Verdict {
     let canary = cx.probes.canary().ok_or("no canary")?;
+    cx.egress_control(&canary).await?;
     let listed =
         NetworkPolicy::allowlist([format!("{}:{}", canary.host, canary.port)]).map_err(|e| e.to_string())?;
     let reached = egress(&cx, listed, &canary.host, canary.port).await?;
@@ -194,6 +192,7 @@ async fn auth(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn create_timeout(cx: Arc<Ctx>) -> Verdict {
+    cx.sandboxes_control().await?;
     let result =
         cx.builder().network(cx.default_policy()).create_timeout(Duration::from_nanos(1)).create().await;
     expect_code(&result, ErrorCode::CreateTimeout, "create() with a 1 ns create timeout")?;

@@ -101,7 +101,9 @@ async fn facade_errors(cx: Arc<Ctx>) -> Verdict {
 #[allow(clippy::unused_async)]
 async fn facade_drops(cx: Arc<Ctx>) -> Verdict {
     let sandbox = blocking_sandbox(&cx)?;
+    cx.sandbox_visible(sandbox.id()).await?;
     let stream = sandbox.stream(cx.probes.hang()).map_err(|e| cx.unexpected("sync stream()", &e))?;
+    cx.running_control(sandbox.id()).await?;
     drop(stream);
     cx.no_processes(sandbox.id(), "after a blocking stream was dropped").await?;
     drop(sandbox);
