@@ -129,7 +129,8 @@ pub const CAPABILITIES: Capabilities = Capabilities::RUN
     .union(Capabilities::LIMIT_CPU)
     .union(Capabilities::LIMIT_PIDS)
     .union(Capabilities::CONNECT)
-    .union(Capabilities::DETACH);
+    .union(Capabilities::DETACH)
+    .union(Capabilities::COMMAND_SECRETS);
 
 /// The name prefix of a detached sandbox's container: labels cannot change after creation,
 /// so [`BackendSandbox::detach`] renames the container to mark it.
@@ -898,11 +899,15 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn capabilities(&self) -> Capabilities {
-        if self.shared.python.load(Ordering::Acquire) {
-            CAPABILITIES
-        } else {
-            CAPABILITIES.difference(Capabilities::RUN_CODE)
+        let mut capabilities = CAPABILITIES;
+        if !self.shared.python.load(Ordering::Acquire) {
+            capabilities = capabilities.difference(Capabilities::RUN_CODE);
         }
+        // A root user can rewrite the `sh` that decodes a later command's secrets.
+        if self.shared.root_user.load(Ordering::Acquire) {
+            capabilities = capabilities.difference(Capabilities::COMMAND_SECRETS);
+        }
+        capabilities
     }
 
     fn network_policy(&self) -> Option<NetworkPolicy> {
