@@ -310,6 +310,41 @@ pub(super) async fn end_command(shared: &Shared, gid: u32) -> Result<()> {
     }
 }
 
+/// Whether the container died under a command that ended with `code`: a container killed
+/// or removed (through another handle, say) kills every process in it, which looks like a
+/// signal death (`code` >= 128) to the exec. The engine may record the container's end a
+/// moment after the exec's, so this watches for 250 ms before saying no.
+pub(super) async fn died_under(shared: &Shared, code: i64) -> bool {
+    use bollard::models::ContainerStateStatusEnum as State;
+    if code < 128 {
+        return false;
+    }
+    let started = Instant::now();
+    loop {
+        match shared.docker.inspect_container(&shared.id, None).await {
+            Err(e) if matches!(status(&e), Some(404)) => return true,
+            Ok(inspected) => {
+                let state = inspected.state.unwrap_or_default();
+                if state.running != Some(true)
+                    || matches!(state.status, Some(State::REMOVING | State::EXITED | State::DEAD))
+                {
+                    return true;
+                }
+            }
+            Err(_) => return false,
+        }
+        if started.elapsed() > Duration::from_millis(250) {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// [`Error::SandboxGone`] for a container that ended under a command.
+pub(super) fn gone_under(shared: &Shared) -> Error {
+    Error::SandboxGone { id: shared.id.clone(), message: "its container ended under the command".into() }
+}
+
 /// Kills every process of the command running with `gid` (started by exec `exec_id`, when
 /// known), and verifies it through `top`. A killer that cannot start, hangs, or leaves a
 /// process alive is retried once; then the whole sandbox is removed instead: a timeout or a
@@ -565,6 +600,9 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
     let code = exit_code(&shared, &exec_id).await?;
     end_command(&shared, guard.gid()).await?;
     guard.disarm();
+    if died_under(&shared, code).await {
+        return Err(gone_under(&shared));
+    }
     drop(writer);
     if missing_cwd(code, &out.stderr) {
         return Err(Error::NotFound {
