@@ -373,6 +373,21 @@ async fn docker__a_container_removed_behind_our_back_is_sandbox_gone() {
     sandbox.kill().await.unwrap();
 }
 
+/// A command killed by a signal: the wrapper shell's own report (`Killed`) is not added to
+/// the command's stderr. (The status is still the exit code 128 + n: the exec API reports
+/// nothing else; see ADR 0005.)
+#[tokio::test]
+async fn docker__a_signal_death_adds_nothing_to_stderr() {
+    if !docker_ready("docker__a_signal_death_adds_nothing_to_stderr") {
+        return;
+    }
+    let sandbox = busybox().await;
+    let out = sandbox.run(Command::shell("echo before >&2; kill -KILL $$")).await.unwrap();
+    assert_eq!(out.stderr_lossy(), "before\n", "{out:?}");
+    assert_eq!(out.exit_code(), Some(137), "{out:?}");
+    sandbox.close().await.unwrap();
+}
+
 /// A container removed while a command runs (here through the CLI, as another handle's
 /// `kill` would) ends that command with `SandboxGone`, in `run()` and in a stream, never
 /// as a normal exit with code 137.

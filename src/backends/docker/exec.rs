@@ -90,7 +90,10 @@ const SWEEP: &str = r#"__sbx_sweep() {
 /// configuration (which the engine logs at debug level, and `docker inspect` of the exec
 /// shows). A header cut short (the caller went away before the start) runs nothing.
 /// `<core>` 1 (a command with secrets of its own) forbids core dumps, whose files the
-/// sandbox's other commands could read.
+/// sandbox's other commands could read. The wrapper's own stderr goes to `/dev/null` while
+/// the command runs (the command keeps the exec's, through a subshell that `exec`s it, so
+/// that the redirection is the child's): the shell's report of a signal death (`Killed`)
+/// is not the command's output.
 const WRAPPER_BODY: &str = r#"__sbx_g=$1; __sbx_c=$2; __sbx_o=$3; shift 3
 __sbx_go=
 while IFS= read -r __sbx_l; do
@@ -101,7 +104,8 @@ done
 unset __sbx_l __sbx_v __sbx_go
 [ "$__sbx_o" = 1 ] && ulimit -c 0
 cd -- "$__sbx_c" 2>/dev/null || { printf 'sandboxio: no such working directory' >&2; exit 126; }
-"$@"
+exec 5>&2 2>/dev/null
+("$@") 2>&5 5>&-
 __sbx_rc=$?
 __sbx_sweep "$__sbx_g"
 exit "$__sbx_rc""#;
