@@ -373,6 +373,52 @@ async fn docker__a_container_removed_behind_our_back_is_sandbox_gone() {
     sandbox.kill().await.unwrap();
 }
 
+/// A command killed by a signal: the wrapper shell's own report (`Killed`) is not added to
+/// the command's stderr. (The status is still the exit code 128 + n: the exec API reports
+/// nothing else; see ADR 0005.)
+#[tokio::test]
+async fn docker__a_signal_death_adds_nothing_to_stderr() {
+    if !docker_ready("docker__a_signal_death_adds_nothing_to_stderr") {
+        return;
+    }
+    let sandbox = busybox().await;
+    let out = sandbox.run(Command::shell("echo before >&2; kill -KILL $$")).await.unwrap();
+    assert_eq!(out.stderr_lossy(), "before\n", "{out:?}");
+    assert_eq!(out.exit_code(), Some(137), "{out:?}");
+    sandbox.close().await.unwrap();
+}
+
+/// A container removed while a command runs (here through the CLI, as another handle's
+/// `kill` would) ends that command with `SandboxGone`, in `run()` and in a stream, never
+/// as a normal exit with code 137.
+#[tokio::test]
+async fn docker__a_container_removed_under_a_command_is_sandbox_gone() {
+    if !docker_ready("docker__a_container_removed_under_a_command_is_sandbox_gone") {
+        return;
+    }
+    let sandbox = busybox().await;
+    let mut stream = sandbox.stream(Command::shell("echo up; sleep 30")).unwrap();
+    let first = stream.next_chunk().await.unwrap().unwrap();
+    assert_eq!(first.data, b"up\n");
+    let id = sandbox.id().to_owned();
+    let remover = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        docker(&["rm", "-f", &id]);
+    });
+    let run = sandbox.run(Command::new("sleep").arg("30")).await;
+    remover.join().unwrap();
+    assert_eq!(run.as_ref().map_err(sandboxio::Error::code).err(), Some(ErrorCode::SandboxGone), "{run:?}");
+    let mut last = None;
+    while let Some(item) = stream.next_chunk().await {
+        last = Some(item);
+    }
+    assert_eq!(
+        last.as_ref().and_then(|l| l.as_ref().err()).map(sandboxio::Error::code),
+        Some(ErrorCode::SandboxGone),
+        "{last:?}"
+    );
+}
+
 #[tokio::test]
 async fn docker__large_files_cross_intact() {
     if !docker_ready("docker__large_files_cross_intact") {

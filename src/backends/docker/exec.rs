@@ -90,7 +90,10 @@ const SWEEP: &str = r#"__sbx_sweep() {
 /// configuration (which the engine logs at debug level, and `docker inspect` of the exec
 /// shows). A header cut short (the caller went away before the start) runs nothing.
 /// `<core>` 1 (a command with secrets of its own) forbids core dumps, whose files the
-/// sandbox's other commands could read.
+/// sandbox's other commands could read. The wrapper's own stderr goes to `/dev/null` while
+/// the command runs (the command keeps the exec's, through a subshell that `exec`s it, so
+/// that the redirection is the child's): the shell's report of a signal death (`Killed`)
+/// is not the command's output.
 const WRAPPER_BODY: &str = r#"__sbx_g=$1; __sbx_c=$2; __sbx_o=$3; shift 3
 __sbx_go=
 while IFS= read -r __sbx_l; do
@@ -101,7 +104,8 @@ done
 unset __sbx_l __sbx_v __sbx_go
 [ "$__sbx_o" = 1 ] && ulimit -c 0
 cd -- "$__sbx_c" 2>/dev/null || { printf 'sandboxio: no such working directory' >&2; exit 126; }
-"$@"
+exec 5>&2 2>/dev/null
+("$@") 2>&5 5>&-
 __sbx_rc=$?
 __sbx_sweep "$__sbx_g"
 exit "$__sbx_rc""#;
@@ -308,6 +312,41 @@ pub(super) async fn end_command(shared: &Shared, gid: u32) -> Result<()> {
             kill_command(shared, gid, None).await
         }
     }
+}
+
+/// Whether the container died under a command that ended with `code`: a container killed
+/// or removed (through another handle, say) kills every process in it, which looks like a
+/// signal death (`code` >= 128) to the exec. The engine may record the container's end a
+/// moment after the exec's, so this watches for 250 ms before saying no.
+pub(super) async fn died_under(shared: &Shared, code: i64) -> bool {
+    use bollard::models::ContainerStateStatusEnum as State;
+    if code < 128 {
+        return false;
+    }
+    let started = Instant::now();
+    loop {
+        match shared.docker.inspect_container(&shared.id, None).await {
+            Err(e) if matches!(status(&e), Some(404)) => return true,
+            Ok(inspected) => {
+                let state = inspected.state.unwrap_or_default();
+                if state.running != Some(true)
+                    || matches!(state.status, Some(State::REMOVING | State::EXITED | State::DEAD))
+                {
+                    return true;
+                }
+            }
+            Err(_) => return false,
+        }
+        if started.elapsed() > Duration::from_millis(250) {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// [`Error::SandboxGone`] for a container that ended under a command.
+pub(super) fn gone_under(shared: &Shared) -> Error {
+    Error::SandboxGone { id: shared.id.clone(), message: "its container ended under the command".into() }
 }
 
 /// Kills every process of the command running with `gid` (started by exec `exec_id`, when
@@ -565,6 +604,9 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
     let code = exit_code(&shared, &exec_id).await?;
     end_command(&shared, guard.gid()).await?;
     guard.disarm();
+    if died_under(&shared, code).await {
+        return Err(gone_under(&shared));
+    }
     drop(writer);
     if missing_cwd(code, &out.stderr) {
         return Err(Error::NotFound {

@@ -69,7 +69,7 @@
 //! Files go through execs as the sandbox's user (`cat`, `stat`, `mkdir`, `rm`, and one
 //! streamed `tar` for upload and download), so the container's own permissions, links and
 //! mounts apply. Image requirements: a POSIX `sh`, `sleep`, `cat`, `stat`, `mkdir`, `rm`,
-//! `mv`, `chmod`, `tar`, a writable `/tmp` and `/proc` (busybox or Debian's minbase has
+//! `mv`, `chmod`, `tar`, a world-writable `/tmp` and `/proc` (busybox or Debian's minbase has
 //! them); the engine's host needs `ps` (procps) for `docker top`, without which the killer's
 //! own report is trusted instead. The uid [`SUPERVISOR_ID`] cannot be the sandbox user.
 //!

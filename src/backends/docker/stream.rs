@@ -159,11 +159,21 @@ async fn pump(
         }
         Some(false) => {}
         Some(true) => {
-            let code = match exec::exit_code(&shared, &exec_id).await {
+            let mut code = match exec::exit_code(&shared, &exec_id).await {
                 Ok(code) => exec::end_command(&shared, guard.gid()).await.map(|()| code),
                 Err(e) => Err(e),
             };
             guard.disarm();
+            if let Ok(c) = code
+                && exec::died_under(&shared, c).await
+            {
+                code = Err(exec::gone_under(&shared));
+            }
+            // A sandbox gone under the stream ends it with an error item, not a normal end.
+            if let Err(Error::SandboxGone { id, message }) = &code {
+                let gone = Error::SandboxGone { id: id.clone(), message: message.clone() };
+                let _ = chunks.send(Err(gone)).await;
+            }
             let _ = exit.send(code);
         }
     }
