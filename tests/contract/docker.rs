@@ -20,14 +20,6 @@ use sandboxio::{Command, ResourceLimits};
 /// The image of the run: Debian with python3 (`scripts/build-images python`).
 const IMAGE: &str = "sandboxio/python:1";
 
-/// Lists the container's processes other than PID 1 and sandboxio's own (marked with
-/// `SANDBOXIO_ROLE` in their environment: the TTL sleep, the dead-man, this probe).
-const PS: &str = r#"for d in /proc/[0-9]*; do
-  p=${d#/proc/}; [ "$p" = 1 ] && continue
-  tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -q '^SANDBOXIO_ROLE=' && continue
-  c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null); [ -n "$c" ] && echo "$p $c"
-done; exit 0"#;
-
 /// Prints memory bytes, pids, and the CPU quota and period, from cgroup v1 or v2 files.
 const LIMITS: &str = r#"c=/sys/fs/cgroup
 if [ -f $c/memory.max ]; then
@@ -62,10 +54,20 @@ impl Probes for DockerProbes {
     }
 
     fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {
+        // The engine's own view (`docker top`: the host's `ps` over the container's cgroup),
+        // which sees every process wherever it was re-parented and which the sandboxed code
+        // cannot hide from. PID 1's tree runs as sandboxio's supervisor id, which no
+        // sandboxed process can take: everything else counts.
         let id = sandbox_id.to_owned();
         Some(Box::pin(async move {
-            match docker(&["exec", "-e", "SANDBOXIO_ROLE=probe", &id, "sh", "-c", PS]) {
-                Ok(out) => Ok(out.lines().map(str::to_owned).collect()),
+            let supervisor = sandboxio::backends::docker::SUPERVISOR_ID.to_string();
+            match docker(&["top", &id, "-eo", "pid,uid,args"]) {
+                Ok(out) => Ok(out
+                    .lines()
+                    .skip(1)
+                    .filter(|l| l.split_whitespace().nth(1) != Some(supervisor.as_str()))
+                    .map(str::to_owned)
+                    .collect()),
                 Err(e) if gone(&e) => Ok(Vec::new()),
                 Err(e) => Err(e),
             }
@@ -80,7 +82,8 @@ impl Probes for DockerProbes {
     }
 
     fn expire_sandbox(&self, sandbox_id: &str) -> Option<ProbeFuture<()>> {
-        // The TTL ends when PID 1's `sleep` ends: end it now, as the deadline would.
+        // The TTL ends PID 1: end it now, as the deadline would (`docker exec` runs as the
+        // container's user, PID 1's supervisor id).
         let id = sandbox_id.to_owned();
         Some(Box::pin(async move {
             // The exec may itself be cut off as the container stops: judge by the state.
@@ -200,5 +203,18 @@ fn main() -> ExitCode {
         .with_image(IMAGE)
         .with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
     let probes = DockerProbes { backend: backend.clone(), canary: Canary { host: gateway, port } };
-    ContractSuite::new(backend).probes(probes).audit_sink(sink).run()
+    // The exec API reports only the wrapper's exit code (128 + n for a signal death) and
+    // nothing about the out-of-memory killer; the exact status needs the in-container
+    // supervisor of the sandboxd issue. Listed, never counted as passed.
+    let status = "docker:// reports a signal death as exit code 128 + n until sandboxd (ADR 0005)";
+    ContractSuite::new(backend)
+        .probes(probes)
+        .audit_sink(sink)
+        .known_failure("run__a_signal_death_is_the_signal_never_an_exit_code", status)
+        .known_failure("streaming__a_signal_death_is_the_signal_never_an_exit_code", status)
+        .known_failure(
+            "run__an_out_of_memory_kill_is_marked_on_the_result",
+            "docker:// does not mark out-of-memory kills until sandboxd (ADR 0005)",
+        )
+        .run()
 }

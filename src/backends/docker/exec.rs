@@ -1,20 +1,39 @@
-//! Commands through the engine's exec API, each in its own process group.
+//! Commands through the engine's exec API, each marked by a group of its own.
 //!
-//! Every command runs under [`WRAPPER`], a POSIX `sh` script that starts it with `setsid`
-//! (a new session, so a new process group), records the group id in
-//! `/tmp/.sandboxio/<key>`, waits for it, and then kills whatever the command left in its
-//! group, so a background child holding stdout never keeps a `run()` waiting. A timeout, a
-//! dropped future or a terminated stream kills the whole group with a second exec
-//! ([`kill_group`]); busybox's `timeout` would kill only the main process (research
-//! `docker.md` §F1). A cancel that races the start is caught by a marker file both sides
-//! check, so the command is killed whichever runs first.
+//! **The mark.** Every exec sandboxio starts for a command runs as the sandbox's user with
+//! a primary group id of its own (`<user>:<gid>`, a random gid in [`GID_RANGE`], no
+//! supplementary groups). With every capability dropped and `no-new-privileges`, no process
+//! can change its group ids (that needs `CAP_SETGID` or a set-group-id program): whatever a
+//! command starts, whether it calls `setsid`, double-forks or renames itself, keeps that gid
+//! until it dies, and nothing else carries it. The kernel also refuses `ptrace` and
+//! `/proc/<pid>/{environ,mem,fd}` between processes whose gids differ, so one command's
+//! processes (and their environment: [`Command::secret_env`]) are out of every other
+//! command's reach.
+//!
+//! **The end of a command.** [`WRAPPER_BODY`], a POSIX `sh` script, reads a header from stdin
+//! (the secrets, then `go`), runs the command, and once the main process has exited kills
+//! every other process carrying its gid ([`SWEEP`]), so a background child never keeps a
+//! `run()` waiting. Then the host checks, through the engine's `top` (the host's `ps` over
+//! the container's cgroup: nothing the sandboxed code can write or forge), that no process
+//! with that gid is left; if one is (the code fought the wrapper), the command is killed as
+//! on a timeout.
+//!
+//! **Timeouts, dropped futures and terminated streams** ([`kill_command`]): a second exec,
+//! as the sandbox's user but outside the command's group, kills every process with the
+//! command's gid, and `top` verifies it. A killer that cannot start, hangs or is fought
+//! off (the command may signal it: same uid) is retried once; if the command still lives,
+//! the whole sandbox is removed. The gid is held by the host, never read back from the
+//! sandbox: the kill path depends on nothing the sandboxed code can write. A cancel that
+//! races the start cannot leak either: the wrapper runs nothing until it has read the whole
+//! header, which is only sent once the exec has started, and once it is sent the kill waits
+//! for the engine to report the exec started before it kills.
 //!
 //! The exit code comes from `inspect_exec` once the output has ended. Output frames are
 //! demultiplexed by bollard (`LogOutput::StdOut`/`StdErr`, exact bytes; no TTY is ever
 //! used, so binary output is never mistaken for a frame header).
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bollard::container::LogOutput;
@@ -27,48 +46,87 @@ use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, StreamKind};
 
 use super::Shared;
-use super::client::{provider, sandbox_error};
+use super::client::{provider, sandbox_error, status};
 use super::rt;
 
 /// What the wrapper writes to stderr, with exit code 126, when the working directory is
 /// missing (the command never started, so nothing else is on stderr).
 const NO_CWD: &[u8] = b"sandboxio: no such working directory";
 
-/// `sh -c WRAPPER sandboxio-exec <key> <cwd> <secrets: 0|1> <argv>...`
-///
-/// With secrets, stdin starts with one line per secret, `NAME <value as \0ooo escapes>`,
-/// then an empty line; the rest of stdin is the command's. Secrets so never appear in the
-/// exec's configuration (which the engine logs at debug level, and `docker inspect` of the
-/// exec shows).
-const WRAPPER: &str = r#"__sbx_k=$1; __sbx_c=$2; __sbx_s=$3; shift 3
-if [ "$__sbx_s" = 1 ]; then
-  while IFS= read -r __sbx_l && [ -n "$__sbx_l" ]; do
-    __sbx_v=$(printf '%bx' "${__sbx_l#* }"); export "${__sbx_l%% *}=${__sbx_v%x}"
+/// The gids commands run with: far above any group an image defines, below runc's limit
+/// (2^31 - 1), and away from the supervisor's id ([`super::SUPERVISOR_ID`]).
+pub(super) const GID_RANGE: std::ops::Range<u32> = 1_000_000_000..2_000_000_000;
+
+/// A POSIX `sh` function: `__sbx_sweep <gid>` sends `SIGKILL` to every process whose real
+/// gid is `<gid>` (but the calling shell), and repeats until a pass finds none (a command
+/// forking as it dies is caught by the next pass); fails after 200 passes. Shell builtins
+/// only (`read`, `kill`, globbing), so it needs no free pid. Zombies are skipped: they are
+/// dead already and their new parent, PID 1, reaps them.
+const SWEEP: &str = r#"__sbx_sweep() {
+  __sbx_i=0
+  while [ "$__sbx_i" -lt 200 ]; do
+    __sbx_i=$((__sbx_i + 1)); __sbx_n=0
+    for __sbx_p in /proc/[0-9]*; do
+      __sbx_p=${__sbx_p#/proc/}
+      [ "$__sbx_p" = "$$" ] && continue
+      __sbx_z=
+      while read -r __sbx_k __sbx_r __sbx_x; do
+        case $__sbx_k in
+          State:) [ "$__sbx_r" = Z ] && __sbx_z=1 ;;
+          Gid:) [ -z "$__sbx_z" ] && [ "$__sbx_r" = "$1" ] && kill -KILL "$__sbx_p" 2>/dev/null && __sbx_n=$((__sbx_n + 1)); break ;;
+        esac
+      done 2>/dev/null < "/proc/$__sbx_p/status"
+    done
+    [ "$__sbx_n" = 0 ] && return 0
   done
-  unset __sbx_l __sbx_v
-fi
+  return 1
+}
+"#;
+
+/// `sh -c WRAPPER sandboxio-exec <gid> <cwd> <core: 0|1> <argv>...`, run as `<user>:<gid>`.
+///
+/// Stdin starts with the header: one line per secret, `NAME <value as \0ooo escapes>`, then
+/// the line `go`; the rest of stdin is the command's. Secrets so never appear in the exec's
+/// configuration (which the engine logs at debug level, and `docker inspect` of the exec
+/// shows). A header cut short (the caller went away before the start) runs nothing.
+/// `<core>` 1 (a command with secrets of its own) forbids core dumps, whose files the
+/// sandbox's other commands could read. The wrapper's own stderr goes to `/dev/null` while
+/// the command runs (the command keeps the exec's, through a subshell that `exec`s it, so
+/// that the redirection is the child's): the shell's report of a signal death (`Killed`)
+/// is not the command's output.
+const WRAPPER_BODY: &str = r#"__sbx_g=$1; __sbx_c=$2; __sbx_o=$3; shift 3
+__sbx_go=
+while IFS= read -r __sbx_l; do
+  [ "$__sbx_l" = go ] && { __sbx_go=1; break; }
+  __sbx_v=$(printf '%bx' "${__sbx_l#* }"); export "${__sbx_l%% *}=${__sbx_v%x}"
+done
+[ -n "$__sbx_go" ] || exit 125
+unset __sbx_l __sbx_v __sbx_go
+[ "$__sbx_o" = 1 ] && ulimit -c 0
 cd -- "$__sbx_c" 2>/dev/null || { printf 'sandboxio: no such working directory' >&2; exit 126; }
-__sbx_d=/tmp/.sandboxio
-[ -f "$__sbx_d/$__sbx_k.cancel" ] && exit 137
-exec 3<&0
-setsid -- "$@" <&3 3<&- &
-__sbx_p=$!
-exec 3<&-
-echo "$__sbx_p" > "$__sbx_d/$__sbx_k"
-[ -f "$__sbx_d/$__sbx_k.cancel" ] && kill -KILL -"$__sbx_p" 2>/dev/null
-wait "$__sbx_p"; __sbx_rc=$?
-kill -KILL -"$__sbx_p" 2>/dev/null
-rm -f "$__sbx_d/$__sbx_k" "$__sbx_d/$__sbx_k.cancel"
+exec 5>&2 2>/dev/null
+("$@") 2>&5 5>&-
+__sbx_rc=$?
+__sbx_sweep "$__sbx_g"
 exit "$__sbx_rc""#;
 
-/// `sh -c KILLER sandboxio-kill <key>`: marks the command cancelled, then kills its group.
-/// Only shell builtins after the marker (no `cat`), so it works when the sandbox has no
-/// pids left. Exits 0 when the group is gone (or never started), 1 when it survived.
-const KILLER: &str = r#"d=/tmp/.sandboxio; : > "$d/$1.cancel"
-[ -f "$d/$1" ] || exit 0
-read -r p < "$d/$1" || exit 0
-case $p in ''|*[!0-9]*) exit 0 ;; esac
-kill -KILL -"$p" 2>/dev/null || ! kill -0 -"$p" 2>/dev/null"#;
+/// `sh -c KILLER sandboxio-kill <gid>`, run as the sandbox's user outside the command's
+/// group: kills every process of the command. Exits 0 once none is left.
+const KILLER_BODY: &str = r#"__sbx_sweep "$1""#;
+
+fn wrapper() -> String {
+    format!("{SWEEP}{WRAPPER_BODY}")
+}
+
+fn killer() -> String {
+    format!("{SWEEP}{KILLER_BODY}")
+}
+
+/// How long a killer exec may take before it counts as fought off.
+const KILLER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the kill waits for the engine to report a sent exec started.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Output =
     Pin<Box<dyn futures_core::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>> + Send>>;
@@ -83,12 +141,13 @@ pub(super) struct Launched {
 }
 
 /// `K=V` strings for an exec: the command's plain variables (the sandbox's are in the
-/// container's configuration; secrets travel on stdin, see [`WRAPPER`]).
+/// container's configuration; secrets travel on stdin, see [`WRAPPER_BODY`]).
 fn exec_env(command: &Command) -> Vec<String> {
     command.env_vars().iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
 
-/// The secrets block [`WRAPPER`] reads first from stdin, or `None` without secrets.
+/// The secret lines of the header the wrapper reads first from stdin (see [`WRAPPER_BODY`]),
+/// or `None` without secrets.
 pub(super) fn secrets_block(shared: &Shared, command: &Command) -> Result<Option<Vec<u8>>> {
     let secrets: Vec<&(String, crate::secret::SecretString)> =
         shared.secret_env.iter().chain(command.secret_env_vars()).collect();
@@ -114,7 +173,6 @@ pub(super) fn secrets_block(shared: &Shared, command: &Command) -> Result<Option
         }
         block.push(b'\n');
     }
-    block.push(b'\n');
     Ok(Some(block))
 }
 
@@ -158,12 +216,13 @@ pub(super) async fn start_raw(
     }
 }
 
-/// Runs a short internal command (no wrapper) to completion: `(exit code, stdout, stderr)`.
+/// Runs a short internal command (no wrapper) to completion as the sandbox's user:
+/// `(exit code, stdout, stderr)`.
 pub(super) async fn run_raw(shared: &Shared, argv: &[&str]) -> Result<(i64, Vec<u8>, Vec<u8>)> {
-    run_raw_as(shared, shared.user.clone(), argv).await
+    run_raw_as(shared, Some(shared.exec_user().to_owned()), argv).await
 }
 
-/// [`run_raw`] as `user` (`Some("0")`: root, for sandboxio's own processes).
+/// [`run_raw`] as `user`.
 pub(super) async fn run_raw_as(
     shared: &Shared,
     user: Option<String>,
@@ -179,18 +238,147 @@ pub(super) async fn run_raw_as(
     Ok((code, out.stdout, out.stderr))
 }
 
-/// Kills the process group of the command started under `key`, waiting for the kill. If
-/// the group cannot be killed (the kill exec cannot start, say, because the command used
-/// up the pids limit), the whole sandbox is removed instead: a timeout or a cancel never
-/// leaves the command running.
-pub(super) async fn kill_group(shared: &Shared, key: &str) -> Result<()> {
-    match run_raw(shared, &["sh", "-c", KILLER, "sandboxio-kill", key]).await {
-        Ok((0, _, _)) | Err(Error::SandboxGone { .. }) => Ok(()),
-        failed => {
-            tracing::warn!(sandbox = %shared.id, ?failed, "cannot kill a command's process group; removing the sandbox");
-            super::kill(shared).await.map(drop)
+/// What the engine's `top` says of a command's processes.
+enum Seen {
+    /// No process carries the command's gid.
+    None,
+    /// Some do: their host pids.
+    Some(Vec<String>),
+    /// The container is gone (so is the command).
+    Gone,
+    /// `top` failed (for example no `ps` on the engine's host): unknown.
+    Unknown,
+}
+
+/// Lists, through the engine's `top` (the host's `ps` over the container's cgroup), the
+/// processes whose real gid is `gid`: a view the sandboxed code can neither write nor fake.
+/// Under gVisor (whose processes the host's `ps` does not see) or user-namespace remapping
+/// (which shifts the gids the host sees), the view is [`Seen::Unknown`].
+async fn seen(shared: &Shared, gid: u32) -> Seen {
+    if !shared.host_view.load(std::sync::atomic::Ordering::Acquire) {
+        return Seen::Unknown;
+    }
+    // Every process, so that `ps` always matches something (it fails when nothing does);
+    // the engine keeps the container's.
+    let options = bollard::query_parameters::TopOptions { ps_args: "-eo pid,rgid".into() };
+    match shared.docker.top_processes(&shared.id, Some(options)).await {
+        Ok(top) => {
+            let gid = gid.to_string();
+            let pids: Vec<String> = top
+                .processes
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| p.get(1) == Some(&gid))
+                .filter_map(|p| p.into_iter().next())
+                .collect();
+            if pids.is_empty() { Seen::None } else { Seen::Some(pids) }
+        }
+        Err(e) if matches!(status(&e), Some(404 | 409)) => Seen::Gone,
+        Err(e) => {
+            tracing::warn!(sandbox = %shared.id, error = %e, "cannot list a command's processes through top");
+            Seen::Unknown
         }
     }
+}
+
+/// Waits (up to [`SETTLE_TIMEOUT`]) until the engine reports exec `exec_id` started or
+/// ended: a start request already answered can still be starting the process.
+async fn settle(shared: &Shared, exec_id: &str) {
+    let started = Instant::now();
+    while started.elapsed() < SETTLE_TIMEOUT {
+        match shared.docker.inspect_exec(exec_id).await {
+            Ok(i) if i.running == Some(true) || i.exit_code.is_some() => return,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Checks, after a command's main process ended, that nothing of it is left (the wrapper
+/// killed the rest); kills what is ([`kill_command`]).
+///
+/// # Errors
+///
+/// [`Error::SandboxGone`] when the container is gone (it died under the command).
+pub(super) async fn end_command(shared: &Shared, gid: u32) -> Result<()> {
+    match seen(shared, gid).await {
+        Seen::None | Seen::Unknown => Ok(()),
+        Seen::Gone => Err(Error::SandboxGone {
+            id: shared.id.clone(),
+            message: "its container ended under the command".into(),
+        }),
+        Seen::Some(pids) => {
+            tracing::warn!(sandbox = %shared.id, ?pids, "a command left processes its wrapper did not end; killing them");
+            kill_command(shared, gid, None).await
+        }
+    }
+}
+
+/// Whether the container died under a command that ended with `code`: a container killed
+/// or removed (through another handle, say) kills every process in it, which looks like a
+/// signal death (`code` >= 128) to the exec. The engine may record the container's end a
+/// moment after the exec's, so this watches for 250 ms before saying no.
+pub(super) async fn died_under(shared: &Shared, code: i64) -> bool {
+    use bollard::models::ContainerStateStatusEnum as State;
+    if code < 128 {
+        return false;
+    }
+    let started = Instant::now();
+    loop {
+        match shared.docker.inspect_container(&shared.id, None).await {
+            Err(e) if matches!(status(&e), Some(404)) => return true,
+            Ok(inspected) => {
+                let state = inspected.state.unwrap_or_default();
+                if state.running != Some(true)
+                    || matches!(state.status, Some(State::REMOVING | State::EXITED | State::DEAD))
+                {
+                    return true;
+                }
+            }
+            Err(_) => return false,
+        }
+        if started.elapsed() > Duration::from_millis(250) {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// [`Error::SandboxGone`] for a container that ended under a command.
+pub(super) fn gone_under(shared: &Shared) -> Error {
+    Error::SandboxGone { id: shared.id.clone(), message: "its container ended under the command".into() }
+}
+
+/// Kills every process of the command running with `gid` (started by exec `exec_id`, when
+/// known), and verifies it through `top`. A killer that cannot start, hangs, or leaves a
+/// process alive is retried once; then the whole sandbox is removed instead: a timeout or a
+/// cancel never leaves the command running.
+pub(super) async fn kill_command(shared: &Shared, gid: u32, exec_id: Option<&str>) -> Result<()> {
+    if let Some(exec_id) = exec_id {
+        settle(shared, exec_id).await;
+    }
+    let script = killer();
+    let gid_arg = gid.to_string();
+    for _ in 0..2 {
+        let killed = tokio::time::timeout(
+            KILLER_TIMEOUT,
+            run_raw(shared, &["sh", "-c", &script, "sandboxio-kill", &gid_arg]),
+        )
+        .await;
+        let killer_ok = match &killed {
+            Ok(Ok((0, _, _))) => true,
+            Ok(Err(Error::SandboxGone { .. })) => return Ok(()),
+            _ => false,
+        };
+        match seen(shared, gid).await {
+            Seen::None | Seen::Gone => return Ok(()),
+            // Without `top`, the killer's word is all there is.
+            Seen::Unknown if killer_ok => return Ok(()),
+            Seen::Unknown | Seen::Some(_) => {}
+        }
+    }
+    tracing::warn!(sandbox = %shared.id, gid, "cannot end a command's processes; removing the sandbox");
+    super::kill(shared).await.map(drop)
 }
 
 /// The exit code of a finished exec. The output stream can end a moment before the engine
@@ -269,21 +457,30 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Kills a command's process group when the operation running it is dropped before the
-/// command ended (the kill runs on the Docker runtime, whatever the caller does next).
+/// A command's gid and, once started, its exec; kills the command when the operation
+/// running it is dropped before the command ended (the kill runs on the Docker runtime,
+/// whatever the caller does next).
 pub(super) struct KillOnDrop {
     shared: Arc<Shared>,
-    key: String,
+    gid: u32,
+    /// The exec, once its start was answered (shared with a stream's `terminate`).
+    exec: Arc<Mutex<Option<String>>>,
     armed: bool,
 }
 
 impl KillOnDrop {
     pub(super) fn new(shared: &Arc<Shared>) -> Self {
-        KillOnDrop { shared: Arc::clone(shared), key: shared.next_key(), armed: false }
+        KillOnDrop { shared: Arc::clone(shared), gid: shared.next_gid(), exec: Arc::default(), armed: false }
     }
 
-    pub(super) fn key(&self) -> &str {
-        &self.key
+    /// The command's gid, chosen by the host and held only here.
+    pub(super) fn gid(&self) -> u32 {
+        self.gid
+    }
+
+    /// The command's exec id, once started.
+    pub(super) fn exec_slot(&self) -> Arc<Mutex<Option<String>>> {
+        Arc::clone(&self.exec)
     }
 
     pub(super) fn arm(&mut self) {
@@ -295,20 +492,26 @@ impl KillOnDrop {
     }
 }
 
+/// The exec id in `slot`, if any.
+pub(super) fn exec_of(slot: &Mutex<Option<String>>) -> Option<String> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if self.armed {
-            let (shared, key) = (Arc::clone(&self.shared), std::mem::take(&mut self.key));
+            let (shared, gid, exec) = (Arc::clone(&self.shared), self.gid, exec_of(&self.exec));
             rt::detach(async move {
-                let _ = kill_group(&shared, &key).await;
+                let _ = kill_command(&shared, gid, exec.as_deref()).await;
             });
         }
     }
 }
 
-/// Starts `command` under the wrapper. The guard is armed before the start request is sent.
-/// `with_secrets`: pass the sandbox's and the command's secrets (user commands; sandboxio's
-/// own file execs get none).
+/// Starts `command` under the wrapper, as the sandbox's user with the guard's gid. The guard
+/// is armed before the start request is sent. `with_secrets`: pass the sandbox's and the
+/// command's secrets (user commands; sandboxio's own file execs get none). Stdin is always
+/// attached (the header travels on it); `stdin` says whether the caller feeds it further.
 pub(super) async fn launch(
     shared: &Arc<Shared>,
     guard: &mut KillOnDrop,
@@ -316,25 +519,41 @@ pub(super) async fn launch(
     stdin: bool,
     with_secrets: bool,
 ) -> Result<Launched> {
+    let _ = stdin;
     shared.check_alive()?;
+    if with_secrets
+        && !command.secret_env_vars().is_empty()
+        && shared.root_user.load(std::sync::atomic::Ordering::Acquire)
+    {
+        // A root sandbox user can rewrite the image's `sh` (no capability stops uid 0 from
+        // writing the files it owns), and so run code inside a later command's wrapper,
+        // which holds that command's secrets: they cannot be kept from other commands.
+        return Err(Error::CapabilityNotSupported {
+            backend: super::SCHEME.into(),
+            capability: "COMMAND_SECRETS".into(),
+        });
+    }
     let cwd = crate::path::resolve(&shared.workdir, command.working_dir().unwrap_or("."));
-    let secrets = if with_secrets { secrets_block(shared, command)? } else { None };
-    let flag = if secrets.is_some() { "1" } else { "0" };
-    let mut argv: Vec<String> = ["sh", "-c", WRAPPER, "sandboxio-exec", guard.key(), &cwd, flag]
+    let mut header =
+        if with_secrets { secrets_block(shared, command)?.unwrap_or_default() } else { Vec::new() };
+    header.extend_from_slice(b"go\n");
+    let own_secrets = if with_secrets && !command.secret_env_vars().is_empty() { "1" } else { "0" };
+    let gid = guard.gid().to_string();
+    let script = wrapper();
+    let mut argv: Vec<String> = ["sh", "-c", &script, "sandboxio-exec", &gid, &cwd, own_secrets]
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
     argv.extend(command.argv().iter().cloned());
+    let user = format!("{}:{gid}", shared.exec_user_name());
     guard.arm();
-    let mut launched =
-        start_raw(shared, shared.user.clone(), argv, exec_env(command), stdin || secrets.is_some()).await?;
-    if let Some(block) = secrets {
-        launched
-            .input
-            .write_all(&block)
-            .await
-            .map_err(|e| Error::provider(super::SCHEME, "passing secrets to the command", e))?;
-    }
+    let mut launched = start_raw(shared, Some(user), argv, exec_env(command), true).await?;
+    *guard.exec.lock().unwrap_or_else(PoisonError::into_inner) = Some(launched.exec_id.clone());
+    launched
+        .input
+        .write_all(&header)
+        .await
+        .map_err(|e| Error::provider(super::SCHEME, "starting the command", e))?;
     Ok(launched)
 }
 
@@ -368,7 +587,7 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
         None => Some(drain(&mut output, &mut out, |_, _| {}).await),
     };
     let Some(drained) = drained else {
-        kill_group(&shared, guard.key()).await?;
+        kill_command(&shared, guard.gid(), exec_of(&guard.exec).as_deref()).await?;
         guard.disarm();
         // Keep what the command wrote before it was killed.
         let _ = tokio::time::timeout(Duration::from_secs(2), drain(&mut output, &mut out, |_, _| {})).await;
@@ -383,7 +602,11 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
     };
     drained.map_err(|e| sandbox_error(&shared.id, "reading the command's output", e))?;
     let code = exit_code(&shared, &exec_id).await?;
+    end_command(&shared, guard.gid()).await?;
     guard.disarm();
+    if died_under(&shared, code).await {
+        return Err(gone_under(&shared));
+    }
     drop(writer);
     if missing_cwd(code, &out.stderr) {
         return Err(Error::NotFound {

@@ -16,33 +16,62 @@
 //! # What a sandbox is
 //!
 //! One container, never pulled: the image must already be in the engine (a missing one is
-//! [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), naming it). PID 1 is
-//! `sleep <ttl>` under Docker's init with auto-remove, so the container ends itself at its
-//! TTL even with no client left. An owned sandbox also holds a *dead-man exec* whose stdin
-//! is a connection of this process: when the process dies, even by `SIGKILL`, the engine
-//! closes that stdin and the dead-man stops PID 1, so the container is removed within
-//! seconds. Every container carries the [`labels`] (`io.sandboxio.*` plus the user's
+//! [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), naming it). PID 1 runs
+//! under Docker's init with auto-remove, as sandboxio's supervisor id [`SUPERVISOR_ID`]
+//! (neither root nor the sandbox's user): a shell that arms the TTL and then reads its stdin.
+//! That stdin is the owner link: the owning process attaches to the container *before*
+//! starting it, and the container is `StdinOnce`, so the engine closes PID 1's stdin when
+//! that connection ends, whether the owner closed it or died (even by `SIGKILL`, at any
+//! instant after the start request). End-of-file ends PID 1 and so the container, which the
+//! engine then removes: within seconds (the adversarial suite bounds it at 10 s). An owner
+//! that dies before its start request reached the engine leaves a container that never
+//! started (no process, only its writable layer); [`DockerBackend::reap`] with
+//! `owner_dead`, and the first `create` of every backend value, remove those of dead owners
+//! on this host. Every container carries the [`labels`] (`io.sandboxio.*` plus the user's
 //! metadata) that [`DockerBackend::reap`] reads.
 //!
 //! Hardening, always: every Linux capability dropped, `no-new-privileges`, a pids limit
-//! ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one), and no network (`network_mode:
-//! none`, loopback only) unless the policy is allow-all. Commands and file operations run as
-//! the image's user (or the DSN's `user=`); PID 1 and the dead-man run as root, which,
-//! with every capability dropped, puts them out of a non-root user's reach. Secrets from
-//! `secret_env` reach each command through the wrapper's stdin: never the container's or
-//! the exec's configuration (`docker inspect` does not show them, nor does bollard's debug
-//! log). A handle from `connect` does not know them.
+//! ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one; PID 1's tree takes four), and no
+//! network (`network_mode: none`, loopback only) unless the policy is allow-all. With no
+//! capability, a process can signal, trace or open `/proc/<pid>/{fd,mem,environ}` of
+//! another only when their user ids (and, for the last three, group ids) match: the
+//! sandbox's user, root included, can neither stop nor deceive PID 1, and PID 1 never
+//! executes a file after its start (only shell builtins), so a root user that rewrites the
+//! image's binaries gains nothing from it. Secrets from `secret_env` reach each command
+//! through the wrapper's stdin: never the container's or the exec's configuration (`docker
+//! inspect` does not show them, nor does bollard's debug log). A handle from `connect` does
+//! not know them.
 //!
-//! Commands run under a `sh` wrapper that puts each in its own process group (`setsid`)
-//! and, once the main process exits, kills whatever it left in that group, so a background
-//! child never keeps `run()` waiting. A timeout, a dropped future or a terminated stream
-//! kills the whole group (if even that cannot run, for example because the command used up
-//! the pids limit, the sandbox is removed). A process that calls `setsid` itself leaves
-//! the group; it ends with the sandbox. Files go through execs as the sandbox's user
-//! (`cat`, `stat`, `mkdir`, `rm`, and one streamed `tar` for upload and download), so the
-//! container's own permissions, links and mounts apply. Image requirements: a POSIX `sh`,
-//! `setsid`, `sleep`, `cat`, `stat`, `mkdir`, `rm`, `mv`, `chmod`, `tar` and a writable
-//! `/tmp` (busybox or Debian's minbase has them).
+//! # Commands
+//!
+//! Each command runs as the sandbox's user with a primary group of its own: a random gid
+//! in `1000000000..2000000000`, and no supplementary group (files it creates belong to
+//! that group; group permissions of the image's groups do not apply to it). No process can
+//! shed that gid, so it marks everything the command starts, including processes that
+//! call `setsid`, double-fork or rename themselves. When the main process exits, the
+//! wrapper kills every other process with the gid, so a background child never keeps
+//! `run()` waiting; a timeout, a dropped future or a terminated stream does the same with
+//! a second exec. Either way the host then checks through the engine's `top` (the host's
+//! `ps`, which the sandboxed code cannot write or fake) that no process with the gid is
+//! left; a kill that fails, hangs or is fought off is retried once, and then the whole
+//! sandbox is removed. The gid lives only in the host's memory: the kill path reads nothing
+//! the sandboxed code can write. The same gid keeps each command's processes out of every
+//! other command's reach: the kernel refuses `ptrace` and `/proc/<pid>/environ` (and `mem`,
+//! `fd`) across different gids, so a command's own `secret_env` cannot be read by the
+//! sandbox's other commands (a command given such secrets also runs with core dumps off).
+//! What this cannot stop: a command that runs a program another command may rewrite (a
+//! shared `$HOME`'s start-up files, say) runs that command's code, secrets and all. A root
+//! sandbox user can rewrite the image's own `sh`, which decodes every later command's
+//! secrets: there a command carrying its own `secret_env` is refused with
+//! [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported)
+//! (`COMMAND_SECRETS`); sandbox-wide secrets, which every command sees anyway, still work.
+//!
+//! Files go through execs as the sandbox's user (`cat`, `stat`, `mkdir`, `rm`, and one
+//! streamed `tar` for upload and download), so the container's own permissions, links and
+//! mounts apply. Image requirements: a POSIX `sh`, `sleep`, `cat`, `stat`, `mkdir`, `rm`,
+//! `mv`, `chmod`, `tar`, a world-writable `/tmp` and `/proc` (busybox or Debian's minbase has
+//! them); the engine's host needs `ps` (procps) for `docker top`, without which the killer's
+//! own report is trusted instead. The uid [`SUPERVISOR_ID`] cannot be the sandbox user.
 //!
 //! Declared capabilities: `RUN`, `RUN_CODE` (Python, one process per cell; a sandbox whose
 //! image has no `python3` does not declare it), `STREAM`, `STDIN`, `FILESYSTEM`,
@@ -100,22 +129,31 @@ pub const CAPABILITIES: Capabilities = Capabilities::RUN
     .union(Capabilities::LIMIT_CPU)
     .union(Capabilities::LIMIT_PIDS)
     .union(Capabilities::CONNECT)
-    .union(Capabilities::DETACH);
+    .union(Capabilities::DETACH)
+    .union(Capabilities::COMMAND_SECRETS);
 
 /// The name prefix of a detached sandbox's container: labels cannot change after creation,
 /// so [`BackendSandbox::detach`] renames the container to mark it.
 const DETACHED_NAME_PREFIX: &str = "sandboxio-detached-";
 
-/// The user of PID 1 and the dead-man (sandboxio's own processes).
-const ROOT: &str = "0:0";
+/// The uid and gid of PID 1, sandboxio's supervisor in the container: neither root nor
+/// any user an image defines, nor any command's gid ([`exec::GID_RANGE`]). With every
+/// capability dropped, a process may signal, trace or open `/proc/<pid>/fd` of another only
+/// when their ids match, so no sandboxed process (root included) can touch PID 1.
+pub const SUPERVISOR_ID: u32 = 2_147_480_001;
 
-/// The dead-man exec: records its pid, says it is ready, waits for end-of-file on stdin
-/// (which comes when the owner's connection closes) and then stops PID 1.
-const DEADMAN: &str = r"mkdir -p /tmp/.sandboxio 2>/dev/null; chmod 1777 /tmp/.sandboxio 2>/dev/null
-mkdir -p /run/sandboxio && chmod 700 /run/sandboxio && echo $$ > /run/sandboxio/deadman || exit 1
-if command -v python3 >/dev/null 2>&1; then echo ready-python; else echo ready; fi
-while read -r _; do :; done
-kill -TERM 1";
+/// PID 1 (under Docker's init), `sh -c INIT sandboxio-init <ttl>`, run as
+/// [`SUPERVISOR_ID`]: prepares `/tmp/.sandboxio`, arms the TTL, then reads its stdin, which
+/// is the owner's attach connection. End-of-file (the owner closed it, or died: the engine
+/// closes it either way) ends PID 1, and with it the container; the line `detach` makes it
+/// wait for the TTL instead. Once it reads, everything it runs is a shell builtin: it never
+/// executes a file the sandboxed code could have replaced.
+const INIT: &str = r#"mkdir -p /tmp/.sandboxio 2>/dev/null && chmod 1777 /tmp/.sandboxio 2>/dev/null
+(sleep "$1"; kill $$) &
+while IFS= read -r l; do
+  [ "$l" = detach ] && { echo detached; wait; exit 0; }
+done
+exit 0"#;
 
 /// The `docker://` backend. Cheap to clone; clones share one engine connection.
 #[derive(Debug, Clone)]
@@ -131,6 +169,10 @@ struct Inner {
     user: Option<String>,
     audit: crate::AuditConfig,
     client: tokio::sync::OnceCell<Docker>,
+    /// Whether this backend value's first `create` has swept never-started leftovers.
+    swept: AtomicBool,
+    /// Whether the engine remaps user namespaces (asked once).
+    remapped: tokio::sync::OnceCell<bool>,
 }
 
 impl DockerBackend {
@@ -160,6 +202,8 @@ impl DockerBackend {
                 user: None,
                 audit: crate::AuditConfig::new(),
                 client: tokio::sync::OnceCell::new(),
+                swept: AtomicBool::new(false),
+                remapped: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -172,6 +216,8 @@ impl DockerBackend {
             user: self.inner.user.clone(),
             audit: self.inner.audit.clone(),
             client: tokio::sync::OnceCell::new(),
+            swept: AtomicBool::new(false),
+            remapped: tokio::sync::OnceCell::new(),
         };
         f(&mut inner);
         DockerBackend { inner: Arc::new(inner) }
@@ -291,9 +337,17 @@ pub(crate) struct Shared {
     nonce: String,
     /// Whether the image has `python3` (and so `RUN_CODE`).
     python: AtomicBool,
+    /// Whether the sandbox user is root: it can then rewrite the image's files, the `sh`
+    /// that decodes a later command's secrets included, so command-scoped secrets are
+    /// refused (`COMMAND_SECRETS` is not kept for root users).
+    root_user: AtomicBool,
+    /// Whether the engine's `top` shows this container's processes with their gids (not
+    /// under gVisor, not with user-namespace remapping): the kill path's verification.
+    host_view: AtomicBool,
     next_key: AtomicU64,
-    /// Dropping it releases the dead-man's stdin (which stops the container).
-    deadman: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    /// The owner link (PID 1's stdin): dropping it ends PID 1, and so the container,
+    /// unless detached.
+    link: Mutex<Option<tokio::sync::mpsc::Sender<LinkOp>>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -329,8 +383,10 @@ impl Shared {
             killed: AtomicBool::new(false),
             nonce: unique_suffix(),
             python: AtomicBool::new(false),
+            root_user: AtomicBool::new(true),
+            host_view: AtomicBool::new(false),
             next_key: AtomicU64::new(0),
-            deadman: Mutex::new(None),
+            link: Mutex::new(None),
         })
     }
 
@@ -339,6 +395,32 @@ impl Shared {
         // Unique across handles (an owner and a `connect`ed handle share the container) and
         // across processes (pids are reused).
         format!("x{}-{n}", self.nonce)
+    }
+
+    /// A fresh gid for one command, in [`exec::GID_RANGE`].
+    fn next_gid(&self) -> u32 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(self.next_key.fetch_add(1, Ordering::Relaxed));
+        h.write(self.nonce.as_bytes());
+        let span = u64::from(exec::GID_RANGE.end - exec::GID_RANGE.start);
+        exec::GID_RANGE.start + u32::try_from(h.finish() % span).unwrap_or(0)
+    }
+
+    /// The user execs run as: the configured one, else root (never PID 1's supervisor id,
+    /// which is the container's default user).
+    fn exec_user(&self) -> &str {
+        self.user.as_deref().filter(|u| !u.is_empty()).unwrap_or("0")
+    }
+
+    /// [`Shared::exec_user`] without its group: commands run with a gid of their own.
+    fn exec_user_name(&self) -> &str {
+        let user = self.exec_user();
+        user.split_once(':').map_or(user, |(name, _)| name)
+    }
+
+    fn release_link(&self) {
+        drop(self.link.lock().unwrap_or_else(PoisonError::into_inner).take());
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -450,6 +532,14 @@ impl Backend for DockerBackend {
 
 async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     let docker = DockerBackend::client(&inner).await?;
+    if !inner.swept.swap(true, Ordering::AcqRel) {
+        // Containers of owners that died between their create and start requests never
+        // run; remove them, off this creation's path.
+        let docker = docker.clone();
+        tokio::spawn(async move {
+            let _ = reap::sweep_unstarted(&docker).await;
+        });
+    }
     let image = spec.image.clone().unwrap_or_else(|| inner.image.clone());
     if image.trim().is_empty() {
         return Err(Error::configuration(
@@ -474,6 +564,7 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
             )));
         }
     }
+    let remapped = userns_remapped(&inner, &docker).await?;
     let image_config = inspected.config.unwrap_or_default();
     let user = inner.user.clone().or_else(|| image_config.user.filter(|u| !u.is_empty()));
     let workdir = image_config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned());
@@ -484,7 +575,23 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         .await
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
+    // The owner link exists before the container starts: PID 1's stdin is this attach
+    // connection from its first instant, so an owner dying at any point after the start
+    // request leaves a PID 1 that reads end-of-file and ends the container.
+    let attach = bollard::query_parameters::AttachContainerOptions {
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        stream: true,
+        logs: false,
+        detach_keys: None,
+    };
+    let bollard::container::AttachContainerResults { output, input } = docker
+        .attach_container(&made.id, Some(attach))
+        .await
+        .map_err(|e| provider("attaching to the container", e))?;
     docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
+    let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
     let shared = Shared::new(
         docker,
         made.id,
@@ -494,16 +601,142 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         Some(spec.network.clone()),
         spec.metadata.clone(),
     );
+    shared.host_view.store(host_view, Ordering::Release);
+    // Hold the link from here on: failing below drops it, and the guard removes the
+    // container. (PID 1 says nothing at start: the engine may attach its output a moment
+    // after the start, so the readiness check is an exec.)
+    *shared.link.lock().unwrap_or_else(PoisonError::into_inner) = Some(spawn_link(input, output));
+    prepare(&shared, &image).await?;
+
     if spec.detached {
-        prepare(&shared, &image).await?;
+        send_detach(&shared).await?;
+        shared.release_link();
         mark_detached(&shared).await?;
-    } else {
-        start_deadman(&shared, &image).await?;
     }
     Ok(Created { shared: Some(shared), guard })
 }
 
-/// The container of a new sandbox: hardened, labelled, PID 1 a `sleep` for the TTL.
+/// Operations on the owner link.
+enum LinkOp {
+    /// Tell PID 1 to wait for the TTL instead of the owner.
+    Detach(tokio::sync::oneshot::Sender<Result<()>>),
+}
+
+type AttachOutput = std::pin::Pin<
+    Box<
+        dyn futures_core::Stream<
+                Item = std::result::Result<bollard::container::LogOutput, bollard::errors::Error>,
+            > + Send,
+    >,
+>;
+
+/// Reads PID 1's output up to the end of a line (at most 4 KiB): what it said, the newline
+/// included, or less when it ended first.
+async fn read_line(output: &mut AttachOutput) -> std::result::Result<Vec<u8>, bollard::errors::Error> {
+    use futures_lite::StreamExt as _;
+    let mut said = Vec::new();
+    while !said.ends_with(b"\n") && said.len() < 4096 {
+        match output.next().await {
+            Some(Ok(
+                bollard::container::LogOutput::StdOut { message }
+                | bollard::container::LogOutput::StdErr { message }
+                | bollard::container::LogOutput::Console { message },
+            )) => said.extend_from_slice(&message),
+            Some(Ok(bollard::container::LogOutput::StdIn { .. })) => {}
+            Some(Err(e)) => return Err(e),
+            None => break,
+        }
+    }
+    Ok(said)
+}
+
+/// Writes `detach` to PID 1 and waits (10 s at most) for it to say `detached`.
+async fn detach_over(
+    input: &mut std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    output: &mut AttachOutput,
+) -> Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let failed = |why: String| Error::provider(SCHEME, "detaching the sandbox", std::io::Error::other(why));
+    input.write_all(b"detach\n").await.map_err(|e| failed(e.to_string()))?;
+    input.flush().await.map_err(|e| failed(e.to_string()))?;
+    match tokio::time::timeout(std::time::Duration::from_secs(10), read_line(output)).await {
+        Ok(Ok(said)) if said.starts_with(b"detached") => Ok(()),
+        Ok(Ok(said)) => Err(failed(format!("PID 1 said {:?}", String::from_utf8_lossy(&said)))),
+        Ok(Err(e)) => Err(failed(e.to_string())),
+        Err(_) => Err(failed("PID 1 did not answer within 10 s".into())),
+    }
+}
+
+/// Holds the owner link on the Docker runtime until it is released (every sender dropped:
+/// `kill`, `close`, the last handle gone) or PID 1 ends; serves detach requests meanwhile.
+fn spawn_link(
+    mut input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    mut output: AttachOutput,
+) -> tokio::sync::mpsc::Sender<LinkOp> {
+    use futures_lite::StreamExt as _;
+    let (ops, mut requests) = tokio::sync::mpsc::channel::<LinkOp>(1);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                op = requests.recv() => match op {
+                    None => break,
+                    Some(LinkOp::Detach(ack)) => {
+                        let _ = ack.send(detach_over(&mut input, &mut output).await);
+                    }
+                },
+                frame = output.next() => if frame.is_none() { break },
+            }
+        }
+        // Dropping `input` closes PID 1's stdin (the container is `StdinOnce`).
+    });
+    ops
+}
+
+/// Detaches PID 1 from its owner, over this handle's link or (a `connect`ed handle) a new
+/// attach connection.
+async fn send_detach(shared: &Shared) -> Result<()> {
+    let link = shared.link.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    if let Some(link) = link {
+        let (ack, acked) = tokio::sync::oneshot::channel();
+        if link.send(LinkOp::Detach(ack)).await.is_ok()
+            && let Ok(result) = acked.await
+        {
+            return result;
+        }
+        return Err(Error::SandboxGone { id: shared.id.clone(), message: "its PID 1 has ended".into() });
+    }
+    let attach = bollard::query_parameters::AttachContainerOptions {
+        stdin: true,
+        stdout: true,
+        stderr: false,
+        stream: true,
+        logs: false,
+        detach_keys: None,
+    };
+    let bollard::container::AttachContainerResults { mut output, mut input } = shared
+        .docker
+        .attach_container(&shared.id, Some(attach))
+        .await
+        .map_err(|e| sandbox_error(&shared.id, "attaching to the container", e))?;
+    detach_over(&mut input, &mut output).await
+}
+
+/// Whether the engine runs containers in remapped user namespaces (`userns-remap`), where
+/// the gids its host sees are shifted: asked once per backend value.
+async fn userns_remapped(inner: &Inner, docker: &Docker) -> Result<bool> {
+    inner
+        .remapped
+        .get_or_try_init(|| async {
+            let info =
+                docker.info().await.map_err(|e| provider("reading the engine's security options", e))?;
+            Ok(info.security_options.unwrap_or_default().iter().any(|o| o.contains("name=userns")))
+        })
+        .await
+        .copied()
+}
+
+/// The container of a new sandbox: hardened, labelled, PID 1 [`INIT`] as
+/// [`SUPERVISOR_ID`], its stdin open once (the owner link).
 fn container_body(
     spec: &CreateSpec,
     image: &str,
@@ -512,7 +745,13 @@ fn container_body(
     runtime: Option<String>,
 ) -> Result<ContainerCreateBody> {
     let mut labels = labels::for_new(&spec.metadata, spec.ttl, spec.detached)?;
-    // Commands run as this user (exec `user`); PID 1 runs as root. `connect` reads it back.
+    // Commands run as this user (exec `user`); PID 1 runs as the supervisor id. `connect`
+    // reads it back.
+    if user.and_then(|u| u.split(':').next()).and_then(|u| u.parse::<u32>().ok()) == Some(SUPERVISOR_ID) {
+        return Err(Error::configuration(format!(
+            "uid {SUPERVISOR_ID} is sandboxio's own supervisor id in docker:// containers; choose another sandbox user"
+        )));
+    }
     labels.insert(labels::USER.into(), user.unwrap_or_default().to_owned());
     let network_mode = match &spec.network {
         NetworkPolicy::DenyAll => "none",
@@ -538,18 +777,19 @@ fn container_body(
     let ttl_secs = spec.ttl.as_secs().max(1).to_string();
     Ok(ContainerCreateBody {
         image: Some(image.to_owned()),
-        cmd: Some(vec![
-            "sh".into(),
-            "-c".into(),
-            r#"SANDBOXIO_ROLE=ttl exec sleep "$1""#.into(),
-            "sandboxio-ttl".into(),
-            ttl_secs,
-        ]),
+        cmd: Some(vec!["sh".into(), "-c".into(), INIT.into(), "sandboxio-init".into(), ttl_secs]),
         entrypoint: Some(Vec::new()),
         env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-        user: Some(ROOT.into()),
+        user: Some(format!("{SUPERVISOR_ID}:{SUPERVISOR_ID}")),
         working_dir: Some(workdir.to_owned()),
         labels: Some(labels),
+        // PID 1's stdin is the owner's attach connection, closed by the engine when that
+        // connection ends (`StdinOnce`).
+        open_stdin: Some(true),
+        stdin_once: Some(true),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
         tty: Some(false),
         host_config: Some(host_config),
         ..Default::default()
@@ -558,67 +798,34 @@ fn container_body(
 
 fn setup_failed(image: &str, stderr: &[u8]) -> Error {
     Error::configuration(format!(
-        "image {image:?} cannot host a sandbox: it needs sh, sleep, setsid, kill and a writable /tmp ({})",
+        "image {image:?} cannot host a sandbox: it needs sh, sleep, mkdir, chmod and a writable /tmp ({})",
         String::from_utf8_lossy(stderr).trim()
     ))
 }
 
-/// Creates the run directory and finds out whether the image has `python3` (for a sandbox
-/// with no dead-man, which does both otherwise).
+/// Checks that the image runs a sandbox user's `sh` and finds out whether it has `python3`.
 async fn prepare(shared: &Shared, image: &str) -> Result<()> {
     let (code, stdout, stderr) = exec::run_raw(shared, &["sh", "-c", PREPARE]).await?;
     if code != 0 {
         return Err(setup_failed(image, &stderr));
     }
-    shared.python.store(stdout.starts_with(b"python"), Ordering::Release);
+    let said = String::from_utf8_lossy(&stdout);
+    shared.python.store(said.lines().any(|l| l == "python"), Ordering::Release);
+    // Without `id`, assume root: the cautious side (see `Shared::root_user`).
+    let uid = said.lines().find_map(|l| l.strip_prefix("uid=")).and_then(|u| u.trim().parse::<u32>().ok());
+    if uid == Some(SUPERVISOR_ID) {
+        return Err(Error::configuration(format!(
+            "the sandbox user of image {image:?} has uid {SUPERVISOR_ID}, sandboxio's own supervisor id in docker:// containers; choose another user"
+        )));
+    }
+    shared.root_user.store(uid.is_none_or(|u| u == 0), Ordering::Release);
     Ok(())
 }
 
-const PREPARE: &str = "mkdir -p /tmp/.sandboxio && chmod 1777 /tmp/.sandboxio 2>/dev/null; command -v python3 >/dev/null 2>&1 && echo python; exit 0";
-
-/// Starts the dead-man exec and waits until it is armed.
-async fn start_deadman(shared: &Arc<Shared>, image: &str) -> Result<()> {
-    use futures_lite::StreamExt as _;
-    // As root, like PID 1: the sandbox's user can signal neither (all capabilities are
-    // dropped, so root's processes are out of its reach) and cannot end the dead-man.
-    let exec::Launched { mut output, input, .. } = exec::start_raw(
-        shared,
-        Some(ROOT.into()),
-        vec!["sh".into(), "-c".into(), DEADMAN.into(), "sandboxio-deadman".into()],
-        vec!["SANDBOXIO_ROLE=deadman".into()],
-        true,
-    )
-    .await?;
-    let mut said = Vec::new();
-    while !said.ends_with(b"\n") {
-        match output.next().await {
-            Some(Ok(
-                bollard::container::LogOutput::StdOut { message }
-                | bollard::container::LogOutput::StdErr { message },
-            )) => said.extend_from_slice(&message),
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(sandbox_error(&shared.id, "starting the dead-man exec", e)),
-            None => return Err(setup_failed(image, &said)),
-        }
-    }
-    if !said.starts_with(b"ready") {
-        return Err(setup_failed(image, &said));
-    }
-    shared.python.store(said.starts_with(b"ready-python"), Ordering::Release);
-    let (release, released) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        // Holding `input` keeps the dead-man's stdin open; it ends when released (or when
-        // every handle is gone), or when the dead-man exits (detach killed it).
-        let _input = input;
-        let drained = async { while output.next().await.is_some() {} };
-        tokio::select! {
-            _ = released => {}
-            () = drained => {}
-        }
-    });
-    *shared.deadman.lock().unwrap_or_else(PoisonError::into_inner) = Some(release);
-    Ok(())
-}
+/// Waits (5 s at most) for PID 1 to have prepared `/tmp/.sandboxio`, then prints the sandbox
+/// user's uid and whether the image has `python3`.
+const PREPARE: &str = r"i=0; while [ ! -d /tmp/.sandboxio ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+echo uid=$(id -u); command -v python3 >/dev/null 2>&1 && echo python; exit 0";
 
 async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let docker = DockerBackend::client(&inner).await?;
@@ -638,10 +845,12 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     if inspected.state.and_then(|s| s.running) != Some(true) {
         return Err(Error::SandboxGone { id, message: "its container is not running".into() });
     }
+    let runsc = inspected.host_config.as_ref().and_then(|h| h.runtime.as_deref()) == Some("runsc");
     let network = inspected
         .host_config
         .and_then(|h| h.network_mode)
         .map(|mode| if mode == "none" { NetworkPolicy::DenyAll } else { NetworkPolicy::AllowAll });
+    let host_view = !runsc && !userns_remapped(&inner, &docker).await?;
     let shared = Shared::new(
         docker,
         inspected.id.unwrap_or(id),
@@ -651,6 +860,7 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         network,
         labels::metadata_of(&labels),
     );
+    shared.host_view.store(host_view, Ordering::Release);
     let image = config.image.clone().unwrap_or_default();
     prepare(&shared, &image).await?;
     Ok(shared)
@@ -689,11 +899,15 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn capabilities(&self) -> Capabilities {
-        if self.shared.python.load(Ordering::Acquire) {
-            CAPABILITIES
-        } else {
-            CAPABILITIES.difference(Capabilities::RUN_CODE)
+        let mut capabilities = CAPABILITIES;
+        if !self.shared.python.load(Ordering::Acquire) {
+            capabilities = capabilities.difference(Capabilities::RUN_CODE);
         }
+        // A root user can rewrite the `sh` that decodes a later command's secrets.
+        if self.shared.root_user.load(Ordering::Acquire) {
+            capabilities = capabilities.difference(Capabilities::COMMAND_SECRETS);
+        }
+        capabilities
     }
 
     fn network_policy(&self) -> Option<NetworkPolicy> {
@@ -775,21 +989,9 @@ impl BackendSandbox for DockerSandbox {
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         self.on_rt(move |shared| async move {
             shared.check_alive()?;
-            // Stop the dead-man first: releasing its stdin while it runs would stop PID 1.
-            let (code, _, stderr) = exec::run_raw_as(
-                &shared,
-                Some(ROOT.into()),
-                &["sh", "-c", r#"read -r p < /run/sandboxio/deadman && kill -KILL "$p""#],
-            )
-            .await?;
-            if code != 0 {
-                return Err(Error::provider(
-                    SCHEME,
-                    "cannot stop the dead-man exec",
-                    std::io::Error::other(String::from_utf8_lossy(&stderr).into_owned()),
-                ));
-            }
-            drop(shared.deadman.lock().unwrap_or_else(PoisonError::into_inner).take());
+            // Tell PID 1 first: releasing the link while it waits for the owner would end it.
+            send_detach(&shared).await?;
+            shared.release_link();
             mark_detached(&shared).await
         })
     }
@@ -809,8 +1011,8 @@ async fn mark_detached(shared: &Shared) -> Result<()> {
 async fn kill(shared: &Shared) -> Result<KillOutcome> {
     let was = !shared.killed.swap(true, Ordering::AcqRel);
     let removed = shared.docker.remove_container(&shared.id, Some(force_remove())).await;
-    // The container is gone either way; the dead-man's stdin is no longer needed.
-    drop(shared.deadman.lock().unwrap_or_else(PoisonError::into_inner).take());
+    // The container is gone either way; the owner link is no longer needed.
+    shared.release_link();
     match removed {
         Ok(()) if was => Ok(KillOutcome::Killed),
         Ok(()) => Ok(KillOutcome::AlreadyGone),

@@ -50,3 +50,40 @@ pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapRe
     }
     Ok(report)
 }
+
+/// Removes the containers that never started and whose owner on this host is dead: an
+/// owner that died between its create and start requests leaves one (no process, only its
+/// writable layer). A live owner's container, still between the two requests, is kept, and
+/// so is any created in the last 5 seconds (another tool's `docker run` of a container so
+/// labelled is between its own two requests).
+pub(super) async fn sweep_unstarted(docker: &Docker) -> Result<usize> {
+    let filters = HashMap::from([
+        ("label".to_owned(), vec![format!("{}=true", labels::MANAGED)]),
+        ("status".to_owned(), vec!["created".to_owned()]),
+    ]);
+    let listed = docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|e| provider("listing sandboxio containers", e))?;
+    let mut removed = 0;
+    for container in listed {
+        let Some(id) = container.id else { continue };
+        let tags = container.labels.unwrap_or_default();
+        let dead = tags.get(labels::OWNER).and_then(|o| Owner::parse(o)).and_then(|o| o.is_dead_here());
+        let settled = container
+            .created
+            .and_then(|c| u64::try_from(c).ok())
+            .is_some_and(|c| c + 5 <= labels::unix_now());
+        if dead == Some(true)
+            && settled
+            && docker.remove_container(&id, Some(super::force_remove())).await.is_ok()
+        {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}

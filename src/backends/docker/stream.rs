@@ -1,7 +1,7 @@
 //! A streamed Docker exec: a pump task on the Docker runtime reads the exec's frames into a
 //! bounded channel (so a slow consumer slows the command, and memory stays bounded), and a
-//! writer task feeds its stdin. Dropping the stream aborts the pump, whose guard kills the
-//! command's process group.
+//! writer task feeds its stdin. Dropping the stream aborts the pump, whose guard kills
+//! every process of the command (its gid, see [`super::exec`]).
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -31,7 +31,8 @@ enum StdinOp {
 
 pub(super) struct DockerExecStream {
     shared: Arc<Shared>,
-    key: String,
+    gid: u32,
+    exec: Arc<std::sync::Mutex<Option<String>>>,
     chunks: mpsc::Receiver<Result<OutputChunk>>,
     stdin: mpsc::Sender<StdinOp>,
     exit: Option<oneshot::Receiver<Result<i64>>>,
@@ -44,7 +45,7 @@ pub(super) struct DockerExecStream {
 impl std::fmt::Debug for DockerExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DockerExecStream")
-            .field("key", &self.key)
+            .field("gid", &self.gid)
             .field("ended", &self.ended)
             .finish_non_exhaustive()
     }
@@ -53,14 +54,15 @@ impl std::fmt::Debug for DockerExecStream {
 impl DockerExecStream {
     pub(super) fn start(shared: &Arc<Shared>, command: Command) -> Self {
         let guard = KillOnDrop::new(shared);
-        let key = guard.key().to_owned();
+        let (gid, exec) = (guard.gid(), guard.exec_slot());
         let (chunk_tx, chunks) = mpsc::channel(CHANNEL_CHUNKS);
         let (stdin, stdin_rx) = mpsc::channel(4);
         let (exit_tx, exit) = oneshot::channel();
         let pump = rt::spawn(pump(Arc::clone(shared), command, guard, chunk_tx, stdin_rx, exit_tx));
         DockerExecStream {
             shared: Arc::clone(shared),
-            key,
+            gid,
+            exec,
             chunks,
             stdin,
             exit: Some(exit),
@@ -148,7 +150,8 @@ async fn pump(
     };
     match finished {
         None => {
-            let _ = exec::kill_group(&shared, guard.key()).await;
+            let started = exec::exec_of(&guard.exec_slot());
+            let _ = exec::kill_command(&shared, guard.gid(), started.as_deref()).await;
             guard.disarm();
             let partial = ExecResult::new(137, "", "");
             let timeout = deadline.unwrap_or_default();
@@ -156,8 +159,21 @@ async fn pump(
         }
         Some(false) => {}
         Some(true) => {
-            let code = exec::exit_code(&shared, &exec_id).await;
+            let mut code = match exec::exit_code(&shared, &exec_id).await {
+                Ok(code) => exec::end_command(&shared, guard.gid()).await.map(|()| code),
+                Err(e) => Err(e),
+            };
             guard.disarm();
+            if let Ok(c) = code
+                && exec::died_under(&shared, c).await
+            {
+                code = Err(exec::gone_under(&shared));
+            }
+            // A sandbox gone under the stream ends it with an error item, not a normal end.
+            if let Err(Error::SandboxGone { id, message }) = &code {
+                let gone = Error::SandboxGone { id: id.clone(), message: message.clone() };
+                let _ = chunks.send(Err(gone)).await;
+            }
             let _ = exit.send(code);
         }
     }
@@ -228,12 +244,17 @@ impl BackendExecStream for DockerExecStream {
             self.ended = true;
             self.exit = None;
             // Drop the pump (its guard would kill too), and kill now so that the call
-            // returns once the process tree is gone.
+            // returns once every process of the command is gone.
             drop(self.pump.take());
-            let (shared, key) = (Arc::clone(&self.shared), self.key.clone());
+            let (shared, gid, started) = (Arc::clone(&self.shared), self.gid, exec::exec_of(&self.exec));
             // The bound runs on the Docker runtime: the caller's executor may not be tokio.
             rt::spawn(async move {
-                match tokio::time::timeout(Duration::from_secs(30), exec::kill_group(&shared, &key)).await {
+                match tokio::time::timeout(
+                    Duration::from_secs(30),
+                    exec::kill_command(&shared, gid, started.as_deref()),
+                )
+                .await
+                {
                     Ok(result) => result,
                     Err(_) => Ok(()),
                 }

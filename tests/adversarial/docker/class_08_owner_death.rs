@@ -1,0 +1,173 @@
+//! Class 8: owner death at any instant, during `create` included, leaves nothing running,
+//! whatever the sandbox user. First seen failing on d269073 (main): owners SIGKILLed 0 to
+//! 700 ms into `create` left containers running until their TTL, and a root sandbox user
+//! killed the dead-man exec so that its container outlived its owner.
+//!
+//! Each owner is this test binary re-run in a child mode (`SBX_ADV_OWNER=<label>`), creating
+//! one sandbox labelled `sbx-adv-owner=<label>`; the parent SIGKILLs it and counts, from the
+//! engine, the containers carrying that label.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command as OsCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use sandboxio::{Command, NetworkPolicy};
+
+use super::labelled;
+use crate::support::{self, eventually};
+
+const LABEL: &str = "sbx-adv-owner";
+/// How long a dead owner's sandbox may keep running: the bound the docs state.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// Stops (SIGSTOP) every process it may signal but itself and its ancestors: a stopped
+/// dead-man never reacts to its owner's death. The positive control: a root process of its
+/// own (`sleep 7801`) really is stopped by it.
+const ROOT_ATTACK: &str = r#"sleep 7801 & victim=$!
+keep=" $$ "; p=$$
+while [ "$p" -gt 1 ] 2>/dev/null; do p=$(cut -d' ' -f4 /proc/$p/stat); keep="$keep$p "; done
+for p in /proc/[0-9]*; do
+  p=${p#/proc/}
+  case $keep in *" $p "*) continue ;; esac
+  kill -STOP "$p" 2>/dev/null
+done
+sleep 0.2
+[ "$(cut -d' ' -f3 /proc/$victim/stat)" = T ] && echo control-root-stop-works
+kill -KILL $victim
+exit 0"#;
+
+/// The child mode: create one sandbox labelled `label`, say so, maybe attack, then wait to
+/// be killed.
+fn owner_child(label: &str) {
+    let user = std::env::var("SBX_ADV_OWNER_USER").unwrap_or_default();
+    let dsn = if user.is_empty() {
+        format!("docker://?image={}", support::DOCKER_IMAGE)
+    } else {
+        format!("docker://?image={}&user={user}", support::DOCKER_IMAGE)
+    };
+    let sandbox = sandboxio::sync::Sandbox::builder(&dsn)
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .metadata(LABEL, label)
+        .ttl(Duration::from_secs(600))
+        .create()
+        .unwrap();
+    println!("CREATED {}", sandbox.id());
+    if std::env::var("SBX_ADV_OWNER_ATTACK").is_ok_and(|v| v == "1") {
+        let said = sandbox.run(Command::shell(ROOT_ATTACK)).map(|o| o.stdout_lossy().into_owned());
+        println!("ATTACKED {said:?}");
+    }
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+fn spawn_owner(test: &str, label: &str, user: &str, attack: bool) -> std::process::Child {
+    // libtest's `--exact` wants the path inside the crate: `docker::class_08_…::<test>`.
+    let path = format!("{}::{test}", module_path!().split_once("::").map_or("", |(_, rest)| rest));
+    OsCommand::new(std::env::current_exe().unwrap())
+        .args([path.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+        .env("SBX_ADV_OWNER", label)
+        .env("SBX_ADV_OWNER_USER", user)
+        .env("SBX_ADV_OWNER_ATTACK", if attack { "1" } else { "0" })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn running(label: &str) -> Vec<(String, String)> {
+    labelled(LABEL, label).into_iter().filter(|(_, state)| state != "created").collect()
+}
+
+#[test]
+fn class_08__owner_death_during_create_leaves_nothing_running() {
+    const TEST: &str = "class_08__owner_death_during_create_leaves_nothing_running";
+    if let Ok(label) = std::env::var("SBX_ADV_OWNER") {
+        return owner_child(&label);
+    }
+    if !support::docker_ready(TEST) {
+        return;
+    }
+    let run = format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
+    let started = Instant::now();
+    let mut seen_mid_create = 0;
+    let mut labels = Vec::new();
+    // 15 delays over 0..700 ms, alternating the image's user and a root sandbox user, each
+    // nudged by a few ms so that runs do not always hit the same instants.
+    for i in 0..15u64 {
+        let delay = Duration::from_millis(i * 50 + (u64::from(std::process::id()) + i * 7) % 13);
+        let user = if i % 2 == 0 { "" } else { "0" };
+        let label = format!("{run}-{i}");
+        let mut child = spawn_owner(TEST, &label, user, false);
+        std::thread::sleep(delay);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Control: the kill landed while a container of this owner existed (during create),
+        // which is when a leak can happen at all.
+        if !labelled(LABEL, &label).is_empty() {
+            seen_mid_create += 1;
+        }
+        labels.push(label);
+    }
+    if seen_mid_create == 0 {
+        support::skip(TEST, "no kill landed while a container existed: the attack never reached create");
+        return;
+    }
+    let all_gone = eventually(BOUND, || labels.iter().all(|l| running(l).is_empty()));
+    let left: Vec<_> = labels.iter().flat_map(|l| labelled(LABEL, l)).collect();
+    println!(
+        "{TEST}: 15 owners killed 0-700 ms into create ({seen_mid_create} with a container at the kill), {:?} in all; left after {BOUND:?}: {left:?}",
+        started.elapsed()
+    );
+    assert!(all_gone, "containers still running {BOUND:?} after their owner died: {left:?}");
+    // A container whose start never reached the engine holds no process; the next create
+    // (the first of a backend value) removes those of dead owners.
+    let unstarted = left.len();
+    let sandbox = support::docker(NetworkPolicy::deny_all());
+    let swept = eventually(BOUND, || labels.iter().all(|l| labelled(LABEL, l).is_empty()));
+    let _ = support::block_on(sandbox.close());
+    let left: Vec<_> = labels.iter().flat_map(|l| labelled(LABEL, l)).collect();
+    println!("{TEST}: {unstarted} never-started containers swept by the next create: {swept}");
+    assert!(swept, "never-started containers left after the next create: {left:?}");
+}
+
+#[test]
+fn class_08__a_root_sandbox_user_cannot_outlive_its_owner() {
+    const TEST: &str = "class_08__a_root_sandbox_user_cannot_outlive_its_owner";
+    if let Ok(label) = std::env::var("SBX_ADV_OWNER") {
+        return owner_child(&label);
+    }
+    if !support::docker_ready(TEST) {
+        return;
+    }
+    let label = format!("{}-root", std::process::id());
+    let mut child = spawn_owner(TEST, &label, "0", true);
+    let mut attacked = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("ATTACKED ") {
+            attacked = Some(rest.to_owned());
+            break;
+        }
+    }
+    let attacked = attacked.expect("the owner ran the attack");
+    if !attacked.contains("control-root-stop-works") {
+        let _ = child.kill();
+        let _ = child.wait();
+        support::skip(TEST, &format!("the root payload cannot stop a root process unconfined: {attacked}"));
+        return;
+    }
+    assert!(!running(&label).is_empty(), "the sandbox died of the attack itself: nothing to prove");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = Instant::now();
+    let gone = eventually(BOUND, || labelled(LABEL, &label).is_empty());
+    println!(
+        "{TEST}: attack said {attacked}; container gone {:?} after the owner's SIGKILL: {gone}",
+        killed.elapsed()
+    );
+    let left = labelled(LABEL, &label);
+    for (id, _) in &left {
+        super::docker_cli(&["rm", "-f", id]);
+    }
+    assert!(gone, "a root sandbox user kept its container {BOUND:?} past its owner's death: {left:?}");
+}
