@@ -137,7 +137,7 @@ pub const CAPABILITIES: Capabilities = Capabilities::RUN
 const DETACHED_NAME_PREFIX: &str = "sandboxio-detached-";
 
 /// The uid and gid of PID 1, sandboxio's supervisor in the container: neither root nor
-/// any user an image defines, nor any command's gid ([`exec::GID_RANGE`]). With every
+/// any user an image defines, nor any command's gid (1000000000 to 1999999999). With every
 /// capability dropped, a process may signal, trace or open `/proc/<pid>/fd` of another only
 /// when their ids match, so no sandboxed process (root included) can touch PID 1.
 pub const SUPERVISOR_ID: u32 = 2_147_480_001;

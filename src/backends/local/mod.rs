@@ -367,7 +367,11 @@ fn random_hex() -> String {
         );
         bytes = h.finish().to_ne_bytes();
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    bytes.iter().fold(String::with_capacity(16), |mut hex, b| {
+        use std::fmt::Write as _;
+        let _ = write!(hex, "{b:02x}");
+        hex
+    })
 }
 
 /// What every command of a backend is started with.

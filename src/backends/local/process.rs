@@ -307,14 +307,13 @@ pub(super) fn spawn(mut cmd: OsCommand, block: Vec<u8>, close_stdin: bool) -> st
         std::thread::Builder::new().name("sandboxio-local-io".into()).spawn(move || {
             if stream == StreamKind::Stdout {
                 let mut seen = Vec::new();
-                match read_ready(&mut reader, &mut seen) {
-                    Ok(true) => stdin.open(),
+                if let Ok(true) = read_ready(&mut reader, &mut seen) {
+                    stdin.open();
+                } else {
                     // bwrap itself failed: what it printed is output, and the gate never opens.
-                    _ => {
-                        stdin.set(Gate::Closed);
-                        if !seen.is_empty() {
-                            pieces.push(Piece::Output(stream, seen));
-                        }
+                    stdin.set(Gate::Closed);
+                    if !seen.is_empty() {
+                        pieces.push(Piece::Output(stream, seen));
                     }
                 }
             }

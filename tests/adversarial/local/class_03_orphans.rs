@@ -21,7 +21,7 @@ fn sandbox_processes(sbx: &Sandbox) -> Vec<(u32, String)> {
 fn class_03__setsid_and_double_forks_end_with_their_command() {
     let sbx = local(NetworkPolicy::deny_all());
     // Positive control: while the command lives, the scan sees its escaped children.
-    let mut stream = sbx.stream(Command::shell(&format!("{ESCAPES}; read x"))).unwrap();
+    let mut stream = sbx.stream(Command::shell(format!("{ESCAPES}; read x"))).unwrap();
     let first = block_on(futures_lite::StreamExt::next(&mut stream)).unwrap().unwrap();
     assert_eq!(first.data, b"started\n");
     let mut sleeping = 0;
@@ -50,7 +50,7 @@ fn class_03__setsid_and_double_forks_end_with_their_command() {
 
     // A timeout: reported only once everything is dead.
     let err = block_on(
-        sbx.run(Command::shell(&format!("{ESCAPES}; sleep 1000")).timeout(Duration::from_millis(300))),
+        sbx.run(Command::shell(format!("{ESCAPES}; sleep 1000")).timeout(Duration::from_millis(300))),
     )
     .unwrap_err();
     assert_eq!(err.code(), ErrorCode::ExecutionTimeout);
@@ -102,12 +102,12 @@ fn class_03__cancellation_stress_leaves_no_survivor() {
                 0 => {
                     let ms = rng.below(11);
                     let _ = block_on(sbx.run(
-                        Command::shell(&format!("{ESCAPES}; sleep 1000")).timeout(Duration::from_millis(ms)),
+                        Command::shell(format!("{ESCAPES}; sleep 1000")).timeout(Duration::from_millis(ms)),
                     ));
                 }
                 1 => {
                     let k = usize::try_from(rng.below(6)).unwrap();
-                    if let Ok(mut stream) = sbx.stream(Command::shell(&format!("{ESCAPES}; sleep 1000"))) {
+                    if let Ok(mut stream) = sbx.stream(Command::shell(format!("{ESCAPES}; sleep 1000"))) {
                         for _ in 0..k {
                             let _ = crate::support::poll_once(&mut stream);
                             std::thread::sleep(Duration::from_millis(rng.below(4)));
@@ -117,7 +117,7 @@ fn class_03__cancellation_stress_leaves_no_survivor() {
                 }
                 2 => {
                     let k = usize::try_from(rng.below(8)).unwrap();
-                    let run = sbx.run(Command::shell(&format!("{ESCAPES}; sleep 1000")));
+                    let run = sbx.run(Command::shell(format!("{ESCAPES}; sleep 1000")));
                     crate::support::poll_k_times_with_pauses(run, k, Duration::from_millis(1));
                 }
                 _ => {
@@ -139,7 +139,7 @@ fn class_03__cancellation_stress_leaves_no_survivor() {
         }
         // close() or kill() while a command is starting.
         // (Errors are not the point here: what runs afterwards is.)
-        let _stream = sbx.stream(Command::shell(&format!("{ESCAPES}; sleep 1000")));
+        let _stream = sbx.stream(Command::shell(format!("{ESCAPES}; sleep 1000")));
         if rng.below(2) == 0 {
             let _ = block_on(sbx.kill());
         } else {
@@ -194,7 +194,7 @@ fn class_03__owner_child() {
     }
     loop {
         let sbx = local(NetworkPolicy::deny_all());
-        let stream = sbx.stream(Command::shell(&format!("{ESCAPES}; sleep 1000"))).unwrap();
+        let stream = sbx.stream(Command::shell(format!("{ESCAPES}; sleep 1000"))).unwrap();
         let _ = block_on(sbx.run(Command::shell(ESCAPES)));
         std::thread::sleep(Duration::from_millis(20));
         drop(stream);
