@@ -148,3 +148,33 @@ pub fn poll_k_times_with_pauses<F: std::future::Future>(fut: F, k: usize, pause:
     }
     false
 }
+
+/// The child side of the unread-stream proof: a stream of 1 GiB from `sandbox`, left unread
+/// for two seconds (the producer must block, not the host buffer), then drained. Prints
+/// `RESULT <bytes drained> <peak RSS MiB>` for [`unread_stream_figures`].
+pub fn drain_an_unread_gib(sandbox: Sandbox) {
+    let mut stream = sandbox.stream(sandboxio::Command::shell("head -c 1073741824 /dev/zero")).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let mut drained = 0u64;
+    while let Some(chunk) = block_on(futures_lite::StreamExt::next(&mut stream)) {
+        drained += chunk.unwrap().data.len() as u64;
+    }
+    block_on(sandbox.close()).unwrap();
+    println!("RESULT {drained} {}", peak_rss_mib());
+}
+
+/// Runs `child_test` (which calls [`drain_an_unread_gib`]) as a child process with `role`
+/// and returns its `(bytes drained, peak RSS in MiB)`.
+pub fn unread_stream_figures(child_test: &str, role: &str) -> (u64, u64) {
+    use std::io::Read as _;
+    let mut child = spawn_child(child_test, role, &[]);
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(child.wait().unwrap().success(), "the child failed: {out}");
+    let result = out
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no result: {out}"));
+    let mut fields = result.split_whitespace().map(|f| f.parse::<u64>().unwrap());
+    (fields.next().unwrap(), fields.next().unwrap())
+}
