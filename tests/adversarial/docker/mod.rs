@@ -1,6 +1,7 @@
 //! Attacks on `docker://`, one module per class.
 
 mod class_03_process_tree;
+mod class_03_stress;
 mod class_04_stream_memory;
 mod class_04_unbounded_host_memory_and_disk;
 mod class_05_races_in_the_file_api;
