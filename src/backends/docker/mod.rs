@@ -333,7 +333,7 @@ pub(crate) struct Shared {
     network: Option<NetworkPolicy>,
     metadata: BTreeMap<String, String>,
     killed: AtomicBool,
-    /// Makes this handle's command keys unique.
+    /// Seeds this handle's command gids (unique across handles and processes).
     nonce: String,
     /// Whether the image has `python3` (and so `RUN_CODE`).
     python: AtomicBool,
@@ -388,13 +388,6 @@ impl Shared {
             next_key: AtomicU64::new(0),
             link: Mutex::new(None),
         })
-    }
-
-    fn next_key(&self) -> String {
-        let n = self.next_key.fetch_add(1, Ordering::Relaxed);
-        // Unique across handles (an owner and a `connect`ed handle share the container) and
-        // across processes (pids are reused).
-        format!("x{}-{n}", self.nonce)
     }
 
     /// A fresh gid for one command, in [`exec::GID_RANGE`].

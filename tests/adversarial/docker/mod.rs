@@ -10,6 +10,7 @@ mod class_07_host_tampering_on_download;
 mod class_08_owner_death;
 mod class_09_command_secrets;
 mod class_10_kill_path;
+mod class_11_forged_results;
 
 use std::process::Command as OsCommand;
 
