@@ -17,7 +17,15 @@ use crate::error::{Error, Result};
 use crate::exec::{Code, CodeError, CodeResult, Command, ExecResult};
 
 /// `python3 -c RUNNER`, the cell on stdin; `RECORD = ...` is prepended by [`runner`].
-const RUNNER: &str = r#"import os, sys, traceback
+const RUNNER: &str = r#"import sys
+# The runner's own modules come from the standard library, never from the working directory,
+# where an earlier cell may have planted a `traceback.py` to forge this cell's result; the
+# cell itself gets the usual path back (it may import its own modules from there).
+_path = sys.path[:]
+_clean = [p for p in sys.path if p not in ("", ".", __import__("posix").getcwd())]
+sys.path[:] = _clean
+import os, traceback, linecache
+sys.path[:] = _path
 source = sys.stdin.read()
 sys.stdin = open(os.devnull)
 sys.argv = ["<cell>"]
@@ -28,6 +36,7 @@ except SystemExit as e:
     code = e.code
     sys.exit(code if isinstance(code, int) else (0 if code is None else 1))
 except BaseException as e:
+    sys.path[:] = _clean
     # Skip the runner's own frame: the traceback starts in the cell.
     lines = traceback.format_exception(type(e), e, e.__traceback__.tb_next)
     sys.stderr.write("".join(lines))

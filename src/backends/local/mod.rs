@@ -75,6 +75,19 @@ const PERL: &str = "/usr/bin/perl";
 /// sandbox's workspace; no host account has it.
 pub const ROOT_CALLER_SANDBOX_UID: u32 = 2_000_000_000;
 
+/// The launcher's first part under bash: close every descriptor above 2.
+const LAUNCH_CLOSE_ALL: &str = r#"for __d in /proc/$$/fd/*; do __n=${__d##*/}; [ "$__n" -gt 2 ] 2>/dev/null && eval "exec $__n>&-"; done
+"#;
+
+/// The launcher's first part under a POSIX `sh`, which can name descriptors 0 to 9 only.
+const LAUNCH_CLOSE_LOW: &str = "exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-\n";
+
+/// The launcher's second part: `$1` the filter (empty: none), `$2` bwrap, then its argv.
+/// bwrap starts with an empty environment (`env -i`): the shell's own variables (`SHLVL`,
+/// `PWD`, `_`) would otherwise reach the sandbox.
+const LAUNCH: &str = r#"f=$1; shift
+if [ -n "$f" ]; then exec /usr/bin/env -i "$@" 3<"$f"; else exec /usr/bin/env -i "$@"; fi"#;
+
 /// How long a kill keeps looking for a command's processes before it reports survivors.
 const KILL_BOUND: Duration = Duration::from_secs(5);
 
@@ -300,14 +313,14 @@ fn shell_name(name: &str) -> bool {
 
 /// Makes sure the root of this user's workspaces is a real directory that this user owns and
 /// no one else can change: another local user must never plant or swap files there (the
-/// seccomp filter, or a workspace). `0700`, or `0711` for a root caller, whose sandboxes
-/// run as [`ROOT_CALLER_SANDBOX_UID`] and must pass through it (every workspace below is
-/// `0700` and owned by that uid, so passing through reveals nothing).
+/// seccomp filter, or a workspace). `0700`, or for a root caller `0710` with the group of
+/// [`ROOT_CALLER_SANDBOX_UID`]: its sandboxes must pass through it, and no other host user
+/// may (a sandbox can open its own workspace up, even plant a setuid program there; a
+/// host user who could reach it would become the sandbox uid).
 fn ensure_private_root(root: &Path) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
     let refuse = |why: String| Error::Configuration { message: why, source: None };
-    let mode = if current_uid() == 0 { 0o711 } else { 0o700 };
-    match std::fs::DirBuilder::new().mode(mode).create(root) {
+    match std::fs::DirBuilder::new().mode(0o700).create(root) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(Error::provider(SCHEME, format!("cannot create {}", root.display()), e)),
@@ -320,11 +333,29 @@ fn ensure_private_root(root: &Path) -> Result<()> {
             root.display()
         )));
     }
-    if meta.permissions().mode() & 0o777 != mode {
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode))
+    passable_by_the_sandbox_only(root, &meta)
+        .map_err(|e| Error::provider(SCHEME, "cannot make the workspace root private", e))?;
+    if meta.permissions().mode() & 0o777 != private_mode() {
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(private_mode()))
             .map_err(|e| Error::provider(SCHEME, "cannot make the workspace root private", e))?;
     }
     Ok(())
+}
+
+/// The mode of the directories between the host and a workspace: `0710` (group: the
+/// sandbox's) for a root caller, `0700` otherwise.
+fn private_mode() -> u32 {
+    if run_as().is_some() { 0o710 } else { 0o700 }
+}
+
+/// Gives a directory root made the sandbox's group (root callers only), so that the sandbox
+/// and no other host user can pass through it.
+fn passable_by_the_sandbox_only(dir: &Path, meta: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    match run_as() {
+        Some((_, gid)) if meta.gid() != gid => std::os::unix::fs::lchown(dir, None, Some(gid)),
+        _ => Ok(()),
+    }
 }
 
 /// The host uid and gid sandboxed code runs as when it is not the caller's own: `Some` for
@@ -333,13 +364,24 @@ fn run_as() -> Option<(u32, u32)> {
     (current_uid() == 0).then_some((ROOT_CALLER_SANDBOX_UID, ROOT_CALLER_SANDBOX_UID))
 }
 
-/// Makes `path` (a directory sandboxio just created) the sandbox user's, `0700`.
+/// The host uid sandboxed processes run as: [`ROOT_CALLER_SANDBOX_UID`] for a root caller,
+/// the caller's own otherwise.
+fn sandbox_uid() -> u32 {
+    run_as().map_or_else(current_uid, |(uid, _)| uid)
+}
+
+/// Makes `path` (a directory sandboxio just created, in a directory the sandbox cannot
+/// write) the sandbox user's, `0700`. Never follows a link.
 fn hand_over(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
-    if let Some((uid, gid)) = run_as() {
-        std::os::unix::fs::chown(path, Some(uid), Some(gid))?;
+    if !std::fs::symlink_metadata(path)?.is_dir() {
+        return Err(std::io::Error::other("not a directory sandboxio made"));
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    if let Some((uid, gid)) = run_as() {
+        std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    }
+    Ok(())
 }
 
 /// The sandbox's own `/etc/passwd` and `/etc/group`: root, nobody, and `sandbox` for the
@@ -475,19 +517,24 @@ impl State {
         mark: &str,
         private: &Path,
     ) -> Result<(OsCommand, Vec<u8>)> {
-        let mut cmd = match host.seccomp {
-            // A `sh` opens the filter on fd 3 and becomes bwrap (same pid, so killing it
-            // still kills bwrap).
-            Some(filter) => {
-                let mut sh = OsCommand::new("/bin/sh");
-                sh.args(["-c", r#"f=$1; shift; exec "$@" 3<"$f""#, "sandboxio-local"])
-                    .arg(filter)
-                    .arg(host.bwrap);
-                sh.args(["--seccomp", "3"]);
-                sh
-            }
-            None => OsCommand::new(host.bwrap),
+        // A host shell closes every descriptor the owner process left open without
+        // close-on-exec (a directory fd there would be a way out of every namespace), opens
+        // the seccomp filter on fd 3 and becomes bwrap (same pid, so killing it still kills
+        // bwrap). bash (essential on Debian) can close any descriptor; a POSIX `sh` only
+        // 3 to 9.
+        let (shell, close) = if Path::new("/bin/bash").is_file() {
+            ("/bin/bash", LAUNCH_CLOSE_ALL)
+        } else {
+            ("/bin/sh", LAUNCH_CLOSE_LOW)
         };
+        let mut cmd = OsCommand::new(shell);
+        cmd.arg("-c").arg(format!("{close}{LAUNCH}")).arg("sandboxio-local");
+        cmd.arg(host.seccomp.map_or(Path::new(""), |f| f)).arg(host.bwrap);
+        if host.seccomp.is_some() {
+            cmd.args(["--seccomp", "3"]);
+        }
+        // Nothing of the owner's working directory reaches the launcher's `PWD`.
+        cmd.current_dir("/");
         cmd.env_clear();
         if let Some((uid, gid)) = host.run_as {
             // A root caller's sandboxes never run as the host's uid 0 (std also drops the
@@ -694,8 +741,10 @@ fn remove_sandbox_dir(dir: &Path) {
 }
 
 /// Removes a tree the sandboxed code wrote, without following links. Code can leave
-/// directories it made unwritable or unreadable (`chmod 0`): their owner (this process, or
-/// root) gives them `0700` back and tries again.
+/// directories it made unwritable or unreadable (`chmod 0`): for a caller that is not root
+/// (and so owns them) they get `0700` back first; root needs no permission, and never
+/// changes a mode by path in a tree the sandbox wrote. A tree deeper than the descriptors
+/// `std`'s removal may hold goes to `rm -rf`, which removes trees of any depth.
 fn remove_tree(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     match std::fs::remove_dir_all(path) {
@@ -703,22 +752,37 @@ fn remove_tree(path: &Path) -> std::io::Result<()> {
         Ok(()) => return Ok(()),
         Err(_) => {}
     }
-    // Iterative: the code decides how deep the tree is.
-    let mut dirs = Vec::new();
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-        dirs.push(path.to_path_buf());
-    }
-    while let Some(dir) = dirs.pop() {
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            dirs.extend(
-                entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()),
-            );
+    if run_as().is_none() {
+        // Iterative: the code decides how deep the tree is.
+        let mut dirs = Vec::new();
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            dirs.push(path.to_path_buf());
+        }
+        while let Some(dir) = dirs.pop() {
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                dirs.extend(
+                    entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()),
+                );
+            }
         }
     }
     match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Ok(()) => return Ok(()),
+        Err(_) => {}
+    }
+    let removed = OsCommand::new("/bin/rm")
+        .arg("-rf")
+        .arg("--one-file-system")
+        .arg("--")
+        .arg(path)
+        .env_clear()
+        .status()?;
+    if removed.success() && !path.exists() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("rm -rf could not remove {}", path.display())))
     }
 }
 
@@ -865,15 +929,18 @@ impl Drop for CreateGuard {
 fn make_sandbox_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
     std::fs::DirBuilder::new().mode(0o700).create(dir)?;
-    // A root caller's sandbox user must pass through it to reach the workspace.
-    std::fs::set_permissions(
-        dir,
-        std::fs::Permissions::from_mode(if run_as().is_some() { 0o711 } else { 0o700 }),
-    )?;
-    for sub in ["workspace", "private"] {
-        std::fs::create_dir(dir.join(sub))?;
-        hand_over(&dir.join(sub))?;
-    }
+    // A root caller's sandbox user must pass through it to reach the workspace; no other
+    // host user may.
+    passable_by_the_sandbox_only(dir, &std::fs::symlink_metadata(dir)?)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(private_mode()))?;
+    std::fs::create_dir(dir.join("workspace"))?;
+    hand_over(&dir.join("workspace"))?;
+    // The commands' private directories are made (and handed over) by the host inside a
+    // directory the sandbox cannot write: it can never swap one for a link between the
+    // host's `mkdir` and its `chown`.
+    std::fs::create_dir(dir.join("private"))?;
+    passable_by_the_sandbox_only(&dir.join("private"), &std::fs::symlink_metadata(dir.join("private"))?)?;
+    std::fs::set_permissions(dir.join("private"), std::fs::Permissions::from_mode(private_mode()))?;
     user_database(dir)
 }
 

@@ -442,15 +442,29 @@ pub(super) mod marked {
 
     /// Whether one of the NUL-separated arguments in `cmdline` is `mark` (or starts with it).
     fn has_mark_arg(cmdline: &[u8], mark: &str, prefix: bool) -> bool {
-        cmdline
-            .split(|b| *b == 0)
-            .any(|arg| if prefix { arg.starts_with(mark.as_bytes()) } else { arg == mark.as_bytes() })
+        // Only bwrap's own `--tmpfs <mark>` pair: an unrelated process that merely names
+        // the path (an administrator's `ls`) is not the sandbox's.
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        args.windows(2).any(|pair| {
+            pair[0] == b"--tmpfs"
+                && if prefix { pair[1].starts_with(mark.as_bytes()) } else { pair[1] == mark.as_bytes() }
+        })
     }
 
-    /// Whether process `pid` carries the mark, in its mount table or its argv.
+    /// The real uid of process `pid`.
+    fn uid_of(pid: i32) -> Option<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
+    }
+
+    /// Whether process `pid` carries the mark, in its mount table or its argv, and runs as
+    /// the uid sandboxes run as (a process of any other user is never the sandbox's).
     fn carries(pid: i32, mark: &str, prefix: bool) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).is_ok_and(|m| has_mark(&m, mark, prefix))
-            || std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| has_mark_arg(&c, mark, prefix))
+        uid_of(pid) == Some(super::super::sandbox_uid())
+            && (std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+                .is_ok_and(|m| has_mark(&m, mark, prefix))
+                || std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| has_mark_arg(&c, mark, prefix)))
     }
 
     /// The host pids of the live processes carrying `mark` (with `prefix`: any mark that

@@ -73,3 +73,43 @@ fn class_02__code_never_runs_as_host_root_and_kernel_settings_stay_read_only() {
     block_on(stream.close()).unwrap();
     block_on(sbx.close()).unwrap();
 }
+
+/// A host user other than the caller, to try the sandbox's plant with (`sandboxio-ci`, which
+/// CI creates).
+const OTHER_USER: &str = "sandboxio-ci";
+
+#[test]
+fn class_02__no_host_user_can_reach_what_a_root_callers_sandbox_plants() {
+    let test = "class_02__no_host_user_can_reach_what_a_root_callers_sandbox_plants";
+    if !is_root() {
+        println!("[n/a] {test}: the caller is not root (its sandboxes run as the caller)");
+        return;
+    }
+    let known = std::process::Command::new("id").arg(OTHER_USER).output().is_ok_and(|o| o.status.success());
+    if !known {
+        crate::support::skip(test, &format!("no host user {OTHER_USER} to try the plant with"));
+        return;
+    }
+    let sbx = local(NetworkPolicy::deny_all());
+    // The sandbox opens its workspace up and plants a setuid shell there.
+    let plant = "cp /bin/sh ./sh && chmod 4755 ./sh && chmod 755 . && echo planted";
+    let out = block_on(sbx.run(Command::shell(plant))).unwrap();
+    assert_eq!(out.stdout, b"planted\n", "{}", out.stderr_lossy());
+    let planted = crate::support::local_root().join(sbx.id()).join("workspace/sh");
+    // Positive control: the plant is there, setuid, on the host.
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&planted).unwrap().permissions());
+    assert!(mode & 0o4000 != 0, "control: the planted shell is not setuid ({mode:o})");
+    // The other user cannot reach it, whatever the sandbox did to its modes.
+    let tried = std::process::Command::new("runuser")
+        .args(["-u", OTHER_USER, "--"])
+        .arg(&planted)
+        .args(["-p", "-c", "id -u"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&tried.stdout).trim().to_owned();
+    assert!(
+        !tried.status.success() && said.is_empty(),
+        "host user {OTHER_USER} ran the sandbox's plant: uid {said}"
+    );
+    block_on(sbx.close()).unwrap();
+}

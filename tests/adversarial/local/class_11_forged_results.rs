@@ -45,3 +45,36 @@ fn class_11__no_cell_or_command_can_forge_another_cells_error() {
     assert_eq!(raised.error.as_ref().map(|e| e.name.as_str()), Some("KeyError"));
     block_on(sbx.close()).unwrap();
 }
+
+/// A module an earlier cell plants in the working directory, where the runner's own imports
+/// used to find it first: it rewrites every later cell's outcome.
+const SHADOW: &str = r#"
+with open("traceback.py", "w") as f:
+    f.write("import sys\nsys.stdout.write('FORGED OUTPUT\\n')\ndef format_exception(*a, **k):\n    return ['forged']\n")
+print("planted")
+"#;
+
+#[test]
+fn class_11__a_module_planted_by_an_earlier_cell_cannot_take_over_the_runner() {
+    let sbx = local(NetworkPolicy::deny_all());
+    let planted = block_on(sbx.run_code(SHADOW)).unwrap();
+    assert_eq!(planted.stdout, b"planted\n");
+    // Positive control: the planted module is what a plain `python3 -c 'import traceback'`
+    // in the working directory gets.
+    let control =
+        block_on(sbx.run(Command::new("/usr/bin/python3").arg("-c").arg("import traceback"))).unwrap();
+    assert_eq!(
+        control.stdout, b"FORGED OUTPUT\n",
+        "control: the planted module does not shadow the standard one"
+    );
+    let clean = block_on(sbx.run_code("print(6 * 7)")).unwrap();
+    assert_eq!(clean.stdout, b"42\n", "a planted module rewrote a later cell's output");
+    let raised = block_on(sbx.run_code("raise KeyError('mine')")).unwrap();
+    assert_eq!(raised.error.as_ref().map(|e| e.name.as_str()), Some("KeyError"));
+    assert!(
+        raised.error.as_ref().is_some_and(|e| e.traceback.iter().any(|l| l.contains("KeyError"))),
+        "{:?}",
+        raised.error
+    );
+    block_on(sbx.close()).unwrap();
+}

@@ -11,3 +11,4 @@ mod class_07_host_tampering_on_download;
 mod class_11_forged_results;
 mod class_12_sweep;
 mod class_15_host_view;
+mod class_16_leaked_descriptors;
