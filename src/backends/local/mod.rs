@@ -279,6 +279,15 @@ impl LocalBackend {
                     report.removed.push(id);
                 }
             }
+            // Processes of sandboxes whose directory is gone (a bwrap child orphaned while
+            // its owner died can wait forever): nothing else would ever find them.
+            for (id, workspace) in process::marked::bwraps(&format!("{MARK_ROOT}/")) {
+                let gone = workspace.parent().is_none_or(|dir| !dir.exists());
+                if gone && !live.contains(&id) {
+                    let left = process::marked::kill_all(&format!("{MARK_ROOT}/{id}/"), true, KILL_BOUND);
+                    tracing::info!(sandbox = %id, survivors = left.len(), "reap killed the processes of a sandbox whose directory is gone");
+                }
+            }
             Ok(report)
         })
         .await

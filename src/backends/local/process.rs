@@ -493,6 +493,37 @@ pub(super) mod marked {
         }
     }
 
+    /// The bwrap processes of the sandbox uid on this host, as `(sandbox id, the host
+    /// directory of its workspace)`: read from their argv (`--tmpfs <root>/<id>/<n>` and
+    /// `--bind <dir>/workspace /workspace`), each sandbox once.
+    pub(in crate::backends::local) fn bwraps(root: &str) -> Vec<(String, std::path::PathBuf)> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        let mut found: Vec<(String, std::path::PathBuf)> = Vec::new();
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            if uid_of(pid) != Some(super::super::sandbox_uid()) {
+                continue;
+            }
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let id = args.windows(2).find_map(|pair| {
+                let rest = (pair[0] == b"--tmpfs").then_some(pair[1])?.strip_prefix(root.as_bytes())?;
+                let id = rest.split(|b| *b == b'/').next()?;
+                String::from_utf8(id.to_vec()).ok()
+            });
+            let workspace = args.windows(3).find_map(|w| {
+                (w[0] == b"--bind" && w[2] == b"/workspace")
+                    .then(|| std::path::PathBuf::from(String::from_utf8_lossy(w[1]).into_owned()))
+            });
+            if let (Some(id), Some(workspace)) = (id, workspace)
+                && !found.iter().any(|(known, _)| *known == id)
+            {
+                found.push((id, workspace));
+            }
+        }
+        found
+    }
+
     /// Kills every process carrying the mark until a scan finds none, for at most `within`.
     /// Returns the processes still found at the end (empty: none left).
     pub(in crate::backends::local) fn kill_all(

@@ -32,3 +32,35 @@ fn class_12__close_while_busy_with_locked_directories_leaves_no_workspace() {
     let report = block_on(LocalBackend::new().reap(ReapOptions::default())).unwrap();
     assert!(!left, "close() left {} behind (reap then removed {:?})", dir.display(), report.removed);
 }
+
+/// A stand-in for a bwrap child orphaned while its owner died, whose sandbox directory is
+/// gone: a process of the uid sandboxes run as, with a sandbox's mark in its argv.
+fn orphan(id: &str) -> std::process::Child {
+    let argv = format!("--tmpfs /run/sandboxio/{id}/0 --bind /nonexistent/{id}/workspace /workspace");
+    let mut cmd = if crate::support::is_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid", "2000000000", "--regid", "2000000000", "--clear-groups", "--", "/bin/sh"]);
+        c
+    } else {
+        std::process::Command::new("/bin/sh")
+    };
+    cmd.args(["-c", "sleep 300", "bwrap"]).args(argv.split(' '));
+    cmd.spawn().unwrap()
+}
+
+#[test]
+fn class_12__reap_kills_processes_of_sandboxes_whose_directory_is_gone() {
+    let id = format!("local-0rphan{}", std::process::id());
+    let mut child = orphan(&id);
+    let backend = LocalBackend::new();
+    // Positive control: the stand-in carries the mark the backend finds.
+    assert!(
+        eventually(Duration::from_secs(5), || !backend.running_processes(&id).is_empty()),
+        "control: the orphan's mark is not found"
+    );
+    block_on(backend.reap(ReapOptions::default())).unwrap();
+    let gone = eventually(Duration::from_secs(5), || child.try_wait().is_ok_and(|s| s.is_some()));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(gone, "reap left a process of a sandbox whose directory is gone");
+}
