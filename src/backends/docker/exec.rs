@@ -60,8 +60,9 @@ pub(super) const GID_RANGE: std::ops::Range<u32> = 1_000_000_000..2_000_000_000;
 /// A POSIX `sh` function: `__sbx_sweep <gid>` sends `SIGKILL` to every process whose real
 /// gid is `<gid>` (but the calling shell), and repeats until a pass finds none (a command
 /// forking as it dies is caught by the next pass); fails after 200 passes. Shell builtins
-/// only (`read`, `kill`, globbing), so it needs no free pid. Zombies are skipped: they are
-/// dead already and their new parent, PID 1, reaps them.
+/// only (`read`, `kill`, globbing), so it needs no free pid. A zombie is killed too but not
+/// counted as left (it is dead already and PID 1 reaps it), unless it still has threads: a
+/// thread-group leader that exited while its threads run shows `State: Z` and is alive.
 const SWEEP: &str = r#"__sbx_sweep() {
   __sbx_i=0
   while [ "$__sbx_i" -lt 200 ]; do
@@ -69,13 +70,18 @@ const SWEEP: &str = r#"__sbx_sweep() {
     for __sbx_p in /proc/[0-9]*; do
       __sbx_p=${__sbx_p#/proc/}
       [ "$__sbx_p" = "$$" ] && continue
-      __sbx_z=
+      __sbx_z=; __sbx_m=; __sbx_t=1
       while read -r __sbx_k __sbx_r __sbx_x; do
         case $__sbx_k in
           State:) [ "$__sbx_r" = Z ] && __sbx_z=1 ;;
-          Gid:) [ -z "$__sbx_z" ] && [ "$__sbx_r" = "$1" ] && kill -KILL "$__sbx_p" 2>/dev/null && __sbx_n=$((__sbx_n + 1)); break ;;
+          Gid:) [ "$__sbx_r" = "$1" ] || break; __sbx_m=1 ;;
+          Threads:) __sbx_t=$__sbx_r; break ;;
         esac
       done 2>/dev/null < "/proc/$__sbx_p/status"
+      if [ -n "$__sbx_m" ]; then
+        kill -KILL "$__sbx_p" 2>/dev/null
+        { [ -z "$__sbx_z" ] || [ "$__sbx_t" -gt 1 ]; } && __sbx_n=$((__sbx_n + 1))
+      fi
     done
     [ "$__sbx_n" = 0 ] && return 0
   done
@@ -219,7 +225,7 @@ pub(super) async fn start_raw(
 /// Runs a short internal command (no wrapper) to completion as the sandbox's user:
 /// `(exit code, stdout, stderr)`.
 pub(super) async fn run_raw(shared: &Shared, argv: &[&str]) -> Result<(i64, Vec<u8>, Vec<u8>)> {
-    run_raw_as(shared, Some(shared.exec_user().to_owned()), argv).await
+    run_raw_as(shared, Some(shared.exec_user()), argv).await
 }
 
 /// [`run_raw`] as `user`.

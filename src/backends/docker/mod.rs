@@ -337,6 +337,10 @@ pub(crate) struct Shared {
     nonce: String,
     /// Whether the image has `python3` (and so `RUN_CODE`).
     python: AtomicBool,
+    /// The sandbox user as numbers, resolved once when the sandbox is prepared: every exec
+    /// runs as these numbers, never as a name the container's `/etc/passwd` (which a root
+    /// sandbox user can rewrite) would map again at each exec.
+    resolved: std::sync::OnceLock<(u32, u32)>,
     /// Whether the sandbox user is root: it can then rewrite the image's files, the `sh`
     /// that decodes a later command's secrets included, so command-scoped secrets are
     /// refused (`COMMAND_SECRETS` is not kept for root users).
@@ -383,6 +387,7 @@ impl Shared {
             killed: AtomicBool::new(false),
             nonce: unique_suffix(),
             python: AtomicBool::new(false),
+            resolved: std::sync::OnceLock::new(),
             root_user: AtomicBool::new(true),
             host_view: AtomicBool::new(false),
             next_key: AtomicU64::new(0),
@@ -402,14 +407,20 @@ impl Shared {
 
     /// The user execs run as: the configured one, else root (never PID 1's supervisor id,
     /// which is the container's default user).
-    fn exec_user(&self) -> &str {
-        self.user.as_deref().filter(|u| !u.is_empty()).unwrap_or("0")
+    fn exec_user(&self) -> String {
+        if let Some((uid, gid)) = self.resolved.get() {
+            return format!("{uid}:{gid}");
+        }
+        self.user.as_deref().filter(|u| !u.is_empty()).unwrap_or("0").to_owned()
     }
 
     /// [`Shared::exec_user`] without its group: commands run with a gid of their own.
-    fn exec_user_name(&self) -> &str {
+    fn exec_user_name(&self) -> String {
+        if let Some((uid, _)) = self.resolved.get() {
+            return uid.to_string();
+        }
         let user = self.exec_user();
-        user.split_once(':').map_or(user, |(name, _)| name)
+        user.split_once(':').map_or(user.clone(), |(name, _)| name.to_owned())
     }
 
     fn release_link(&self) {
@@ -805,20 +816,28 @@ async fn prepare(shared: &Shared, image: &str) -> Result<()> {
     let said = String::from_utf8_lossy(&stdout);
     shared.python.store(said.lines().any(|l| l == "python"), Ordering::Release);
     // Without `id`, assume root: the cautious side (see `Shared::root_user`).
-    let uid = said.lines().find_map(|l| l.strip_prefix("uid=")).and_then(|u| u.trim().parse::<u32>().ok());
-    if uid == Some(SUPERVISOR_ID) {
+    let number =
+        |key: &str| said.lines().find_map(|l| l.strip_prefix(key)).and_then(|u| u.trim().parse::<u32>().ok());
+    let (uid, gid) = (number("uid="), number("gid="));
+    if uid == Some(SUPERVISOR_ID) || gid == Some(SUPERVISOR_ID) {
         return Err(Error::configuration(format!(
             "the sandbox user of image {image:?} has uid {SUPERVISOR_ID}, sandboxio's own supervisor id in docker:// containers; choose another user"
         )));
     }
     shared.root_user.store(uid.is_none_or(|u| u == 0), Ordering::Release);
+    // From here on every exec runs as the numbers: a root user that maps its name to the
+    // supervisor's uid in /etc/passwd would otherwise become it at the next exec.
+    // (An image without `id` keeps the name, and its user counts as root.)
+    if let (Some(uid), Some(gid)) = (uid, gid) {
+        let _ = shared.resolved.set((uid, gid));
+    }
     Ok(())
 }
 
 /// Waits (5 s at most) for PID 1 to have prepared `/tmp/.sandboxio`, then prints the sandbox
 /// user's uid and whether the image has `python3`.
 const PREPARE: &str = r"i=0; while [ ! -d /tmp/.sandboxio ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
-echo uid=$(id -u); command -v python3 >/dev/null 2>&1 && echo python; exit 0";
+echo uid=$(id -u); echo gid=$(id -g); command -v python3 >/dev/null 2>&1 && echo python; exit 0";
 
 async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let docker = DockerBackend::client(&inner).await?;

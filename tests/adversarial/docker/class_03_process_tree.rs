@@ -109,3 +109,70 @@ fn class_03__setsid_and_double_fork_end_with_their_command() {
     });
     let _ = block_on(sandbox.close());
 }
+
+/// A program whose main thread exits while another thread keeps writing a heartbeat (the
+/// process then shows `State: Z`, and lives), built static on the host with `cc`.
+const ZOMBIE_LEADER_C: &str = r#"#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *beat(void *a) {
+  for (long n = 1;; n++) {
+    FILE *f = fopen("/tmp/hb", "w");
+    if (f) { fprintf(f, "%ld\n", n); fclose(f); }
+    usleep(20000);
+  }
+  return a;
+}
+int main(void) {
+  pthread_t t;
+  pthread_create(&t, 0, beat, 0);
+  usleep(100000);
+  pthread_exit(0);
+}
+"#;
+
+fn zombie_leader_binary(test: &str) -> Option<Vec<u8>> {
+    let dir = std::env::temp_dir().join(format!("sbx-adv-zl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::write(dir.join("zl.c"), ZOMBIE_LEADER_C).ok()?;
+    let built = std::process::Command::new("cc")
+        .args(["-static", "-pthread", "-o"])
+        .arg(dir.join("zl"))
+        .arg(dir.join("zl.c"))
+        .status()
+        .is_ok_and(|s| s.success());
+    let binary = built.then(|| std::fs::read(dir.join("zl")).ok()).flatten();
+    let _ = std::fs::remove_dir_all(&dir);
+    if binary.is_none() {
+        support::skip(test, "no C compiler (cc) with a static libc to build the payload");
+    }
+    binary
+}
+
+/// Runs the payload in the background, then shows its state while it is a live zombie.
+const ZOMBIE_LEADER: &str =
+    r#"cat > /tmp/zl && chmod 755 /tmp/zl && { /tmp/zl & } && sleep 1 && grep State /proc/$!/status"#;
+
+#[test]
+fn class_03__a_leader_that_exited_while_its_threads_run_ends_with_its_command() {
+    const TEST: &str = "class_03__a_leader_that_exited_while_its_threads_run_ends_with_its_command";
+    if !support::docker_ready(TEST) {
+        return;
+    }
+    let Some(binary) = zombie_leader_binary(TEST) else { return };
+    let sandbox = support::docker(NetworkPolicy::deny_all());
+    block_on(async {
+        let out = sandbox.run(Command::shell(ZOMBIE_LEADER).stdin(binary)).await.unwrap();
+        // Positive control: the leader really was a zombie with its thread alive.
+        if !out.stdout_lossy().contains("Z (zombie)") {
+            support::skip(TEST, &format!("the leader did not become a live zombie: {out:?}"));
+            return;
+        }
+        let first = sandbox.run(Command::shell("cat /tmp/hb")).await.unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let second = sandbox.run(Command::shell("cat /tmp/hb")).await.unwrap();
+        assert!(!first.stdout.is_empty(), "control: the thread never wrote its heartbeat");
+        assert_eq!(first.stdout, second.stdout, "the thread of an exited leader outlived its command");
+    });
+    let _ = block_on(sandbox.kill());
+}

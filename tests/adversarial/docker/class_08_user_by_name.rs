@@ -1,0 +1,43 @@
+//! Class 8 (root users), found by the attack review of the new design: a sandbox user named
+//! by a name (`root`) was looked up again in the container's `/etc/passwd` at every exec, so
+//! a root user could map its name to the supervisor's uid and then stop PID 1, keeping the
+//! container alive past its owner and its TTL. Execs run as the numbers resolved at create.
+
+use sandboxio::{Command, NetworkPolicy};
+
+use crate::support::{self, block_on};
+
+#[test]
+fn class_08__a_root_user_named_by_name_cannot_become_the_supervisor() {
+    const TEST: &str = "class_08__a_root_user_named_by_name_cannot_become_the_supervisor";
+    if !support::docker_ready(TEST) {
+        return;
+    }
+    let sandbox = block_on(
+        sandboxio::Sandbox::builder(&format!("docker://?image={}&user=root", support::DOCKER_IMAGE))
+            .unwrap()
+            .network(NetworkPolicy::deny_all())
+            .create(),
+    )
+    .unwrap();
+    block_on(async {
+        let remap = sandbox
+            .run(Command::shell(
+                "sed -i 's/^root:x:0:0:/root:x:2147480001:0:/' /etc/passwd && grep '^root:' /etc/passwd",
+            ))
+            .await
+            .unwrap();
+        // Positive control: the name now means the supervisor's uid to anything that looks it
+        // up (`id -u root` reads the same file an exec by name would).
+        let looked_up = sandbox.run(Command::shell("id -u root")).await.unwrap();
+        if looked_up.stdout_lossy().trim() != "2147480001" {
+            support::skip(TEST, &format!("the remap did not take: {remap:?} {looked_up:?}"));
+            return;
+        }
+        let me = sandbox.run(Command::shell("id -u")).await.unwrap();
+        assert_eq!(me.stdout_lossy().trim(), "0", "a later command ran as the remapped uid: {me:?}");
+        let stop = sandbox.run(Command::shell("kill -STOP 1 && echo stopped")).await.unwrap();
+        assert!(!stop.stdout_lossy().contains("stopped"), "a command stopped PID 1: {stop:?}");
+    });
+    let _ = block_on(sandbox.kill());
+}
