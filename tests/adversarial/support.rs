@@ -178,3 +178,30 @@ pub fn unread_stream_figures(child_test: &str, role: &str) -> (u64, u64) {
     let mut fields = result.split_whitespace().map(|f| f.parse::<u64>().unwrap());
     (fields.next().unwrap(), fields.next().unwrap())
 }
+
+/// How many cancellation points a stress run makes (`SANDBOXIO_STRESS_POINTS`; CI's
+/// bounded run: 100; `scripts/stress-local` and `scripts/stress-docker` ask for 400+).
+pub fn stress_points() -> usize {
+    std::env::var("SANDBOXIO_STRESS_POINTS").ok().and_then(|v| v.parse().ok()).unwrap_or(100)
+}
+
+/// The stress runs' delays: a cheap xorshift sequence (spread, not quality), seeded from
+/// `SANDBOXIO_STRESS_SEED` or `default`, so a failing run can be replayed.
+pub struct StressRng(u64);
+
+impl StressRng {
+    /// Seeded from `SANDBOXIO_STRESS_SEED`, else `default`.
+    pub fn from_env(default: u64) -> Self {
+        let seed =
+            std::env::var("SANDBOXIO_STRESS_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+        StressRng(seed | 1)
+    }
+
+    /// The next value in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}

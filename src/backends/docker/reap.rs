@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use bollard::Docker;
+use bollard::models::ContainerSummary;
 use bollard::query_parameters::ListContainersOptions;
 
 use crate::backends::{ReapOptions, ReapReport};
@@ -11,16 +12,24 @@ use crate::error::Result;
 use super::client::{provider, status};
 use super::labels::{self, Owner};
 
-pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapReport> {
-    let filters = HashMap::from([("label".to_owned(), vec![format!("{}=true", labels::MANAGED)])]);
-    let listed = docker
+/// Every sandboxio container of the engine (all states), or only those in `state`.
+async fn list_managed(docker: &Docker, state: Option<&str>) -> Result<Vec<ContainerSummary>> {
+    let mut filters = HashMap::from([("label".to_owned(), vec![format!("{}=true", labels::MANAGED)])]);
+    if let Some(state) = state {
+        filters.insert("status".to_owned(), vec![state.to_owned()]);
+    }
+    docker
         .list_containers(Some(ListContainersOptions {
             all: true,
             filters: Some(filters),
             ..Default::default()
         }))
         .await
-        .map_err(|e| provider("listing sandboxio containers", e))?;
+        .map_err(|e| provider("listing sandboxio containers", e))
+}
+
+pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapReport> {
+    let listed = list_managed(docker, None).await?;
     let now = labels::unix_now();
     let mut report = ReapReport::default();
     for container in listed {
@@ -57,18 +66,7 @@ pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapRe
 /// so is any created in the last 5 seconds (another tool's `docker run` of a container so
 /// labelled is between its own two requests).
 pub(super) async fn sweep_unstarted(docker: &Docker) -> Result<usize> {
-    let filters = HashMap::from([
-        ("label".to_owned(), vec![format!("{}=true", labels::MANAGED)]),
-        ("status".to_owned(), vec!["created".to_owned()]),
-    ]);
-    let listed = docker
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
-        .await
-        .map_err(|e| provider("listing sandboxio containers", e))?;
+    let listed = list_managed(docker, Some("created")).await?;
     let mut removed = 0;
     for container in listed {
         let Some(id) = container.id else { continue };

@@ -20,22 +20,6 @@ fn escapes(tag: u64) -> String {
     format!("setsid sleep {tag}1 & (sleep {tag}2 &) ; sleep {tag}3")
 }
 
-/// Points in all (`SANDBOXIO_STRESS_POINTS`, default 100).
-fn points() -> usize {
-    std::env::var("SANDBOXIO_STRESS_POINTS").ok().and_then(|v| v.parse().ok()).unwrap_or(100)
-}
-
-/// xorshift: spread, not quality.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 fn container_exists(id: &str) -> bool {
     !super::docker_cli(&["ps", "-aq", "--no-trunc", "--filter", &format!("id={id}")]).trim().is_empty()
 }
@@ -46,9 +30,8 @@ fn class_03__docker_cancellation_stress_leaves_no_survivor() {
     if child_role().is_some() || !support::docker_ready(TEST) {
         return;
     }
-    let total = points();
-    let seed = std::env::var("SANDBOXIO_STRESS_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0xd0c4_u64);
-    let mut rng = Rng(seed | 1);
+    let total = crate::support::stress_points();
+    let mut rng = crate::support::StressRng::from_env(0xd0c4_u64);
     let started = Instant::now();
     let (mut counted, mut survivors_seen, mut control_seen) = (0usize, Vec::new(), false);
     let in_process = total * 3 / 4;

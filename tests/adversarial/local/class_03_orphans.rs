@@ -58,31 +58,13 @@ fn class_03__setsid_and_double_forks_end_with_their_command() {
     block_on(sbx.close()).unwrap();
 }
 
-/// Cancellation points: how many of each kind a run makes (CI: a bounded run of 100+;
-/// `SANDBOXIO_STRESS_POINTS=400` or more on demand, `scripts/stress-local`).
-fn points() -> usize {
-    std::env::var("SANDBOXIO_STRESS_POINTS").ok().and_then(|v| v.parse().ok()).unwrap_or(100)
-}
-
-/// A cheap, seedable pseudo-random sequence (xorshift): the delays need spread, not quality.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 #[test]
 fn class_03__cancellation_stress_leaves_no_survivor() {
     if child_role().is_some() {
         return;
     }
-    let total = points();
-    let seed = std::env::var("SANDBOXIO_STRESS_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_u64);
-    let mut rng = Rng(seed | 1);
+    let total = crate::support::stress_points();
+    let mut rng = crate::support::StressRng::from_env(0x5eed_u64);
     let started = Instant::now();
     let mut counted = 0;
     let mut survivors = Vec::new();
