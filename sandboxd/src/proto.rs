@@ -242,19 +242,24 @@ pub struct Entry {
     pub size: u64,
 }
 
+/// Environment variables as `NAME` and value pairs.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The fields of [`Message::Spawn`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Spawn {
     /// The program and its arguments; the program is looked up on the command's `PATH`.
     pub argv: Vec<Vec<u8>>,
     /// Environment variables, `NAME` and value.
-    pub env: Vec<(Vec<u8>, Vec<u8>)>,
+    pub env: Pairs,
     /// Environment variables whose values are secrets: set like `env`, never logged.
-    pub secrets: Vec<(Vec<u8>, Vec<u8>)>,
+    pub secrets: Pairs,
     /// The working directory; sandboxd's own when absent.
     pub cwd: Option<Vec<u8>>,
     /// Where stdin comes from.
     pub stdin: StdinMode,
+    /// The uid and gid to run as (the only group); sandboxd's own when absent.
+    pub user: Option<(u32, u32)>,
 }
 
 /// A decoded frame body.
@@ -555,9 +560,17 @@ fn body(message: &Message, out: &mut Vec<u8>) {
                 StdinMode::Null => 0,
                 StdinMode::Pipe => 1,
             });
+            match s.user {
+                None => out.push(0),
+                Some((uid, gid)) => {
+                    out.push(1);
+                    out.extend_from_slice(&uid.to_be_bytes());
+                    out.extend_from_slice(&gid.to_be_bytes());
+                }
+            }
         }
         Message::Stdin { data } | Message::FsData { data } | Message::FsChunk { data } => {
-            put_bytes(out, data)
+            put_bytes(out, data);
         }
         Message::StdinEof | Message::FsEnd | Message::FsDone => {}
         Message::Signal { signal } => out.extend_from_slice(&signal.to_be_bytes()),
@@ -682,7 +695,7 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
-    fn pairs(&mut self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ProtoError> {
+    fn pairs(&mut self) -> Result<Pairs, ProtoError> {
         let n = self.count(8)?;
         let mut pairs = Vec::with_capacity(n);
         for _ in 0..n {
@@ -719,7 +732,8 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
                 1 => StdinMode::Pipe,
                 _ => return Err(ProtoError::BadValue { kind, field: "stdin mode" }),
             };
-            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin })
+            let user = if r.bool("user flag")? { Some((r.u32()?, r.u32()?)) } else { None };
+            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user })
         }
         Kind::Stdin => Message::Stdin { data: r.bytes()? },
         Kind::StdinEof => Message::StdinEof,

@@ -43,9 +43,10 @@ fn message() -> impl Strategy<Value = Message> {
         pairs(),
         proptest::option::of(bytes(16)),
         prop_oneof![Just(StdinMode::Null), Just(StdinMode::Pipe)],
+        proptest::option::of((any::<u32>(), any::<u32>())),
     )
-        .prop_map(|(argv, env, secrets, cwd, stdin)| {
-            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin })
+        .prop_map(|(argv, env, secrets, cwd, stdin, user)| {
+            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user })
         });
     let requests = prop_oneof![
         any::<u16>().prop_map(|version| Message::Hello { version }),
@@ -206,10 +207,11 @@ fn exact_bytes_of_a_spawn() {
             secrets: vec![],
             cwd: Some(b"/w".to_vec()),
             stdin: StdinMode::Pipe,
+            user: Some((1000, 1001)),
         }),
     );
     let expected: Vec<u8> = [
-        &[0, 0, 0, 42][..],                                            // body length
+        &[0, 0, 0, 51][..],                                            // body length
         &[Kind::Spawn.byte()],                                         // kind
         &[0, 0, 0, 7],                                                 // id
         &[0, 0, 0, 2, 0, 0, 0, 2, b's', b'h', 0, 0, 0, 2, b'-', b'c'], // argv
@@ -217,6 +219,7 @@ fn exact_bytes_of_a_spawn() {
         &[0, 0, 0, 0],                                                 // secrets
         &[1, 0, 0, 0, 2, b'/', b'w'],                                  // cwd
         &[1],                                                          // stdin: pipe
+        &[1, 0, 0, 0x03, 0xe8, 0, 0, 0x03, 0xe9],                      // user 1000:1001
     ]
     .concat();
     assert_eq!(f.to_bytes().unwrap(), expected);
