@@ -75,6 +75,8 @@ pub mod path;
 mod policy;
 pub mod runtime;
 mod secret;
+#[cfg(any(feature = "local", feature = "docker"))]
+mod sandboxd;
 pub mod sync;
 pub mod testing;
 mod transfer;

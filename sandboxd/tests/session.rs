@@ -29,8 +29,19 @@ struct Outcome {
 }
 
 impl Client {
+    /// Starts the built binary, or, with `SANDBOXD_TEST_WRAP` set, `sh -c "$SANDBOXD_TEST_WRAP"`
+    /// with `$SANDBOXD` naming the binary: for running the same checks with sandboxd as a
+    /// container's or a bwrap sandbox's first process (`scripts/sandboxd-wrapped`).
     fn start() -> Client {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandboxd"))
+        let mut command = match std::env::var("SANDBOXD_TEST_WRAP") {
+            Ok(wrap) => {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(wrap).env("SANDBOXD", env!("CARGO_BIN_EXE_sandboxd"));
+                c
+            }
+            Err(_) => Command::new(env!("CARGO_BIN_EXE_sandboxd")),
+        };
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
