@@ -14,7 +14,8 @@ use std::process::Command;
 fn main() {
     println!("cargo::rerun-if-changed=sandboxd/src");
     println!("cargo::rustc-check-cfg=cfg(sandboxd_embedded)");
-    let wanted = env::var_os("CARGO_FEATURE_LOCAL").is_some() || env::var_os("CARGO_FEATURE_DOCKER").is_some();
+    let wanted =
+        env::var_os("CARGO_FEATURE_LOCAL").is_some() || env::var_os("CARGO_FEATURE_DOCKER").is_some();
     if !wanted {
         return;
     }
@@ -23,7 +24,16 @@ fn main() {
     let target = env::var("TARGET").expect("cargo sets TARGET");
     let output = Command::new(rustc)
         .args(["--edition", "2024", "--crate-name", "sandboxd", "--crate-type", "bin", "--target", &target])
-        .args(["-C", "opt-level=2", "-C", "panic=abort", "-C", "strip=symbols", "-C", "target-feature=+crt-static"])
+        .args([
+            "-C",
+            "opt-level=2",
+            "-C",
+            "panic=abort",
+            "-C",
+            "strip=symbols",
+            "-C",
+            "target-feature=+crt-static",
+        ])
         .args(["--cap-lints", "warn", "-o"])
         .arg(&out)
         .arg("sandboxd/src/main.rs")
@@ -37,7 +47,9 @@ fn main() {
             // Without sandboxd the backends still work on their older paths; say why loudly.
             let stderr = String::from_utf8_lossy(&o.stderr);
             let first = stderr.lines().find(|l| l.starts_with("error")).unwrap_or("no error line");
-            println!("cargo::warning=sandboxd could not be built for {target} ({first}); backends run without it");
+            println!(
+                "cargo::warning=sandboxd could not be built for {target} ({first}); backends run without it"
+            );
         }
         Err(e) => println!("cargo::warning=sandboxd could not be built: rustc did not start: {e}"),
     }

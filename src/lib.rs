@@ -74,9 +74,9 @@ mod fs;
 pub mod path;
 mod policy;
 pub mod runtime;
-mod secret;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod sandboxd;
+mod secret;
 pub mod sync;
 pub mod testing;
 mod transfer;

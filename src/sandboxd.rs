@@ -2,6 +2,8 @@
 //! its wire protocol (the same file the binary compiles, `sandboxd/src/proto.rs`) and the
 //! binary itself, built for this target by `build.rs` and embedded here.
 
+#[expect(dead_code, reason = "the backends move onto sandboxd in the next steps of ADR 0006")]
+pub(crate) mod client;
 #[path = "../sandboxd/src/proto.rs"]
 #[expect(dead_code, reason = "the backends speak the protocol as they move onto sandboxd")]
 pub(crate) mod proto;
@@ -10,10 +12,12 @@ pub(crate) mod proto;
 /// runs in any Linux image. `None` when `build.rs` could not build it (it said why in a cargo
 /// warning); the backends then keep to their paths that do not need it.
 #[cfg(sandboxd_embedded)]
+#[cfg_attr(not(test), expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006"))]
 pub(crate) const BINARY: Option<&[u8]> = Some(include_bytes!(env!("SANDBOXIO_SANDBOXD")));
 
 /// See above: the build could not make sandboxd.
 #[cfg(not(sandboxd_embedded))]
+#[cfg_attr(not(test), expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006"))]
 pub(crate) const BINARY: Option<&[u8]> = None;
 
 #[cfg(test)]
@@ -37,7 +41,10 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o500)).unwrap();
         let out = std::process::Command::new(&path).arg("--version").output().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("sandboxd protocol {}", super::proto::VERSION));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("sandboxd protocol {}", super::proto::VERSION)
+        );
         assert!(!has_interpreter(binary), "sandboxd is not statically linked");
     }
 

@@ -41,11 +41,8 @@ impl Client {
             }
             Err(_) => Command::new(env!("CARGO_BIN_EXE_sandboxd")),
         };
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("sandboxd starts");
+        let mut child =
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("sandboxd starts");
         let to = child.stdin.take();
         let mut stdout = child.stdout.take().unwrap();
         let (tx, from) = mpsc::channel();
