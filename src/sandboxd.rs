@@ -12,12 +12,18 @@ pub(crate) mod proto;
 /// runs in any Linux image. `None` when `build.rs` could not build it (it said why in a cargo
 /// warning); the backends then keep to their paths that do not need it.
 #[cfg(sandboxd_embedded)]
-#[cfg_attr(not(test), expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006"))]
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006")
+)]
 pub(crate) const BINARY: Option<&[u8]> = Some(include_bytes!(env!("SANDBOXIO_SANDBOXD")));
 
 /// See above: the build could not make sandboxd.
 #[cfg(not(sandboxd_embedded))]
-#[cfg_attr(not(test), expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006"))]
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006")
+)]
 pub(crate) const BINARY: Option<&[u8]> = None;
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+mod fs;
 #[expect(dead_code, reason = "the host-side half of the protocol is compiled here too")]
 mod proto;
 mod session;

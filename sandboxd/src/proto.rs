@@ -269,6 +269,9 @@ pub enum Message {
     Hello {
         /// [`VERSION`] of the host.
         version: u16,
+        /// The sandbox's user, as uid and gid: file operations run as this user, and so do
+        /// commands whose `Spawn` names none. sandboxd's own identity when absent.
+        user: Option<(u32, u32)>,
     },
     /// Start a command under the frame's id, which must be new in this session.
     Spawn(Spawn),
@@ -519,6 +522,17 @@ fn put_pairs(out: &mut Vec<u8>, pairs: &[(Vec<u8>, Vec<u8>)]) {
     }
 }
 
+fn put_user(out: &mut Vec<u8>, user: Option<(u32, u32)>) {
+    match user {
+        None => out.push(0),
+        Some((uid, gid)) => {
+            out.push(1);
+            out.extend_from_slice(&uid.to_be_bytes());
+            out.extend_from_slice(&gid.to_be_bytes());
+        }
+    }
+}
+
 fn file_type_byte(t: FileType) -> u8 {
     match t {
         FileType::File => 0,
@@ -541,7 +555,10 @@ fn failure_byte(f: Failure) -> u8 {
 
 fn body(message: &Message, out: &mut Vec<u8>) {
     match message {
-        Message::Hello { version } => out.extend_from_slice(&version.to_be_bytes()),
+        Message::Hello { version, user } => {
+            out.extend_from_slice(&version.to_be_bytes());
+            put_user(out, *user);
+        }
         Message::Spawn(s) => {
             put_count(out, s.argv.len());
             for arg in &s.argv {
@@ -560,14 +577,7 @@ fn body(message: &Message, out: &mut Vec<u8>) {
                 StdinMode::Null => 0,
                 StdinMode::Pipe => 1,
             });
-            match s.user {
-                None => out.push(0),
-                Some((uid, gid)) => {
-                    out.push(1);
-                    out.extend_from_slice(&uid.to_be_bytes());
-                    out.extend_from_slice(&gid.to_be_bytes());
-                }
-            }
+            put_user(out, s.user);
         }
         Message::Stdin { data } | Message::FsData { data } | Message::FsChunk { data } => {
             put_bytes(out, data);
@@ -680,6 +690,10 @@ impl<'a> Reader<'a> {
         }
     }
 
+    fn user(&mut self) -> Result<Option<(u32, u32)>, ProtoError> {
+        Ok(if self.bool("user flag")? { Some((self.u32()?, self.u32()?)) } else { None })
+    }
+
     fn bytes(&mut self) -> Result<Vec<u8>, ProtoError> {
         let n = self.u32()? as usize;
         Ok(self.take(n)?.to_vec())
@@ -717,7 +731,7 @@ impl<'a> Reader<'a> {
 
 fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
     Ok(match kind {
-        Kind::Hello => Message::Hello { version: r.u16()? },
+        Kind::Hello => Message::Hello { version: r.u16()?, user: r.user()? },
         Kind::Spawn => {
             let n = r.count(4)?;
             let mut argv = Vec::with_capacity(n);
@@ -732,7 +746,7 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
                 1 => StdinMode::Pipe,
                 _ => return Err(ProtoError::BadValue { kind, field: "stdin mode" }),
             };
-            let user = if r.bool("user flag")? { Some((r.u32()?, r.u32()?)) } else { None };
+            let user = r.user()?;
             Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user })
         }
         Kind::Stdin => Message::Stdin { data: r.bytes()? },

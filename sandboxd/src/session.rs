@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 
+use crate::fs::{self, Job};
 use crate::proto::{
     Decoder, Failure, Frame, MAX_CHUNK, Message, ProtoError, Spawn, Status, StdinMode, Stream, VERSION,
 };
@@ -99,7 +100,11 @@ pub struct Session<W: Write> {
     decoder: Decoder,
     children: File,
     cmds: BTreeMap<u32, Cmd>,
+    /// File requests in progress, with the output credit each has left.
+    jobs: BTreeMap<u32, (Job, u64)>,
     greeted: bool,
+    /// The sandbox's user from `Hello`.
+    user: Option<(u32, u32)>,
     frame: Vec<u8>,
 }
 
@@ -111,7 +116,9 @@ impl<W: Write> Session<W> {
             decoder: Decoder::new(),
             children,
             cmds: BTreeMap::new(),
+            jobs: BTreeMap::new(),
             greeted: false,
+            user: None,
             frame: Vec::new(),
         }
     }
@@ -157,7 +164,12 @@ impl<W: Write> Session<W> {
                 slots.push(Slot::Stdin(id));
             }
         }
-        sys::poll_fds(&mut fds, -1)?;
+        // Reads and listings are always ready to go on while they have credit: do not wait then.
+        let busy = self
+            .jobs
+            .values()
+            .any(|(job, credit)| *credit > 0 && matches!(job, Job::Read { .. } | Job::List { .. }));
+        sys::poll_fds(&mut fds, if busy { 0 } else { -1 })?;
         // Outputs are handled before reports so a command's last bytes go out before its exit;
         // reverse order keeps the indices of a command's output list valid while removing.
         for (fd, slot) in fds.iter().zip(&slots).rev() {
@@ -173,7 +185,89 @@ impl<W: Write> Session<W> {
             }
         }
         self.finish_done()?;
+        self.progress_jobs()
+    }
+
+    /// Sends one frame of every read or listing that has credit.
+    fn progress_jobs(&mut self) -> Result<(), End> {
+        let ids: Vec<u32> =
+            self.jobs.iter().filter(|(_, (_, credit))| *credit > 0).map(|(&id, _)| id).collect();
+        for id in ids {
+            let Some((job, credit)) = self.jobs.get_mut(&id) else { continue };
+            let Some((message, done)) = fs::progress(job, *credit, self.user) else { continue };
+            *credit -= fs::cost(&message);
+            if done {
+                self.jobs.remove(&id);
+            }
+            self.send(id, message)?;
+        }
         Ok(())
+    }
+
+    fn fresh(&self, id: u32) -> Result<(), End> {
+        if id == 0 || self.cmds.contains_key(&id) || self.jobs.contains_key(&id) {
+            return Err(End::Protocol(format!("a request with id {id}, which is 0 or in use")));
+        }
+        Ok(())
+    }
+
+    /// Starts or answers a file request.
+    fn file_request(&mut self, id: u32, message: Message) -> Result<(), End> {
+        let started = match &message {
+            Message::FsRead { path, limit } => Some(fs::start_read(path, *limit, self.user)),
+            Message::FsList { path } => Some(fs::start_list(path, self.user)),
+            Message::FsWrite { path, mode } => Some(fs::start_write(path, *mode, self.user)),
+            _ => None,
+        };
+        match started {
+            Some(result) => {
+                self.fresh(id)?;
+                match result {
+                    Ok(job) => {
+                        self.jobs.insert(id, (job, 0));
+                        Ok(())
+                    }
+                    Err(refusal) => {
+                        // A refused write's data frames still arrive: drop them quietly.
+                        if matches!(message, Message::FsWrite { .. }) {
+                            self.jobs.insert(id, (Job::Failed, 0));
+                        }
+                        self.send(id, refusal)
+                    }
+                }
+            }
+            None => match message {
+                Message::FsData { data } => {
+                    let Some((job, _)) = self.jobs.get_mut(&id) else { return Ok(()) };
+                    if matches!(job, Job::Failed) {
+                        return Ok(());
+                    }
+                    match fs::write_chunk(job, &data) {
+                        Ok(()) => self.send(
+                            id,
+                            Message::Credit { bytes: u32::try_from(data.len()).unwrap_or(u32::MAX) },
+                        ),
+                        Err(refusal) => {
+                            let job = std::mem::replace(job, Job::Failed);
+                            fs::abandon(job, self.user);
+                            self.send(id, refusal)
+                        }
+                    }
+                }
+                Message::FsEnd => match self.jobs.remove(&id) {
+                    Some((job @ Job::Write { .. }, _)) => {
+                        let reply = fs::finish_write(job, self.user)
+                            .map_or_else(|refusal| refusal, |()| Message::FsDone);
+                        self.send(id, reply)
+                    }
+                    _ => Ok(()),
+                },
+                other => {
+                    let reply = fs::immediate(&other, self.user);
+                    self.send(id, reply)
+                }
+            },
+        }
     }
 
     fn read_host(&mut self) -> Result<(), End> {
@@ -195,12 +289,13 @@ impl<W: Write> Session<W> {
         let Frame { id, message } = frame;
         if !self.greeted {
             return match message {
-                Message::Hello { version } if version == VERSION => {
+                Message::Hello { version, user } if version == VERSION => {
                     self.greeted = true;
+                    self.user = user;
                     let pid = u32::try_from(sys::pid()).unwrap_or(0);
                     self.send(0, Message::HelloAck { version: VERSION, pid })
                 }
-                Message::Hello { version } => {
+                Message::Hello { version, .. } => {
                     Err(End::Protocol(format!("host speaks version {version}, sandboxd speaks {VERSION}")))
                 }
                 other => Err(End::Protocol(format!("{:?} before Hello", other.kind()))),
@@ -236,6 +331,8 @@ impl<W: Write> Session<W> {
             Message::Credit { bytes } => {
                 if let Some(cmd) = self.cmds.get_mut(&id) {
                     cmd.credit = cmd.credit.saturating_add(u64::from(bytes));
+                } else if let Some((_, credit)) = self.jobs.get_mut(&id) {
+                    *credit = credit.saturating_add(u64::from(bytes));
                 }
                 Ok(())
             }
@@ -248,21 +345,13 @@ impl<W: Write> Session<W> {
             | Message::FsList { .. }
             | Message::FsMkdir { .. }
             | Message::FsRemove { .. }
-            | Message::FsStat { .. } => self.send(
-                id,
-                Message::Failed {
-                    failure: Failure::InvalidInput,
-                    message: b"file operations are not served by this sandboxd".to_vec(),
-                },
-            ),
+            | Message::FsStat { .. } => self.file_request(id, message),
             reply => Err(End::Protocol(format!("{:?} is sandboxd's to send", reply.kind()))),
         }
     }
 
     fn spawn(&mut self, id: u32, spec: &Spawn) -> Result<(), End> {
-        if id == 0 || self.cmds.contains_key(&id) {
-            return Err(End::Protocol(format!("spawn with id {id}, which is 0 or in use")));
-        }
+        self.fresh(id)?;
         if self.cmds.len() >= MAX_COMMANDS {
             let message = format!("{MAX_COMMANDS} commands are already running").into_bytes();
             return self.send(id, Message::Failed { failure: Failure::InvalidInput, message });
@@ -270,7 +359,8 @@ impl<W: Write> Session<W> {
         if let Some(why) = invalid(spec) {
             return self.send(id, Message::Failed { failure: Failure::InvalidInput, message: why.into() });
         }
-        match start(spec) {
+        let spec = Spawn { user: spec.user.or(self.user), ..spec.clone() };
+        match start(&spec) {
             Ok(cmd) => {
                 self.cmds.insert(id, cmd);
                 Ok(())
@@ -399,6 +489,9 @@ impl<W: Write> Session<W> {
     }
 
     fn kill_everything(&mut self) {
+        for (_, (job, _)) in std::mem::take(&mut self.jobs) {
+            fs::abandon(job, self.user);
+        }
         for cmd in self.cmds.values_mut() {
             signal_shepherd(cmd, sys::SIGKILL);
             cmd.control = None;

@@ -48,6 +48,10 @@ unsafe extern "C" {
     fn getpid() -> i32;
     fn setsid() -> i32;
     fn setgroups(size: usize, list: *const u32) -> i32;
+    fn getgroups(size: i32, list: *mut u32) -> i32;
+    fn geteuid() -> u32;
+    fn setfsuid(uid: u32) -> i32;
+    fn setfsgid(gid: u32) -> i32;
     fn setgid(gid: u32) -> i32;
     fn setuid(uid: u32) -> i32;
     fn _exit(code: i32) -> !;
@@ -252,4 +256,41 @@ pub fn drop_to(uid: u32, gid: u32) -> io::Result<()> {
         check(setuid(uid))?;
     }
     Ok(())
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { geteuid() == 0 }
+}
+
+/// What [`enter_fs_identity`] changed, for [`leave_fs_identity`].
+pub struct FsIdentity {
+    groups: Vec<u32>,
+}
+
+/// Switches this (single-threaded) process's filesystem identity to `uid`/`gid`, with `gid` as
+/// the only supplementary group. Needs root; the kernel drops root's file capabilities while
+/// the filesystem uid is not 0.
+pub fn enter_fs_identity(uid: u32, gid: u32) -> FsIdentity {
+    let mut groups = vec![0u32; 256];
+    // SAFETY: `groups` has room for the 256 entries getgroups may write.
+    let n = unsafe { getgroups(256, groups.as_mut_ptr()) };
+    groups.truncate(usize::try_from(n).unwrap_or(0));
+    // SAFETY: integer arguments and a one-element list that outlives the call.
+    unsafe {
+        setgroups(1, &raw const gid);
+        setfsgid(gid);
+        setfsuid(uid);
+    }
+    FsIdentity { groups }
+}
+
+/// Restores root's filesystem identity and groups.
+pub fn leave_fs_identity(saved: &FsIdentity) {
+    // SAFETY: integer arguments and a list that outlives the call.
+    unsafe {
+        setfsuid(0);
+        setfsgid(0);
+        setgroups(saved.groups.len(), saved.groups.as_ptr());
+    }
 }

@@ -49,7 +49,8 @@ fn message() -> impl Strategy<Value = Message> {
             Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user })
         });
     let requests = prop_oneof![
-        any::<u16>().prop_map(|version| Message::Hello { version }),
+        (any::<u16>(), proptest::option::of((any::<u32>(), any::<u32>())))
+            .prop_map(|(version, user)| Message::Hello { version, user }),
         spawn,
         bytes(64).prop_map(|data| Message::Stdin { data }),
         Just(Message::StdinEof),

@@ -33,6 +33,11 @@ impl Client {
     /// with `$SANDBOXD` naming the binary: for running the same checks with sandboxd as a
     /// container's or a bwrap sandbox's first process (`scripts/sandboxd-wrapped`).
     fn start() -> Client {
+        Client::start_as(None)
+    }
+
+    /// As [`Client::start`], with `user` as the session's sandbox user.
+    fn start_as(user: Option<(u32, u32)>) -> Client {
         let mut command = match std::env::var("SANDBOXD_TEST_WRAP") {
             Ok(wrap) => {
                 let mut c = Command::new("sh");
@@ -62,7 +67,7 @@ impl Client {
             }
         });
         let mut c = Client { child, to, from, user: None };
-        c.send(0, Message::Hello { version: VERSION });
+        c.send(0, Message::Hello { version: VERSION, user });
         match c.recv().message {
             Message::HelloAck { version, .. } => assert_eq!(version, VERSION),
             other => panic!("expected HelloAck, got {other:?}"),
@@ -330,4 +335,201 @@ fn garbage_ends_the_session_without_a_hang() {
     let bytes = Frame::new(1, Message::Ping { nonce: 1 }).to_bytes().unwrap();
     child.stdin.as_mut().unwrap().write_all(&bytes).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(2));
+}
+
+/// Everything sandboxd answered to file request `id`, through its last frame.
+fn answers(c: &mut Client, id: u32) -> Vec<Message> {
+    let mut got = Vec::new();
+    loop {
+        let f = c.recv();
+        if f.id != id {
+            continue;
+        }
+        let last =
+            matches!(f.message, Message::FsDone | Message::Failed { .. } | Message::FsStatReply { .. });
+        got.push(f.message);
+        if last {
+            return got;
+        }
+    }
+}
+
+fn failure_of(answers: &[Message]) -> Option<Failure> {
+    answers.iter().find_map(|m| match m {
+        Message::Failed { failure, .. } => Some(*failure),
+        _ => None,
+    })
+}
+
+fn write_file(c: &mut Client, id: u32, path: &str, mode: u32, data: &[u8]) -> Vec<Message> {
+    c.send(id, Message::FsWrite { path: path.into(), mode });
+    for chunk in data.chunks(60_000) {
+        c.send(id, Message::FsData { data: chunk.to_vec() });
+    }
+    c.send(id, Message::FsEnd);
+    answers(c, id).into_iter().filter(|m| !matches!(m, Message::Credit { .. })).collect()
+}
+
+fn read_file(c: &mut Client, id: u32, path: &str, limit: u64) -> Result<Vec<u8>, Failure> {
+    c.send(id, Message::FsRead { path: path.into(), limit });
+    c.send(id, Message::Credit { bytes: u32::MAX });
+    let got = answers(c, id);
+    if let Some(f) = failure_of(&got) {
+        return Err(f);
+    }
+    Ok(got
+        .into_iter()
+        .flat_map(|m| if let Message::FsChunk { data } = m { data } else { Vec::new() })
+        .collect())
+}
+
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("sandboxd-fs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn files_round_trip_whole_with_their_mode_and_no_temporary_left() {
+    let mut c = Client::start();
+    let dir = Scratch::new("roundtrip");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    assert_eq!(write_file(&mut c, 1, &dir.path("f.bin"), 0o640, &data), vec![Message::FsDone]);
+    assert_eq!(read_file(&mut c, 2, &dir.path("f.bin"), 1 << 30), Ok(data.clone()));
+    c.send(3, Message::FsStat { path: dir.path("f.bin").into() });
+    assert_eq!(
+        answers(&mut c, 3),
+        vec![Message::FsStatReply { file_type: sandboxd::proto::FileType::File, size: 300_000, mode: 0o640 }]
+    );
+    // Replacing is atomic and leaves only the file.
+    assert_eq!(write_file(&mut c, 4, &dir.path("f.bin"), 0o600, b"new"), vec![Message::FsDone]);
+    assert_eq!(read_file(&mut c, 5, &dir.path("f.bin"), 10), Ok(b"new".to_vec()));
+    let names: Vec<_> = std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("f.bin")]);
+}
+
+#[test]
+fn reads_are_refused_by_kind_and_size_without_hanging() {
+    let mut c = Client::start();
+    let dir = Scratch::new("refusals");
+    std::fs::write(dir.0.join("big"), vec![0u8; 5000]).unwrap();
+    let fifo = dir.path("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert_eq!(read_file(&mut c, 1, &dir.path("big"), 4999), Err(Failure::TooLarge));
+    assert_eq!(
+        read_file(&mut c, 2, &dir.path("big"), 5000).map(|d| d.len()),
+        Ok(5000),
+        "control: at the limit"
+    );
+    assert_eq!(read_file(&mut c, 3, &dir.path(""), 10), Err(Failure::IsADirectory));
+    assert_eq!(read_file(&mut c, 4, &fifo, 10), Err(Failure::InvalidInput), "a fifo must not block sandboxd");
+    assert_eq!(read_file(&mut c, 5, &dir.path("missing"), 10), Err(Failure::NotFound));
+    assert_eq!(read_file(&mut c, 6, "relative/path", 10), Err(Failure::InvalidInput));
+    let written = write_file(&mut c, 7, &dir.path(""), 0o600, b"x");
+    assert_eq!(failure_of(&written), Some(Failure::IsADirectory));
+}
+
+#[test]
+fn a_read_never_runs_ahead_of_its_credit() {
+    let mut c = Client::start();
+    let dir = Scratch::new("credit");
+    std::fs::write(dir.0.join("f"), vec![1u8; 200_000]).unwrap();
+    c.send(1, Message::FsRead { path: dir.path("f").into(), limit: 1 << 20 });
+    c.send(1, Message::Credit { bytes: 1000 });
+    c.send(0, Message::Ping { nonce: 1 });
+    let mut got = 0;
+    loop {
+        match c.recv().message {
+            Message::FsChunk { data } => got += data.len(),
+            Message::Pong { .. } if got == 1000 => break,
+            Message::Pong { .. } => c.send(0, Message::Ping { nonce: 1 }),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    c.send(0, Message::Ping { nonce: 2 });
+    assert!(matches!(c.recv().message, Message::Pong { nonce: 2 }), "bytes past the credit arrived");
+    c.send(1, Message::Credit { bytes: u32::MAX });
+    let rest: usize = answers(&mut c, 1)
+        .iter()
+        .map(|m| if let Message::FsChunk { data } = m { data.len() } else { 0 })
+        .sum();
+    assert_eq!(got + rest, 200_000);
+}
+
+#[test]
+fn directories_are_made_listed_and_removed() {
+    let mut c = Client::start();
+    let dir = Scratch::new("dirs");
+    c.send(1, Message::FsMkdir { path: dir.path("a/b/c").into(), parents: true });
+    assert_eq!(answers(&mut c, 1), vec![Message::FsDone]);
+    c.send(2, Message::FsMkdir { path: dir.path("x/y").into(), parents: false });
+    assert_eq!(failure_of(&answers(&mut c, 2)), Some(Failure::NotFound));
+    std::fs::write(dir.0.join("a/file"), b"12345").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.0.join("a/link")).unwrap();
+    c.send(3, Message::FsList { path: dir.path("a").into() });
+    c.send(3, Message::Credit { bytes: u32::MAX });
+    let mut entries: Vec<_> = answers(&mut c, 3)
+        .into_iter()
+        .flat_map(|m| if let Message::FsEntries { entries } = m { entries } else { Vec::new() })
+        .map(|e| (String::from_utf8(e.name).unwrap(), e.file_type, e.size))
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    use sandboxd::proto::FileType;
+    assert_eq!(entries[0], ("b".into(), FileType::Dir, entries[0].2));
+    assert_eq!(entries[1], ("file".into(), FileType::File, 5));
+    assert_eq!(entries[2].0, "link");
+    assert_eq!(entries[2].1, FileType::Symlink);
+    c.send(4, Message::FsRemove { path: dir.path("a").into(), recursive: false });
+    assert_eq!(failure_of(&answers(&mut c, 4)), Some(Failure::Io), "a non-empty directory needs recursive");
+    c.send(5, Message::FsRemove { path: dir.path("a").into(), recursive: true });
+    assert_eq!(answers(&mut c, 5), vec![Message::FsDone]);
+    assert!(!dir.0.join("a").exists());
+    assert!(std::path::Path::new("/etc/passwd").exists(), "the link's target survives");
+}
+
+#[test]
+fn file_operations_run_as_the_sandbox_user() {
+    if euid() != 0 {
+        eprintln!("skipped: switching the filesystem identity needs root");
+        return;
+    }
+    let dir = Scratch::new("identity");
+    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::create_dir(dir.0.join("open")).unwrap();
+    std::fs::set_permissions(dir.0.join("open"), std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .unwrap();
+    std::fs::write(dir.0.join("secret"), b"root only").unwrap();
+    std::fs::set_permissions(dir.0.join("secret"), std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .unwrap();
+    let mut c = Client::start_as(Some((65534, 65534)));
+    // The control: where nobody may write, the write works and the file is nobody's.
+    assert_eq!(write_file(&mut c, 1, &dir.path("open/mine"), 0o644, b"hi"), vec![Message::FsDone]);
+    let meta = std::fs::metadata(dir.0.join("open/mine")).unwrap();
+    assert_eq!(
+        (std::os::unix::fs::MetadataExt::uid(&meta), std::os::unix::fs::MetadataExt::gid(&meta)),
+        (65534, 65534)
+    );
+    assert_eq!(
+        failure_of(&write_file(&mut c, 2, &dir.path("denied"), 0o644, b"x")),
+        Some(Failure::PermissionDenied)
+    );
+    assert_eq!(read_file(&mut c, 3, &dir.path("secret"), 100), Err(Failure::PermissionDenied));
+    // And sandboxd is root again afterwards: the commands it starts without a user still are.
+    let mut plain = Client::start();
+    assert_eq!(read_file(&mut plain, 1, &dir.path("secret"), 100), Ok(b"root only".to_vec()));
 }

@@ -93,7 +93,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Client {
-    /// Starts a session over `read`/`write`: sends `Hello` and starts the reader thread.
+    /// Starts a session over `read`/`write` for a sandbox whose user is `user` (uid, gid):
+    /// sends `Hello` and starts the reader thread.
     /// Call [`Client::hello`] to wait for sandboxd's answer.
     ///
     /// # Errors
@@ -110,7 +111,7 @@ impl Client {
             next_id: AtomicU32::new(1),
         });
         let client = Client { inner };
-        client.send(0, Message::Hello { version: VERSION }).map_err(std::io::Error::other)?;
+        client.send(0, Message::Hello { version: VERSION, user }).map_err(std::io::Error::other)?;
         let reader = Arc::clone(&client.inner);
         std::thread::Builder::new()
             .name("sandboxio-sandboxd-rx".into())
@@ -433,7 +434,7 @@ mod tests {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let client = Client::start(child.stdout.take().unwrap(), child.stdin.take().unwrap()).unwrap();
+        let client = Client::start(child.stdout.take().unwrap(), child.stdin.take().unwrap(), None).unwrap();
         Daemon { child, client, dir }
     }
 
