@@ -282,7 +282,7 @@ pub enum Message {
     },
     /// End of the command's stdin.
     StdinEof,
-    /// Send a signal to every process of the command.
+    /// Send a signal to every process of the command; for a file request, cancel it.
     Signal {
         /// The signal number.
         signal: i32,

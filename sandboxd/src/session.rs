@@ -325,6 +325,9 @@ impl<W: Write> Session<W> {
             Message::Signal { signal } => {
                 if let Some(cmd) = self.cmds.get_mut(&id) {
                     signal_shepherd(cmd, signal);
+                } else if let Some((job, _)) = self.jobs.remove(&id) {
+                    // A signal to a file request cancels it: the host stopped waiting.
+                    fs::abandon(job, self.user);
                 }
                 Ok(())
             }

@@ -533,3 +533,15 @@ fn file_operations_run_as_the_sandbox_user() {
     let mut plain = Client::start();
     assert_eq!(read_file(&mut plain, 1, &dir.path("secret"), 100), Ok(b"root only".to_vec()));
 }
+
+#[test]
+fn a_signal_cancels_a_file_request_and_frees_its_id() {
+    let mut c = Client::start();
+    let dir = Scratch::new("cancel");
+    std::fs::write(dir.0.join("f"), vec![0u8; 100_000]).unwrap();
+    c.send(9, Message::FsRead { path: dir.path("f").into(), limit: 1 << 20 });
+    c.send(9, Message::Signal { signal: 9 });
+    // Were the read still open, reusing its id would end the session as a protocol error.
+    c.send(9, Message::FsStat { path: dir.path("f").into() });
+    assert!(matches!(answers(&mut c, 9)[..], [Message::FsStatReply { size: 100_000, .. }]));
+}

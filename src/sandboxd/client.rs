@@ -17,7 +17,9 @@ use std::task::{Context, Poll};
 
 use event_listener::{Event as Notify, EventListener};
 
-use super::proto::{Decoder, Failure, Frame, MAX_CHUNK, Message, Spawn, Status, Stream, VERSION};
+use super::proto::{
+    Decoder, Entry, Failure, FileType, Frame, MAX_CHUNK, Message, Spawn, Status, Stream, VERSION,
+};
 
 /// The most output bytes a command may have queued on the host, in bytes (1 MiB).
 pub(crate) const OUTPUT_WINDOW: u32 = 1024 * 1024;
@@ -30,9 +32,25 @@ pub(crate) const STDIN_WINDOW: usize = 256 * 1024;
 const CREDIT_BATCH: usize = 64 * 1024;
 
 /// What happens to a command, in order: `Spawned`, then `Output`s, then one of `Exit`,
-/// `Failed` or `Gone`.
+/// `Failed` or `Gone`; and to a file request: `Chunk`s or `Entries`, then one of `Done`,
+/// `Stat`, `Failed` or `Gone`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Event {
+    /// Bytes of a file being read.
+    Chunk(Vec<u8>),
+    /// Entries of a directory being listed.
+    Entries(Vec<Entry>),
+    /// A file request completed.
+    Done,
+    /// The answer to a stat request.
+    Stat {
+        /// What the path is.
+        file_type: FileType,
+        /// Its size in bytes.
+        size: u64,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The command started, with this pid inside the sandbox.
     Spawned(u32),
     /// Bytes the command wrote.
@@ -48,6 +66,18 @@ pub(crate) enum Event {
     Failed(Failure, String),
     /// The session ended before the command did; why.
     Gone(String),
+}
+
+impl CmdState {
+    /// Counts `bytes` of credited data queued for request `id`; more than was granted breaks
+    /// the protocol.
+    fn count(&mut self, id: u32, bytes: usize) -> Result<(), String> {
+        self.queued += bytes;
+        if self.queued > OUTPUT_WINDOW as usize {
+            return Err(format!("sandboxd sent request {id} more data than it was granted"));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Default)]
@@ -103,6 +133,7 @@ impl Client {
     pub(crate) fn start(
         read: impl Read + Send + 'static,
         write: impl Write + Send + 'static,
+        user: Option<(u32, u32)>,
     ) -> std::io::Result<Client> {
         let inner = Arc::new(Inner {
             writer: Mutex::new(Box::new(write)),
@@ -173,6 +204,17 @@ impl Client {
     ///
     /// Why the session ended (the command was not sent).
     pub(crate) fn spawn(&self, spec: Spawn) -> Result<Cmd, String> {
+        self.request(Message::Spawn(spec))
+    }
+
+    /// Sends a request (a spawn or a file operation) under a fresh id; its answers arrive on
+    /// the returned handle. Reads, listings and commands are granted [`OUTPUT_WINDOW`] of
+    /// credit at once; a write's data goes through [`Cmd::send_data`] and [`Cmd::finish`].
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended (the request was not sent).
+    pub(crate) fn request(&self, message: Message) -> Result<Cmd, String> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut state = lock(&self.inner.state);
@@ -182,8 +224,11 @@ impl Client {
             state.cmds.insert(id, CmdState { stdin_window: STDIN_WINDOW, ..CmdState::default() });
         }
         let cmd = Cmd { client: self.clone(), id, listener: None };
-        self.send(id, Message::Spawn(spec))?;
-        self.send(id, Message::Credit { bytes: OUTPUT_WINDOW })?;
+        let credit = matches!(message, Message::Spawn(_) | Message::FsRead { .. } | Message::FsList { .. });
+        self.send(id, message)?;
+        if credit {
+            self.send(id, Message::Credit { bytes: OUTPUT_WINDOW })?;
+        }
         Ok(cmd)
     }
 }
@@ -244,11 +289,24 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
             match message {
                 Message::Spawned { pid } => cmd.events.push_back(Event::Spawned(pid)),
                 Message::Output { stream, data } => {
-                    cmd.queued += data.len();
-                    if cmd.queued > OUTPUT_WINDOW as usize {
-                        return Err(format!("sandboxd sent command {id} more output than it was granted"));
-                    }
+                    cmd.count(id, data.len())?;
                     cmd.events.push_back(Event::Output(stream, data));
+                }
+                Message::FsChunk { data } => {
+                    cmd.count(id, data.len())?;
+                    cmd.events.push_back(Event::Chunk(data));
+                }
+                Message::FsEntries { entries } => {
+                    cmd.count(id, entries.iter().map(|e| 13 + e.name.len()).sum())?;
+                    cmd.events.push_back(Event::Entries(entries));
+                }
+                Message::FsDone => {
+                    cmd.events.push_back(Event::Done);
+                    cmd.finished = true;
+                }
+                Message::FsStatReply { file_type, size, mode } => {
+                    cmd.events.push_back(Event::Stat { file_type, size, mode });
+                    cmd.finished = true;
                 }
                 Message::Credit { bytes } => cmd.stdin_window += bytes as usize,
                 Message::Exit { status, oom_killed } => {
@@ -291,9 +349,14 @@ impl Cmd {
         let cmd = state.cmds.get_mut(&self.id)?;
         let event = cmd.events.pop_front()?;
         let mut grant = 0;
-        if let Event::Output(_, data) = &event {
-            cmd.queued -= data.len();
-            cmd.taken += data.len();
+        let bytes = match &event {
+            Event::Output(_, data) | Event::Chunk(data) => data.len(),
+            Event::Entries(entries) => entries.iter().map(|e| 13 + e.name.len()).sum(),
+            _ => 0,
+        };
+        if bytes > 0 {
+            cmd.queued -= bytes;
+            cmd.taken += bytes;
             if cmd.taken >= CREDIT_BATCH && !cmd.finished {
                 grant = std::mem::take(&mut cmd.taken);
             }
@@ -346,7 +409,29 @@ impl Cmd {
     /// # Errors
     ///
     /// Why the session or the command ended first.
-    pub(crate) async fn write_stdin(&self, mut data: &[u8]) -> Result<(), String> {
+    pub(crate) async fn write_stdin(&self, data: &[u8]) -> Result<(), String> {
+        self.send_window(data, |data| Message::Stdin { data }).await
+    }
+
+    /// Sends `data` for a file write request, waiting while sandboxd's window is full.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended or the write failed first.
+    pub(crate) async fn send_data(&self, data: &[u8]) -> Result<(), String> {
+        self.send_window(data, |data| Message::FsData { data }).await
+    }
+
+    /// Ends a file write: sandboxd renames the file into place and answers `Done`.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended.
+    pub(crate) fn finish(&self) -> Result<(), String> {
+        self.client.send(self.id, Message::FsEnd)
+    }
+
+    async fn send_window(&self, mut data: &[u8], frame: impl Fn(Vec<u8>) -> Message) -> Result<(), String> {
         while !data.is_empty() {
             let n = self
                 .client
@@ -355,18 +440,18 @@ impl Cmd {
                         return Some(Err(why.clone()));
                     }
                     match s.cmds.get_mut(&self.id) {
-                        Some(c) if c.finished => Some(Err("the command has ended".to_owned())),
+                        Some(c) if c.finished => Some(Err("the request has ended".to_owned())),
                         Some(c) if c.stdin_window > 0 => {
                             let n = c.stdin_window.min(data.len()).min(MAX_CHUNK);
                             c.stdin_window -= n;
                             Some(Ok(n))
                         }
                         Some(_) => None,
-                        None => Some(Err("the command has ended".to_owned())),
+                        None => Some(Err("the request has ended".to_owned())),
                     }
                 })
                 .await?;
-            self.client.send(self.id, Message::Stdin { data: data[..n].to_vec() })?;
+            self.client.send(self.id, frame(data[..n].to_vec()))?;
             data = &data[n..];
         }
         Ok(())
@@ -534,6 +619,42 @@ mod tests {
         let (_, _, last) = collect(cmd);
         assert!(matches!(last, Event::Gone(_)), "{last:?}");
         assert!(d.client.spawn(spec(&["true"])).is_err(), "a spawn after the end is refused");
+    }
+
+    #[test]
+    fn file_requests_round_trip_through_the_session() {
+        let d = daemon();
+        let dir = d.dir.clone().unwrap();
+        let path = dir.join("data.bin");
+        let path_bytes = path.to_str().unwrap().as_bytes().to_vec();
+        let data: Vec<u8> = (0..700_000u32).map(|i| (i % 253) as u8).collect();
+        let mut write = d.client.request(Message::FsWrite { path: path_bytes.clone(), mode: 0o600 }).unwrap();
+        block_on(write.send_data(&data)).unwrap();
+        write.finish().unwrap();
+        assert_eq!(block_on(write.next()), Some(Event::Done));
+
+        let mut read =
+            d.client.request(Message::FsRead { path: path_bytes.clone(), limit: 1 << 30 }).unwrap();
+        let mut back = Vec::new();
+        let last = block_on(async {
+            loop {
+                match read.next().await.unwrap() {
+                    Event::Chunk(bytes) => back.extend(bytes),
+                    last => return last,
+                }
+            }
+        });
+        assert_eq!(last, Event::Done);
+        assert_eq!(back, data);
+
+        let mut stat = d.client.request(Message::FsStat { path: path_bytes }).unwrap();
+        assert_eq!(
+            block_on(stat.next()),
+            Some(Event::Stat { file_type: FileType::File, size: 700_000, mode: 0o600 })
+        );
+        let missing = dir.join("missing").to_str().unwrap().as_bytes().to_vec();
+        let mut read = d.client.request(Message::FsRead { path: missing, limit: 10 }).unwrap();
+        assert!(matches!(block_on(read.next()), Some(Event::Failed(Failure::NotFound, _))));
     }
 
     #[test]
