@@ -135,6 +135,8 @@ kinds! {
     Credit = 0x06,
     /// Host to sandboxd: liveness probe.
     Ping = 0x07,
+    /// Host to sandboxd: bytes for a command's control channel.
+    ControlIn = 0x08,
     /// Host to sandboxd: read a file.
     FsRead = 0x10,
     /// Host to sandboxd: create or replace a file with the data frames that follow.
@@ -190,6 +192,10 @@ pub enum Stream {
     Stdout,
     /// Standard error.
     Stderr,
+    /// The control channel (descriptor 3 of a command spawned with `control`). sandboxd
+    /// forwards its bytes only once the command's stdout and stderr pipes are empty, so what
+    /// the command wrote to them before writing here arrives first.
+    Control,
 }
 
 /// How a command ended.
@@ -260,6 +266,9 @@ pub struct Spawn {
     pub stdin: StdinMode,
     /// The uid and gid to run as (the only group); sandboxd's own when absent.
     pub user: Option<(u32, u32)>,
+    /// Give the command a control channel: a socket at its descriptor 3, fed by
+    /// [`Message::ControlIn`] and read as [`Stream::Control`] output.
+    pub control: bool,
 }
 
 /// A decoded frame body.
@@ -291,6 +300,11 @@ pub enum Message {
     Credit {
         /// Bytes, added to what is left of earlier grants.
         bytes: u32,
+    },
+    /// Bytes for the command's control channel (shares the stdin window).
+    ControlIn {
+        /// At most [`MAX_CHUNK`] bytes.
+        data: Vec<u8>,
     },
     /// Liveness probe; answered with `Pong` carrying the same nonce.
     Ping {
@@ -424,6 +438,7 @@ impl Message {
             Message::Signal { .. } => Kind::Signal,
             Message::Credit { .. } => Kind::Credit,
             Message::Ping { .. } => Kind::Ping,
+            Message::ControlIn { .. } => Kind::ControlIn,
             Message::FsRead { .. } => Kind::FsRead,
             Message::FsWrite { .. } => Kind::FsWrite,
             Message::FsData { .. } => Kind::FsData,
@@ -578,8 +593,12 @@ fn body(message: &Message, out: &mut Vec<u8>) {
                 StdinMode::Pipe => 1,
             });
             put_user(out, s.user);
+            out.push(u8::from(s.control));
         }
-        Message::Stdin { data } | Message::FsData { data } | Message::FsChunk { data } => {
+        Message::Stdin { data }
+        | Message::ControlIn { data }
+        | Message::FsData { data }
+        | Message::FsChunk { data } => {
             put_bytes(out, data);
         }
         Message::StdinEof | Message::FsEnd | Message::FsDone => {}
@@ -608,6 +627,7 @@ fn body(message: &Message, out: &mut Vec<u8>) {
             out.push(match stream {
                 Stream::Stdout => 1,
                 Stream::Stderr => 2,
+                Stream::Control => 3,
             });
             put_bytes(out, data);
         }
@@ -747,13 +767,15 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
                 _ => return Err(ProtoError::BadValue { kind, field: "stdin mode" }),
             };
             let user = r.user()?;
-            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user })
+            let control = r.bool("control")?;
+            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user, control })
         }
         Kind::Stdin => Message::Stdin { data: r.bytes()? },
         Kind::StdinEof => Message::StdinEof,
         Kind::Signal => Message::Signal { signal: r.i32()? },
         Kind::Credit => Message::Credit { bytes: r.u32()? },
         Kind::Ping => Message::Ping { nonce: r.u64()? },
+        Kind::ControlIn => Message::ControlIn { data: r.bytes()? },
         Kind::FsRead => Message::FsRead { path: r.bytes()?, limit: r.u64()? },
         Kind::FsWrite => Message::FsWrite { path: r.bytes()?, mode: r.u32()? },
         Kind::FsData => Message::FsData { data: r.bytes()? },
@@ -768,6 +790,7 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
             let stream = match r.u8()? {
                 1 => Stream::Stdout,
                 2 => Stream::Stderr,
+                3 => Stream::Control,
                 _ => return Err(ProtoError::BadValue { kind, field: "stream" }),
             };
             Message::Output { stream, data: r.bytes()? }

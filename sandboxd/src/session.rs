@@ -74,6 +74,9 @@ struct Cmd {
     stdin: Option<File>,
     stdin_buf: Vec<u8>,
     stdin_eof: bool,
+    /// sandboxd's end of the control channel, and what waits to be written to it.
+    channel: Option<File>,
+    channel_buf: Vec<u8>,
     credit: u64,
     exit: Option<Message>,
 }
@@ -92,6 +95,7 @@ enum Slot {
     Reports(u32),
     Output(u32, usize),
     Stdin(u32),
+    Channel(u32),
 }
 
 pub struct Session<W: Write> {
@@ -163,6 +167,10 @@ impl<W: Write> Session<W> {
                 fds.push(PollFd { fd: w.as_raw_fd(), events: sys::POLLOUT, revents: 0 });
                 slots.push(Slot::Stdin(id));
             }
+            if let (Some(w), false) = (&cmd.channel, cmd.channel_buf.is_empty()) {
+                fds.push(PollFd { fd: w.as_raw_fd(), events: sys::POLLOUT, revents: 0 });
+                slots.push(Slot::Channel(id));
+            }
         }
         // Reads and listings are always ready to go on while they have credit: do not wait then.
         let busy = self
@@ -181,7 +189,8 @@ impl<W: Write> Session<W> {
                 Slot::Children => self.reap(),
                 Slot::Reports(id) => self.read_report(id)?,
                 Slot::Output(id, i) => self.read_output(id, i)?,
-                Slot::Stdin(id) => self.write_stdin(id)?,
+                Slot::Stdin(id) => self.write_input(id, false)?,
+                Slot::Channel(id) => self.write_input(id, true)?,
             }
         }
         self.finish_done()?;
@@ -305,11 +314,21 @@ impl<W: Write> Session<W> {
             Message::Spawn(spec) => self.spawn(id, &spec),
             Message::Stdin { data } => {
                 let Some(cmd) = self.cmds.get_mut(&id) else { return Ok(()) };
-                if cmd.stdin_eof || cmd.stdin_buf.len() + data.len() > STDIN_WINDOW {
+                if cmd.stdin_eof || cmd.stdin_buf.len() + cmd.channel_buf.len() + data.len() > STDIN_WINDOW {
                     return Err(End::Protocol(format!("command {id}: stdin past its window or its end")));
                 }
                 if cmd.stdin.is_some() {
                     cmd.stdin_buf.extend_from_slice(&data);
+                }
+                Ok(())
+            }
+            Message::ControlIn { data } => {
+                let Some(cmd) = self.cmds.get_mut(&id) else { return Ok(()) };
+                if cmd.stdin_buf.len() + cmd.channel_buf.len() + data.len() > STDIN_WINDOW {
+                    return Err(End::Protocol(format!("command {id}: control input past its window")));
+                }
+                if cmd.channel.is_some() {
+                    cmd.channel_buf.extend_from_slice(&data);
                 }
                 Ok(())
             }
@@ -419,6 +438,13 @@ impl<W: Write> Session<W> {
 
     fn read_output(&mut self, id: u32, index: usize) -> Result<(), End> {
         let Some(cmd) = self.cmds.get_mut(&id) else { return Ok(()) };
+        // The control channel waits until stdout and stderr hold nothing: what the command wrote
+        // there before it wrote here must reach the host first.
+        if cmd.outputs.get(index).is_some_and(|p| p.stream == Stream::Control)
+            && cmd.outputs.iter().any(|p| p.stream != Stream::Control && sys::pending(&p.file) > 0)
+        {
+            return Ok(());
+        }
         let Some(pipe) = cmd.outputs.get_mut(index) else { return Ok(()) };
         let want = usize::try_from(cmd.credit).unwrap_or(usize::MAX).min(MAX_CHUNK);
         let mut buf = vec![0; want];
@@ -443,13 +469,19 @@ impl<W: Write> Session<W> {
         }
     }
 
-    fn write_stdin(&mut self, id: u32) -> Result<(), End> {
+    /// Writes buffered stdin (or control channel) bytes, returning their credit to the host.
+    fn write_input(&mut self, id: u32, channel: bool) -> Result<(), End> {
         let Some(cmd) = self.cmds.get_mut(&id) else { return Ok(()) };
-        let Some(w) = cmd.stdin.as_mut() else { return Ok(()) };
-        match w.write(&cmd.stdin_buf) {
+        let (target, buf) = if channel {
+            (&mut cmd.channel, &mut cmd.channel_buf)
+        } else {
+            (&mut cmd.stdin, &mut cmd.stdin_buf)
+        };
+        let Some(w) = target.as_mut() else { return Ok(()) };
+        match w.write(buf) {
             Ok(n) => {
-                cmd.stdin_buf.drain(..n);
-                if cmd.stdin_buf.is_empty() && cmd.stdin_eof {
+                buf.drain(..n);
+                if !channel && cmd.stdin_buf.is_empty() && cmd.stdin_eof {
                     cmd.stdin = None;
                 }
                 let bytes = u32::try_from(n).unwrap_or(u32::MAX);
@@ -459,9 +491,9 @@ impl<W: Write> Session<W> {
                 Ok(())
             }
             Err(_) => {
-                // The command closed its stdin (EPIPE): what is left will never be read.
-                cmd.stdin = None;
-                cmd.stdin_buf = Vec::new();
+                // The command closed its end (EPIPE): what is left will never be read.
+                *target = None;
+                *buf = Vec::new();
                 Ok(())
             }
         }
@@ -571,21 +603,40 @@ fn start(spec: &Spawn) -> io::Result<Cmd> {
     for fd in [&out_r, &err_r] {
         sys::set_nonblocking(fd)?;
     }
-    let fds =
-        shepherd::Fds { stdin: stdin_r, stdout: out_w, stderr: err_w, control: control_r, report: report_w };
+    let (channel, control_channel) = if spec.control {
+        let (ours, theirs) = sys::socket_pair()?;
+        sys::set_nonblocking(&ours)?;
+        (Some(File::from(ours)), Some(theirs))
+    } else {
+        (None, None)
+    };
+    let fds = shepherd::Fds {
+        stdin: stdin_r,
+        stdout: out_w,
+        stderr: err_w,
+        control: control_r,
+        report: report_w,
+        control_channel,
+    };
     // `start` drops the child's ends in the parent when `fds` goes out of scope there.
     let pid = shepherd::start(spec, fds)?;
+    let mut outputs = vec![
+        Pipe { file: File::from(out_r), stream: Stream::Stdout },
+        Pipe { file: File::from(err_r), stream: Stream::Stderr },
+    ];
+    if let Some(c) = &channel {
+        outputs.push(Pipe { file: c.try_clone()?, stream: Stream::Control });
+    }
     Ok(Cmd {
         shepherd: pid,
         control: Some(File::from(control_w)),
         reports: Some(File::from(report_r)),
-        outputs: vec![
-            Pipe { file: File::from(out_r), stream: Stream::Stdout },
-            Pipe { file: File::from(err_r), stream: Stream::Stderr },
-        ],
+        outputs,
         stdin: stdin_w,
         stdin_buf: Vec::new(),
         stdin_eof: spec.stdin == StdinMode::Null,
+        channel,
+        channel_buf: Vec::new(),
         credit: 0,
         exit: None,
     })

@@ -74,11 +74,16 @@ pub struct Fds {
     pub control: OwnedFd,
     /// Reports to sandboxd.
     pub report: OwnedFd,
+    /// The command's end of its control channel, placed at its descriptor 3.
+    pub control_channel: Option<OwnedFd>,
 }
 
 /// The descriptor numbers inside the shepherd.
 const CONTROL: RawFd = 3;
 const REPORT: RawFd = 4;
+/// Where the command's control channel waits in the shepherd (close-on-exec); the command's
+/// pre-exec step copies it to descriptor 3.
+const CHANNEL: RawFd = 5;
 
 /// Forks a shepherd for `spec`; returns its pid in the parent. Never returns in the child.
 pub fn start(spec: &Spawn, fds: Fds) -> io::Result<i32> {
@@ -116,7 +121,9 @@ fn unsafe_file(fd: RawFd) -> File {
 /// sandboxd (other commands' pipes, the protocol stream), so that nothing here keeps another
 /// command's stdin open or the session's stream alive.
 fn arrange(fds: Fds) -> io::Result<()> {
-    let sources = [&fds.stdin, &fds.stdout, &fds.stderr, &fds.control, &fds.report];
+    let mut sources = vec![&fds.stdin, &fds.stdout, &fds.stderr, &fds.control, &fds.report];
+    sources.extend(fds.control_channel.as_ref());
+    let keep = u32::try_from(sources.len()).unwrap_or(5);
     // First out of the way (a source may sit on a target number), then into place.
     let mut high = Vec::with_capacity(sources.len());
     for (i, fd) in sources.iter().enumerate() {
@@ -128,10 +135,14 @@ fn arrange(fds: Fds) -> io::Result<()> {
         sys::dup_to(*from, RawFd::try_from(target).unwrap_or(0))?;
     }
     // The OwnedFds are closed by close_from below; forget them so nothing closes twice.
+    let channel = fds.control_channel.is_some();
     std::mem::forget(fds);
-    sys::close_from(5)?;
+    sys::close_from(keep)?;
     sys::set_cloexec(CONTROL, true)?;
     sys::set_cloexec(REPORT, true)?;
+    if channel {
+        sys::set_cloexec(CHANNEL, true)?;
+    }
     Ok(())
 }
 
@@ -180,11 +191,16 @@ fn command(spec: &Spawn) -> Command {
     }
     cmd.stdin(Stdio::inherit()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
     let user = spec.user;
+    let channel = spec.control;
     // SAFETY: the closure runs between fork and exec in the child and calls only setsid,
-    // setgroups, setgid and setuid, which are async-signal-safe.
+    // dup2, setgroups, setgid and setuid, which are async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
             sys::new_session()?;
+            if channel {
+                // Replaces the child's copy of the shepherd's control pipe, not the shepherd's.
+                sys::dup_to(CHANNEL, 3)?;
+            }
             if let Some((uid, gid)) = user {
                 sys::drop_to(uid, gid)?;
             }

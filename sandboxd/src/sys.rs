@@ -40,6 +40,8 @@ unsafe extern "C" {
     fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
     fn poll(fds: *mut PollFd, nfds: u64, timeout: i32) -> i32;
     fn pipe2(fds: *mut i32, flags: i32) -> i32;
+    fn socketpair(domain: i32, kind: i32, protocol: i32, fds: *mut i32) -> i32;
+    fn ioctl(fd: i32, request: u64, arg: *mut i32) -> i32;
     fn fcntl(fd: i32, cmd: i32, arg: i32) -> i32;
     fn dup2(old: i32, new: i32) -> i32;
     fn close_range(first: u32, last: u32, flags: i32) -> i32;
@@ -68,6 +70,26 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     check(unsafe { pipe2(fds.as_mut_ptr(), O_CLOEXEC) })?;
     // SAFETY: pipe2 succeeded, so both are fresh descriptors this process owns.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A connected pair of Unix stream sockets, both close-on-exec.
+pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    const AF_UNIX: i32 = 1;
+    const SOCK_STREAM: i32 = 1;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors socketpair writes.
+    check(unsafe { socketpair(AF_UNIX, SOCK_STREAM | O_CLOEXEC, 0, fds.as_mut_ptr()) })?;
+    // SAFETY: socketpair succeeded, so both are fresh descriptors this process owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// How many bytes are waiting to be read on a pipe or socket (`FIONREAD`); 0 on error.
+pub fn pending(fd: &impl AsRawFd) -> usize {
+    const FIONREAD: u64 = 0x541B;
+    let mut n = 0;
+    // SAFETY: FIONREAD writes one int into `n`.
+    let r = unsafe { ioctl(fd.as_raw_fd(), FIONREAD, &raw mut n) };
+    if r < 0 { 0 } else { usize::try_from(n).unwrap_or(0) }
 }
 
 pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {

@@ -44,15 +44,17 @@ fn message() -> impl Strategy<Value = Message> {
         proptest::option::of(bytes(16)),
         prop_oneof![Just(StdinMode::Null), Just(StdinMode::Pipe)],
         proptest::option::of((any::<u32>(), any::<u32>())),
+        any::<bool>(),
     )
-        .prop_map(|(argv, env, secrets, cwd, stdin, user)| {
-            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user })
+        .prop_map(|(argv, env, secrets, cwd, stdin, user, control)| {
+            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user, control })
         });
     let requests = prop_oneof![
         (any::<u16>(), proptest::option::of((any::<u32>(), any::<u32>())))
             .prop_map(|(version, user)| Message::Hello { version, user }),
         spawn,
         bytes(64).prop_map(|data| Message::Stdin { data }),
+        bytes(64).prop_map(|data| Message::ControlIn { data }),
         Just(Message::StdinEof),
         any::<i32>().prop_map(|signal| Message::Signal { signal }),
         any::<u32>().prop_map(|bytes| Message::Credit { bytes }),
@@ -71,7 +73,7 @@ fn message() -> impl Strategy<Value = Message> {
         prop_oneof![
             (any::<u16>(), any::<u32>()).prop_map(|(version, pid)| Message::HelloAck { version, pid }),
             any::<u32>().prop_map(|pid| Message::Spawned { pid }),
-            (prop_oneof![Just(Stream::Stdout), Just(Stream::Stderr)], bytes(64))
+            (prop_oneof![Just(Stream::Stdout), Just(Stream::Stderr), Just(Stream::Control)], bytes(64))
                 .prop_map(|(stream, data)| Message::Output { stream, data }),
             (status, any::<bool>()).prop_map(|(status, oom_killed)| Message::Exit { status, oom_killed }),
             (failure(), bytes(32)).prop_map(|(failure, message)| Message::Failed { failure, message }),
@@ -209,10 +211,11 @@ fn exact_bytes_of_a_spawn() {
             cwd: Some(b"/w".to_vec()),
             stdin: StdinMode::Pipe,
             user: Some((1000, 1001)),
+            control: true,
         }),
     );
     let expected: Vec<u8> = [
-        &[0, 0, 0, 51][..],                                            // body length
+        &[0, 0, 0, 52][..],                                            // body length
         &[Kind::Spawn.byte()],                                         // kind
         &[0, 0, 0, 7],                                                 // id
         &[0, 0, 0, 2, 0, 0, 0, 2, b's', b'h', 0, 0, 0, 2, b'-', b'c'], // argv
@@ -221,6 +224,7 @@ fn exact_bytes_of_a_spawn() {
         &[1, 0, 0, 0, 2, b'/', b'w'],                                  // cwd
         &[1],                                                          // stdin: pipe
         &[1, 0, 0, 0x03, 0xe8, 0, 0, 0x03, 0xe9],                      // user 1000:1001
+        &[1],                                                          // control channel
     ]
     .concat();
     assert_eq!(f.to_bytes().unwrap(), expected);

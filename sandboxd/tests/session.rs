@@ -545,3 +545,152 @@ fn a_signal_cancels_a_file_request_and_frees_its_id() {
     c.send(9, Message::FsStat { path: dir.path("f").into() });
     assert!(matches!(answers(&mut c, 9)[..], [Message::FsStatReply { size: 100_000, .. }]));
 }
+
+/// What the code-cell runner (`sandboxd/src/runner.py`) said, in arrival order, with the
+/// stdout bytes between its records.
+#[derive(Debug, PartialEq)]
+enum Said {
+    Stdout(String),
+    Record(String, Vec<u8>),
+}
+
+struct Runner {
+    c: Client,
+    ctrl: Vec<u8>,
+}
+
+impl Runner {
+    fn start() -> Option<Runner> {
+        if !std::path::Path::new("/usr/bin/python3").exists() {
+            eprintln!("skipped: no /usr/bin/python3 for the runner");
+            return None;
+        }
+        let mut c = Client::start();
+        let spec = Spawn {
+            argv: ["python3", "-u", "-c", include_str!("../src/runner.py")]
+                .iter()
+                .map(|a| a.as_bytes().to_vec())
+                .collect(),
+            env: vec![(b"PATH".to_vec(), b"/usr/bin:/bin".to_vec())],
+            control: true,
+            ..Spawn::default()
+        };
+        c.send(1, Message::Spawn(spec));
+        c.send(1, Message::Credit { bytes: u32::MAX });
+        let mut r = Runner { c, ctrl: Vec::new() };
+        let (said, _) = r.until_done_or("ready");
+        assert!(matches!(&said[..], [Said::Record(h, _)] if h == "ready 0"), "{said:?}");
+        Some(r)
+    }
+
+    /// Parses one record off the control bytes received so far.
+    fn record(&mut self) -> Option<(String, Vec<u8>)> {
+        let nl = self.ctrl.iter().position(|&b| b == b'\n')?;
+        let header = String::from_utf8(self.ctrl[..nl].to_vec()).unwrap();
+        let len: usize = header.rsplit(' ').next().unwrap().parse().unwrap();
+        if self.ctrl.len() < nl + 1 + len {
+            return None;
+        }
+        let payload = self.ctrl[nl + 1..nl + 1 + len].to_vec();
+        self.ctrl.drain(..nl + 1 + len);
+        Some((header, payload))
+    }
+
+    /// Collects what arrives until a record whose header starts with `stop`.
+    fn until_done_or(&mut self, stop: &str) -> (Vec<Said>, String) {
+        let mut said = Vec::new();
+        loop {
+            while let Some((header, payload)) = self.record() {
+                let done = header.starts_with(stop);
+                said.push(Said::Record(header.clone(), payload));
+                if done {
+                    return (said, header);
+                }
+            }
+            match self.c.recv().message {
+                Message::Output { stream: Stream::Control, data } => self.ctrl.extend(data),
+                Message::Output { stream: Stream::Stdout, data } => {
+                    said.push(Said::Stdout(String::from_utf8(data).unwrap()))
+                }
+                Message::Output { stream: Stream::Stderr, .. }
+                | Message::Spawned { .. }
+                | Message::Credit { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    fn cell(&mut self, code: &str) -> Vec<Said> {
+        let mut data = format!("cell {}\n", code.len()).into_bytes();
+        data.extend_from_slice(code.as_bytes());
+        self.c.send(1, Message::ControlIn { data });
+        self.until_done_or("done").0
+    }
+}
+
+fn records(said: &[Said]) -> Vec<(String, String)> {
+    said.iter()
+        .filter_map(|s| match s {
+            Said::Record(h, p) => Some((h.clone(), String::from_utf8_lossy(p).into_owned())),
+            Said::Stdout(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn code_cells_keep_their_state_and_print_before_their_results() {
+    let Some(mut r) = Runner::start() else { return };
+    let said = r.cell("x = 41\nprint('hello')\nx + 1");
+    let first_record = said.iter().position(|s| matches!(s, Said::Record(..))).unwrap();
+    let printed: String =
+        said[..first_record].iter().map(|s| if let Said::Stdout(t) = s { t.as_str() } else { "" }).collect();
+    assert_eq!(printed, "hello\n", "printed output comes first: {said:?}");
+    assert_eq!(
+        records(&said),
+        vec![
+            ("bundle result 1 0".into(), String::new()),
+            ("item text/plain 2".into(), "42".into()),
+            ("done 1 0".into(), String::new()),
+        ]
+    );
+    // State survives, and a cell cannot break the runner by shadowing its names.
+    let said = r.cell("send = main = None\nx");
+    assert_eq!(records(&said)[1], ("item text/plain 2".into(), "41".into()));
+    let said = r.cell("1/0");
+    let (header, payload) = &records(&said)[0];
+    assert!(header.starts_with("error "), "{said:?}");
+    assert!(payload.starts_with("ZeroDivisionError\ndivision by zero\n"), "{payload}");
+    assert!(payload.contains("<cell-3>") && !payload.contains("<string>"), "{payload}");
+}
+
+#[test]
+fn rich_results_come_back_by_mime_type() {
+    let Some(mut r) = Runner::start() else { return };
+    let code = "class T:\n    def _repr_html_(self):\n        return '<b>t</b>'\n    def _repr_png_(self):\n        return b'\\x89PNG'\n\ndisplay(T())\nT()";
+    let said = records(&r.cell(code));
+    assert_eq!(said[0].0, "bundle display 3 0");
+    assert!(said.contains(&("item text/html 8".into(), "<b>t</b>".into())), "{said:?}");
+    assert!(said.iter().any(|(h, _)| h == "item image/png 4"), "{said:?}");
+    assert!(said.iter().any(|(h, _)| h == "bundle result 3 0"), "{said:?}");
+}
+
+#[test]
+fn an_interrupt_stops_the_cell_and_keeps_the_context() {
+    let Some(mut r) = Runner::start() else { return };
+    r.cell("x = 7");
+    let code = "import time\nprint('started')\ntime.sleep(1000)";
+    let mut data = format!("cell {}\n", code.len()).into_bytes();
+    data.extend_from_slice(code.as_bytes());
+    r.c.send(1, Message::ControlIn { data });
+    // Wait for the cell to be running before interrupting it.
+    loop {
+        if let Message::Output { stream: Stream::Stdout, data } = r.c.recv().message {
+            assert!(data.starts_with(b"started"), "{data:?}");
+            break;
+        }
+    }
+    r.c.send(1, Message::Signal { signal: 2 });
+    let said = records(&r.until_done_or("done").0);
+    assert!(said[0].0.starts_with("error ") && said[0].1.starts_with("KeyboardInterrupt"), "{said:?}");
+    assert_eq!(records(&r.cell("x"))[1], ("item text/plain 1".into(), "7".into()));
+}

@@ -422,6 +422,16 @@ impl Cmd {
         self.send_window(data, |data| Message::FsData { data }).await
     }
 
+    /// Sends `data` to the command's control channel (it must have been spawned with
+    /// `control`), sharing the stdin window.
+    ///
+    /// # Errors
+    ///
+    /// Why the session or the command ended first.
+    pub(crate) async fn send_control(&self, data: &[u8]) -> Result<(), String> {
+        self.send_window(data, |data| Message::ControlIn { data }).await
+    }
+
     /// Ends a file write: sandboxd renames the file into place and answers `Done`.
     ///
     /// # Errors
