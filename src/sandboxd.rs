@@ -6,10 +6,7 @@
 pub(crate) mod client;
 /// The code-cell runner sandboxd starts as `python3 -u -c RUNNER` with a control channel, one
 /// per code context (its header states its wire format).
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "code contexts move onto sandboxd in the next steps of ADR 0006")
-)]
+#[expect(dead_code, reason = "code contexts move onto sandboxd in the next steps of ADR 0006")]
 pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
 
 #[path = "../sandboxd/src/proto.rs"]
