@@ -2,6 +2,11 @@
 //! its wire protocol (the same file the binary compiles, `sandboxd/src/proto.rs`) and the
 //! binary itself, built for this target by `build.rs` and embedded here.
 
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "code contexts move onto sandboxd in the next steps of ADR 0006")
+)]
+pub(crate) mod cells;
 #[expect(dead_code, reason = "the backends move onto sandboxd in the next steps of ADR 0006")]
 pub(crate) mod client;
 /// The code-cell runner sandboxd starts as `python3 -u -c RUNNER` with a control channel, one
