@@ -694,3 +694,27 @@ fn an_interrupt_stops_the_cell_and_keeps_the_context() {
     assert!(said[0].0.starts_with("error ") && said[0].1.starts_with("KeyboardInterrupt"), "{said:?}");
     assert_eq!(records(&r.cell("x"))[1], ("item text/plain 1".into(), "7".into()));
 }
+
+#[test]
+fn a_matplotlib_figure_is_a_png_and_a_dataframe_is_html() {
+    let Some(mut r) = Runner::start() else { return };
+    let probe =
+        records(&r.cell("import importlib.util as u\nall(u.find_spec(m) for m in ('matplotlib', 'pandas'))"));
+    if probe[1].1 != "True" {
+        assert!(
+            std::env::var_os("SANDBOXIO_STRICT").is_none(),
+            "matplotlib and pandas are missing in a strict run"
+        );
+        eprintln!("skipped: matplotlib or pandas is not installed for /usr/bin/python3");
+        return;
+    }
+    let said = r.cell("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone");
+    let png = said.iter().find_map(|s| match s {
+        Said::Record(h, p) if h.starts_with("item image/png ") => Some(p.clone()),
+        _ => None,
+    });
+    assert!(png.is_some_and(|p| p.starts_with(b"\x89PNG\r\n\x1a\n")), "{:?}", records(&said));
+    let said = records(&r.cell("import pandas as pd\npd.DataFrame({'a': [1, 2]})"));
+    let html = said.iter().find(|(h, _)| h.starts_with("item text/html ")).map(|(_, p)| p.clone());
+    assert!(html.is_some_and(|h| h.contains("<table")), "{said:?}");
+}
