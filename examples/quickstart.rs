@@ -37,7 +37,7 @@ fn main() -> Result<(), sandboxio::Error> {
         let sandbox = Sandbox::builder(&dsn)?
             .network(NetworkPolicy::deny_all()) // required: there is no default policy
             .metadata("example", "quickstart")
-            .ttl(Duration::from_secs(120))
+            .ttl(Duration::from_mins(2))
             .create()
             .await?;
         println!("sandbox {} on {}:// (isolation: {})", sandbox.id(), sandbox.backend(), sandbox.isolation());

@@ -1,6 +1,6 @@
 //! `docs/contract.md` lists every suite test, names only real tests, and gives every
 //! requirement row at least one test.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 #![cfg(feature = "contract")]
 
 use std::collections::BTreeSet;

@@ -1,6 +1,6 @@
-//! The FakeBackend as a product: scripting, failures on demand, calls, determinism, the
+//! The `FakeBackend` as a product: scripting, failures on demand, calls, determinism, the
 //! seed's example test.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 
@@ -137,6 +137,7 @@ fn fake__a_thirty_second_sleep_finishes_in_virtual_time() {
 
 #[test]
 fn observability__one_operation_record_per_call() {
+    use OperationKind as K;
     let fake = FakeBackend::new();
     let sbx = block_on(
         Sandbox::builder_with(fake.clone())
@@ -157,7 +158,6 @@ fn observability__one_operation_record_per_call() {
     block_on(sbx.close()).unwrap();
     let records = fake.audit_records();
     let kinds: Vec<_> = records.iter().map(|r| r.kind).collect();
-    use OperationKind as K;
     assert_eq!(
         kinds,
         [K::Create, K::Run, K::Run, K::RunCode, K::Stream, K::FsWrite, K::FsRead, K::Kill, K::Kill, K::Close]

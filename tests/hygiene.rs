@@ -1,6 +1,6 @@
 //! Hygiene gates on the source: no provider or catch-all error type in a public signature,
 //! and unsafe code nowhere.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use quote::ToTokens;
 use syn::visit::Visit;

@@ -1,6 +1,6 @@
 //! `local://` (feature `local`): real commands in bubblewrap namespaces.
 #![cfg(feature = "local")]
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use std::time::Duration;
 
@@ -104,7 +104,7 @@ fn local_owner_helper() {
         sandbox.stream(Command::shell(format!("sleep {marker} & sleep {marker}; wait"))).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     println!("READY {}", sandbox.id());
-    std::thread::sleep(Duration::from_secs(600));
+    std::thread::sleep(Duration::from_mins(10));
 }
 
 /// Processes whose command line mentions `marker`.

@@ -4,9 +4,9 @@
 //! return type mapped handle by handle. The twins are computed by the very expansion code
 //! the `#[blocking_facade]` macro runs, so a block that is not annotated, or an expansion
 //! that drops or alters a method, fails here.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "the parity test uses part of the generator it includes")]
 #[path = "../macros/src/expand.rs"]
 mod expand;
 

@@ -1,5 +1,5 @@
 //! `Sandbox::stream`: not awaitable, ordered, distinguishable, idempotent wait, cleanup.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 
@@ -23,7 +23,6 @@ macro_rules! static_assertions_not_future {
                 fn some_item() {}
             }
             impl<T: ?Sized> AmbiguousIfFuture<()> for T {}
-            #[allow(dead_code)]
             struct Invalid;
             impl<T: ?Sized + std::future::IntoFuture> AmbiguousIfFuture<Invalid> for T {}
             // Compiles only if exactly one impl applies, i.e. ExecStream is not IntoFuture.
@@ -222,7 +221,7 @@ mod careless {
     pub struct Careless;
 
     impl Backend for Careless {
-        fn scheme(&self) -> &str {
+        fn scheme(&self) -> &'static str {
             "careless"
         }
         fn capabilities(&self) -> Capabilities {
@@ -237,7 +236,7 @@ mod careless {
     struct Sbx;
 
     impl BackendSandbox for Sbx {
-        fn id(&self) -> &str {
+        fn id(&self) -> &'static str {
             "careless-1"
         }
         fn capabilities(&self) -> Capabilities {

@@ -21,5 +21,5 @@ use proc_macro::TokenStream;
 /// Generates the blocking twin of an async `impl` block. See the crate documentation.
 #[proc_macro_attribute]
 pub fn blocking_facade(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand::expand(attr.into(), item.into()).unwrap_or_else(syn::Error::into_compile_error).into()
+    expand::expand(&attr.into(), item.into()).unwrap_or_else(syn::Error::into_compile_error).into()
 }

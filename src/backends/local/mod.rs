@@ -229,7 +229,7 @@ impl LocalBackend {
     /// Ends a sandbox's TTL now, as if it had expired (its commands are killed and its
     /// next operation raises `SandboxGone`). Returns whether it was alive. Operators use it
     /// to cut a sandbox short; the contract suite's `expire_sandbox` probe uses it too.
-    #[allow(clippy::must_use_candidate)] // expiring is the point; the answer is optional
+    #[expect(clippy::must_use_candidate, reason = "expiring is the point; the answer is optional")]
     pub fn expire(&self, sandbox_id: &str) -> bool {
         let Some(state) = self.sandboxes().get(sandbox_id).cloned() else { return false };
         let was = state.is_alive();
