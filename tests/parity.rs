@@ -38,10 +38,10 @@ fn inputs(sig: &syn::Signature) -> (String, Vec<(String, String)>) {
     for input in &sig.inputs {
         match input {
             FnArg::Receiver(r) => {
-                receiver = match (&r.reference, r.mutability) {
-                    (Some(_), Some(_)) => "&mut self".into(),
-                    (Some(_), None) => "&self".into(),
-                    (None, _) => "self".into(),
+                receiver = match &r.kind {
+                    syn::ReceiverKind::Reference(_, _, Some(_)) => "&mut self".into(),
+                    syn::ReceiverKind::Reference(_, _, None) => "&self".into(),
+                    _ => "self".into(),
                 };
             }
             FnArg::Typed(pt) => {

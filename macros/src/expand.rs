@@ -5,8 +5,8 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::spanned::Spanned;
 use syn::{
-    Attribute, FnArg, GenericArgument, ImplItem, ImplItemFn, ItemImpl, Pat, PathArguments, ReturnType, Type,
-    Visibility,
+    Attribute, FnArg, GenericArgument, ImplItem, ImplItemFn, ItemImpl, Pat, PathArguments, ReceiverKind,
+    ReturnType, Safety, Type, Visibility,
 };
 
 /// The async handle types and the module of their blocking twins.
@@ -32,7 +32,7 @@ pub fn expand(attr: &TokenStream, item: TokenStream) -> syn::Result<TokenStream>
 ///
 /// A `syn::Error` naming the unsupported shape.
 pub fn blocking_impl(block: &ItemImpl) -> syn::Result<TokenStream> {
-    if let Some((_, path, _)) = &block.trait_ {
+    if let Some((path, _)) = &block.trait_ {
         return Err(syn::Error::new(
             path.span(),
             "#[blocking_facade] goes on inherent impl blocks, not trait impls",
@@ -196,7 +196,7 @@ fn shared_attributes(attrs: &[Attribute]) -> Vec<&Attribute> {
 fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result<TokenStream> {
     let sig = &f.sig;
     let name = &sig.ident;
-    if sig.unsafety.is_some() || sig.abi.is_some() || sig.variadic.is_some() {
+    if !matches!(sig.safety, Safety::Default) || sig.abi.is_some() || sig.variadic.is_some() {
         return Err(syn::Error::new(
             sig.span(),
             format!("#[blocking_facade]: `{name}` has an unsupported signature"),
@@ -215,7 +215,7 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
     for input in &sig.inputs {
         match input {
             FnArg::Receiver(r) => {
-                if r.colon_token.is_some() {
+                if matches!(r.kind, ReceiverKind::Typed(..)) {
                     return Err(syn::Error::new(
                         r.span(),
                         format!(
@@ -276,7 +276,7 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
     // The twin only forwards its arguments: `mut` bindings would be unused.
     for input in &mut blocking_sig.inputs {
         match input {
-            FnArg::Receiver(r) if r.reference.is_none() => r.mutability = None,
+            FnArg::Receiver(r) if matches!(r.kind, ReceiverKind::Value) => r.mutability = None,
             FnArg::Typed(pt) => {
                 if let Pat::Ident(ident) = &mut *pt.pat {
                     ident.mutability = None;

@@ -1,4 +1,4 @@
-//! The permanent adversarial suite: one module per attack class of the security issue
+//! The permanent adversarial suite: one module per attack class
 //! (`SECURITY.md` lists the classes and what each test proves). Every attack first proves,
 //! in the same run, that its payload works unconfined (the positive control); a control that
 //! cannot run is a loud `[skip]`, and a failure under `SANDBOXIO_STRICT=1` (which CI sets,

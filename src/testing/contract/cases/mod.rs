@@ -1,4 +1,4 @@
-//! The contract tests, one module per group of coverage-map rows.
+//! The contract tests, one module per group of contract areas.
 
 /// Runs `$body` with a fresh sandbox bound to `$sandbox`, and closes it whatever the verdict.
 macro_rules! with_sandbox {
@@ -123,7 +123,7 @@ impl Case {
     }
 }
 
-/// Every contract test, in coverage-map order.
+/// Every contract test, in the order of the areas in `docs/contract.md`.
 pub(crate) fn all() -> &'static [Case] {
     static ALL: OnceLock<Vec<Case>> = OnceLock::new();
     ALL.get_or_init(|| {
