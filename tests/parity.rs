@@ -193,6 +193,47 @@ fn sync_parity__the_check_fails_on_a_method_without_a_twin() {
 }
 
 #[test]
+fn sync_parity__a_twin_keeps_the_docs_but_the_async_examples_and_cancel_safety() {
+    let block: ItemImpl = syn::parse_quote! {
+        impl Sandbox {
+            /// Runs it.
+            ///
+            /// # Errors
+            ///
+            /// `SandboxGone`.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # Cancel safety
+            /// sandbox.run(cmd).await?;
+            /// ```
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping it kills the command.
+            pub async fn run(&self) -> Result<()> { Ok(()) }
+        }
+    };
+    let twin: ItemImpl = syn::parse2(expand::blocking_impl(&block).unwrap()).unwrap();
+    let ImplItem::Fn(f) = &twin.items[0] else { panic!("the twin has no method") };
+    let docs: Vec<String> = f
+        .attrs
+        .iter()
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) => Some(tokens(&nv.value)),
+            _ => None,
+        })
+        .collect();
+    let docs = docs.join("\n");
+    assert!(docs.contains("Runs it.") && docs.contains("# Errors") && docs.contains("SandboxGone"), "{docs}");
+    assert!(docs.contains("Blocking twin of"), "{docs}");
+    for gone in ["# Examples", ".await", "# Cancel safety", "Dropping it kills"] {
+        assert!(!docs.contains(gone), "the twin's docs keep {gone:?}: {docs}");
+    }
+}
+
+#[test]
 fn sync_parity__every_handle_has_a_twin_type() {
     let sync = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/sync/mod.rs")).unwrap();
     let file = syn::parse_file(&sync).unwrap();

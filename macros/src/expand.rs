@@ -155,9 +155,11 @@ fn conversion(ret: &ReturnType, name: &syn::Ident) -> syn::Result<Conversion> {
     ))
 }
 
-/// Doc attributes without the `# Cancel safety` section (blocking calls cannot be
-/// cancelled). Headings inside code fences do not count.
-fn docs_without_cancel_safety(attrs: &[Attribute]) -> Vec<Attribute> {
+/// Doc attributes without the sections that cannot apply to the twin: `# Cancel safety`
+/// (blocking calls cannot be cancelled) and `# Examples` (they show the async call; the
+/// twin's docs link to it). Headings inside code fences do not count.
+fn docs_for_the_twin(attrs: &[Attribute]) -> Vec<Attribute> {
+    const DROPPED: &[&str] = &["Cancel safety", "Examples"];
     let mut kept = Vec::new();
     let mut skipping = false;
     let mut in_fence = false;
@@ -173,7 +175,7 @@ fn docs_without_cancel_safety(attrs: &[Attribute]) -> Vec<Attribute> {
         if line.starts_with("```") {
             in_fence = !in_fence;
         } else if !in_fence && line.starts_with("# ") {
-            skipping = line.trim_start_matches('#').trim() == "Cancel safety";
+            skipping = DROPPED.contains(&line.trim_start_matches('#').trim());
         }
         if !skipping {
             kept.push(attr.clone());
@@ -289,7 +291,7 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
         ReturnType::Type(arrow, ty) => ReturnType::Type(*arrow, Box::new(map_type(ty))),
         ReturnType::Default => ReturnType::Default,
     };
-    let docs = docs_without_cancel_safety(&f.attrs);
+    let docs = docs_for_the_twin(&f.attrs);
     let shared = shared_attributes(&f.attrs);
     let twin = format!(
         "Blocking twin of [`crate::{handle}::{name}`]{}: it runs on the calling thread and needs no runtime.",

@@ -4,7 +4,7 @@
 //! types (`Sandbox`, `ExecStream`, `Fs`, `SandboxBuilder`). It keeps the block as it is and
 //! emits, next to it, an `impl` block for the blocking twin (`crate::sync::Sandbox`, …) with
 //! one method per `pub` method: same name, parameter names, types and order, same generics
-//! and `where` clauses, the docs copied (minus `# Cancel safety`, which cannot apply) with a
+//! and `where` clauses, the docs copied (minus `# Cancel safety` and `# Examples`, which cannot apply) with a
 //! line pointing to the async twin. Async methods become blocking ones; return types that
 //! mention a handle (`Sandbox`, `Result<ExecStream>`, `Self`, …) map to the blocking twin.
 //! Bodies are never rewritten: each blocking method calls its async twin on the wrapped
