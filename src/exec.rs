@@ -51,6 +51,20 @@ pub struct Command {
 
 impl Command {
     /// A command running `program` with no arguments yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sandboxio::Command;
+    ///
+    /// // argv, never a shell: the `;` and `$HOME` reach `echo` as they are.
+    /// let cmd = Command::new("echo").arg("a; echo $HOME").env("LANG", "C").timeout(Duration::from_secs(5));
+    /// # futures_lite::future::block_on(async {
+    /// let out = sandboxio::testing::sbx_fake().sandbox.run(cmd).await?;
+    /// assert_eq!(out.stdout, b"a; echo $HOME\n");
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub fn new(program: impl Into<String>) -> Self {
         Command {
             argv: vec![program.into()],

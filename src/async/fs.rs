@@ -120,6 +120,20 @@ impl<'a> Fs<'a> {
     ///
     /// Cancel safe: reading changes nothing, and dropping the future kills the reading
     /// process in the sandbox.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sandboxio::ErrorCode;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// sandbox.fs().write("data.bin", vec![0, 1, 255]).await?;
+    /// assert_eq!(sandbox.fs().read("data.bin").await?, [0, 1, 255]);
+    /// let missing = sandbox.fs().read("nope.txt").await.unwrap_err();
+    /// assert_eq!(missing.code(), ErrorCode::NotFound);
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn read(&self, path: &str) -> Result<Vec<u8>> {
         let handle = self.sandbox.backend_handle();
         let limit = self.read_limit;
@@ -181,6 +195,19 @@ impl<'a> Fs<'a> {
     ///
     /// Not cancel safe: dropping the future kills the writing process in the sandbox, and
     /// the file may be partly written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sandboxio::Command;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// sandbox.fs().write("notes/hello.txt", "hello\n").await?; // creates `notes/`
+    /// let out = sandbox.run(Command::new("cat").arg("notes/hello.txt")).await?;
+    /// assert_eq!(out.stdout, b"hello\n");
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn write(&self, path: &str, data: impl Into<Vec<u8>>) -> Result<()> {
         let data = data.into();
         let handle = self.sandbox.backend_handle();
@@ -208,6 +235,20 @@ impl<'a> Fs<'a> {
     ///
     /// Not cancel safe: dropping the future kills the unpacking process in the sandbox,
     /// and part of the tree may have been copied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// let host = std::env::temp_dir().join(format!("sandboxio-upload-{}", std::process::id()));
+    /// std::fs::create_dir_all(&host).unwrap();
+    /// std::fs::write(host.join("input.csv"), "a,b\n1,2\n").unwrap();
+    /// sandbox.fs().upload(&host, "project").await?; // a directory, recursively
+    /// assert_eq!(sandbox.fs().read_text("project/input.csv").await?, "a,b\n1,2\n");
+    /// # std::fs::remove_dir_all(&host).unwrap();
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn upload(&self, host_path: impl AsRef<Path>, path: &str) -> Result<()> {
         let host_path = host_path.as_ref();
         let handle = self.sandbox.backend_handle();
@@ -242,6 +283,19 @@ impl<'a> Fs<'a> {
     ///
     /// Not cancel safe: dropping the future kills the archiving process in the sandbox,
     /// and part of the tree may have been written on the host.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// sandbox.fs().write("out/report.txt", "done\n").await?;
+    /// let host = std::env::temp_dir().join(format!("sandboxio-download-{}", std::process::id()));
+    /// sandbox.fs().download("out", &host).await?; // a directory, recursively
+    /// assert_eq!(std::fs::read_to_string(host.join("report.txt")).unwrap(), "done\n");
+    /// # std::fs::remove_dir_all(&host).unwrap();
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn download(&self, path: &str, host_path: impl AsRef<Path>) -> Result<()> {
         let host_path = host_path.as_ref();
         let handle = self.sandbox.backend_handle();
