@@ -25,75 +25,49 @@ fn text(s: &str) -> Tok {
     Tok::Str(s.to_owned())
 }
 
+/// The stream `tokenize` should return, written line by line.
+fn by_line(lines: &[(usize, &[Tok])]) -> Vec<(Tok, usize)> {
+    lines.iter().flat_map(|(line, toks)| toks.iter().map(|t| (t.clone(), *line))).collect()
+}
+
 #[test]
 fn an_assignment_is_names_operators_and_numbers_then_a_newline() {
-    assert_eq!(
-        tokens("x = 1 + 2.5 * 1_000"),
-        [
-            (name("x"), 1),
-            (op("="), 1),
-            (Tok::Int(1), 1),
-            (op("+"), 1),
-            (Tok::Float(2.5), 1),
-            (op("*"), 1),
-            (Tok::Int(1000), 1),
-            (Tok::Newline, 1),
-        ]
-    );
+    let line =
+        [name("x"), op("="), Tok::Int(1), op("+"), Tok::Float(2.5), op("*"), Tok::Int(1000), Tok::Newline];
+    assert_eq!(tokens("x = 1 + 2.5 * 1_000"), by_line(&[(1, &line)]));
 }
 
 #[test]
 fn operators_are_read_longest_first() {
-    assert_eq!(
-        tokens("a **= b // c != .5"),
-        [
-            (name("a"), 1),
-            (op("**="), 1),
-            (name("b"), 1),
-            (op("//"), 1),
-            (name("c"), 1),
-            (op("!="), 1),
-            (Tok::Float(0.5), 1),
-            (Tok::Newline, 1),
-        ]
-    );
+    let line =
+        [name("a"), op("**="), name("b"), op("//"), name("c"), op("!="), Tok::Float(0.5), Tok::Newline];
+    assert_eq!(tokens("a **= b // c != .5"), by_line(&[(1, &line)]));
 }
 
 #[test]
 fn string_prefixes_choose_the_token_and_whether_escapes_are_decoded() {
-    assert_eq!(
-        tokens(r#"'a\tb' b'\x41\n' r'\n' f"{x!r}" U"u""#),
-        [
-            (text("a\tb"), 1),
-            (Tok::Bytes(b"A\n".to_vec()), 1),
-            (text("\\n"), 1),
-            (Tok::FStr("{x!r}".into()), 1),
-            (text("u"), 1),
-            (Tok::Newline, 1),
-        ]
-    );
+    let line = [
+        text("a\tb"),
+        Tok::Bytes(b"A\n".to_vec()),
+        text("\\n"),
+        Tok::FStr("{x!r}".into()),
+        text("u"),
+        Tok::Newline,
+    ];
+    assert_eq!(tokens(r#"'a\tb' b'\x41\n' r'\n' f"{x!r}" U"u""#), by_line(&[(1, &line)]));
 }
 
 #[test]
 fn newlines_inside_brackets_and_after_a_backslash_join_lines() {
     assert_eq!(
         tokens("f(1,\n    2)\ny = 1 \\\n  + 2 # note\n"),
-        [
-            (name("f"), 1),
-            (op("("), 1),
-            (Tok::Int(1), 1),
-            (op(","), 1),
-            (Tok::Int(2), 2),
-            (op(")"), 2),
-            (Tok::Newline, 2),
-            (name("y"), 3),
-            (op("="), 3),
-            (Tok::Int(1), 3),
-            (op("+"), 4),
-            (Tok::Int(2), 4),
-            (Tok::Newline, 4),
-            (Tok::Newline, 5),
-        ]
+        by_line(&[
+            (1, &[name("f"), op("("), Tok::Int(1), op(",")]),
+            (2, &[Tok::Int(2), op(")"), Tok::Newline]),
+            (3, &[name("y"), op("="), Tok::Int(1)]),
+            (4, &[op("+"), Tok::Int(2), Tok::Newline]),
+            (5, &[Tok::Newline]),
+        ])
     );
 }
 
@@ -101,14 +75,11 @@ fn newlines_inside_brackets_and_after_a_backslash_join_lines() {
 fn a_triple_quoted_string_counts_the_lines_it_spans() {
     assert_eq!(
         tokens("s = \"\"\"a\nb\"\"\"\nt"),
-        [
-            (name("s"), 1),
-            (op("="), 1),
-            (text("a\nb"), 1),
-            (Tok::Newline, 2),
-            (name("t"), 3),
-            (Tok::Newline, 3)
-        ]
+        by_line(&[
+            (1, &[name("s"), op("="), text("a\nb")]),
+            (2, &[Tok::Newline]),
+            (3, &[name("t"), Tok::Newline])
+        ])
     );
 }
 
@@ -116,19 +87,13 @@ fn a_triple_quoted_string_counts_the_lines_it_spans() {
 fn indentation_is_marked_on_code_lines_only() {
     assert_eq!(
         tokens("class A:\n    pass\n  # comment\n\t\nx"),
-        [
-            (name("class"), 1),
-            (name("A"), 1),
-            (op(":"), 1),
-            (Tok::Newline, 1),
-            (Tok::Indent, 2),
-            (name("pass"), 2),
-            (Tok::Newline, 2),
-            (Tok::Newline, 3),
-            (Tok::Newline, 4),
-            (name("x"), 5),
-            (Tok::Newline, 5),
-        ]
+        by_line(&[
+            (1, &[name("class"), name("A"), op(":"), Tok::Newline]),
+            (2, &[Tok::Indent, name("pass"), Tok::Newline]),
+            (3, &[Tok::Newline]),
+            (4, &[Tok::Newline]),
+            (5, &[name("x"), Tok::Newline]),
+        ])
     );
 }
 
