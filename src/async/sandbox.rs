@@ -58,6 +58,29 @@ impl Sandbox {
         Ok(SandboxBuilder::new(crate::dsn::resolve(dsn)?))
     }
 
+    /// What the backend named by `dsn` can offer, before any sandbox exists. Does no I/O.
+    ///
+    /// An upper bound: a created sandbox's own [`Sandbox::capabilities`] can be narrower
+    /// (for example a `docker://` image without `python3` has no `RUN_CODE`). The sets of
+    /// the first-party backends are also constants in
+    /// [`backends::capabilities`](crate::backends::capabilities), which need no feature.
+    ///
+    /// ```
+    /// use sandboxio::{Capabilities, Sandbox};
+    /// let caps = Sandbox::capabilities_of("fake://")?;
+    /// assert!(caps.contains(Capabilities::RUN | Capabilities::FILESYSTEM));
+    /// # Ok::<(), sandboxio::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), as
+    /// [`Sandbox::builder`]: a malformed DSN, an unknown scheme, a scheme whose Cargo
+    /// feature is off in this build (naming the feature), or a bad DSN option.
+    pub fn capabilities_of(dsn: &str) -> Result<Capabilities> {
+        Ok(crate::dsn::resolve(dsn)?.capabilities())
+    }
+
     /// A builder for a sandbox on a backend value built in code (a
     /// [`FakeBackend`](crate::testing::FakeBackend), a third-party adapter). Does no I/O.
     pub fn builder_with(backend: impl IntoBackend) -> SandboxBuilder {
