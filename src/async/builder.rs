@@ -374,8 +374,9 @@ impl<N, L> SandboxBuilder<N, L> {
         let limits = self.limits.unwrap_or_default();
         let missing_limits = limits.required_capabilities() - declared;
         if !missing_limits.is_empty() {
-            let reason = crate::backends::capabilities::limits_refusal(scheme)
-                .unwrap_or("it does not declare them (`Sandbox::capabilities_of` lists what a backend offers)");
+            let reason = crate::backends::capabilities::limits_refusal(scheme).unwrap_or(
+                "it does not declare them (`Sandbox::capabilities_of` lists what a backend offers)",
+            );
             return Err(Error::configuration(format!(
                 "the {scheme} backend cannot apply resource limits {missing_limits}: {reason}; remove them from `.limits(..)`"
             )));

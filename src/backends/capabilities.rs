@@ -58,9 +58,9 @@ pub fn of_scheme(scheme: &str) -> Option<Capabilities> {
 /// Why a first-party backend refuses resource limits, for the refusal's message.
 pub(crate) fn limits_refusal(scheme: &str) -> Option<&'static str> {
     match scheme {
-        "local" => Some(
-            "bubblewrap puts each command in namespaces but in no cgroup, so nothing would enforce them",
-        ),
+        "local" => {
+            Some("bubblewrap puts each command in namespaces but in no cgroup, so nothing would enforce them")
+        }
         _ => None,
     }
 }
