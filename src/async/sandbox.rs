@@ -255,7 +255,9 @@ impl Sandbox {
                 command.validate()?;
                 self.require(Capabilities::RUN)?;
                 self.require_command_secrets(&command)?;
-                self.handle.run(command).await
+                let cwd = command.working_dir().map(str::to_owned);
+                let result = self.handle.run(command).await;
+                result.map_err(|e| cwd_as_written(e, cwd.as_deref()))
             })
             .await
     }
@@ -278,7 +280,8 @@ impl Sandbox {
             command.validate()?;
             self.require(Capabilities::STREAM)?;
             self.require_command_secrets(&command)?;
-            self.handle.stream(command)
+            let cwd = command.working_dir().map(str::to_owned);
+            self.handle.stream(command).map_err(|e| cwd_as_written(e, cwd.as_deref()))
         })();
         match started {
             Ok(inner) => {
@@ -451,5 +454,14 @@ impl Drop for Sandbox {
             report,
             self.teardown_grace,
         );
+    }
+}
+
+/// A working-directory error (`NotFound`, `PermissionDenied`) naming the directory as
+/// [`Command::cwd`] was given it, whatever form the backend reported.
+fn cwd_as_written(e: Error, cwd: Option<&str>) -> Error {
+    match cwd {
+        Some(cwd) => crate::path::as_written(e, cwd),
+        None => e,
     }
 }
