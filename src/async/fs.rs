@@ -33,6 +33,27 @@ use super::sandbox::Sandbox;
 /// - in client memory: [`Fs::upload`] and [`Fs::download`] stream, whatever the size.
 ///
 /// The limits are per call: `sandbox.fs().read_limit(1 << 30).read("big.bin")`.
+///
+/// # Errors name the path as you wrote it
+///
+/// A missing path is [`ErrorCode::NotFound`](crate::ErrorCode), a path the sandbox refuses
+/// [`ErrorCode::PermissionDenied`](crate::ErrorCode), a directory where a file is needed
+/// [`ErrorCode::IsADirectory`](crate::ErrorCode): on every backend, each naming the path
+/// exactly as it was passed (`read("./a.txt")` names `./a.txt`, not `/workspace/a.txt`).
+///
+/// # Which paths each backend reaches
+///
+/// - `local://`: only the workspace, `/workspace` (the default working directory), which
+///   the sandbox's user may read and write. Every other path, even a system file the
+///   commands themselves can read such as `/etc/hostname`, is
+///   [`ErrorCode::PermissionDenied`](crate::ErrorCode): the host's `/usr` is mounted
+///   read-only and `/tmp` is private to each command, so neither is a place to exchange
+///   files.
+/// - `docker://`: the container's whole file system, as the image's user may read and
+///   write it; relative paths resolve against the image's `WORKDIR` (`/workspace` in
+///   sandboxio's images, `/` when the image sets none).
+/// - `fake://`: an in-memory tree with `/workspace` as the default working directory;
+///   a file without its owner's write bit refuses writes.
 #[derive(Debug, Clone, Copy)]
 pub struct Fs<'a> {
     sandbox: &'a Sandbox,
