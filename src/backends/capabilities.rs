@@ -2,7 +2,7 @@
 //! constants need no backend feature, so a test can mirror `docker://` on the fake
 //! (`testing::sbx_fake_like("docker")`) in a build without Docker.
 //!
-//! Each set is an upper bound: a sandbox's own [`Capabilities`](crate::Capabilities), after
+//! Each set is an upper bound: a sandbox's own [`Capabilities`], after
 //! `create()`, can be narrower (an image without `python3` has no `RUN_CODE`).
 
 use crate::policy::Capabilities;
