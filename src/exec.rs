@@ -121,7 +121,16 @@ impl Command {
         self
     }
 
-    /// The working directory; relative paths resolve against the sandbox's default one.
+    /// The working directory; relative paths resolve against the sandbox's default one
+    /// (`/workspace` on `local://` and `fake://`; on `docker://` the image's `WORKDIR`,
+    /// `/workspace` in sandboxio's images, or `/` when the image sets none).
+    ///
+    /// A directory that does not exist fails the call with
+    /// [`ErrorCode::NotFound`](crate::ErrorCode::NotFound), naming `dir` as given here.
+    /// `local://` also refuses any directory outside `/workspace` (its only writable
+    /// tree; `/tmp` is private to each command) with
+    /// [`ErrorCode::PermissionDenied`](crate::ErrorCode::PermissionDenied), naming `dir`
+    /// the same way; `docker://` and `fake://` take any existing directory.
     #[must_use]
     pub fn cwd(mut self, dir: impl Into<String>) -> Self {
         self.cwd = Some(dir.into());

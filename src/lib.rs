@@ -71,6 +71,7 @@ mod transfer;
 
 pub use api::builder::{DEFAULT_CREATE_TIMEOUT, DEFAULT_TTL, IntoBackend, MAX_TTL, SandboxBuilder, state};
 pub use api::fs::Fs;
+pub use api::lines::{DEFAULT_MAX_LINE, ExecLines, OutputLine};
 pub use api::sandbox::Sandbox;
 pub use api::stream::ExecStream;
 pub use audit::{

@@ -73,6 +73,29 @@ impl Sandbox {
         Ok(SandboxBuilder::new(crate::dsn::resolve(dsn)?))
     }
 
+    /// What the backend named by `dsn` can offer, before any sandbox exists. Does no I/O.
+    ///
+    /// An upper bound: a created sandbox's own [`Sandbox::capabilities`] can be narrower
+    /// (for example a `docker://` image without `python3` has no `RUN_CODE`). The sets of
+    /// the first-party backends are also constants in
+    /// [`backends::capabilities`](crate::backends::capabilities), which need no feature.
+    ///
+    /// ```
+    /// use sandboxio::{Capabilities, Sandbox};
+    /// let caps = Sandbox::capabilities_of("fake://")?;
+    /// assert!(caps.contains(Capabilities::RUN | Capabilities::FILESYSTEM));
+    /// # Ok::<(), sandboxio::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), as
+    /// [`Sandbox::builder`]: a malformed DSN, an unknown scheme, a scheme whose Cargo
+    /// feature is off in this build (naming the feature), or a bad DSN option.
+    pub fn capabilities_of(dsn: &str) -> Result<Capabilities> {
+        Ok(crate::dsn::resolve(dsn)?.capabilities())
+    }
+
     /// A builder for a sandbox on a backend value built in code (a
     /// [`FakeBackend`](crate::testing::FakeBackend), a third-party adapter). Does no I/O.
     pub fn builder_with(backend: impl IntoBackend) -> SandboxBuilder {
@@ -263,7 +286,9 @@ impl Sandbox {
                 command.validate()?;
                 self.require(Capabilities::RUN)?;
                 self.require_command_secrets(&command)?;
-                self.handle.run(command).await
+                let cwd = command.working_dir().map(str::to_owned);
+                let result = self.handle.run(command).await;
+                result.map_err(|e| cwd_as_written(e, cwd.as_deref()))
             })
             .await
     }
@@ -307,7 +332,8 @@ impl Sandbox {
             command.validate()?;
             self.require(Capabilities::STREAM)?;
             self.require_command_secrets(&command)?;
-            self.handle.stream(command)
+            let cwd = command.working_dir().map(str::to_owned);
+            self.handle.stream(command).map_err(|e| cwd_as_written(e, cwd.as_deref()))
         })();
         match started {
             Ok(inner) => {
@@ -508,5 +534,14 @@ impl Drop for Sandbox {
             report,
             self.teardown_grace,
         );
+    }
+}
+
+/// A working-directory error (`NotFound`, `PermissionDenied`) naming the directory as
+/// [`Command::cwd`] was given it, whatever form the backend reported.
+fn cwd_as_written(e: Error, cwd: Option<&str>) -> Error {
+    match cwd {
+        Some(cwd) => crate::path::as_written(e, cwd),
+        None => e,
     }
 }

@@ -94,15 +94,8 @@ const KILL_BOUND: Duration = Duration::from_secs(5);
 /// The interpreter code cells run with: the host's system Python.
 const PYTHON: &str = "/usr/bin/python3";
 
-/// What `local://` sandboxes can do.
-pub const CAPABILITIES: Capabilities = Capabilities::RUN
-    .union(Capabilities::RUN_CODE)
-    .union(Capabilities::STREAM)
-    .union(Capabilities::STDIN)
-    .union(Capabilities::FILESYSTEM)
-    .union(Capabilities::NETWORK_DENY)
-    // Each command runs in its own PID namespace: no other command can read its environ.
-    .union(Capabilities::COMMAND_SECRETS);
+// What `local://` sandboxes can do: one definition, in `crate::backends::capabilities`.
+use crate::backends::capabilities::LOCAL as CAPABILITIES;
 
 /// The `local://` backend. Cheap to clone; clones share their sandboxes.
 #[derive(Debug, Clone)]

@@ -18,6 +18,7 @@ mod honesty;
 mod lifecycle;
 mod observability;
 mod policy;
+mod same_words;
 mod sync_parity;
 
 use std::future::Future;
@@ -134,6 +135,7 @@ pub(crate) fn all() -> &'static [Case] {
         cases.extend(facts::cases());
         cases.extend(fs::cases());
         cases.extend(policy::cases());
+        cases.extend(same_words::cases());
         cases.extend(honesty::cases());
         cases.extend(observability::cases());
         cases.extend(sync_parity::cases());
