@@ -293,5 +293,9 @@ fn random_hex() -> String {
             .map_or(0, |d| d.subsec_nanos());
         bytes = (u64::from(nanos) | (u64::from(std::process::id()) << 32)).to_le_bytes();
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    bytes.iter().fold(String::with_capacity(16), |mut out, b| {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }

@@ -15,6 +15,7 @@ mod fs;
 mod proto;
 mod session;
 mod shepherd;
+#[expect(unsafe_code, reason = "the Linux calls std lacks, each unsafe block with its SAFETY comment")]
 mod sys;
 
 use std::fs::File;

@@ -106,11 +106,12 @@ pub fn start(spec: &Spawn, fds: Fds) -> io::Result<i32> {
 }
 
 fn write_report(report: Report) -> io::Result<()> {
-    // SAFETY-free: REPORT is the shepherd's own descriptor; ManuallyDrop keeps it open.
+    // REPORT is the shepherd's own descriptor; ManuallyDrop keeps it open.
     let mut file = std::mem::ManuallyDrop::new(unsafe_file(REPORT));
     file.write_all(&report.encode())
 }
 
+#[expect(unsafe_code, reason = "a File over a descriptor the shepherd owns, never closed by it")]
 fn unsafe_file(fd: RawFd) -> File {
     // SAFETY: only called with CONTROL and REPORT, which the shepherd set up and owns; callers
     // wrap the File in ManuallyDrop so it never closes them.
@@ -192,6 +193,7 @@ fn command(spec: &Spawn) -> Command {
     cmd.stdin(Stdio::inherit()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
     let user = spec.user;
     let channel = spec.control;
+    #[expect(unsafe_code, reason = "pre_exec: setsid, dup2 and the uid switch between fork and exec")]
     // SAFETY: the closure runs between fork and exec in the child and calls only setsid,
     // dup2, setgroups, setgid and setuid, which are async-signal-safe.
     unsafe {

@@ -8,7 +8,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use sandboxd::proto::{Decoder, Failure, Frame, Message, Spawn, Status, StdinMode, Stream, VERSION};
+use sandboxd::proto::{
+    Decoder, Failure, FileType, Frame, Message, Spawn, Status, StdinMode, Stream, VERSION,
+};
 
 /// A client whose frames are read on a thread of their own: a host must read while it writes,
 /// or sandboxd's output and the host's input can fill both pipes and wait on each other.
@@ -408,13 +410,13 @@ impl Drop for Scratch {
 fn files_round_trip_whole_with_their_mode_and_no_temporary_left() {
     let mut c = Client::start();
     let dir = Scratch::new("roundtrip");
-    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    let data: Vec<u8> = (0..300_000u32).map(|i| u8::try_from(i * 7 % 256).unwrap()).collect();
     assert_eq!(write_file(&mut c, 1, &dir.path("f.bin"), 0o640, &data), vec![Message::FsDone]);
     assert_eq!(read_file(&mut c, 2, &dir.path("f.bin"), 1 << 30), Ok(data.clone()));
     c.send(3, Message::FsStat { path: dir.path("f.bin").into() });
     assert_eq!(
         answers(&mut c, 3),
-        vec![Message::FsStatReply { file_type: sandboxd::proto::FileType::File, size: 300_000, mode: 0o640 }]
+        vec![Message::FsStatReply { file_type: FileType::File, size: 300_000, mode: 0o640 }]
     );
     // Replacing is atomic and leaves only the file.
     assert_eq!(write_file(&mut c, 4, &dir.path("f.bin"), 0o600, b"new"), vec![Message::FsDone]);
@@ -489,7 +491,6 @@ fn directories_are_made_listed_and_removed() {
         .map(|e| (String::from_utf8(e.name).unwrap(), e.file_type, e.size))
         .collect();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
-    use sandboxd::proto::FileType;
     assert_eq!(entries[0], ("b".into(), FileType::Dir, entries[0].2));
     assert_eq!(entries[1], ("file".into(), FileType::File, 5));
     assert_eq!(entries[2].0, "link");
@@ -610,7 +611,7 @@ impl Runner {
             match self.c.recv().message {
                 Message::Output { stream: Stream::Control, data } => self.ctrl.extend(data),
                 Message::Output { stream: Stream::Stdout, data } => {
-                    said.push(Said::Stdout(String::from_utf8(data).unwrap()))
+                    said.push(Said::Stdout(String::from_utf8(data).unwrap()));
                 }
                 Message::Output { stream: Stream::Stderr, .. }
                 | Message::Spawned { .. }
