@@ -28,6 +28,13 @@ pub(super) struct Launch {
     memory_limit: Option<u64>,
 }
 
+// Not derived: the environment holds secret values.
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch").field("deadline", &self.deadline).finish_non_exhaustive()
+    }
+}
+
 impl Launch {
     /// What a process of sandbox `s` starts with at virtual time `clock`: the sandbox's
     /// environment plus `extra_env` and `extra_secret`, and a deadline.

@@ -67,12 +67,6 @@ pub(super) struct FakeExecStream {
     stdin_closed: bool,
 }
 
-impl std::fmt::Debug for Launch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Launch").field("deadline", &self.deadline).finish_non_exhaustive()
-    }
-}
-
 impl FakeExecStream {
     pub(super) fn start(
         backend: FakeBackend,
