@@ -1,5 +1,6 @@
 //! Attacks on `docker://`, one module per class.
 
+mod class_03_pid_exhaustion;
 mod class_03_process_tree;
 mod class_03_stress;
 mod class_04_stream_memory;
