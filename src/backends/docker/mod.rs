@@ -333,6 +333,8 @@ pub(crate) struct Shared {
     network: Option<NetworkPolicy>,
     metadata: BTreeMap<String, String>,
     killed: AtomicBool,
+    /// Why sandboxio removed the container itself, when it did (what `SandboxGone` says).
+    gone_reason: std::sync::OnceLock<&'static str>,
     /// Seeds this handle's command gids (unique across handles and processes).
     nonce: String,
     /// Whether the image has `python3` (and so `RUN_CODE`).
@@ -385,6 +387,7 @@ impl Shared {
             network,
             metadata,
             killed: AtomicBool::new(false),
+            gone_reason: std::sync::OnceLock::new(),
             nonce: unique_suffix(),
             python: AtomicBool::new(false),
             resolved: std::sync::OnceLock::new(),
@@ -427,9 +430,15 @@ impl Shared {
         drop(self.link.lock().unwrap_or_else(PoisonError::into_inner).take());
     }
 
+    /// Records why sandboxio is about to remove the container itself.
+    fn set_gone_reason(&self, why: &'static str) {
+        let _ = self.gone_reason.set(why);
+    }
+
     fn check_alive(&self) -> Result<()> {
         if self.killed.load(Ordering::Acquire) {
-            return Err(Error::SandboxGone { id: self.id.clone(), message: "it was killed".into() });
+            let why = self.gone_reason.get().copied().unwrap_or("it was killed");
+            return Err(Error::SandboxGone { id: self.id.clone(), message: why.into() });
         }
         Ok(())
     }

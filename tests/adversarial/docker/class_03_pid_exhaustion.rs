@@ -56,6 +56,25 @@ fn container_gone(id: &str) -> bool {
     docker_cli(&["ps", "-aq", "--no-trunc", "--filter", &format!("id={id}")]).trim().is_empty()
 }
 
+/// What a `run()` whose command was killed at its timeout may say: `ExecutionTimeout` with
+/// the sandbox alive (the killer got through), or `SandboxGone` with the sandbox removed
+/// (the fallback), never a timeout of a sandbox that is gone.
+fn timed_out_honestly(sandbox: &Sandbox, result: sandboxio::Result<sandboxio::ExecResult>) {
+    let id = sandbox.id();
+    let err = result.expect_err("a command killed at its timeout");
+    if container_gone(id) || host_view(id).is_empty() {
+        assert_eq!(err.code(), ErrorCode::SandboxGone, "the sandbox was removed under the run, yet: {err}");
+        let next = block_on(sandbox.run(Command::shell("true"))).unwrap_err();
+        assert_eq!(next.code(), ErrorCode::SandboxGone);
+        println!("  the sandbox was removed, and the run said so: {err}");
+    } else {
+        assert_eq!(err.code(), ErrorCode::ExecutionTimeout, "{err}");
+        let next = block_on(sandbox.run(Command::shell("echo alive"))).unwrap();
+        assert_eq!(next.stdout_lossy(), "alive\n");
+        println!("  the killer got through; the sandbox lives on");
+    }
+}
+
 #[test]
 fn class_03__a_command_at_the_pids_limit_still_ends_on_timeout() {
     const TEST: &str = "class_03__a_command_at_the_pids_limit_still_ends_on_timeout";
@@ -80,17 +99,7 @@ fn class_03__a_command_at_the_pids_limit_still_ends_on_timeout() {
     let cleaned = eventually(Duration::from_secs(10), || survivors(&id, "7403").is_empty());
     assert!(cleaned, "the command outlived its timeout: {} processes left", survivors(&id, "7403").len());
     assert!(took < Duration::from_secs(30), "the kill took {took:?}");
-    let err = result.expect_err("a command killed at its timeout");
-    if container_gone(&id) || host_view(&id).is_empty() {
-        // The fallback: the sandbox died under the run, and the run says so.
-        assert_eq!(err.code(), ErrorCode::SandboxGone, "the sandbox was removed under the run, yet: {err}");
-        let next = block_on(sandbox.run(Command::shell("true"))).unwrap_err();
-        assert_eq!(next.code(), ErrorCode::SandboxGone);
-    } else {
-        assert_eq!(err.code(), ErrorCode::ExecutionTimeout, "{err}");
-        let next = block_on(sandbox.run(Command::shell("echo alive"))).unwrap();
-        assert_eq!(next.stdout_lossy(), "alive\n");
-    }
+    timed_out_honestly(&sandbox, result);
     let _ = block_on(sandbox.kill());
 }
 
@@ -112,18 +121,18 @@ fn class_03__a_stream_at_the_pids_limit_still_ends_when_terminated_or_killed() {
             return;
         }
         let started = Instant::now();
-        let ended = if round == 0 {
-            block_on(stream.close())
-        } else {
-            block_on(sandbox.kill()).map(drop)
-        };
+        let ended = if round == 0 { block_on(stream.close()) } else { block_on(sandbox.kill()).map(drop) };
         let cleaned = eventually(Duration::from_secs(10), || survivors(&id, &marker.to_string()).is_empty());
         println!(
             "{TEST}: control held; {} gave {ended:?} after {:?}; clean: {cleaned}",
             if round == 0 { "close" } else { "kill" },
             started.elapsed()
         );
-        assert!(cleaned, "{} processes outlived the end of the stream", survivors(&id, &marker.to_string()).len());
+        assert!(
+            cleaned,
+            "{} processes outlived the end of the stream",
+            survivors(&id, &marker.to_string()).len()
+        );
         let _ = block_on(sandbox.kill());
     }
 }
@@ -154,9 +163,87 @@ fn class_03__a_detached_sandbox_at_the_pids_limit_still_ends_at_its_ttl() {
     assert!(!container_gone(&id), "the sandbox ended before its TTL: nothing to prove");
     let deadline = ttl + Duration::from_secs(10);
     let gone = eventually(deadline.saturating_sub(created.elapsed()), || container_gone(&id));
-    println!("{TEST}: control held; container gone {:?} after create (TTL {ttl:?}): {gone}", created.elapsed());
+    println!(
+        "{TEST}: control held; container gone {:?} after create (TTL {ttl:?}): {gone}",
+        created.elapsed()
+    );
     if !gone {
         docker_cli(&["rm", "-f", &id]);
     }
     assert!(gone, "a detached sandbox at its pids limit outlived its TTL by 10 s");
+}
+
+/// The bomb of [`bomb`] that also hunts the killer: every process of its user outside its
+/// own group (the killer runs in the user's own group) is killed on sight, with no fork
+/// (Python's `os.kill`). Says `exhausted` once a fork fails.
+const HUNTING_BOMB: &str = r#"import os
+me, mine, said = os.getuid(), os.getgid(), False
+while True:
+    try:
+        os.fork() or os.execvp("sleep", ["sleep", "7407"])
+    except OSError:
+        if not said:
+            print("exhausted", flush=True)
+            said = True
+    for p in os.listdir("/proc"):
+        try:
+            ids = {l.split()[0]: int(l.split()[1]) for l in open("/proc/" + p + "/status") if l[:4] in ("Uid:", "Gid:")}
+        except (OSError, ValueError, IndexError):
+            continue
+        if ids.get("Uid:") == me and ids.get("Gid:") != mine:
+            try:
+                os.kill(int(p), 9)
+            except OSError:
+                pass
+"#;
+
+#[test]
+fn class_03__a_command_at_the_pids_limit_that_hunts_its_killer_still_ends() {
+    const TEST: &str = "class_03__a_command_at_the_pids_limit_that_hunts_its_killer_still_ends";
+    if !support::docker_ready(TEST) {
+        return;
+    }
+    let sandbox = small_sandbox(Duration::from_secs(600), false);
+    let id = sandbox.id().to_owned();
+    let uid = block_on(sandbox.run(Command::shell("id -u"))).unwrap().stdout_lossy().trim().to_owned();
+    // Control: once the payload holds the pids, no fresh process of the user (in the
+    // user's own group, like the killer) lives through two seconds.
+    let control = {
+        let id = id.clone();
+        std::thread::spawn(move || {
+            if !exhausted(&id, 7407) {
+                return None;
+            }
+            let probe = std::process::Command::new("docker")
+                .args(["exec", "-u", &uid, &id, "sh", "-c", "sleep 2; echo survived"])
+                .output()
+                .expect("the docker CLI");
+            Some(!String::from_utf8_lossy(&probe.stdout).contains("survived"))
+        })
+    };
+    let started = Instant::now();
+    let payload = Command::new("python3").args(["-c", HUNTING_BOMB]).timeout(Duration::from_secs(10));
+    let result = block_on(sandbox.run(payload));
+    let took = started.elapsed();
+    match control.join().unwrap() {
+        Some(true) => {}
+        Some(false) => {
+            support::skip(TEST, "a fresh process of the user outlived the hunter: nothing to prove");
+            let _ = block_on(sandbox.kill());
+            return;
+        }
+        None => {
+            support::skip(TEST, "the payload did not exhaust the pids limit: nothing to prove");
+            let _ = block_on(sandbox.kill());
+            return;
+        }
+    }
+    println!(
+        "{TEST}: control: pids exhausted and a fresh process of the user was hunted; run gave {result:?} after {took:?}"
+    );
+    let cleaned = eventually(Duration::from_secs(10), || survivors(&id, "7407").is_empty());
+    assert!(cleaned, "the command outlived its timeout: {} processes left", survivors(&id, "7407").len());
+    assert!(took < Duration::from_secs(40), "the kill took {took:?}");
+    timed_out_honestly(&sandbox, result);
+    let _ = block_on(sandbox.kill());
 }
