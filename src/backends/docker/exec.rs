@@ -20,12 +20,12 @@
 //!
 //! **Timeouts, dropped futures and terminated streams** ([`kill_command`]): a second exec,
 //! as the sandbox's user but outside the command's group, kills every process with the
-//! command's gid, and `top` verifies it. A killer that cannot start (at the pids limit
-//! the engine may fail to start any process in the container), hangs or is fought off (the
-//! command may signal it: same uid) is tried again, a few times; if the command still lives,
-//! the whole sandbox is removed through the engine (which needs no process inside), and the
-//! operation reports [`Error::SandboxGone`] rather than a timeout. The gid is held by the host, never read back from the
-//! sandbox: the kill path depends on nothing the sandboxed code can write. A cancel that
+//! command's gid, and `top` verifies it. A killer that cannot start (at the pids limit the
+//! engine may fail to start any process in the container), hangs or is fought off (the
+//! command may signal it: same uid) is tried again, a few times; if the command still
+//! lives, the whole sandbox is removed through the engine (which needs no process inside),
+//! and the operation reports [`Error::SandboxGone`] rather than a timeout. The gid is held
+//! by the host, never read back from the sandbox: the kill path depends on nothing the sandboxed code can write. A cancel that
 //! races the start cannot leak either: the wrapper runs nothing until it has read the whole
 //! header, which is only sent once the exec has started, and once it is sent the kill waits
 //! for the engine to report the exec started before it kills.

@@ -53,13 +53,17 @@
 //! `run()` waiting; a timeout, a dropped future or a terminated stream does the same with
 //! a second exec. Either way the host then checks through the engine's `top` (the host's
 //! `ps`, which the sandboxed code cannot write or fake) that no process with the gid is
-//! left; a kill that fails, hangs or is fought off is retried once, and then the whole
-//! sandbox is removed. The gid lives only in the host's memory: the kill path reads nothing
-//! the sandboxed code can write. The same gid keeps each command's processes out of every
-//! other command's reach: the kernel refuses `ptrace` and `/proc/<pid>/environ` (and `mem`,
-//! `fd`) across different gids, so a command's own `secret_env` cannot be read by the
-//! sandbox's other commands (a command given such secrets also runs with core dumps off).
-//! What this cannot stop: a command that runs a program another command may rewrite (a
+//! left; a kill that fails, hangs or is fought off is tried again (four tries in all), and
+//! then the whole sandbox is removed through the engine, and the operation reports
+//! [`ErrorCode::SandboxGone`](crate::ErrorCode::SandboxGone) rather than a timeout. (The
+//! killer is a new exec: a command holding every pid of the pids limit can keep it from
+//! starting, and a command can kill it; `kill()`, `close()`, the TTL and owner death never
+//! need a new process in the container.) The gid lives only in the host's memory: the kill
+//! path reads nothing the sandboxed code can write. The same gid keeps each command's
+//! processes out of every other command's reach: the kernel refuses `ptrace` and
+//! `/proc/<pid>/environ` (and `mem`, `fd`) across different gids, so a command's own
+//! `secret_env` cannot be read by the sandbox's other commands (a command given such
+//! secrets also runs with core dumps off). What this cannot stop: a command that runs a program another command may rewrite (a
 //! shared `$HOME`'s start-up files, say) runs that command's code, secrets and all. A root
 //! sandbox user can rewrite the image's own `sh`, which decodes every later command's
 //! secrets: there a command carrying its own `secret_env` is refused with

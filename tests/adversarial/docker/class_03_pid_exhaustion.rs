@@ -17,11 +17,11 @@ use super::{docker_cli, host_view, survivors};
 use crate::support::{self, block_on, eventually};
 
 /// The container's pids limit in these tests: small, so that filling it is quick.
-const PIDS: u32 = 40;
+pub(super) const PIDS: u32 = 40;
 
 /// Fills every free pid with `sleep <marker>` and keeps taking each one that frees up.
 /// (Python, not `sh`: a shell whose `fork` fails gives up and exits.)
-fn bomb(marker: u32) -> String {
+pub(super) fn bomb(marker: u32) -> String {
     format!(
         "exec python3 -c 'import os, time\nwhile True:\n  try:\n    os.fork() or os.execvp(\"sleep\", [\"sleep\", \"{marker}\"])\n  except OSError:\n    time.sleep(0.001)'"
     )
@@ -43,7 +43,7 @@ fn small_sandbox(ttl: Duration, detached: bool) -> Sandbox {
 
 /// The positive control: waits (20 s at most) until the payload holds the pids limit of
 /// container `id`: the payload runs and the engine can start no process there.
-fn exhausted(id: &str, marker: u32) -> bool {
+pub(super) fn exhausted(id: &str, marker: u32) -> bool {
     eventually(Duration::from_secs(20), || {
         let started = std::process::Command::new("docker").args(["exec", id, "true"]).output();
         let refused = started.as_ref().is_ok_and(|out| !out.status.success());
