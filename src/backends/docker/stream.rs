@@ -155,15 +155,11 @@ async fn pump(
             guard.disarm();
             // A sandbox removed to end the command (or gone already) is what the stream
             // reports: not a timeout of a sandbox that lives on.
-            let end = match killed {
-                Err(gone @ Error::SandboxGone { .. }) => gone,
-                _ => {
-                    let partial = ExecResult::new(137, "", "");
-                    Error::ExecutionTimeout {
-                        timeout: deadline.unwrap_or_default(),
-                        partial: Box::new(partial),
-                    }
-                }
+            let end = if let Err(gone @ Error::SandboxGone { .. }) = killed {
+                gone
+            } else {
+                let partial = ExecResult::new(137, "", "");
+                Error::ExecutionTimeout { timeout: deadline.unwrap_or_default(), partial: Box::new(partial) }
             };
             let _ = chunks.send(Err(end)).await;
         }

@@ -86,6 +86,39 @@ fn spawn_owner(test: &str, label: &str, user: &str, attack: &str) -> std::proces
         .unwrap()
 }
 
+/// What an owner child said, up to its attack: its sandbox's id (`CREATED <id>`) and what
+/// the attack reported (`ATTACKED <what>`). libtest's own `test … ... ` may precede a line.
+fn owner_said(child: &mut std::process::Child) -> (Option<String>, Option<String>) {
+    let (mut id, mut attacked) = (None, None);
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some((_, rest)) = line.split_once("CREATED ") {
+            id = Some(rest.to_owned());
+        }
+        if let Some((_, rest)) = line.split_once("ATTACKED ") {
+            attacked = Some(rest.to_owned());
+            break;
+        }
+    }
+    (id, attacked)
+}
+
+/// SIGKILLs an owner child and waits (up to [`BOUND`]) for its sandbox to go: whether it
+/// went, how long it took, and what was left (removed here, so nothing leaks into other
+/// tests).
+fn kill_owner(mut child: std::process::Child, label: &str) -> (bool, Duration, Vec<(String, String)>) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = Instant::now();
+    let gone = eventually(BOUND, || labelled(LABEL, label).is_empty());
+    let after = killed.elapsed();
+    let left = labelled(LABEL, label);
+    for (id, _) in &left {
+        super::docker_cli(&["rm", "-f", id]);
+    }
+    (gone, after, left)
+}
+
 fn running(label: &str) -> Vec<(String, String)> {
     labelled(LABEL, label).into_iter().filter(|(_, state)| state != "created").collect()
 }
@@ -153,14 +186,7 @@ fn class_08__a_root_sandbox_user_cannot_outlive_its_owner() {
     }
     let label = format!("{}-root", std::process::id());
     let mut child = spawn_owner(TEST, &label, "0", "1");
-    let mut attacked = None;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        if let Some(rest) = line.strip_prefix("ATTACKED ") {
-            attacked = Some(rest.to_owned());
-            break;
-        }
-    }
+    let (_, attacked) = owner_said(&mut child);
     let attacked = attacked.expect("the owner ran the attack");
     if !attacked.contains("control-root-stop-works") {
         let _ = child.kill();
@@ -169,18 +195,8 @@ fn class_08__a_root_sandbox_user_cannot_outlive_its_owner() {
         return;
     }
     assert!(!running(&label).is_empty(), "the sandbox died of the attack itself: nothing to prove");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let killed = Instant::now();
-    let gone = eventually(BOUND, || labelled(LABEL, &label).is_empty());
-    println!(
-        "{TEST}: attack said {attacked}; container gone {:?} after the owner's SIGKILL: {gone}",
-        killed.elapsed()
-    );
-    let left = labelled(LABEL, &label);
-    for (id, _) in &left {
-        super::docker_cli(&["rm", "-f", id]);
-    }
+    let (gone, after, left) = kill_owner(child, &label);
+    println!("{TEST}: attack said {attacked}; container gone {after:?} after the owner's SIGKILL: {gone}");
     assert!(gone, "a root sandbox user kept its container {BOUND:?} past its owner's death: {left:?}");
 }
 
@@ -195,17 +211,7 @@ fn class_08__owner_death_ends_a_sandbox_at_its_pids_limit() {
     }
     let label = format!("{}-bomb", std::process::id());
     let mut child = spawn_owner(TEST, &label, "", "bomb");
-    let mut id = None;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        // libtest's own `test … ... ` may precede the first line.
-        if let Some((_, rest)) = line.split_once("CREATED ") {
-            id = Some(rest.to_owned());
-        }
-        if line.contains("ATTACKED ") {
-            break;
-        }
-    }
+    let (id, _) = owner_said(&mut child);
     let id = id.expect("the owner created its sandbox");
     // Control: the payload holds the pids limit (no new process can start).
     if !super::class_03_pid_exhaustion::exhausted(&id, 7408) {
@@ -215,17 +221,7 @@ fn class_08__owner_death_ends_a_sandbox_at_its_pids_limit() {
         support::skip(TEST, "the payload did not exhaust the pids limit: nothing to prove");
         return;
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let killed = Instant::now();
-    let gone = eventually(BOUND, || labelled(LABEL, &label).is_empty());
-    println!(
-        "{TEST}: pids exhausted; container gone {:?} after the owner's SIGKILL: {gone}",
-        killed.elapsed()
-    );
-    let left = labelled(LABEL, &label);
-    for (id, _) in &left {
-        super::docker_cli(&["rm", "-f", id]);
-    }
+    let (gone, after, left) = kill_owner(child, &label);
+    println!("{TEST}: pids exhausted; container gone {after:?} after the owner's SIGKILL: {gone}");
     assert!(gone, "a sandbox at its pids limit outlived its owner by {BOUND:?}: {left:?}");
 }
