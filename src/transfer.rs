@@ -74,7 +74,11 @@ pub(crate) struct HostWriter {
     /// The host target: links above it are the caller's own and are followed; at it and
     /// below it, none is.
     root: PathBuf,
-    created: Vec<(PathBuf, bool)>,
+    /// The directories it made, oldest first.
+    created_dirs: Vec<PathBuf>,
+    /// The files it made: a set, since every hard-link entry of an archive looks its source
+    /// up here (a list made a download of many links quadratic in their number).
+    created_files: std::collections::HashSet<PathBuf>,
     kept: bool,
 }
 
@@ -90,7 +94,12 @@ fn no_follow(_: &mut fs::OpenOptions) {}
 
 impl HostWriter {
     pub(crate) fn new(root: &Path) -> Self {
-        HostWriter { root: root.to_path_buf(), created: Vec::new(), kept: false }
+        HostWriter {
+            root: root.to_path_buf(),
+            created_dirs: Vec::new(),
+            created_files: std::collections::HashSet::new(),
+            kept: false,
+        }
     }
 
     /// Refuses a path whose directories from the root down are anything but real
@@ -142,7 +151,7 @@ impl HostWriter {
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, NEW_MODE_MASK);
         match builder.create(dir) {
             Ok(()) => {
-                self.created.push((dir.to_path_buf(), true));
+                self.created_dirs.push(dir.to_path_buf());
                 Ok(())
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
@@ -177,7 +186,7 @@ impl HostWriter {
                 // `create` (not `recursive`) fails on anything already there, a link planted
                 // since the check included.
                 builder.create(dir).map_err(|e| host_error(dir, e))?;
-                self.created.push((dir.to_path_buf(), true));
+                self.created_dirs.push(dir.to_path_buf());
                 Ok(())
             }
         }
@@ -231,7 +240,7 @@ impl HostWriter {
                 #[cfg(not(unix))]
                 let _ = mode;
                 let opened = options.open(file).map_err(|e| host_error(file, e))?;
-                self.created.push((file.to_path_buf(), false));
+                self.created_files.insert(file.to_path_buf());
                 Ok(opened)
             }
         }
@@ -240,7 +249,7 @@ impl HostWriter {
     /// Whether `path` was created by this download.
     #[cfg(any(feature = "local", feature = "docker"))]
     fn created_file(&self, path: &Path) -> bool {
-        self.created.iter().any(|(p, dir)| !dir && p == path)
+        self.created_files.contains(path)
     }
 
     /// Keeps what was written (the download succeeded).
@@ -250,15 +259,18 @@ impl HostWriter {
 }
 
 impl Drop for HostWriter {
-    /// A download that failed or was dropped removes what it created, newest first; what
-    /// existed before is never removed (an existing file overwritten in place stays as far
-    /// as it got).
+    /// A download that failed or was dropped removes what it created: its files, then its
+    /// directories newest first; what existed before is never removed (an existing file
+    /// overwritten in place stays as far as it got).
     fn drop(&mut self) {
         if self.kept {
             return;
         }
-        for (path, dir) in self.created.iter().rev() {
-            let _ = if *dir { fs::remove_dir(path) } else { fs::remove_file(path) };
+        for path in &self.created_files {
+            let _ = fs::remove_file(path);
+        }
+        for path in self.created_dirs.iter().rev() {
+            let _ = fs::remove_dir(path);
         }
     }
 }

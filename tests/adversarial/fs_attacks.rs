@@ -445,3 +445,233 @@ pub fn fs_processes_on_host(sbx: &Sandbox) -> Option<usize> {
     }
     Some(count)
 }
+
+// ---- class 4: a download of very many tiny entries ----
+
+/// How many plain files the download of [`a_download_of_many_tiny_entries_stays_bounded`]
+/// carries in the directory `tar` sends first.
+pub const TINY_FILES: u32 = 20_000;
+/// How many more names of eight files it carries after them (hard-link entries).
+pub const TINY_LINKS: u32 = 50_000;
+
+/// Makes, under `many/`, [`TINY_FILES`] empty files in the subdirectory `tar` visits first
+/// and eight empty files with [`TINY_LINKS`] more names in the one it visits last (the
+/// directory's own order, from `os.listdir`; a file takes at most 65000 names on ext4 and
+/// overlayfs). Every name has six characters, so that the host paths all have one length.
+/// Prints how many entries the two subdirectories hold.
+const TINY_TREE: &str = r#"import os
+os.makedirs("many/a"); os.makedirs("many/b")
+first, last = ["many/" + n for n in os.listdir("many")]
+for i in range(FILES):
+    open("%s/f%05d" % (first, i), "w").close()
+for k in range(8):
+    open("%s/q%05d" % (last, k), "w").close()
+for i in range(LINKS):
+    os.link("%s/q%05d" % (last, i % 8), "%s/p%05d" % (last, i))
+print(len(os.listdir(first)) + len(os.listdir(last)))
+"#;
+
+/// A download of [`TINY_TREE`] into a host directory 3 KiB deep. `tar` sends the first
+/// name of each of the eight files as a file and every other name as a hard link to it,
+/// which the host copies once it finds the source among the files the download made: it
+/// must do that in time linear in the entries (a list of the made paths, scanned from the
+/// start for each link, cost the number of files made before the source, each comparison
+/// as long as the host path: quadratic, and a few million entries fit the default budget),
+/// and charge every entry to the budget.
+pub fn a_download_of_many_tiny_entries_stays_bounded(test: &str, sbx: Sandbox) {
+    let script = TINY_TREE
+        .replace("range(FILES)", &format!("range({TINY_FILES})"))
+        .replace("range(LINKS)", &format!("range({TINY_LINKS})"));
+    let control =
+        block_on(sbx.run(Command::new("python3").args(["-c", &script]).timeout(Duration::from_secs(120))));
+    let expected = (TINY_FILES + TINY_LINKS + 8).to_string();
+    match &control {
+        Ok(out) if out.stdout_lossy().trim() == expected => {}
+        _ => {
+            skip(test, &format!("could not make the entries: {control:?}"));
+            return;
+        }
+    }
+    let host = host_dir(test);
+    let target = host.join(vec!["d".repeat(200); 15].join("/")).join("many");
+    let sbx = Arc::new(sbx);
+    let started = std::time::Instant::now();
+    let (s, t) = (Arc::clone(&sbx), target.clone());
+    let got = within(400, move || block_on(s.fs().timeout(Duration::from_secs(600)).download("many", &t)));
+    let took = started.elapsed();
+    let made = count_files(&target);
+    // The budget counts every entry (512 bytes of header apiece, at least): the same tree
+    // under a budget of 256 bytes per entry is refused.
+    let (s, t) = (Arc::clone(&sbx), host.join("small"));
+    let small = within(240, move || {
+        block_on(s.fs().download_limit(u64::from(TINY_FILES + TINY_LINKS) * 256).download("many", &t))
+    });
+    let small_left = host.join("small").exists();
+    let _ = std::fs::remove_dir_all(&host);
+    println!(
+        "{test}: {expected} entries downloaded in {took:?}: {made} files; under a small budget: {small:?}"
+    );
+    let got =
+        got.unwrap_or_else(|| panic!("download() of {expected} tiny entries still running after 400 s"));
+    assert!(got.is_ok(), "{got:?}");
+    assert_eq!(made, (TINY_FILES + TINY_LINKS + 8) as usize);
+    assert!(took < Duration::from_secs(100), "{expected} tiny entries took {took:?}");
+    let small = small.expect("download() under a small budget still running after 240 s");
+    assert_eq!(code(&small), "SBX-016", "the entries must be charged to the budget: {small:?}");
+    assert!(!small_left, "the refused download left its files on the host");
+}
+
+/// The regular files under `dir`, at any depth.
+fn count_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => count_files(&e.path()),
+            Ok(t) if t.is_file() => 1,
+            _ => 0,
+        })
+        .sum()
+}
+
+// ---- class 7: a hostile `tar` aims a download outside its target ----
+
+/// One raw tar entry: `name` and `link` written into the header as they are (the `tar`
+/// crate refuses `..` and absolute names, a hostile `tar` does not), then `data`.
+#[cfg(feature = "docker")]
+fn raw_entry(name: &str, kind: tar::EntryType, link: &str, data: &[u8]) -> Vec<u8> {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(kind);
+    header.set_size(data.len() as u64);
+    header.set_mode(0o644);
+    let gnu = header.as_gnu_mut().unwrap();
+    gnu.name[..name.len()].copy_from_slice(name.as_bytes());
+    gnu.linkname[..link.len()].copy_from_slice(link.as_bytes());
+    header.set_cksum();
+    let mut bytes = header.as_bytes().to_vec();
+    bytes.extend_from_slice(data);
+    bytes.resize(bytes.len().div_ceil(512) * 512, 0);
+    bytes
+}
+
+/// Downloads `/tmp/out` from a sandbox whose `tar` sends `archive` instead.
+#[cfg(feature = "docker")]
+fn hostile_download(sbx: &Arc<Sandbox>, archive: Vec<u8>, target: &Path) -> sandboxio::Result<()> {
+    let mut archive = archive;
+    archive.extend_from_slice(&[0u8; 1024]);
+    block_on(sbx.fs().write("/tmp/evil.tar", archive)).unwrap();
+    let (s, t) = (Arc::clone(sbx), target.to_path_buf());
+    within(60, move || block_on(s.fs().download("/tmp/out", &t)))
+        .expect("a hostile download still running after 60 s")
+}
+
+#[cfg(feature = "docker")]
+/// A sandbox whose user is root replaces `tar` by one that sends hand-made archives aimed
+/// at a canary directory beside the download target: entries through `..`, absolute
+/// names, a symlink out followed by a file below it, hard links to host files, a device
+/// and a FIFO. Nothing lands outside the target, no link is made or followed on the host,
+/// and the plain entries still arrive.
+pub fn a_hostile_tar_cannot_write_outside_the_target(test: &str, sbx: Sandbox) {
+    use tar::EntryType as E;
+    // The control: uid 0 inside, `tar` replaced, and the replacement is what runs.
+    let replaced = sh(
+        &sbx,
+        "id -u && t=$(command -v tar) && rm -f \"$t\" && \
+         printf '#!/bin/sh\\nexec cat /tmp/evil.tar\\n' > \"$t\" && chmod 755 \"$t\" && \
+         echo probe > /tmp/evil.tar && mkdir -p /tmp/out && [ \"$(tar -cf - /tmp/out)\" = probe ] && echo replaced",
+    );
+    if replaced.stdout_lossy() != "0\nreplaced\n" {
+        skip(test, &format!("the sandbox user cannot replace tar (not root?): {replaced:?}"));
+        return;
+    }
+    let host = host_dir(test);
+    let canary = host.join("canary");
+    std::fs::create_dir(&canary).unwrap();
+    std::fs::write(canary.join("keep"), "keep").unwrap();
+    let (target, canary_abs) = (host.join("out"), canary.to_str().unwrap().to_owned());
+    let sbx = Arc::new(sbx);
+    let mut tricks = raw_entry("out/", E::Directory, "", b"");
+    tricks.extend(raw_entry("out/ok", E::Regular, "", b"fine"));
+    tricks.extend(raw_entry("out/l", E::Symlink, &canary_abs, b""));
+    tricks.extend(raw_entry("out/l/pwned", E::Regular, "", b"pwned"));
+    tricks.extend(raw_entry("out/h", E::Link, &format!("{canary_abs}/keep"), b""));
+    tricks.extend(raw_entry("out/h2", E::Link, "out/../canary/keep", b""));
+    tricks.extend(raw_entry("out/dev", E::Char, "", b""));
+    tricks.extend(raw_entry("out/fifo", E::Fifo, "", b""));
+    let tricked = hostile_download(&sbx, tricks, &target);
+    let kept = std::fs::read_to_string(target.join("ok")).ok();
+    let link_made = std::fs::symlink_metadata(target.join("l")).is_ok_and(|m| m.file_type().is_symlink());
+    let others: Vec<bool> = ["h", "h2", "dev", "fifo"]
+        .iter()
+        .map(|n| std::fs::symlink_metadata(target.join(n)).is_ok())
+        .collect();
+    let _ = std::fs::remove_dir_all(&target);
+    let mut dotdot = raw_entry("out/", E::Directory, "", b"");
+    dotdot.extend(raw_entry("out/../canary/pwned", E::Regular, "", b"pwned"));
+    let by_dotdot = hostile_download(&sbx, dotdot, &target);
+    let mut absolute = raw_entry("out/", E::Directory, "", b"");
+    absolute.extend(raw_entry(&format!("{canary_abs}/pwned"), E::Regular, "", b"pwned"));
+    let by_absolute = hostile_download(&sbx, absolute, &target);
+    let left_target = target.exists();
+    let canary_now: Vec<String> = std::fs::read_dir(&canary)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let keep_now = std::fs::read_to_string(canary.join("keep")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&host);
+    println!("{test}: tricks {tricked:?}; `..` {by_dotdot:?}; absolute {by_absolute:?}");
+    assert_eq!(canary_now, vec!["keep".to_owned()], "a hostile archive wrote beside the target");
+    assert_eq!(keep_now, "keep", "a hostile archive changed a host file beside the target");
+    assert!(tricked.is_ok(), "{tricked:?}");
+    assert_eq!(kept.as_deref(), Some("fine"), "the plain entry of the hostile archive is missing");
+    assert!(!link_made, "a symlink from the sandbox was made on the host");
+    assert_eq!(others, vec![false; 4], "a hard link out, a device or a FIFO was made on the host");
+    let invalid = sandboxio::ErrorCode::InvalidInput.as_str();
+    assert_eq!(code(&by_dotdot), invalid, "an entry through `..`: {by_dotdot:?}");
+    assert_eq!(code(&by_absolute), invalid, "an absolute entry: {by_absolute:?}");
+    assert!(!left_target, "a refused download left its files on the host");
+}
+
+// ---- class 4: a file that grows while it is downloaded ----
+
+/// A download of a file another command keeps growing (as fast as `head` writes zeros,
+/// for 30 s): the host writes no more than the budget and the call ends. The control:
+/// the file really grows while the download starts.
+pub fn a_download_of_a_growing_file_stays_within_its_budget(test: &str, sbx: Sandbox) {
+    let budget: u64 = 64 << 20;
+    let sbx = Arc::new(sbx);
+    let grower = {
+        let s = Arc::clone(&sbx);
+        std::thread::spawn(move || {
+            block_on(s.run(
+                Command::shell("mkdir -p grow && timeout 30 sh -c 'while :; do head -c 1048576 /dev/zero; done' > grow/f")
+                    .timeout(Duration::from_secs(40)),
+            ))
+        })
+    };
+    let size = || {
+        sh(&sbx, "stat -c %s grow/f 2>/dev/null || echo 0").stdout_lossy().trim().parse::<u64>().unwrap_or(0)
+    };
+    let first = size();
+    std::thread::sleep(Duration::from_millis(500));
+    let second = size();
+    if second <= first {
+        skip(test, &format!("the file does not grow: {first} then {second} bytes"));
+        return;
+    }
+    let host = host_dir(test);
+    let (s, t) = (Arc::clone(&sbx), host.join("grow"));
+    let got = within(60, move || block_on(s.fs().download_limit(budget).download("grow", &t)));
+    let on_disk = std::fs::metadata(host.join("grow/f")).map_or(0, |m| m.len());
+    let _ = std::fs::remove_dir_all(&host);
+    let _ = grower.join();
+    println!(
+        "{test}: the file grew from {first} to {second} bytes in 0.5 s; download gave {got:?}, {on_disk} bytes on the host"
+    );
+    let got = got.expect("download() of a growing file still running after 60 s");
+    assert!(on_disk <= budget, "{on_disk} bytes on the host, over the budget of {budget}");
+    if got.is_err() {
+        assert_eq!(on_disk, 0, "a failed download left {on_disk} bytes on the host");
+    }
+}

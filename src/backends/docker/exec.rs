@@ -20,10 +20,12 @@
 //!
 //! **Timeouts, dropped futures and terminated streams** ([`kill_command`]): a second exec,
 //! as the sandbox's user but outside the command's group, kills every process with the
-//! command's gid, and `top` verifies it. A killer that cannot start, hangs or is fought
-//! off (the command may signal it: same uid) is retried once; if the command still lives,
-//! the whole sandbox is removed. The gid is held by the host, never read back from the
-//! sandbox: the kill path depends on nothing the sandboxed code can write. A cancel that
+//! command's gid, and `top` verifies it. A killer that cannot start (at the pids limit the
+//! engine may fail to start any process in the container), hangs or is fought off (the
+//! command may signal it: same uid) is tried again, a few times; if the command still
+//! lives, the whole sandbox is removed through the engine (which needs no process inside),
+//! and the operation reports [`Error::SandboxGone`] rather than a timeout. The gid is held
+//! by the host, never read back from the sandbox: the kill path depends on nothing the sandboxed code can write. A cancel that
 //! races the start cannot leak either: the wrapper runs nothing until it has read the whole
 //! header, which is only sent once the exec has started, and once it is sent the kill waits
 //! for the engine to report the exec started before it kills.
@@ -355,17 +357,41 @@ pub(super) fn gone_under(shared: &Shared) -> Error {
     Error::SandboxGone { id: shared.id.clone(), message: "its container ended under the command".into() }
 }
 
+/// How many times the killer exec is tried before the sandbox is removed instead. An exec
+/// start the engine refuses is often transient: at the pids limit the runtime's own start-up
+/// fails only when it needs a thread after joining the container's cgroup (about one start
+/// in four, in the adversarial suite), so a few tries a moment apart usually get through.
+const KILLER_TRIES: u32 = 4;
+
+/// The pause between two killer tries.
+const KILLER_PAUSE: Duration = Duration::from_millis(100);
+
+/// Why a sandbox was removed when a command's processes could not be ended: what
+/// [`Error::SandboxGone`] says from then on.
+pub(super) const REMOVED_UNKILLABLE: &str = "a command's processes could not be ended (its killer could not start, \
+     for example at the pids limit, or was fought off), so the sandbox was removed";
+
 /// Kills every process of the command running with `gid` (started by exec `exec_id`, when
 /// known), and verifies it through `top`. A killer that cannot start, hangs, or leaves a
-/// process alive is retried once; then the whole sandbox is removed instead: a timeout or a
-/// cancel never leaves the command running.
+/// process alive is tried again ([`KILLER_TRIES`] in all); then the whole sandbox is
+/// removed instead, through the engine alone (no process in the container needed): a
+/// timeout or a cancel never leaves the command running.
+///
+/// # Errors
+///
+/// [`Error::SandboxGone`] when the sandbox had to be removed (or was already gone), so that
+/// the operation that asked for the kill does not report a sandbox that no longer exists as
+/// a plain timeout.
 pub(super) async fn kill_command(shared: &Shared, gid: u32, exec_id: Option<&str>) -> Result<()> {
     if let Some(exec_id) = exec_id {
         settle(shared, exec_id).await;
     }
     let script = killer();
     let gid_arg = gid.to_string();
-    for _ in 0..2 {
+    for attempt in 0..KILLER_TRIES {
+        if attempt > 0 {
+            tokio::time::sleep(KILLER_PAUSE).await;
+        }
         let killed = tokio::time::timeout(
             KILLER_TIMEOUT,
             run_raw(shared, &["sh", "-c", &script, "sandboxio-kill", &gid_arg]),
@@ -373,18 +399,21 @@ pub(super) async fn kill_command(shared: &Shared, gid: u32, exec_id: Option<&str
         .await;
         let killer_ok = match &killed {
             Ok(Ok((0, _, _))) => true,
-            Ok(Err(Error::SandboxGone { .. })) => return Ok(()),
+            Ok(Err(Error::SandboxGone { .. })) => return Err(gone_under(shared)),
             _ => false,
         };
         match seen(shared, gid).await {
-            Seen::None | Seen::Gone => return Ok(()),
+            Seen::None => return Ok(()),
+            Seen::Gone => return Err(gone_under(shared)),
             // Without `top`, the killer's word is all there is.
             Seen::Unknown if killer_ok => return Ok(()),
             Seen::Unknown | Seen::Some(_) => {}
         }
     }
     tracing::warn!(sandbox = %shared.id, gid, "cannot end a command's processes; removing the sandbox");
-    super::kill(shared).await.map(drop)
+    shared.set_gone_reason(REMOVED_UNKILLABLE);
+    super::kill(shared).await?;
+    Err(Error::SandboxGone { id: shared.id.clone(), message: REMOVED_UNKILLABLE.into() })
 }
 
 /// The exit code of a finished exec. The output stream can end a moment before the engine
@@ -593,8 +622,10 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
         None => Some(drain(&mut output, &mut out, |_, _| {}).await),
     };
     let Some(drained) = drained else {
-        kill_command(&shared, guard.gid(), exec_of(&guard.exec).as_deref()).await?;
+        let killed = kill_command(&shared, guard.gid(), exec_of(&guard.exec).as_deref()).await;
         guard.disarm();
+        // A sandbox removed to end the command is `SandboxGone`, not a timeout.
+        killed?;
         // Keep what the command wrote before it was killed.
         let _ = tokio::time::timeout(Duration::from_secs(2), drain(&mut output, &mut out, |_, _| {})).await;
         drop(writer);
@@ -608,8 +639,9 @@ pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecRes
     };
     drained.map_err(|e| sandbox_error(&shared.id, "reading the command's output", e))?;
     let code = exit_code(&shared, &exec_id).await?;
-    end_command(&shared, guard.gid()).await?;
+    let ended = end_command(&shared, guard.gid()).await;
     guard.disarm();
+    ended?;
     if died_under(&shared, code).await {
         return Err(gone_under(&shared));
     }

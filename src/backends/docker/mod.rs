@@ -53,13 +53,17 @@
 //! `run()` waiting; a timeout, a dropped future or a terminated stream does the same with
 //! a second exec. Either way the host then checks through the engine's `top` (the host's
 //! `ps`, which the sandboxed code cannot write or fake) that no process with the gid is
-//! left; a kill that fails, hangs or is fought off is retried once, and then the whole
-//! sandbox is removed. The gid lives only in the host's memory: the kill path reads nothing
-//! the sandboxed code can write. The same gid keeps each command's processes out of every
-//! other command's reach: the kernel refuses `ptrace` and `/proc/<pid>/environ` (and `mem`,
-//! `fd`) across different gids, so a command's own `secret_env` cannot be read by the
-//! sandbox's other commands (a command given such secrets also runs with core dumps off).
-//! What this cannot stop: a command that runs a program another command may rewrite (a
+//! left; a kill that fails, hangs or is fought off is tried again (four tries in all), and
+//! then the whole sandbox is removed through the engine, and the operation reports
+//! [`ErrorCode::SandboxGone`](crate::ErrorCode::SandboxGone) rather than a timeout. (The
+//! killer is a new exec: a command holding every pid of the pids limit can keep it from
+//! starting, and a command can kill it; `kill()`, `close()`, the TTL and owner death never
+//! need a new process in the container.) The gid lives only in the host's memory: the kill
+//! path reads nothing the sandboxed code can write. The same gid keeps each command's
+//! processes out of every other command's reach: the kernel refuses `ptrace` and
+//! `/proc/<pid>/environ` (and `mem`, `fd`) across different gids, so a command's own
+//! `secret_env` cannot be read by the sandbox's other commands (a command given such
+//! secrets also runs with core dumps off). What this cannot stop: a command that runs a program another command may rewrite (a
 //! shared `$HOME`'s start-up files, say) runs that command's code, secrets and all. A root
 //! sandbox user can rewrite the image's own `sh`, which decodes every later command's
 //! secrets: there a command carrying its own `secret_env` is refused with
@@ -322,6 +326,8 @@ pub(crate) struct Shared {
     network: Option<NetworkPolicy>,
     metadata: BTreeMap<String, String>,
     killed: AtomicBool,
+    /// Why sandboxio removed the container itself, when it did (what `SandboxGone` says).
+    gone_reason: std::sync::OnceLock<&'static str>,
     /// Seeds this handle's command gids (unique across handles and processes).
     nonce: String,
     /// Whether the image has `python3` (and so `RUN_CODE`).
@@ -374,6 +380,7 @@ impl Shared {
             network,
             metadata,
             killed: AtomicBool::new(false),
+            gone_reason: std::sync::OnceLock::new(),
             nonce: unique_suffix(),
             python: AtomicBool::new(false),
             resolved: std::sync::OnceLock::new(),
@@ -416,9 +423,15 @@ impl Shared {
         drop(self.link.lock().unwrap_or_else(PoisonError::into_inner).take());
     }
 
+    /// Records why sandboxio is about to remove the container itself.
+    fn set_gone_reason(&self, why: &'static str) {
+        let _ = self.gone_reason.set(why);
+    }
+
     fn check_alive(&self) -> Result<()> {
         if self.killed.load(Ordering::Acquire) {
-            return Err(Error::SandboxGone { id: self.id.clone(), message: "it was killed".into() });
+            let why = self.gone_reason.get().copied().unwrap_or("it was killed");
+            return Err(Error::SandboxGone { id: self.id.clone(), message: why.into() });
         }
         Ok(())
     }

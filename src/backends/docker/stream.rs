@@ -151,11 +151,17 @@ async fn pump(
     match finished {
         None => {
             let started = exec::exec_of(&guard.exec_slot());
-            let _ = exec::kill_command(&shared, guard.gid(), started.as_deref()).await;
+            let killed = exec::kill_command(&shared, guard.gid(), started.as_deref()).await;
             guard.disarm();
-            let partial = ExecResult::new(137, "", "");
-            let timeout = deadline.unwrap_or_default();
-            let _ = chunks.send(Err(Error::ExecutionTimeout { timeout, partial: Box::new(partial) })).await;
+            // A sandbox removed to end the command (or gone already) is what the stream
+            // reports: not a timeout of a sandbox that lives on.
+            let end = if let Err(gone @ Error::SandboxGone { .. }) = killed {
+                gone
+            } else {
+                let partial = ExecResult::new(137, "", "");
+                Error::ExecutionTimeout { timeout: deadline.unwrap_or_default(), partial: Box::new(partial) }
+            };
+            let _ = chunks.send(Err(end)).await;
         }
         Some(false) => {}
         Some(true) => {
@@ -255,8 +261,10 @@ impl BackendExecStream for DockerExecStream {
                 )
                 .await
                 {
-                    Ok(result) => result,
-                    Err(_) => Ok(()),
+                    // The command is ended either way; a sandbox removed to end it says so
+                    // at its next operation.
+                    Ok(Err(Error::SandboxGone { .. }) | Ok(())) | Err(_) => Ok(()),
+                    Ok(Err(e)) => Err(e),
                 }
             })
             .await

@@ -70,9 +70,9 @@ fn class_04__client_memory_stays_flat_through_a_huge_read_and_a_large_upload_and
 
 /// The python image (GNU `tar`, `dash`: a `tar` found on `PATH`, unlike busybox's
 /// applets) with root as its user, built here from it (no registry).
-const ROOT_IMAGE: &str = "sandboxio-test/python-root:1";
+pub(super) const ROOT_IMAGE: &str = "sandboxio-test/python-root:1";
 
-fn root_image_ready(test: &str) -> bool {
+pub(super) fn root_image_ready(test: &str) -> bool {
     let have = |tag: &str| {
         std::process::Command::new("docker")
             .args(["image", "inspect", "-f", "{{.Id}}", tag])
@@ -116,4 +116,28 @@ fn class_04__a_hostile_tar_cannot_make_the_host_read_a_huge_header() {
     )
     .unwrap();
     fs_attacks::a_hostile_tar_cannot_make_the_host_read_a_huge_header(test, sbx);
+}
+
+#[test]
+fn class_04__a_download_of_many_tiny_entries_stays_bounded() {
+    let test = "docker_class_04__a_download_of_many_tiny_entries_stays_bounded";
+    if !support::docker_ready(test) {
+        return;
+    }
+    fs_attacks::a_download_of_many_tiny_entries_stays_bounded(
+        test,
+        support::docker(NetworkPolicy::deny_all()),
+    );
+}
+
+#[test]
+fn class_04__a_download_of_a_growing_file_stays_within_its_budget() {
+    let test = "docker_class_04__a_download_of_a_growing_file_stays_within_its_budget";
+    if !support::docker_ready(test) {
+        return;
+    }
+    fs_attacks::a_download_of_a_growing_file_stays_within_its_budget(
+        test,
+        support::docker(NetworkPolicy::deny_all()),
+    );
 }

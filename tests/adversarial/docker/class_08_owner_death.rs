@@ -45,33 +45,78 @@ fn owner_child(label: &str) {
     } else {
         format!("docker://?image={}&user={user}", support::DOCKER_IMAGE)
     };
+    let attack = std::env::var("SBX_ADV_OWNER_ATTACK").unwrap_or_default();
+    let mut limits = sandboxio::ResourceLimits::new();
+    if attack == "bomb" {
+        limits = limits.pids(super::class_03_pid_exhaustion::PIDS);
+    }
     let sandbox = sandboxio::sync::Sandbox::builder(&dsn)
         .unwrap()
         .network(NetworkPolicy::deny_all())
         .metadata(LABEL, label)
+        .limits(limits)
         .ttl(Duration::from_mins(10))
         .create()
         .unwrap();
     println!("CREATED {}", sandbox.id());
-    if std::env::var("SBX_ADV_OWNER_ATTACK").is_ok_and(|v| v == "1") {
+    if attack == "1" {
         let said = sandbox.run(Command::shell(ROOT_ATTACK)).map(|o| o.stdout_lossy().into_owned());
         println!("ATTACKED {said:?}");
     }
+    // Fills the pids limit and keeps it full; the stream stays open until the owner dies.
+    let _bomb = (attack == "bomb").then(|| {
+        let stream = sandbox.stream(Command::shell(super::class_03_pid_exhaustion::bomb(7408))).unwrap();
+        println!("ATTACKED \"bomb\"");
+        stream
+    });
     std::thread::sleep(Duration::from_mins(10));
 }
 
-fn spawn_owner(test: &str, label: &str, user: &str, attack: bool) -> std::process::Child {
+fn spawn_owner(test: &str, label: &str, user: &str, attack: &str) -> std::process::Child {
     // libtest's `--exact` wants the path inside the crate: `docker::class_08_…::<test>`.
     let path = format!("{}::{test}", module_path!().split_once("::").map_or("", |(_, rest)| rest));
     OsCommand::new(std::env::current_exe().unwrap())
         .args([path.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env("SBX_ADV_OWNER", label)
         .env("SBX_ADV_OWNER_USER", user)
-        .env("SBX_ADV_OWNER_ATTACK", if attack { "1" } else { "0" })
+        .env("SBX_ADV_OWNER_ATTACK", attack)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// What an owner child said, up to its attack: its sandbox's id (`CREATED <id>`) and what
+/// the attack reported (`ATTACKED <what>`). libtest's own `test … ... ` may precede a line.
+fn owner_said(child: &mut std::process::Child) -> (Option<String>, Option<String>) {
+    let (mut id, mut attacked) = (None, None);
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some((_, rest)) = line.split_once("CREATED ") {
+            id = Some(rest.to_owned());
+        }
+        if let Some((_, rest)) = line.split_once("ATTACKED ") {
+            attacked = Some(rest.to_owned());
+            break;
+        }
+    }
+    (id, attacked)
+}
+
+/// SIGKILLs an owner child and waits (up to [`BOUND`]) for its sandbox to go: whether it
+/// went, how long it took, and what was left (removed here, so nothing leaks into other
+/// tests).
+fn kill_owner(mut child: std::process::Child, label: &str) -> (bool, Duration, Vec<(String, String)>) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = Instant::now();
+    let gone = eventually(BOUND, || labelled(LABEL, label).is_empty());
+    let after = killed.elapsed();
+    let left = labelled(LABEL, label);
+    for (id, _) in &left {
+        super::docker_cli(&["rm", "-f", id]);
+    }
+    (gone, after, left)
 }
 
 fn running(label: &str) -> Vec<(String, String)> {
@@ -97,7 +142,7 @@ fn class_08__owner_death_during_create_leaves_nothing_running() {
         let delay = Duration::from_millis(i * 50 + (u64::from(std::process::id()) + i * 7) % 13);
         let user = if i % 2 == 0 { "" } else { "0" };
         let label = format!("{run}-{i}");
-        let mut child = spawn_owner(TEST, &label, user, false);
+        let mut child = spawn_owner(TEST, &label, user, "0");
         std::thread::sleep(delay);
         child.kill().unwrap();
         child.wait().unwrap();
@@ -140,15 +185,8 @@ fn class_08__a_root_sandbox_user_cannot_outlive_its_owner() {
         return;
     }
     let label = format!("{}-root", std::process::id());
-    let mut child = spawn_owner(TEST, &label, "0", true);
-    let mut attacked = None;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        if let Some(rest) = line.strip_prefix("ATTACKED ") {
-            attacked = Some(rest.to_owned());
-            break;
-        }
-    }
+    let mut child = spawn_owner(TEST, &label, "0", "1");
+    let (_, attacked) = owner_said(&mut child);
     let attacked = attacked.expect("the owner ran the attack");
     if !attacked.contains("control-root-stop-works") {
         let _ = child.kill();
@@ -157,17 +195,33 @@ fn class_08__a_root_sandbox_user_cannot_outlive_its_owner() {
         return;
     }
     assert!(!running(&label).is_empty(), "the sandbox died of the attack itself: nothing to prove");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let killed = Instant::now();
-    let gone = eventually(BOUND, || labelled(LABEL, &label).is_empty());
-    println!(
-        "{TEST}: attack said {attacked}; container gone {:?} after the owner's SIGKILL: {gone}",
-        killed.elapsed()
-    );
-    let left = labelled(LABEL, &label);
-    for (id, _) in &left {
-        super::docker_cli(&["rm", "-f", id]);
-    }
+    let (gone, after, left) = kill_owner(child, &label);
+    println!("{TEST}: attack said {attacked}; container gone {after:?} after the owner's SIGKILL: {gone}");
     assert!(gone, "a root sandbox user kept its container {BOUND:?} past its owner's death: {left:?}");
+}
+
+#[test]
+fn class_08__owner_death_ends_a_sandbox_at_its_pids_limit() {
+    const TEST: &str = "class_08__owner_death_ends_a_sandbox_at_its_pids_limit";
+    if let Ok(label) = std::env::var("SBX_ADV_OWNER") {
+        return owner_child(&label);
+    }
+    if !support::docker_ready(TEST) {
+        return;
+    }
+    let label = format!("{}-bomb", std::process::id());
+    let mut child = spawn_owner(TEST, &label, "", "bomb");
+    let (id, _) = owner_said(&mut child);
+    let id = id.expect("the owner created its sandbox");
+    // Control: the payload holds the pids limit (no new process can start).
+    if !super::class_03_pid_exhaustion::exhausted(&id, 7408) {
+        let _ = child.kill();
+        let _ = child.wait();
+        super::docker_cli(&["rm", "-f", &id]);
+        support::skip(TEST, "the payload did not exhaust the pids limit: nothing to prove");
+        return;
+    }
+    let (gone, after, left) = kill_owner(child, &label);
+    println!("{TEST}: pids exhausted; container gone {after:?} after the owner's SIGKILL: {gone}");
+    assert!(gone, "a sandbox at its pids limit outlived its owner by {BOUND:?}: {left:?}");
 }

@@ -1,5 +1,6 @@
 //! Attacks on `docker://`, one module per class.
 
+mod class_03_pid_exhaustion;
 mod class_03_process_tree;
 mod class_03_stress;
 mod class_04_stream_memory;
@@ -7,6 +8,7 @@ mod class_04_unbounded_host_memory_and_disk;
 mod class_05_races_in_the_file_api;
 mod class_06_file_semantics_of_the_sandbox_user;
 mod class_07_host_tampering_on_download;
+mod class_08_detach_misuse;
 mod class_08_owner_death;
 mod class_08_user_by_name;
 mod class_09_command_secrets;
