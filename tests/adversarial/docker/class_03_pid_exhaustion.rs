@@ -81,7 +81,7 @@ fn class_03__a_command_at_the_pids_limit_still_ends_on_timeout() {
     if !support::docker_ready(TEST) {
         return;
     }
-    let sandbox = small_sandbox(Duration::from_secs(600), false);
+    let sandbox = small_sandbox(Duration::from_mins(10), false);
     let id = sandbox.id().to_owned();
     let control = {
         let id = id.clone();
@@ -110,7 +110,7 @@ fn class_03__a_stream_at_the_pids_limit_still_ends_when_terminated_or_killed() {
         return;
     }
     for (round, marker) in [(0, 7404), (1, 7405)] {
-        let sandbox = small_sandbox(Duration::from_secs(600), false);
+        let sandbox = small_sandbox(Duration::from_mins(10), false);
         let id = sandbox.id().to_owned();
         let mut stream = sandbox.stream(Command::shell(format!("echo started; {}", bomb(marker)))).unwrap();
         let first = block_on(stream.next_chunk()).expect("the payload starts").unwrap();
@@ -203,7 +203,7 @@ fn class_03__a_command_at_the_pids_limit_that_hunts_its_killer_still_ends() {
     if !support::docker_ready(TEST) {
         return;
     }
-    let sandbox = small_sandbox(Duration::from_secs(600), false);
+    let sandbox = small_sandbox(Duration::from_mins(10), false);
     let id = sandbox.id().to_owned();
     let uid = block_on(sandbox.run(Command::shell("id -u"))).unwrap().stdout_lossy().trim().to_owned();
     // Control: once the payload holds the pids, no fresh process of the user (in the
