@@ -3,7 +3,7 @@
 //!
 //! A third-party crate implements [`Backend`] (what can be created) and [`BackendSandbox`]
 //! (one live sandbox), optionally [`BackendExecStream`] (one streamed process), and registers
-//! its DSN scheme with [`crate::register_scheme`]. Both traits are
+//! its DSN scheme with [`crate::dsn::register_scheme`]. Both traits are
 //! object-safe; async methods return [`BoxFuture`]s so any executor can poll them.
 //!
 //! The core validates inputs (argv, env, paths), checks declared capabilities, policy and

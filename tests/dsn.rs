@@ -8,7 +8,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use sandboxio::backend::Backend;
 use sandboxio::testing::FakeBackend;
-use sandboxio::{Command, Dsn, ErrorCode, NetworkPolicy, Sandbox};
+use sandboxio::dsn::Dsn;
+use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox};
 use support::block_on;
 
 #[test]
@@ -61,10 +62,10 @@ fn fly_factory(_: &Dsn) -> sandboxio::Result<Arc<dyn Backend>> {
 
 #[test]
 fn dsn__third_party_schemes_register_once() {
-    sandboxio::register_scheme("flytest", fly_factory).unwrap();
-    let err = sandboxio::register_scheme("flytest", fly_factory).unwrap_err();
+    sandboxio::dsn::register_scheme("flytest", fly_factory).unwrap();
+    let err = sandboxio::dsn::register_scheme("flytest", fly_factory).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Configuration);
-    let err = sandboxio::register_scheme("docker", fly_factory).unwrap_err();
+    let err = sandboxio::dsn::register_scheme("docker", fly_factory).unwrap_err();
     assert!(err.to_string().contains("reserved"), "{err}");
     let sbx = block_on(Sandbox::builder("flytest://").unwrap().network(NetworkPolicy::deny_all()).create())
         .unwrap();

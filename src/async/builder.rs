@@ -292,7 +292,7 @@ impl<N, L> SandboxBuilder<N, L> {
     /// How long the background teardown of this sandbox may take when its handle is
     /// dropped without `close()`, before it is reported orphaned (a `tracing` warning on
     /// target `sandboxio::orphan` and an `OrphanedSandbox` audit record). Default: the
-    /// process-wide [`runtime::teardown_grace`](crate::runtime::teardown_grace), 30 s.
+    /// process-wide [`teardown_grace`](crate::teardown_grace), 30 s.
     pub fn teardown_grace(mut self, grace: Duration) -> Self {
         self.teardown_grace = Some(grace);
         self

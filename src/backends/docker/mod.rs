@@ -105,7 +105,7 @@ use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::secret::SecretString;
 
-pub use crate::backends::{ReapOptions, ReapReport};
+use crate::backends::{ReapOptions, ReapReport};
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};
 
