@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use sandboxio::backend::Backend;
-use sandboxio::testing::FakeBackend;
 use sandboxio::dsn::Dsn;
+use sandboxio::testing::FakeBackend;
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox};
 use support::block_on;
 
