@@ -141,3 +141,34 @@ proptest! {
         let _ = block_on(sbx.run(Command::shell(path)));
     }
 }
+
+/// The feature tables of README.md and the crate docs list each first-party scheme of
+/// `dsn::FIRST_PARTY` with its feature and whether it is released.
+#[test]
+fn dsn__feature_tables_follow_the_scheme_table() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let lib_table: String =
+        lib.lines().filter_map(|l| l.strip_prefix("//! |")).map(|l| format!("|{l}\n")).collect();
+    for (doc, text) in [("README.md", readme.as_str()), ("src/lib.rs", lib_table.as_str())] {
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .filter(|l| l.starts_with('|'))
+            .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        let header = rows.first().unwrap_or_else(|| panic!("{doc}: no table"));
+        let feature_col = header.iter().position(|h| *h == "feature").unwrap();
+        for entry in sandboxio::dsn::FIRST_PARTY {
+            let row = rows
+                .iter()
+                .find(|r| r[0].starts_with(&format!("`{}://", entry.name)))
+                .unwrap_or_else(|| panic!("{doc}: no row for {}://", entry.name));
+            let feature = entry.feature.map_or_else(|| "always on".to_owned(), |f| format!("`{f}`"));
+            assert_eq!(row[feature_col], feature, "{doc}: {}://", entry.name);
+            assert_eq!(row.last() == Some(&"planned"), !entry.released, "{doc}: {}://", entry.name);
+        }
+        let schemes = rows.iter().filter(|r| r[0].contains("://")).count();
+        assert_eq!(schemes, sandboxio::dsn::FIRST_PARTY.len(), "{doc}: a scheme row not in dsn::FIRST_PARTY");
+    }
+}
