@@ -515,10 +515,9 @@ impl Backend for DockerBackend {
                     let shared = created?.claim();
                     Ok(Box::new(DockerSandbox { shared }) as Box<dyn BackendSandbox>)
                 }
-                Some(Err(_)) => Err(Error::provider(
+                Some(Err(_)) => Err(Error::provider_message(
                     SCHEME,
-                    "the Docker runtime dropped the creation",
-                    std::io::Error::other("no result"),
+                    "the Docker runtime dropped the creation before it had a result",
                 )),
                 None => Err(Error::CreateTimeout { timeout }),
             }
@@ -660,13 +659,13 @@ async fn detach_over(
     output: &mut AttachOutput,
 ) -> Result<()> {
     use tokio::io::AsyncWriteExt as _;
-    let failed = |why: String| Error::provider(SCHEME, "detaching the sandbox", std::io::Error::other(why));
-    input.write_all(b"detach\n").await.map_err(|e| failed(e.to_string()))?;
-    input.flush().await.map_err(|e| failed(e.to_string()))?;
+    let failed = |why: String| Error::provider_message(SCHEME, format!("detaching the sandbox: {why}"));
+    input.write_all(b"detach\n").await.map_err(|e| Error::provider(SCHEME, "detaching the sandbox", e))?;
+    input.flush().await.map_err(|e| Error::provider(SCHEME, "detaching the sandbox", e))?;
     match tokio::time::timeout(std::time::Duration::from_secs(10), read_line(output)).await {
         Ok(Ok(said)) if said.starts_with(b"detached") => Ok(()),
         Ok(Ok(said)) => Err(failed(format!("PID 1 said {:?}", String::from_utf8_lossy(&said)))),
-        Ok(Err(e)) => Err(failed(e.to_string())),
+        Ok(Err(e)) => Err(Error::provider(SCHEME, "detaching the sandbox", e)),
         Err(_) => Err(failed("PID 1 did not answer within 10 s".into())),
     }
 }
@@ -993,7 +992,7 @@ impl BackendSandbox for DockerSandbox {
         });
         Box::pin(async move {
             outcome.await.unwrap_or_else(|_| {
-                Err(Error::provider(SCHEME, "the kill task ended early", std::io::Error::other("dropped")))
+                Err(Error::provider_message(SCHEME, "the kill task ended early, before it reported"))
             })
         })
     }
