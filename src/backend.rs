@@ -39,7 +39,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The typed backend options a builder can set. A backend lists the ones it understands in
 /// [`Backend::supports_option`]; any other one set by the caller makes `create()` fail with
-/// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported).
+/// [`Error::CapabilityNotSupported`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BackendOption {

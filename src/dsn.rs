@@ -29,7 +29,7 @@ impl Dsn {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) naming the offending
+    /// [`Error::Configuration`] naming the offending
     /// part: an empty DSN, a missing `://`, a malformed scheme, user info, a repeated or
     /// secret-looking option.
     pub fn parse(raw: &str) -> Result<Dsn> {
@@ -149,7 +149,7 @@ impl Dsn {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) naming the option and
+    /// [`Error::Configuration`] naming the option and
     /// the known ones.
     pub fn reject_unknown_options(&self, known: &[&str]) -> Result<()> {
         match self.options.keys().find(|k| !known.contains(&k.as_str())) {
@@ -265,7 +265,7 @@ fn registry() -> &'static RwLock<HashMap<String, BackendFactory>> {
 ///
 /// # Errors
 ///
-/// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) if `scheme` is already
+/// [`Error::Configuration`] if `scheme` is already
 /// registered or reserved for a first-party backend ([`FIRST_PARTY`]), or is not a valid
 /// scheme.
 pub fn register_scheme(scheme: &str, factory: BackendFactory) -> Result<()> {
@@ -291,7 +291,7 @@ pub fn register_scheme(scheme: &str, factory: BackendFactory) -> Result<()> {
 ///
 /// # Errors
 ///
-/// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration): a malformed DSN, an
+/// [`Error::Configuration`]: a malformed DSN, an
 /// unknown scheme, a first-party scheme whose Cargo feature is off (naming the feature), or
 /// options the backend rejects.
 pub fn resolve(raw: &str) -> Result<Arc<dyn Backend>> {

@@ -16,7 +16,7 @@
 //! # What a sandbox is
 //!
 //! One container, never pulled: the image must already be in the engine (a missing one is
-//! [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), naming it). PID 1 runs
+//! [`Error::Configuration`], naming it). PID 1 runs
 //! under Docker's init with auto-remove, as sandboxio's supervisor id [`SUPERVISOR_ID`]
 //! (neither root nor the sandbox's user): a shell that arms the TTL and then reads its stdin.
 //! That stdin is the owner link: the owning process attaches to the container *before*
@@ -63,7 +63,7 @@
 //! shared `$HOME`'s start-up files, say) runs that command's code, secrets and all. A root
 //! sandbox user can rewrite the image's own `sh`, which decodes every later command's
 //! secrets: there a command carrying its own `secret_env` is refused with
-//! [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported)
+//! [`Error::CapabilityNotSupported`]
 //! (`COMMAND_SECRETS`); sandbox-wide secrets, which every command sees anyway, still work.
 //!
 //! Files go through execs as the sandbox's user (`cat`, `stat`, `mkdir`, `rm`, and one
@@ -181,7 +181,7 @@ impl DockerBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) when `DOCKER_HOST` is
+    /// [`Error::Configuration`] when `DOCKER_HOST` is
     /// set to something other than `unix://` or `tcp://`.
     pub fn from_env() -> Result<Self> {
         Ok(Self::with_endpoint(Endpoint::from_env()?))
@@ -261,7 +261,7 @@ impl DockerBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) for an unknown option,
+    /// [`Error::Configuration`] for an unknown option,
     /// a bad `DOCKER_HOST`, or a runtime other than `runc`/`runsc`.
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
         dsn.reject_unknown_options(&["image", "runtime", "user"])?;
@@ -300,8 +300,8 @@ impl DockerBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Connect`](crate::ErrorCode::Connect) when the engine does not answer;
-    /// [`ErrorCode::Provider`](crate::ErrorCode::Provider) when listing fails. A container
+    /// [`Error::Connect`] when the engine does not answer;
+    /// [`Error::Provider`] when listing fails. A container
     /// that vanishes while being removed is not an error.
     ///
     /// # Cancel safety
@@ -1041,7 +1041,7 @@ async fn kill(shared: &Shared) -> Result<KillOutcome> {
 ///
 /// # Errors
 ///
-/// As [`DockerBackend::reap`], and [`ErrorCode::SandboxGone`](crate::ErrorCode::SandboxGone)
+/// As [`DockerBackend::reap`], and [`Error::SandboxGone`]
 /// for a container that no longer exists.
 ///
 /// # Cancel safety
