@@ -383,12 +383,9 @@ mod tests {
     #[test]
     fn the_table_matches_this_build() {
         for entry in FIRST_PARTY {
-            let built = match entry.name {
-                "fake" => true,
-                "local" => cfg!(feature = "local"),
-                "docker" => cfg!(feature = "docker"),
-                _ => false,
-            };
+            let built = entry.name == "fake"
+                || (entry.name == "local" && cfg!(feature = "local"))
+                || (entry.name == "docker" && cfg!(feature = "docker"));
             assert_eq!(entry.backend.is_some(), built, "{}", entry.name);
             assert!(entry.released || !built, "{}: built but not released", entry.name);
             assert_eq!(first_party(entry.name).map(|e| e.name), Some(entry.name));
@@ -398,7 +395,7 @@ mod tests {
             match (entry.unavailable_reason(), entry.feature) {
                 (None, _) => assert!(resolved.is_ok(), "{}: {:?}", entry.name, resolved.err()),
                 (Some(reason), Some(feature)) => {
-                    let err = resolved.err().expect("an unavailable scheme fails");
+                    let err = resolved.expect_err("an unavailable scheme fails");
                     assert_eq!(err.code(), crate::ErrorCode::Configuration);
                     assert!(err.to_string().contains(&reason), "{err}");
                     assert!(reason.contains(&format!("feature `{feature}`")), "{reason}");
