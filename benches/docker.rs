@@ -134,8 +134,8 @@ fn benches(c: &mut Criterion) {
     group.bench_function("raw_bollard", |b| {
         b.iter(|| {
             rt.block_on(async {
-                assert_eq!(raw_exec(&docker, &id, &["sh", "-c", HUNDRED_MB]).await, 100_000_000)
-            })
+                assert_eq!(raw_exec(&docker, &id, &["sh", "-c", HUNDRED_MB]).await, 100_000_000);
+            });
         });
     });
     group.finish();

@@ -5,12 +5,19 @@
 //! cargo run --example blocking
 //! ```
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use sandboxio::sync::Sandbox;
 use sandboxio::{Command, NetworkPolicy};
 
-fn main() -> Result<(), sandboxio::Error> {
+fn main() -> ExitCode {
+    let Err(e) = run() else { return ExitCode::SUCCESS };
+    eprintln!("error: {e}"); // `Display`: the code and what happened, never `Debug`
+    ExitCode::FAILURE
+}
+
+fn run() -> Result<(), sandboxio::Error> {
     let sandbox = Sandbox::builder("fake://")?.network(NetworkPolicy::deny_all()).create()?;
 
     let out = sandbox.run(Command::new("echo").arg("hello from a blocking caller"))?;

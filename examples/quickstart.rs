@@ -12,6 +12,7 @@
 //! `local://` needs the `bwrap` binary (Debian's `bubblewrap` package) and unprivileged user
 //! namespaces; if either is missing, `create()` says which and how to fix it.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use sandboxio::{Command, NetworkPolicy, Sandbox};
@@ -27,7 +28,13 @@ except OSError as e:
     print(f"egress blocked: {e}")
 "#;
 
-fn main() -> Result<(), sandboxio::Error> {
+fn main() -> ExitCode {
+    let Err(e) = run() else { return ExitCode::SUCCESS };
+    eprintln!("error: {e}"); // `Display`: the code and what happened, never `Debug`
+    ExitCode::FAILURE
+}
+
+fn run() -> Result<(), sandboxio::Error> {
     // sandboxio needs no particular runtime: any executor can drive it.
     futures_lite::future::block_on(async {
         let dsn = std::env::args()
@@ -37,7 +44,7 @@ fn main() -> Result<(), sandboxio::Error> {
         let sandbox = Sandbox::builder(&dsn)?
             .network(NetworkPolicy::deny_all()) // required: there is no default policy
             .metadata("example", "quickstart")
-            .ttl(Duration::from_secs(120))
+            .ttl(Duration::from_mins(2))
             .create()
             .await?;
         println!("sandbox {} on {}:// (isolation: {})", sandbox.id(), sandbox.backend(), sandbox.isolation());

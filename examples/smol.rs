@@ -4,9 +4,17 @@
 //! cargo run --example smol
 //! ```
 
+use std::process::ExitCode;
+
 use sandboxio::{Command, NetworkPolicy, Sandbox};
 
-fn main() -> Result<(), sandboxio::Error> {
+fn main() -> ExitCode {
+    let Err(e) = run() else { return ExitCode::SUCCESS };
+    eprintln!("error: {e}"); // `Display`: the code and what happened, never `Debug`
+    ExitCode::FAILURE
+}
+
+fn run() -> Result<(), sandboxio::Error> {
     smol::block_on(async {
         let sandbox = Sandbox::builder("fake://")?.network(NetworkPolicy::deny_all()).create().await?;
         // Two commands at once on smol's executor.

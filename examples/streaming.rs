@@ -4,10 +4,18 @@
 //! cargo run --example streaming
 //! ```
 
+use std::process::ExitCode;
+
 use futures_lite::StreamExt;
 use sandboxio::{Command, NetworkPolicy, Sandbox, StreamKind};
 
-fn main() -> Result<(), sandboxio::Error> {
+fn main() -> ExitCode {
+    let Err(e) = run() else { return ExitCode::SUCCESS };
+    eprintln!("error: {e}"); // `Display`: the code and what happened, never `Debug`
+    ExitCode::FAILURE
+}
+
+fn run() -> Result<(), sandboxio::Error> {
     futures_lite::future::block_on(async {
         let sandbox = Sandbox::builder("fake://")?.network(NetworkPolicy::deny_all()).create().await?;
         // `stream` is not async and its result is not a future: iterate it.

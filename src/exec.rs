@@ -51,6 +51,20 @@ pub struct Command {
 
 impl Command {
     /// A command running `program` with no arguments yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sandboxio::Command;
+    ///
+    /// // argv, never a shell: the `;` and `$HOME` reach `echo` as they are.
+    /// let cmd = Command::new("echo").arg("a; echo $HOME").env("LANG", "C").timeout(Duration::from_secs(5));
+    /// # futures_lite::future::block_on(async {
+    /// let out = sandboxio::testing::sbx_fake().sandbox.run(cmd).await?;
+    /// assert_eq!(out.stdout, b"a; echo $HOME\n");
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub fn new(program: impl Into<String>) -> Self {
         Command {
             argv: vec![program.into()],
@@ -107,7 +121,16 @@ impl Command {
         self
     }
 
-    /// The working directory; relative paths resolve against the sandbox's default one.
+    /// The working directory; relative paths resolve against the sandbox's default one
+    /// (`/workspace` on `local://` and `fake://`; on `docker://` the image's `WORKDIR`,
+    /// `/workspace` in sandboxio's images, or `/` when the image sets none).
+    ///
+    /// A directory that does not exist fails the call with
+    /// [`Error::NotFound`](crate::Error::NotFound), naming `dir` as given here.
+    /// `local://` also refuses any directory outside `/workspace` (its only writable
+    /// tree; `/tmp` is private to each command) with
+    /// [`Error::PermissionDenied`](crate::Error::PermissionDenied), naming `dir`
+    /// the same way; `docker://` and `fake://` take any existing directory.
     #[must_use]
     pub fn cwd(mut self, dir: impl Into<String>) -> Self {
         self.cwd = Some(dir.into());

@@ -51,16 +51,6 @@
 //! | `e2b://` | E2B | `e2b` | planned |
 //! | `modal://` | Modal | `modal` | planned |
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![deny(missing_docs)]
-#![forbid(unsafe_code)]
-#![warn(clippy::pedantic)]
-#![allow(
-    // Builders return `Self` by value everywhere; `#[must_use]` on the type covers it.
-    clippy::return_self_not_must_use,
-    // Public async methods document their errors in `# Errors`; the lint cannot see
-    // through the `ErrorCode` links, so it is checked by review instead.
-    clippy::module_name_repetitions
-)]
 
 #[path = "async/mod.rs"]
 mod api;
@@ -81,6 +71,7 @@ mod transfer;
 
 pub use api::builder::{DEFAULT_CREATE_TIMEOUT, DEFAULT_TTL, IntoBackend, MAX_TTL, SandboxBuilder, state};
 pub use api::fs::Fs;
+pub use api::lines::{DEFAULT_MAX_LINE, ExecLines, OutputLine};
 pub use api::sandbox::Sandbox;
 pub use api::stream::ExecStream;
 pub use audit::{

@@ -32,6 +32,31 @@ pub fn resolve(cwd: &str, path: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// `e`, naming the sandbox path as the caller wrote it when it names `written` as a
+/// backend resolved it (backends report absolute paths: `/workspace/a.txt` for `a.txt`), so
+/// that every backend's `NotFound`, `PermissionDenied` and `IsADirectory` read alike. An
+/// error about another path (a parent directory, a host path) is left as it is.
+pub(crate) fn as_written(e: Error, written: &str) -> Error {
+    let normal = resolve("/", written);
+    let names_it = |reported: &str| {
+        if written.starts_with('/') {
+            reported == normal
+        } else {
+            // `normal` is `/` plus the relative path: the reported one ends with it, after
+            // the working directory.
+            normal != "/" && reported.ends_with(&normal)
+        }
+    };
+    match e {
+        Error::NotFound { path } if names_it(&path) => Error::NotFound { path: written.to_owned() },
+        Error::PermissionDenied { path } if names_it(&path) => {
+            Error::PermissionDenied { path: written.to_owned() }
+        }
+        Error::IsADirectory { path } if names_it(&path) => Error::IsADirectory { path: written.to_owned() },
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +72,20 @@ mod tests {
         assert_eq!(resolve("/work", "x/./y"), "/work/x/y");
         assert_eq!(resolve("/work", "/etc//z"), "/etc/z");
         assert_eq!(resolve("/", "."), "/");
+    }
+
+    #[test]
+    fn errors_name_the_path_as_written() {
+        let nf = |p: &str| Error::NotFound { path: p.to_owned() };
+        let shown = |e: Error| e.to_string();
+        assert_eq!(shown(as_written(nf("/workspace/a/b.txt"), "./a//b.txt")), shown(nf("./a//b.txt")));
+        assert_eq!(shown(as_written(nf("/etc/x"), "/etc/./x")), shown(nf("/etc/./x")));
+        let denied = Error::PermissionDenied { path: "/home/u/ro".into() };
+        assert_eq!(shown(as_written(denied, "ro")), shown(Error::PermissionDenied { path: "ro".into() }));
+        // Another path (a parent, a different file) keeps the backend's words.
+        assert_eq!(shown(as_written(nf("/workspace/a"), "a/b.txt")), shown(nf("/workspace/a")));
+        assert_eq!(shown(as_written(nf("/workspace/xb.txt"), "b.txt")), shown(nf("/workspace/xb.txt")));
+        // A working directory of `/` still counts as the caller's path.
+        assert_eq!(shown(as_written(nf("/b.txt"), "b.txt")), shown(nf("b.txt")));
     }
 }

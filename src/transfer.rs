@@ -6,7 +6,7 @@
 //! existing host symlink is never written through. Host permissions are never loosened: an
 //! existing host directory or file keeps its mode and owner (a file is overwritten in
 //! place), a new one gets the sandbox's permission bits masked with [`NEW_MODE_MASK`].
-//! Every byte read from the sandbox counts against a budget (class 4 of the security issue:
+//! Every byte read from the sandbox counts against a budget (class 4 of `SECURITY.md`:
 //! a sparse file, a hard-link bomb or a hostile `tar` must not fill the host's disk or
 //! memory). Host I/O runs on library threads ([`crate::runtime`]), never on the caller's
 //! executor.

@@ -1,6 +1,6 @@
 //! The blocking facade: no runtime needed, no nested-runtime panic inside tokio, the same
 //! errors, and drops that clean up.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use std::error::Error as _;
 use std::time::Duration;

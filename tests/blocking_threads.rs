@@ -1,6 +1,6 @@
 //! No library thread outlives the last blocking handle (its own binary, so that no other
 //! test's threads are counted).
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use std::time::{Duration, Instant};
 

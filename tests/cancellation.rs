@@ -1,6 +1,6 @@
 //! Dropping a future is cancellation: poll each operation k times and drop it, for every k
 //! until it completes, and check that nothing is left behind each time.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 

@@ -1,78 +1,128 @@
-//! `docs/contract.md` lists every suite test, names only real tests, and gives every
-//! requirement row at least one test.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+//! `docs/contract.md` states the contract: its clause table lists every suite test, the
+//! page names only real tests, and every clause has at least one test. The repository's
+//! docs and comments cite only what the repository holds.
+#![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 #![cfg(feature = "contract")]
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 use sandboxio::testing::contract::{Row, cases};
 
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
 fn doc() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/contract.md")).unwrap()
+    std::fs::read_to_string(format!("{ROOT}/docs/contract.md")).unwrap()
 }
 
-/// (row, requirement, test names) of each table row.
+/// (area, clause, test names) of each row of the clause table.
 fn table() -> Vec<(String, String, Vec<String>)> {
-    // The clause table: from its `| row |` header to the first line that is not a table
-    // row (the page's other tables list controls and probes).
+    // The clause table: from its `| area | clause |` header to the first line that is not a
+    // table row (the page's other tables list capabilities, codes, controls and probes).
     doc()
         .lines()
-        .skip_while(|l| !l.starts_with("| row "))
+        .skip_while(|l| !l.starts_with("| area | clause "))
         .take_while(|l| l.starts_with('|'))
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| row ") && !l.starts_with("|---"))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| area ") && !l.starts_with("|---"))
         .map(|l| {
             let cols: Vec<&str> = l.split(" | ").collect();
-            assert_eq!(cols.len(), 4, "a table row has four columns: {l}");
-            let names =
-                cols[3].trim_end_matches(" |").split('`').skip(1).step_by(2).map(str::to_owned).collect();
-            (cols[0].trim_start_matches("| ").to_owned(), cols[1].to_owned(), names)
+            assert_eq!(cols.len(), 3, "a clause row has three columns: {l}");
+            (cols[0].trim_start_matches("| ").to_owned(), cols[1].to_owned(), code_spans(cols[2]))
         })
         .collect()
+}
+
+/// The text of every `code span` in `text`.
+fn code_spans(text: &str) -> Vec<String> {
+    text.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+/// Whether `name` reads as a suite test (`area__clause`) or a prefix of some (`area__clause*`).
+fn looks_like_a_test_name(name: &str) -> bool {
+    name.contains("__")
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '*')
+}
+
+/// Whether `name`, a `unit:` or `ui:` reference or a suite test name (or a `prefix*` of
+/// some), names something that exists.
+fn names_a_real_test(name: &str, suite: &BTreeSet<&str>) -> Result<(), String> {
+    if let Some(ui) = name.strip_prefix("ui: ") {
+        return if Path::new(&format!("{ROOT}/tests/ui/{ui}.rs")).exists() {
+            Ok(())
+        } else {
+            Err(format!("no trybuild case tests/ui/{ui}.rs"))
+        };
+    }
+    if let Some(unit) = name.strip_prefix("unit: ") {
+        let found = std::fs::read_dir(format!("{ROOT}/tests"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+            .any(|e| std::fs::read_to_string(e.path()).unwrap().contains(&format!("fn {unit}(")));
+        return if found { Ok(()) } else { Err(format!("no unit test fn {unit} in tests/")) };
+    }
+    let found = match name.strip_suffix('*') {
+        Some(prefix) => suite.iter().any(|t| t.starts_with(prefix)),
+        None => suite.contains(name),
+    };
+    if found { Ok(()) } else { Err(format!("{name} is not a suite test")) }
 }
 
 #[test]
 fn contract_docs__every_suite_test_is_in_the_table() {
     let listed: BTreeSet<String> = table().into_iter().flat_map(|(_, _, names)| names).collect();
     let missing: Vec<&str> = cases().iter().map(|c| c.name).filter(|n| !listed.contains(*n)).collect();
-    assert!(missing.is_empty(), "suite tests missing from docs/contract.md: {missing:?}");
+    assert!(missing.is_empty(), "suite tests missing from docs/contract.md's clause table: {missing:?}");
 }
 
 #[test]
 fn contract_docs__every_name_in_the_table_is_a_test() {
     let suite: BTreeSet<&str> = cases().iter().map(|c| c.name).collect();
-    let root = env!("CARGO_MANIFEST_DIR");
     for (_, _, names) in table() {
         for name in names {
-            if let Some(ui) = name.strip_prefix("ui: ") {
-                assert!(
-                    std::path::Path::new(&format!("{root}/tests/ui/{ui}.rs")).exists(),
-                    "no trybuild case {ui}"
-                );
-            } else if let Some(unit) = name.strip_prefix("unit: ") {
-                let found = std::fs::read_dir(format!("{root}/tests"))
-                    .unwrap()
-                    .filter_map(Result::ok)
-                    .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
-                    .any(|e| std::fs::read_to_string(e.path()).unwrap().contains(&format!("fn {unit}(")));
-                assert!(found, "no unit test fn {unit} in tests/");
-            } else {
-                assert!(suite.contains(name.as_str()), "{name} in docs/contract.md is not a suite test");
+            if let Err(why) = names_a_real_test(&name, &suite) {
+                panic!("docs/contract.md's clause table: {why}");
             }
         }
     }
 }
 
 #[test]
-fn contract_docs__every_suite_test_is_listed_under_its_own_row() {
-    for (row, requirement, names) in table() {
+fn contract_docs__every_test_name_anywhere_on_the_page_is_a_test() {
+    // The capability, error and control tables and the prose name tests too.
+    let suite: BTreeSet<&str> = cases().iter().map(|c| c.name).collect();
+    let named: Vec<String> = code_spans(&doc())
+        .into_iter()
+        .filter(|n| n.starts_with("unit: ") || n.starts_with("ui: ") || looks_like_a_test_name(n))
+        .collect();
+    assert!(named.len() > cases().len(), "the page names fewer tests than the suite has");
+    let wrong: Vec<String> = named.iter().filter_map(|n| names_a_real_test(n, &suite).err()).collect();
+    assert!(wrong.is_empty(), "docs/contract.md names tests that do not exist: {wrong:?}");
+}
+
+#[test]
+fn contract_docs__the_page_check_catches_a_name_that_is_not_a_test() {
+    // The checks above would pass vacuously if the matcher accepted anything.
+    let suite: BTreeSet<&str> = cases().iter().map(|c| c.name).collect();
+    assert!(names_a_real_test("run__no_such_clause", &suite).is_err());
+    assert!(names_a_real_test("no_such_area__*", &suite).is_err());
+    assert!(names_a_real_test("unit: no_such_unit_test", &suite).is_err());
+    assert!(names_a_real_test("ui: no_such_case", &suite).is_err());
+    assert!(names_a_real_test("streaming_cleanup__*", &suite).is_ok());
+    assert!(looks_like_a_test_name("run__exit_codes_are_data_not_errors"));
+    assert!(!looks_like_a_test_name("ExecResult::stdout"));
+}
+
+#[test]
+fn contract_docs__every_suite_test_is_listed_under_its_own_area() {
+    for (area, clause, names) in table() {
         for name in names.iter().filter(|n| !n.starts_with("ui: ") && !n.starts_with("unit: ")) {
             let case = cases().into_iter().find(|c| c.name == name.as_str()).unwrap();
-            // The Timeouts row may cite the run row's timeout test, as the seed does.
-            let cited_across = row == "Timeouts" && case.row == Row::Run
-                || row == "Cancellation" && case.row == Row::Cancellation;
+            // The Timeouts area cites the run area's timeout test: one test checks both.
+            let cited_across = area == "Timeouts" && case.row == Row::Run;
             assert!(
-                case.row.seed_name() == row || cited_across,
-                "{name} is a {} test listed under {row} / {requirement}",
+                case.row.title() == area || cited_across,
+                "{name} is a {} test listed under {area} / {clause}",
                 case.row
             );
         }
@@ -80,14 +130,14 @@ fn contract_docs__every_suite_test_is_listed_under_its_own_row() {
 }
 
 #[test]
-fn contract_docs__every_requirement_row_has_a_test_and_every_coverage_row_appears() {
+fn contract_docs__every_clause_has_a_test_and_every_area_appears() {
     let rows = table();
-    for (row, requirement, names) in &rows {
-        assert!(!names.is_empty(), "{row} / {requirement} has no test");
+    for (area, clause, names) in &rows {
+        assert!(!names.is_empty(), "{area} / {clause} has no test");
     }
     for row in Row::ALL {
-        assert!(rows.iter().any(|(r, _, _)| r == row.seed_name()), "coverage row {row} is not in the table");
-        assert!(cases().iter().any(|c| c.row == *row), "coverage row {row} has no suite test");
+        assert!(rows.iter().any(|(r, _, _)| r == row.title()), "area {row} is not in the clause table");
+        assert!(cases().iter().any(|c| c.row == *row), "area {row} has no suite test");
     }
 }
 
@@ -112,4 +162,80 @@ fn contract_docs__suite_test_names_are_unique_clauses() {
         assert!(seen.insert(case.name), "duplicate test name {}", case.name);
         assert!(case.name.contains("__"), "{} does not read as `area__clause`", case.name);
     }
+}
+
+/// Text that points a reader at something outside the repository: the planning texts the
+/// project started from, by path or by name. Built from pieces so this file does not match.
+fn outside_citations() -> Vec<String> {
+    [
+        ["../", "shared"],
+        ["shared/", "seed"],
+        ["/work/", "shared"],
+        ["research", "/"],
+        ["08-", "adapter"],
+        ["wave", "2"],
+        ["the seed'", "s"],
+        ["seed ", "page"],
+        ["design ", "card"],
+        ["design ", "brief"],
+        ["research ", "notes"],
+    ]
+    .iter()
+    .map(|parts| parts.concat())
+    .collect()
+}
+
+/// Every text file a reader of the repository reads: the docs, README, CHANGELOG and
+/// SECURITY, and the sources, tests, examples, benches, scripts and macros (their doc
+/// comments and comments included).
+fn repository_texts() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(ROOT);
+    let mut files: Vec<PathBuf> =
+        ["README.md", "CHANGELOG.md", "SECURITY.md", "Cargo.toml"].iter().map(|f| root.join(f)).collect();
+    for dir in ["docs", "src", "tests", "examples", "benches", "scripts", "macros/src", ".ci"] {
+        if root.join(dir).is_dir() {
+            walk(&root.join(dir), &mut files);
+        }
+    }
+    files
+}
+
+#[test]
+fn hygiene__docs_and_comments_cite_nothing_outside_the_repository() {
+    let this_file = Path::new(ROOT).join(file!().trim_start_matches("./"));
+    let patterns = outside_citations();
+    let mut found = Vec::new();
+    let files = repository_texts();
+    assert!(files.len() > 100, "the walk found only {} files", files.len());
+    for file in files.iter().filter(|f| **f != this_file) {
+        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_lowercase();
+            if let Some(p) = patterns.iter().find(|p| lower.contains(p.as_str())) {
+                found.push(format!("{}:{}: cites {p:?}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "state the fact or cite a file in the repository:\n{}", found.join("\n"));
+}
+
+#[test]
+fn hygiene__the_citation_check_sees_a_citation() {
+    // The check above would pass vacuously if its patterns matched nothing.
+    let patterns = outside_citations();
+    let cites = |line: &str| patterns.iter().any(|p| line.to_lowercase().contains(p.as_str()));
+    assert!(cites(&["see ../", "shared/seed/08-adapter-contract.txt"].concat()));
+    assert!(cites(&["as ", "research/rust-api.md §1.6 recommends"].concat()));
+    assert!(cites(&["The Seed'", "s coverage map"].concat()));
+    assert!(!cites("fake://?seed=7 shares one world per seed"));
 }

@@ -1,7 +1,7 @@
 //! A negative check whose positive control cannot run never passes: it skips visibly, and
 //! a strict run (`SANDBOXIO_STRICT=1`, what CI sets) fails. Shown on the egress test with
 //! an egress probe whose program the image lacks, as `nc` is missing from many images.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 #![cfg(feature = "contract")]
 
 use std::process::ExitCode;

@@ -3,8 +3,9 @@
 //! (`scripts/build-images busybox`); without them each test says so and returns, unless
 //! `SANDBOXIO_REQUIRE_DOCKER=1` (CI), where that is a failure.
 #![cfg(feature = "docker")]
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::process::{Command as OsCommand, Stdio};
 use std::time::{Duration, Instant};
@@ -181,7 +182,7 @@ fn docker_owner_helper() {
         .create()
         .unwrap();
     println!("SANDBOX {}", sandbox.id());
-    std::thread::sleep(Duration::from_secs(600));
+    std::thread::sleep(Duration::from_mins(10));
 }
 
 #[test]
@@ -326,10 +327,10 @@ async fn docker__odd_file_names_round_trip_exactly() {
     }
     let sandbox = busybox().await;
     let names = ["with space.txt", "ünïcødé-名前.txt", "-leading-dash", "semi;colon$(x)`y`'q\"&|*.txt"];
-    for (i, name) in names.iter().enumerate() {
+    for (i, name) in (0u8..).zip(names.iter()) {
         let path = format!("odd/{name}");
-        sandbox.fs().write(&path, vec![i as u8, 0, 0xff]).await.unwrap();
-        assert_eq!(sandbox.fs().read(&path).await.unwrap(), vec![i as u8, 0, 0xff], "{name}");
+        sandbox.fs().write(&path, vec![i, 0, 0xff]).await.unwrap();
+        assert_eq!(sandbox.fs().read(&path).await.unwrap(), vec![i, 0, 0xff], "{name}");
     }
     let mut listed: Vec<String> =
         sandbox.fs().list("odd").await.unwrap().into_iter().map(|e| e.name).collect();
@@ -348,9 +349,9 @@ async fn docker__odd_file_names_round_trip_exactly() {
     let _ = std::fs::remove_dir_all(&host);
     sandbox.fs().download("odd", &host).await.unwrap();
     sandbox.fs().upload(&host, "copy/of odd").await.unwrap();
-    for (i, name) in names.iter().enumerate() {
-        assert_eq!(std::fs::read(host.join(name)).unwrap(), vec![i as u8, 0, 0xff], "{name}");
-        assert_eq!(sandbox.fs().read(&format!("copy/of odd/{name}")).await.unwrap(), vec![i as u8, 0, 0xff]);
+    for (i, name) in (0u8..).zip(names.iter()) {
+        assert_eq!(std::fs::read(host.join(name)).unwrap(), vec![i, 0, 0xff], "{name}");
+        assert_eq!(sandbox.fs().read(&format!("copy/of odd/{name}")).await.unwrap(), vec![i, 0, 0xff]);
     }
     sandbox.fs().remove("-leading-dash", false).await.unwrap_err();
     sandbox.fs().remove("odd/-leading-dash", false).await.unwrap();
@@ -609,7 +610,7 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
         let mut chain = format!("{e} {e:?}");
         let mut source = std::error::Error::source(e);
         while let Some(s) = source {
-            chain.push_str(&format!(" <- {s} {s:?}"));
+            write!(chain, " <- {s} {s:?}").unwrap();
             source = s.source();
         }
         surfaces.push(("an error", chain));

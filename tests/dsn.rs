@@ -1,5 +1,5 @@
 //! DSN parsing and scheme resolution, including property tests on random input.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 
@@ -56,6 +56,7 @@ fn dsn__fake_dsns_share_one_world_per_seed_so_connect_finds_sandboxes() {
     assert_eq!(err.code(), ErrorCode::Connect, "another seed is another world");
 }
 
+#[expect(clippy::unnecessary_wraps, reason = "`register_scheme` takes a factory that can fail")]
 fn fly_factory(_: &Dsn) -> sandboxio::Result<Arc<dyn Backend>> {
     Ok(Arc::new(FakeBackend::new().with_seed(99)))
 }

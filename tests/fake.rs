@@ -1,6 +1,6 @@
-//! The FakeBackend as a product: scripting, failures on demand, calls, determinism, the
-//! seed's example test.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+//! The `FakeBackend` as a product: scripting, failures on demand, calls, determinism, and
+//! the README's example of testing your own code against the fake.
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 
@@ -10,14 +10,14 @@ use sandboxio::testing::{Failure, FakeBackend, sbx_fake};
 use sandboxio::{CodeResult, Command, ErrorCode, ExecResult, NetworkPolicy, OperationKind, Sandbox};
 use support::{block_on, fake_sandbox};
 
-/// The seed's example, in Rust: a tool under test, a scripted answer, assertions on calls.
+/// The README's example: a tool under test, a scripted answer, assertions on calls.
 async fn my_agent_tool(sandbox: &Sandbox, _query: &str) -> String {
     let out = sandbox.run_code("import pandas; print(pandas.__version__)").await.unwrap();
     out.stdout_lossy().into_owned()
 }
 
 #[test]
-fn fake__seed_example_my_agent_tool() {
+fn fake__readme_example_my_agent_tool() {
     let sbx_fake = sbx_fake();
     sbx_fake.on_run_code("import pandas", ExecResult::new(0, "2.2.1\n", ""));
     let result = block_on(my_agent_tool(&sbx_fake.sandbox, "check pandas version"));
@@ -137,6 +137,7 @@ fn fake__a_thirty_second_sleep_finishes_in_virtual_time() {
 
 #[test]
 fn observability__one_operation_record_per_call() {
+    use OperationKind as K;
     let fake = FakeBackend::new();
     let sbx = block_on(
         Sandbox::builder_with(fake.clone())
@@ -157,7 +158,6 @@ fn observability__one_operation_record_per_call() {
     block_on(sbx.close()).unwrap();
     let records = fake.audit_records();
     let kinds: Vec<_> = records.iter().map(|r| r.kind).collect();
-    use OperationKind as K;
     assert_eq!(
         kinds,
         [K::Create, K::Run, K::Run, K::RunCode, K::Stream, K::FsWrite, K::FsRead, K::Kill, K::Kill, K::Close]

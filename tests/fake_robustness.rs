@@ -1,6 +1,6 @@
 //! The fake under hostile or odd input: never a panic, never a hang, never an invented
 //! answer; side effects follow the virtual clock.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 

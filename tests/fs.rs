@@ -1,5 +1,5 @@
 //! `Sandbox::fs` on the fake: round trips, binary safety, errors, no host escape.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 
@@ -140,7 +140,7 @@ mod hostile {
     }
 
     impl Backend for Hostile {
-        fn scheme(&self) -> &str {
+        fn scheme(&self) -> &'static str {
             "hostile"
         }
         fn capabilities(&self) -> Capabilities {
@@ -152,7 +152,7 @@ mod hostile {
     }
 
     impl BackendSandbox for HostileSandbox {
-        fn id(&self) -> &str {
+        fn id(&self) -> &'static str {
             "hostile-1"
         }
         fn capabilities(&self) -> Capabilities {
@@ -223,7 +223,7 @@ fn filesystem__every_operation_has_a_deadline_and_is_dropped_at_it() {
     assert_eq!(blocking.fs().read_limit(1).read("x").unwrap(), b"x");
     // Extreme knobs are values, not panics.
     assert_eq!(blocking.fs().timeout(std::time::Duration::MAX).read_limit(u64::MAX).read("x").unwrap(), b"x");
-    assert_eq!(sandboxio::DEFAULT_FS_TIMEOUT, std::time::Duration::from_secs(120));
+    assert_eq!(sandboxio::DEFAULT_FS_TIMEOUT, std::time::Duration::from_mins(2));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Hygiene gates on the source: no provider or catch-all error type in a public signature,
 //! and unsafe code nowhere.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use quote::ToTokens;
 use syn::visit::Visit;
@@ -97,6 +97,18 @@ fn hygiene__no_unsafe_code_anywhere() {
         let tokens = file.to_token_stream().to_string();
         assert!(!tokens.split_whitespace().any(|t| t == "unsafe"), "{} contains unsafe code", path.display());
     }
-    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
-    assert!(lib.contains("#![forbid(unsafe_code)]"));
+    // And the compiler refuses any that is added: both crates take the workspace's lints,
+    // which forbid it.
+    let manifest =
+        |path: &str| std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let root = manifest("Cargo.toml");
+    let rust_lints = root.split("[workspace.lints.rust]").nth(1).expect("[workspace.lints.rust]");
+    let rust_lints = rust_lints.split("\n[").next().unwrap();
+    assert!(rust_lints.lines().any(|l| l.trim() == "unsafe_code = \"forbid\""), "{rust_lints}");
+    for crate_manifest in [root.as_str(), &manifest("macros/Cargo.toml")] {
+        assert!(
+            crate_manifest.contains("[lints]\nworkspace = true\n"),
+            "a crate without the workspace's lints"
+        );
+    }
 }

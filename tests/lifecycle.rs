@@ -1,5 +1,5 @@
 //! Create, connect, kill, close, detach, drop: ownership and teardown.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 
@@ -91,7 +91,7 @@ fn lifecycle__detached_sandboxes_expire_at_their_ttl() {
         Sandbox::builder_with(fake.clone())
             .network(NetworkPolicy::deny_all())
             .detached(true)
-            .ttl(Duration::from_secs(60))
+            .ttl(Duration::from_mins(1))
             .create(),
     )
     .unwrap();

@@ -1,6 +1,6 @@
 //! `local://` (feature `local`): real commands in bubblewrap namespaces.
 #![cfg(feature = "local")]
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use std::time::Duration;
 
@@ -104,7 +104,7 @@ fn local_owner_helper() {
         sandbox.stream(Command::shell(format!("sleep {marker} & sleep {marker}; wait"))).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     println!("READY {}", sandbox.id());
-    std::thread::sleep(Duration::from_secs(600));
+    std::thread::sleep(Duration::from_mins(10));
 }
 
 /// Processes whose command line mentions `marker`.
@@ -185,4 +185,61 @@ fn local__seccomp_and_no_nested_user_namespaces() {
     assert!(text.contains("Seccomp:\t2"), "no seccomp filter: {text}");
     assert!(!text.contains("unshare=0"), "a nested user namespace was created: {text}");
     assert!(text.contains(&format!("keyctl -1 {}", 1)), "keyctl was not refused with EPERM: {text}");
+}
+
+#[test]
+fn local__lines_keep_a_character_split_between_two_writes_whole() {
+    let sbx = sandbox();
+    let script = r"printf 'caf\303'; printf 'e1\n' >&2; sleep 0.3; printf '\251\n'";
+    // The premise: the character really arrives split between two chunks.
+    let chunks: Vec<Vec<u8>> = block_on(async {
+        let mut stream = sbx.stream(Command::shell(script)).unwrap();
+        let mut seen = Vec::new();
+        while let Some(chunk) = stream.next_chunk().await {
+            seen.push(chunk.unwrap().data);
+        }
+        seen
+    });
+    assert!(chunks.iter().any(|c| c.ends_with(b"\xC3")), "{chunks:?}");
+    let mut stream = sbx.stream(Command::shell(script)).unwrap();
+    let lines: Vec<(sandboxio::StreamKind, String)> = block_on(async {
+        let mut lines = stream.lines();
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await {
+            let line = line.unwrap();
+            seen.push((line.stream, line.text));
+        }
+        seen
+    });
+    assert_eq!(
+        lines,
+        [
+            (sandboxio::StreamKind::Stderr, "e1".to_owned()),
+            (sandboxio::StreamKind::Stdout, "café".to_owned())
+        ]
+    );
+    assert!(block_on(stream.wait()).unwrap().success());
+    block_on(sbx.close()).unwrap();
+}
+
+#[test]
+fn local__refusing_limits_names_the_real_reason() {
+    let refused = block_on(
+        Sandbox::builder("local://")
+            .unwrap()
+            .network(NetworkPolicy::deny_all())
+            .limits(sandboxio::ResourceLimits::new().memory_mib(256))
+            .create(),
+    )
+    .unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::Configuration);
+    let text = refused.to_string();
+    assert!(text.contains("bubblewrap") && text.contains("LIMIT_MEMORY"), "{text}");
+    assert!(!text.contains("template"), "{text}");
+    // No limits, given as an Option, is accepted.
+    let none = block_on(
+        Sandbox::builder("local://").unwrap().network(NetworkPolicy::deny_all()).limits(None).create(),
+    )
+    .unwrap();
+    block_on(none.close()).unwrap();
 }

@@ -1,6 +1,6 @@
 //! Building backends and builders does no network I/O and starts no thread (its own
 //! binary, so that no other test's threads or sockets are counted).
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use sandboxio::testing::FakeBackend;
 use sandboxio::{NetworkPolicy, ResourceLimits, Sandbox};

@@ -4,9 +4,9 @@
 //! return type mapped handle by handle. The twins are computed by the very expansion code
 //! the `#[blocking_facade]` macro runs, so a block that is not annotated, or an expansion
 //! that drops or alters a method, fails here.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "the parity test uses part of the generator it includes")]
 #[path = "../macros/src/expand.rs"]
 mod expand;
 
@@ -38,10 +38,10 @@ fn inputs(sig: &syn::Signature) -> (String, Vec<(String, String)>) {
     for input in &sig.inputs {
         match input {
             FnArg::Receiver(r) => {
-                receiver = match (&r.reference, r.mutability) {
-                    (Some(_), Some(_)) => "&mut self".into(),
-                    (Some(_), None) => "&self".into(),
-                    (None, _) => "self".into(),
+                receiver = match &r.kind {
+                    syn::ReceiverKind::Reference(_, _, Some(_)) => "&mut self".into(),
+                    syn::ReceiverKind::Reference(_, _, None) => "&self".into(),
+                    _ => "self".into(),
                 };
             }
             FnArg::Typed(pt) => {
@@ -190,6 +190,47 @@ fn sync_parity__the_check_fails_on_a_method_without_a_twin() {
     let problems = parity_problems(&[("rogue.rs".to_owned(), rogue)]);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("Sandbox::snapshot has no blocking twin"), "{problems:?}");
+}
+
+#[test]
+fn sync_parity__a_twin_keeps_the_docs_but_the_async_examples_and_cancel_safety() {
+    let block: ItemImpl = syn::parse_quote! {
+        impl Sandbox {
+            /// Runs it.
+            ///
+            /// # Errors
+            ///
+            /// `SandboxGone`.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # Cancel safety
+            /// sandbox.run(cmd).await?;
+            /// ```
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping it kills the command.
+            pub async fn run(&self) -> Result<()> { Ok(()) }
+        }
+    };
+    let twin: ItemImpl = syn::parse2(expand::blocking_impl(&block).unwrap()).unwrap();
+    let ImplItem::Fn(f) = &twin.items[0] else { panic!("the twin has no method") };
+    let docs: Vec<String> = f
+        .attrs
+        .iter()
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) => Some(tokens(&nv.value)),
+            _ => None,
+        })
+        .collect();
+    let docs = docs.join("\n");
+    assert!(docs.contains("Runs it.") && docs.contains("# Errors") && docs.contains("SandboxGone"), "{docs}");
+    assert!(docs.contains("Blocking twin of"), "{docs}");
+    for gone in ["# Examples", ".await", "# Cancel safety", "Dropping it kills"] {
+        assert!(!docs.contains(gone), "the twin's docs keep {gone:?}: {docs}");
+    }
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! `Sandbox::run` on the fake: exit codes, streams, env, argv, timeouts, bytes, caps.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 
@@ -66,7 +66,11 @@ fn run__timeout_raises_execution_timeout_and_does_not_hang() {
     assert_eq!(*timeout, Duration::from_secs(1));
     assert_eq!(partial.stdout, b"started\n", "partial output is kept");
     assert_eq!(err.code(), ErrorCode::ExecutionTimeout);
-    assert_eq!(fake.now() - before, Duration::from_secs(1), "virtual clock advanced by the timeout only");
+    assert_eq!(
+        fake.now().checked_sub(before).unwrap(),
+        Duration::from_secs(1),
+        "virtual clock advanced by the timeout only"
+    );
     assert_eq!(fake.live_processes(), 0);
 }
 
@@ -76,7 +80,7 @@ fn run__output_is_byte_exact() {
     let out = block_on(sbx.run(Command::shell(r"printf '\x00\xff\x80abc\n'"))).unwrap();
     assert_eq!(out.stdout, b"\x00\xff\x80abc\n");
     let all: Vec<u8> = (0..=255).collect();
-    let escaped: String = all.iter().map(|b| format!("\\x{b:02x}")).collect();
+    let escaped = all.iter().fold(String::new(), |s, b| s + &format!("\\x{b:02x}"));
     let out = block_on(sbx.run(Command::new("printf").arg(escaped))).unwrap();
     assert_eq!(out.stdout, all);
 }
@@ -97,7 +101,7 @@ fn run__a_background_child_never_keeps_run_waiting() {
     let start = fake.now();
     let out = block_on(sbx.run(Command::shell("sleep 1000 & echo parent done"))).unwrap();
     assert_eq!(out.stdout_lossy(), "parent done\n");
-    assert!(fake.now() - start < Duration::from_secs(1));
+    assert!(fake.now().checked_sub(start).unwrap() < Duration::from_secs(1));
     assert_eq!(fake.reaped_children(), 1, "the child is killed with the process group");
     assert_eq!(fake.live_processes(), 0);
 }

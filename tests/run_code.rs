@@ -1,5 +1,5 @@
 //! `Sandbox::run_code` and contexts on the fake.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 

@@ -1,5 +1,5 @@
 //! The async API under tokio (both flavours) and smol: no runtime is assumed.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use std::time::Duration;
 

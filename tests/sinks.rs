@@ -1,5 +1,5 @@
 //! The tracing and JSON-lines audit sinks: one entry per operation, no secret anywhere.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use std::sync::{Arc, Mutex};
 

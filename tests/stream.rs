@@ -1,5 +1,5 @@
 //! `Sandbox::stream`: not awaitable, ordered, distinguishable, idempotent wait, cleanup.
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 
@@ -23,7 +23,6 @@ macro_rules! static_assertions_not_future {
                 fn some_item() {}
             }
             impl<T: ?Sized> AmbiguousIfFuture<()> for T {}
-            #[allow(dead_code)]
             struct Invalid;
             impl<T: ?Sized + std::future::IntoFuture> AmbiguousIfFuture<Invalid> for T {}
             // Compiles only if exactly one impl applies, i.e. ExecStream is not IntoFuture.
@@ -222,7 +221,7 @@ mod careless {
     pub struct Careless;
 
     impl Backend for Careless {
-        fn scheme(&self) -> &str {
+        fn scheme(&self) -> &'static str {
             "careless"
         }
         fn capabilities(&self) -> Capabilities {
@@ -237,7 +236,7 @@ mod careless {
     struct Sbx;
 
     impl BackendSandbox for Sbx {
-        fn id(&self) -> &str {
+        fn id(&self) -> &'static str {
             "careless-1"
         }
         fn capabilities(&self) -> Capabilities {
@@ -298,4 +297,81 @@ fn streaming__a_sandbox_killed_through_another_handle_ends_the_stream_with_sandb
     assert_eq!(item.unwrap_err().code(), ErrorCode::SandboxGone);
     assert!(block_on(stream.next()).is_none());
     assert_eq!(block_on(stream.wait()).unwrap_err().code(), ErrorCode::SandboxGone);
+}
+
+/// A script that writes `é` (bytes C3 A9) split across two writes, with stderr in between,
+/// and ends stdout without a newline.
+const SPLIT_UTF8: &str =
+    r"printf 'caf\303'; printf 'oops' >&2; sleep 1; printf '\251 ok\nlast'; printf '!\n' >&2";
+
+#[test]
+fn streaming__lines_keep_utf8_whole_across_chunks_and_never_mix_streams() {
+    let (_, sbx) = fake_sandbox();
+    // The premise: the character really is split between two chunks.
+    let chunks = collect(&mut sbx.stream(Command::shell(SPLIT_UTF8)).unwrap());
+    assert!(chunks.iter().any(|c| c.1.ends_with(b"\xC3")), "{chunks:?}");
+    let mut stream = sbx.stream(Command::shell(SPLIT_UTF8)).unwrap();
+    let lines: Vec<(StreamKind, String, bool)> = block_on(async {
+        let mut lines = stream.lines();
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await {
+            let line = line.unwrap();
+            seen.push((line.stream, line.text, line.continues));
+        }
+        seen
+    });
+    assert_eq!(
+        lines,
+        [
+            (StreamKind::Stdout, "café ok".to_owned(), false),
+            (StreamKind::Stderr, "oops!".to_owned(), false),
+            (StreamKind::Stdout, "last".to_owned(), false),
+        ]
+    );
+    assert!(block_on(stream.wait()).unwrap().success());
+}
+
+#[test]
+fn streaming__an_over_long_line_comes_in_bounded_pieces() {
+    let (_, sbx) = fake_sandbox();
+    let mut stream = sbx.stream(Command::shell("printf 'ab\\342\\202\\254\\342\\202\\254x\\n'")).unwrap();
+    let lines: Vec<(String, bool)> = block_on(async {
+        let mut lines = stream.lines().max_line(4);
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await {
+            let line = line.unwrap();
+            seen.push((line.text, line.continues));
+        }
+        seen
+    });
+    assert_eq!(lines, [("ab".to_owned(), true), ("€".to_owned(), true), ("€x".to_owned(), false)]);
+}
+
+#[test]
+fn streaming__lines_end_with_the_error_after_the_lines_before_it() {
+    let (_, sbx) = fake_sandbox();
+    let mut stream =
+        sbx.stream(Command::shell("printf 'done\\nhalf'; sleep 60").timeout(Duration::from_secs(1))).unwrap();
+    let items: Vec<Result<String, ErrorCode>> = block_on(async {
+        let mut lines = stream.lines();
+        let mut seen = Vec::new();
+        while let Some(item) = lines.next_line().await {
+            seen.push(item.map(|l| l.text).map_err(|e| e.code()));
+        }
+        seen
+    });
+    assert_eq!(items, [Ok("done".to_owned()), Ok("half".to_owned()), Err(ErrorCode::ExecutionTimeout)]);
+}
+
+#[test]
+fn streaming__blocking_lines_are_an_iterator() {
+    let sandbox = sandboxio::sync::Sandbox::builder("fake://")
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .unwrap();
+    let mut stream = sandbox.stream(Command::shell(SPLIT_UTF8)).unwrap();
+    let texts: Vec<String> = stream.lines().map(|l| l.unwrap().text).collect();
+    assert_eq!(texts, ["café ok", "oops!", "last"]);
+    assert!(stream.wait().unwrap().success());
 }

@@ -1,6 +1,6 @@
 //! A teardown that hangs is bounded: the grace expiry reports an orphan (its own test
 //! binary, because the grace bound and `shutdown` are process-wide).
-#![allow(non_snake_case)] // test names read as contract clauses: `area__requirement`
+#![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;
 

@@ -5,19 +5,19 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::spanned::Spanned;
 use syn::{
-    Attribute, FnArg, GenericArgument, ImplItem, ImplItemFn, ItemImpl, Pat, PathArguments, ReturnType, Type,
-    Visibility,
+    Attribute, FnArg, GenericArgument, ImplItem, ImplItemFn, ItemImpl, Pat, PathArguments, ReceiverKind,
+    ReturnType, Safety, Type, Visibility,
 };
 
 /// The async handle types and the module of their blocking twins.
-pub const HANDLES: &[&str] = &["Sandbox", "ExecStream", "Fs", "SandboxBuilder"];
+pub const HANDLES: &[&str] = &["Sandbox", "ExecStream", "ExecLines", "Fs", "SandboxBuilder"];
 
 /// Expands `#[blocking_facade]` on `item`.
 ///
 /// # Errors
 ///
 /// A `syn::Error` naming the unsupported shape.
-pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+pub fn expand(attr: &TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     if !attr.is_empty() {
         return Err(syn::Error::new(attr.span(), "#[blocking_facade] takes no arguments"));
     }
@@ -32,7 +32,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> 
 ///
 /// A `syn::Error` naming the unsupported shape.
 pub fn blocking_impl(block: &ItemImpl) -> syn::Result<TokenStream> {
-    if let Some((_, path, _)) = &block.trait_ {
+    if let Some((path, _)) = &block.trait_ {
         return Err(syn::Error::new(
             path.span(),
             "#[blocking_facade] goes on inherent impl blocks, not trait impls",
@@ -155,9 +155,11 @@ fn conversion(ret: &ReturnType, name: &syn::Ident) -> syn::Result<Conversion> {
     ))
 }
 
-/// Doc attributes without the `# Cancel safety` section (blocking calls cannot be
-/// cancelled). Headings inside code fences do not count.
-fn docs_without_cancel_safety(attrs: &[Attribute]) -> Vec<Attribute> {
+/// Doc attributes without the sections that cannot apply to the twin: `# Cancel safety`
+/// (blocking calls cannot be cancelled) and `# Examples` (they show the async call; the
+/// twin's docs link to it). Headings inside code fences do not count.
+fn docs_for_the_twin(attrs: &[Attribute]) -> Vec<Attribute> {
+    const DROPPED: &[&str] = &["Cancel safety", "Examples"];
     let mut kept = Vec::new();
     let mut skipping = false;
     let mut in_fence = false;
@@ -173,7 +175,7 @@ fn docs_without_cancel_safety(attrs: &[Attribute]) -> Vec<Attribute> {
         if line.starts_with("```") {
             in_fence = !in_fence;
         } else if !in_fence && line.starts_with("# ") {
-            skipping = line.trim_start_matches('#').trim() == "Cancel safety";
+            skipping = DROPPED.contains(&line.trim_start_matches('#').trim());
         }
         if !skipping {
             kept.push(attr.clone());
@@ -189,10 +191,14 @@ fn shared_attributes(attrs: &[Attribute]) -> Vec<&Attribute> {
     attrs.iter().filter(|a| SHARED.iter().any(|s| a.path().is_ident(s))).collect()
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one pass over the signature: each check names the shape it refuses, in order"
+)]
 fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result<TokenStream> {
     let sig = &f.sig;
     let name = &sig.ident;
-    if sig.unsafety.is_some() || sig.abi.is_some() || sig.variadic.is_some() {
+    if !matches!(sig.safety, Safety::Default) || sig.abi.is_some() || sig.variadic.is_some() {
         return Err(syn::Error::new(
             sig.span(),
             format!("#[blocking_facade]: `{name}` has an unsupported signature"),
@@ -211,7 +217,7 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
     for input in &sig.inputs {
         match input {
             FnArg::Receiver(r) => {
-                if r.colon_token.is_some() {
+                if matches!(r.kind, ReceiverKind::Typed(..)) {
                     return Err(syn::Error::new(
                         r.span(),
                         format!(
@@ -252,9 +258,10 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
         ));
     }
     let convert = conversion(&sig.output, name)?;
-    let call = match receiver {
-        Some(_) => quote! { self.inner.#name(#(#args),*) },
-        None => quote! { <#async_ty>::#name(#(#args),*) },
+    let call = if receiver.is_some() {
+        quote! { self.inner.#name(#(#args),*) }
+    } else {
+        quote! { <#async_ty>::#name(#(#args),*) }
     };
     let call = if sig.asyncness.is_some() {
         quote! { crate::sync::block_on(#call) }
@@ -271,7 +278,7 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
     // The twin only forwards its arguments: `mut` bindings would be unused.
     for input in &mut blocking_sig.inputs {
         match input {
-            FnArg::Receiver(r) if r.reference.is_none() => r.mutability = None,
+            FnArg::Receiver(r) if matches!(r.kind, ReceiverKind::Value) => r.mutability = None,
             FnArg::Typed(pt) => {
                 if let Pat::Ident(ident) = &mut *pt.pat {
                     ident.mutability = None;
@@ -284,7 +291,7 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
         ReturnType::Type(arrow, ty) => ReturnType::Type(*arrow, Box::new(map_type(ty))),
         ReturnType::Default => ReturnType::Default,
     };
-    let docs = docs_without_cancel_safety(&f.attrs);
+    let docs = docs_for_the_twin(&f.attrs);
     let shared = shared_attributes(&f.attrs);
     let twin = format!(
         "Blocking twin of [`crate::{handle}::{name}`]{}: it runs on the calling thread and needs no runtime.",

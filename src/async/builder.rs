@@ -44,7 +44,7 @@ pub mod state {
     /// No resource limits set (they are optional).
     #[derive(Debug)]
     pub enum LimitsUnset {}
-    /// Resource limits are set and cannot be set again.
+    /// `.limits(..)` was called (with limits, or with `None`) and cannot be called again.
     #[derive(Debug)]
     pub enum LimitsSet {}
 
@@ -77,7 +77,7 @@ pub mod state {
     #[diagnostic::on_unimplemented(
         message = "the resource limits of this builder are already set",
         label = "second `.limits(..)` call",
-        note = "limits are set once and cannot be unset or replaced: put every limit in one `ResourceLimits` value"
+        note = "limits are set once and cannot be unset or replaced: put every limit in one `ResourceLimits` value, or pass one `Option<ResourceLimits>` when they are chosen at run time"
     )]
     pub trait LimitsNotChosen: sealed::Sealed {}
     #[diagnostic::do_not_recommend]
@@ -224,14 +224,29 @@ impl<N, L> SandboxBuilder<N, L> {
     /// Sets resource limits (memory in MiB, CPU in millicores, process count). Optional;
     /// allowed once, and never unset.
     ///
+    /// Takes a [`ResourceLimits`] or an `Option<ResourceLimits>`, so that a limit chosen at
+    /// run time keeps one builder type: `.limits(want.then_some(limits))` where
+    /// `if want { b.limits(l) } else { b }` would give two. `None` sets no limit and still
+    /// counts as the one call: a second `.limits(..)` does not compile either way.
+    ///
     /// `create()` fails with [`Error::Configuration`],
     /// before anything is provisioned, if the backend cannot apply a limit.
-    pub fn limits(self, limits: ResourceLimits) -> SandboxBuilder<N, LimitsSet>
+    ///
+    /// ```
+    /// use sandboxio::{NetworkPolicy, ResourceLimits, Sandbox};
+    /// let want_limits = std::env::var_os("SMALL_SANDBOX").is_some();
+    /// let builder = Sandbox::builder("fake://")?
+    ///     .network(NetworkPolicy::deny_all())
+    ///     .limits(want_limits.then(|| ResourceLimits::new().memory_mib(512)));
+    /// # drop(builder);
+    /// # Ok::<(), sandboxio::Error>(())
+    /// ```
+    pub fn limits(self, limits: impl Into<Option<ResourceLimits>>) -> SandboxBuilder<N, LimitsSet>
     where
         L: LimitsNotChosen,
     {
         let mut next = self.into_state();
-        next.limits = Some(limits);
+        next.limits = limits.into();
         next
     }
 
@@ -359,8 +374,11 @@ impl<N, L> SandboxBuilder<N, L> {
         let limits = self.limits.unwrap_or_default();
         let missing_limits = limits.required_capabilities() - declared;
         if !missing_limits.is_empty() {
+            let reason = crate::backends::capabilities::limits_refusal(scheme).unwrap_or(
+                "it does not declare them (`Sandbox::capabilities_of` lists what a backend offers)",
+            );
             return Err(Error::configuration(format!(
-                "the {scheme} backend cannot apply resource limits {missing_limits} (its limits come from the provider's template or are not enforced); remove them from `.limits(..)`"
+                "the {scheme} backend cannot apply resource limits {missing_limits}: {reason}; remove them from `.limits(..)`"
             )));
         }
         if self.detached && !declared.contains(Capabilities::DETACH) {

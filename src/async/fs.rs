@@ -33,6 +33,27 @@ use super::sandbox::Sandbox;
 /// - in client memory: [`Fs::upload`] and [`Fs::download`] stream, whatever the size.
 ///
 /// The limits are per call: `sandbox.fs().read_limit(1 << 30).read("big.bin")`.
+///
+/// # Errors name the path as you wrote it
+///
+/// A missing path is [`Error::NotFound`](crate::Error::NotFound), a path the sandbox refuses
+/// [`Error::PermissionDenied`](crate::Error::PermissionDenied), a directory where a file is needed
+/// [`Error::IsADirectory`](crate::Error::IsADirectory): on every backend, each naming the path
+/// exactly as it was passed (`read("./a.txt")` names `./a.txt`, not `/workspace/a.txt`).
+///
+/// # Which paths each backend reaches
+///
+/// - `local://`: only the workspace, `/workspace` (the default working directory), which
+///   the sandbox's user may read and write. Every other path, even a system file the
+///   commands themselves can read such as `/etc/hostname`, is
+///   [`Error::PermissionDenied`](crate::Error::PermissionDenied): the host's `/usr` is mounted
+///   read-only and `/tmp` is private to each command, so neither is a place to exchange
+///   files.
+/// - `docker://`: the container's whole file system, as the image's user may read and
+///   write it; relative paths resolve against the image's `WORKDIR` (`/workspace` in
+///   sandboxio's images, `/` when the image sets none).
+/// - `fake://`: an in-memory tree with `/workspace` as the default working directory;
+///   a file without its owner's write bit refuses writes.
 #[derive(Debug, Clone, Copy)]
 pub struct Fs<'a> {
     sandbox: &'a Sandbox,
@@ -87,10 +108,12 @@ impl<'a> Fs<'a> {
     /// Runs one backend operation under this call's deadline: at the deadline the
     /// operation's future is dropped, which kills its process in the sandbox (the SPI's
     /// cancellation rule), so a FIFO or a file with no end can never hold a call forever.
-    async fn bounded<T>(self, op: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    /// Errors about the sandbox path `written` name it as the caller wrote it.
+    async fn bounded<T>(self, written: &str, op: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         /// The longest deadline the timer takes (an `Instant` past it would overflow).
         const LONGEST: Duration = Duration::from_hours(365 * 24);
         let timeout = self.timeout;
+        let op = async { op.await.map_err(|e| crate::path::as_written(e, written)) };
         futures_lite::future::or(op, async move {
             futures_timer::Delay::new(timeout.min(LONGEST)).await;
             Err(Error::ExecutionTimeout {
@@ -120,6 +143,20 @@ impl<'a> Fs<'a> {
     ///
     /// Cancel safe: reading changes nothing, and dropping the future kills the reading
     /// process in the sandbox.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sandboxio::ErrorCode;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// sandbox.fs().write("data.bin", vec![0, 1, 255]).await?;
+    /// assert_eq!(sandbox.fs().read("data.bin").await?, [0, 1, 255]);
+    /// let missing = sandbox.fs().read("nope.txt").await.unwrap_err();
+    /// assert_eq!(missing.code(), ErrorCode::NotFound);
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn read(&self, path: &str) -> Result<Vec<u8>> {
         let handle = self.sandbox.backend_handle();
         let limit = self.read_limit;
@@ -127,7 +164,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsRead, async {
                 self.check(&[path])?;
-                self.bounded(handle.read(path, limit)).await
+                self.bounded(path, handle.read(path, limit)).await
             })
             .await
     }
@@ -150,7 +187,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsRead, async {
                 self.check(&[path])?;
-                let bytes = self.bounded(handle.read(path, limit)).await?;
+                let bytes = self.bounded(path, handle.read(path, limit)).await?;
                 String::from_utf8(bytes).map_err(|e| {
                     Error::invalid_input(format!(
                         "{path:?} is not UTF-8 (first bad byte at {})",
@@ -181,6 +218,19 @@ impl<'a> Fs<'a> {
     ///
     /// Not cancel safe: dropping the future kills the writing process in the sandbox, and
     /// the file may be partly written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sandboxio::Command;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// sandbox.fs().write("notes/hello.txt", "hello\n").await?; // creates `notes/`
+    /// let out = sandbox.run(Command::new("cat").arg("notes/hello.txt")).await?;
+    /// assert_eq!(out.stdout, b"hello\n");
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn write(&self, path: &str, data: impl Into<Vec<u8>>) -> Result<()> {
         let data = data.into();
         let handle = self.sandbox.backend_handle();
@@ -188,7 +238,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsWrite, async {
                 self.check(&[path])?;
-                self.bounded(handle.write(path, data, None)).await
+                self.bounded(path, handle.write(path, data, None)).await
             })
             .await
     }
@@ -208,6 +258,20 @@ impl<'a> Fs<'a> {
     ///
     /// Not cancel safe: dropping the future kills the unpacking process in the sandbox,
     /// and part of the tree may have been copied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// let host = std::env::temp_dir().join(format!("sandboxio-upload-{}", std::process::id()));
+    /// std::fs::create_dir_all(&host).unwrap();
+    /// std::fs::write(host.join("input.csv"), "a,b\n1,2\n").unwrap();
+    /// sandbox.fs().upload(&host, "project").await?; // a directory, recursively
+    /// assert_eq!(sandbox.fs().read_text("project/input.csv").await?, "a,b\n1,2\n");
+    /// # std::fs::remove_dir_all(&host).unwrap();
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn upload(&self, host_path: impl AsRef<Path>, path: &str) -> Result<()> {
         let host_path = host_path.as_ref();
         let handle = self.sandbox.backend_handle();
@@ -215,7 +279,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsUpload, async {
                 self.check(&[path])?;
-                self.bounded(handle.upload(host_path, path)).await
+                self.bounded(path, handle.upload(host_path, path)).await
             })
             .await
     }
@@ -242,6 +306,19 @@ impl<'a> Fs<'a> {
     ///
     /// Not cancel safe: dropping the future kills the archiving process in the sandbox,
     /// and part of the tree may have been written on the host.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// sandbox.fs().write("out/report.txt", "done\n").await?;
+    /// let host = std::env::temp_dir().join(format!("sandboxio-download-{}", std::process::id()));
+    /// sandbox.fs().download("out", &host).await?; // a directory, recursively
+    /// assert_eq!(std::fs::read_to_string(host.join("report.txt")).unwrap(), "done\n");
+    /// # std::fs::remove_dir_all(&host).unwrap();
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn download(&self, path: &str, host_path: impl AsRef<Path>) -> Result<()> {
         let host_path = host_path.as_ref();
         let handle = self.sandbox.backend_handle();
@@ -250,7 +327,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsDownload, async {
                 self.check(&[path])?;
-                self.bounded(handle.download(path, host_path, budget)).await
+                self.bounded(path, handle.download(path, host_path, budget)).await
             })
             .await
     }
@@ -275,7 +352,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsList, async {
                 self.check(&[path])?;
-                let mut entries = self.bounded(handle.list(path)).await?;
+                let mut entries = self.bounded(path, handle.list(path)).await?;
                 entries.sort_by(|a, b| a.name.cmp(&b.name));
                 Ok(entries)
             })
@@ -299,7 +376,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsMkdir, async {
                 self.check(&[path])?;
-                self.bounded(handle.mkdir(path)).await
+                self.bounded(path, handle.mkdir(path)).await
             })
             .await
     }
@@ -322,7 +399,7 @@ impl<'a> Fs<'a> {
             .context()
             .observe(OperationKind::FsRemove, async {
                 self.check(&[path])?;
-                self.bounded(handle.remove(path, recursive)).await
+                self.bounded(path, handle.remove(path, recursive)).await
             })
             .await
     }

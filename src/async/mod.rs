@@ -3,6 +3,7 @@
 
 pub(crate) mod builder;
 pub(crate) mod fs;
+pub(crate) mod lines;
 pub(crate) mod op;
 pub(crate) mod sandbox;
 pub(crate) mod stream;

@@ -54,8 +54,46 @@ impl Sandbox {
     ///
     /// [`Error::Configuration`]: a malformed DSN, an
     /// unknown scheme, a scheme whose Cargo feature is off, or a bad DSN option.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sandboxio::{NetworkPolicy, Sandbox};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = Sandbox::builder("fake://")?
+    ///     .network(NetworkPolicy::deny_all()) // required before `create()`
+    ///     .create()
+    ///     .await?;
+    /// assert_eq!(sandbox.backend(), "fake");
+    /// sandbox.close().await?;
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub fn builder(dsn: &str) -> Result<SandboxBuilder> {
         Ok(SandboxBuilder::new(crate::dsn::resolve(dsn)?))
+    }
+
+    /// What the backend named by `dsn` can offer, before any sandbox exists. Does no I/O.
+    ///
+    /// An upper bound: a created sandbox's own [`Sandbox::capabilities`] can be narrower
+    /// (for example a `docker://` image without `python3` has no `RUN_CODE`). The sets of
+    /// the first-party backends are also constants in
+    /// [`backends::capabilities`](crate::backends::capabilities), which need no feature.
+    ///
+    /// ```
+    /// use sandboxio::{Capabilities, Sandbox};
+    /// let caps = Sandbox::capabilities_of("fake://")?;
+    /// assert!(caps.contains(Capabilities::RUN | Capabilities::FILESYSTEM));
+    /// # Ok::<(), sandboxio::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`], as
+    /// [`Sandbox::builder`]: a malformed DSN, an unknown scheme, a scheme whose Cargo
+    /// feature is off in this build (naming the feature), or a bad DSN option.
+    pub fn capabilities_of(dsn: &str) -> Result<Capabilities> {
+        Ok(crate::dsn::resolve(dsn)?.capabilities())
     }
 
     /// A builder for a sandbox on a backend value built in code (a
@@ -226,13 +264,31 @@ impl Sandbox {
     /// # Cancel safety
     ///
     /// Dropping the future kills the command's process tree; the sandbox lives on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sandboxio::{Command, ExitStatus};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// let out = sandbox.run(Command::new("echo").arg("hello")).await?;
+    /// assert_eq!(out.stdout, b"hello\n");
+    /// // A failing command is data, not an error.
+    /// let failed = sandbox.run(Command::shell("echo oops >&2; exit 3")).await?;
+    /// assert_eq!(failed.status, ExitStatus::Code(3));
+    /// assert_eq!(failed.stderr, b"oops\n");
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn run(&self, command: Command) -> Result<ExecResult> {
         self.ctx
             .observe(OperationKind::Run, async {
                 command.validate()?;
                 self.require(Capabilities::RUN)?;
                 self.require_command_secrets(&command)?;
-                self.handle.run(command).await
+                let cwd = command.working_dir().map(str::to_owned);
+                let result = self.handle.run(command).await;
+                result.map_err(|e| cwd_as_written(e, cwd.as_deref()))
             })
             .await
     }
@@ -249,13 +305,35 @@ impl Sandbox {
     /// [`Command::validate`]). Later failures arrive as stream items; a sandbox that dies
     /// while the command runs ends the stream with one `Err(SandboxGone)` item (see
     /// [`ExecStream`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::StreamExt;
+    /// use sandboxio::{Command, StreamKind};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// let mut stream = sandbox.stream(Command::shell("echo one; echo two"))?; // no `.await`
+    /// let mut stdout = Vec::new();
+    /// while let Some(chunk) = stream.next().await {
+    ///     let chunk = chunk?;
+    ///     if chunk.stream == StreamKind::Stdout {
+    ///         stdout.extend_from_slice(&chunk.data);
+    ///     }
+    /// }
+    /// assert_eq!(stdout, b"one\ntwo\n");
+    /// assert!(stream.wait().await?.status.success());
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub fn stream(&self, command: Command) -> Result<ExecStream> {
         let guard = self.ctx.start(OperationKind::Stream);
         let started = (|| {
             command.validate()?;
             self.require(Capabilities::STREAM)?;
             self.require_command_secrets(&command)?;
-            self.handle.stream(command)
+            let cwd = command.working_dir().map(str::to_owned);
+            self.handle.stream(command).map_err(|e| cwd_as_written(e, cwd.as_deref()))
         })();
         match started {
             Ok(inner) => {
@@ -282,6 +360,20 @@ impl Sandbox {
     /// # Cancel safety
     ///
     /// Dropping the future interrupts the cell.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// let ok = sandbox.run_code("print(6 * 7)").await?;
+    /// assert_eq!(ok.stdout, b"42\n");
+    /// // An exception in the cell is data: a non-zero status and a structured error.
+    /// let failed = sandbox.run_code("1 / 0").await?;
+    /// assert!(!failed.status.success());
+    /// assert_eq!(failed.error.map(|e| e.name).as_deref(), Some("ZeroDivisionError"));
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn run_code(&self, code: impl Into<Code>) -> Result<CodeResult> {
         let code = code.into();
         self.ctx
@@ -339,6 +431,20 @@ impl Sandbox {
     ///
     /// If the future is dropped, the kill may or may not have happened; calling `kill` again
     /// is always safe, and an owned handle's drop still tears the sandbox down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sandboxio::{Command, ErrorCode};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// sandbox.kill().await?;
+    /// sandbox.kill().await?; // idempotent
+    /// let err = sandbox.run(Command::new("true")).await.unwrap_err();
+    /// assert_eq!(err.code(), ErrorCode::SandboxGone);
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
     pub async fn kill(&self) -> Result<()> {
         self.ctx
             .observe_with(OperationKind::Kill, self.handle.kill(), |o| match o {
@@ -428,5 +534,14 @@ impl Drop for Sandbox {
             report,
             self.teardown_grace,
         );
+    }
+}
+
+/// A working-directory error (`NotFound`, `PermissionDenied`) naming the directory as
+/// [`Command::cwd`] was given it, whatever form the backend reported.
+fn cwd_as_written(e: Error, cwd: Option<&str>) -> Error {
+    match cwd {
+        Some(cwd) => crate::path::as_written(e, cwd),
+        None => e,
     }
 }

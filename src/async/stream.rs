@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::exec::{ExecResult, OutputChunk};
 use crate::policy::Capabilities;
 
+use super::lines::ExecLines;
 use super::op::OpContext;
 
 /// A running command, from [`Sandbox::stream`](crate::Sandbox::stream).
@@ -136,6 +137,28 @@ impl ExecStream {
     /// Cancel safe: no output is lost if the future is dropped before it completes.
     pub async fn next_chunk(&mut self) -> Option<Result<OutputChunk>> {
         std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+
+    /// The rest of the output as lines, each tagged with its stream (see [`ExecLines`]:
+    /// lines split on `\n`, UTF-8 kept whole across chunks, over-long lines cut into
+    /// pieces of at most [`DEFAULT_MAX_LINE`](crate::DEFAULT_MAX_LINE) bytes). After the
+    /// lines, [`ExecStream::wait`] gives the exit status.
+    ///
+    /// ```
+    /// use sandboxio::{Command, NetworkPolicy, Sandbox, StreamKind};
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = Sandbox::builder("fake://")?.network(NetworkPolicy::deny_all()).create().await?;
+    /// let mut stream = sandbox.stream(Command::shell("echo one; echo two >&2"))?;
+    /// let mut lines = stream.lines();
+    /// while let Some(line) = lines.next_line().await {
+    ///     let line = line?;
+    ///     println!("{:?}: {}", line.stream, line.text);
+    /// }
+    /// assert!(stream.wait().await?.success());
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
+    pub fn lines(&mut self) -> ExecLines<'_> {
+        ExecLines::new(self)
     }
 
     /// Writes `data` to the command's stdin.

@@ -20,8 +20,8 @@ pub(crate) const READ: &str = r#"[ -d "$1" ] && exit 21
 [ -r "$1" ] || exec cat "$1"
 cat "$1" | head -c "$2""#;
 
-/// Writes stdin to `$1` as the sandbox user's own write would (class 6 of the security
-/// issue), creating parents. An existing file is truncated and written in place, so it
+/// Writes stdin to `$1` as the sandbox user's own write would (class 6 of `SECURITY.md`),
+/// creating parents. An existing file is truncated and written in place, so it
 /// keeps its mode, owner and hard links, a link to it is followed (inside the sandbox),
 /// and a file the user may not write is refused (13); a special file is refused (22) rather
 /// than written to. A new file is created exclusively (`set -C`: `O_EXCL`, which never

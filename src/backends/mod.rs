@@ -1,5 +1,6 @@
 //! First-party backends, each behind its Cargo feature.
 
+pub mod capabilities;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod code_runner;
 #[cfg(any(feature = "local", feature = "docker"))]

@@ -1,6 +1,10 @@
 //! Test support that ships with the crate: the in-memory [`FakeBackend`] and the
 //! [`sbx_fake`] harness.
 //!
+//! The harness mirrors a real backend's capabilities, so a test that passes on it does not
+//! rely on something its production backend lacks: [`sbx_fake`] mirrors `docker://`, the
+//! widest of the shipped real backends, and [`sbx_fake_like`] mirrors the one you name.
+//!
 //! ```
 //! use sandboxio::testing::sbx_fake;
 //! use sandboxio::{ExecResult, NetworkPolicy, Sandbox};
@@ -27,6 +31,8 @@ use std::ops::Deref;
 
 pub use fake::{DEFAULT_CREATE_LATENCY, Failure, FakeBackend, FakeCall, WORKDIR};
 
+use crate::backend::BackendOption;
+use crate::backends::capabilities;
 use crate::{NetworkPolicy, Sandbox};
 
 /// A [`FakeBackend`] with one sandbox created under [`NetworkPolicy::deny_all`]. It derefs
@@ -38,6 +44,10 @@ pub struct FakeHarness {
     pub sandbox: Sandbox,
     /// The backend behind it.
     pub backend: FakeBackend,
+    /// The scheme of the backend whose capabilities (and typed builder options) the fake
+    /// declares: `"docker"`, `"local"`, or `"fake"` for the fake's own full set; `None` for
+    /// a backend from [`sbx_fake_with`], configured by its caller.
+    pub mirrors: Option<&'static str>,
 }
 
 impl Deref for FakeHarness {
@@ -48,17 +58,65 @@ impl Deref for FakeHarness {
     }
 }
 
-/// A fresh [`FakeHarness`] on a default [`FakeBackend`].
+/// A fresh [`FakeHarness`] whose fake declares what `docker://` declares
+/// ([`capabilities::DOCKER`] and the `image` option): `sbx_fake_like("docker")`.
+///
+/// Docker is the widest of the shipped real backends (it offers everything `local://`
+/// does, plus limits, connect and detach), so what this fake refuses no real backend
+/// offers: a test that needs stateful code contexts, rich outputs or an allowlist must say
+/// so with `sbx_fake_like("fake")`. Only capabilities and options are mirrored: the
+/// isolation tier stays [`IsolationTier::None`](crate::IsolationTier::None), because the
+/// fake isolates nothing.
 ///
 /// # Panics
 ///
 /// Never in practice: creating a fake sandbox under `deny_all` cannot fail.
 #[must_use]
 pub fn sbx_fake() -> FakeHarness {
-    sbx_fake_with(FakeBackend::new())
+    sbx_fake_like("docker")
 }
 
-/// A [`FakeHarness`] on a backend you configured (seed, capabilities, audit sinks).
+/// A fresh [`FakeHarness`] whose fake declares the capabilities (and accepts the typed
+/// builder options) of the first-party backend `backend` names: `"docker"`, `"local"`, or
+/// `"fake"` (every capability, which no real backend has). A trailing `"://"` is accepted.
+/// The backend's Cargo feature is not needed. The fake refuses everything else as the real
+/// backend would, with [`Error::CapabilityNotSupported`](crate::Error::CapabilityNotSupported).
+///
+/// ```
+/// use sandboxio::testing::sbx_fake_like;
+/// use sandboxio::{Capabilities, ErrorCode};
+///
+/// let local = sbx_fake_like("local");
+/// assert!(!local.sandbox.capabilities().contains(Capabilities::STATEFUL_CODE));
+/// let context = futures_lite::future::block_on(local.sandbox.create_context("python"));
+/// assert_eq!(context.unwrap_err().code(), ErrorCode::CapabilityNotSupported);
+/// ```
+///
+/// # Panics
+///
+/// For any other name (for example `"e2b"`, not shipped yet, or a misspelling), with a
+/// message listing the names it knows.
+#[must_use]
+pub fn sbx_fake_like(backend: &str) -> FakeHarness {
+    let scheme = backend.strip_suffix("://").unwrap_or(backend);
+    let (Some(name), Some(caps)) =
+        (capabilities::SCHEMES.iter().copied().find(|s| *s == scheme), capabilities::of_scheme(scheme))
+    else {
+        panic!(
+            "sbx_fake_like({backend:?}): no first-party backend of that name has a known capability set; use one of {:?}",
+            capabilities::SCHEMES
+        );
+    };
+    // The typed builder options each backend accepts, as its `supports_option` says
+    // (the fake's own default accepts none).
+    let options: &[BackendOption] = if name == "docker" { &[BackendOption::Image] } else { &[] };
+    let mut harness = sbx_fake_with(FakeBackend::new().with_capabilities(caps).with_options(options));
+    harness.mirrors = Some(name);
+    harness
+}
+
+/// A [`FakeHarness`] on a backend you configured (seed, capabilities, audit sinks). It
+/// mirrors no real backend: [`FakeHarness::mirrors`] is `None`.
 ///
 /// # Panics
 ///
@@ -72,5 +130,5 @@ pub fn sbx_fake_with(backend: FakeBackend) -> FakeHarness {
     )
     .expect("a FakeBackend declaring NETWORK_DENY creates a deny_all sandbox");
     backend.clear_calls();
-    FakeHarness { sandbox, backend }
+    FakeHarness { sandbox, backend, mirrors: None }
 }

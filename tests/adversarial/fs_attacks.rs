@@ -24,7 +24,7 @@ pub fn within<T: Send + 'static>(secs: u64, work: impl FnOnce() -> T + Send + 's
 
 /// Runs `script` in the sandbox with `sh -c`, in its working directory.
 pub fn sh(sbx: &Sandbox, script: &str) -> ExecResult {
-    block_on(sbx.run(Command::new("sh").arg("-c").arg(script).timeout(Duration::from_secs(60))))
+    block_on(sbx.run(Command::new("sh").arg("-c").arg(script).timeout(Duration::from_mins(1))))
         .unwrap_or_else(|e| panic!("`{script}` failed to run: {e}"))
 }
 
@@ -184,6 +184,10 @@ pub fn a_link_planted_at_the_temp_name_never_diverts_a_write(test: &str, sbx: Sa
 
 // ---- class 6: file semantics that differ from the sandbox user's permissions ----
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the attack owns the sandbox it is given and drops it at the end"
+)]
 pub fn a_write_to_a_file_the_user_cannot_write_is_refused(test: &str, sbx: Sandbox) {
     let made = sh(&sbx, "echo orig > ro.txt && chmod 444 ro.txt");
     let own = sh(&sbx, "echo mine > ro.txt");
@@ -202,6 +206,10 @@ pub fn a_write_to_a_file_the_user_cannot_write_is_refused(test: &str, sbx: Sandb
     );
 }
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the attack owns the sandbox it is given and drops it at the end"
+)]
 pub fn a_write_keeps_the_mode_of_an_existing_file(test: &str, sbx: Sandbox) {
     let made = sh(&sbx, "echo a > x.sh && chmod 750 x.sh && stat -c %a x.sh");
     if made.stdout_lossy().trim() != "750" {
@@ -216,6 +224,10 @@ pub fn a_write_keeps_the_mode_of_an_existing_file(test: &str, sbx: Sandbox) {
     );
 }
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the attack owns the sandbox it is given and drops it at the end"
+)]
 pub fn a_write_through_a_link_follows_it_inside_the_sandbox(test: &str, sbx: Sandbox) {
     let made = sh(&sbx, "echo a > real.txt && ln -s real.txt link && [ -L link ] && cat link");
     if made.stdout_lossy().trim() != "a" {
@@ -229,6 +241,10 @@ pub fn a_write_through_a_link_follows_it_inside_the_sandbox(test: &str, sbx: San
 
 // ---- class 7: host tampering on download ----
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the attack owns the sandbox it is given and drops it at the end"
+)]
 pub fn a_download_never_loosens_host_permissions(test: &str, sbx: Sandbox) {
     use std::os::unix::fs::PermissionsExt as _;
     let host = host_dir(test);
@@ -282,8 +298,8 @@ pub fn rss_child(make: impl FnOnce() -> Sandbox) {
     match mode.as_str() {
         "read" => {
             // A 3 GiB sparse file: the read must stop at the read limit with the typed error.
-            let made = sh(&sbx, "truncate -s 3221225472 huge.bin && stat -c %s huge.bin");
-            assert_eq!(made.stdout_lossy().trim(), "3221225472", "the control: a 3 GiB sparse file");
+            let sparse = sh(&sbx, "truncate -s 3221225472 huge.bin && stat -c %s huge.bin");
+            assert_eq!(sparse.stdout_lossy().trim(), "3221225472", "the control: a 3 GiB sparse file");
             let read = block_on(sbx.fs().read("huge.bin"));
             assert_eq!(code(&read.map(|d| d.len())), "SBX-016", "read of 3 GiB");
         }
@@ -293,7 +309,7 @@ pub fn rss_child(make: impl FnOnce() -> Sandbox) {
             let source = host.join("big.bin");
             // Sparse on the host too: the upload reads `bytes` zeros without the host's disk.
             std::fs::File::create(&source).unwrap().set_len(bytes).unwrap();
-            let fs = sbx.fs().timeout(Duration::from_secs(600)).download_limit(bytes + (1 << 20));
+            let fs = sbx.fs().timeout(Duration::from_mins(10)).download_limit(bytes + (1 << 20));
             block_on(fs.upload(&source, "big.bin")).expect("upload");
             let size = sh(&sbx, "stat -c %s big.bin");
             assert_eq!(size.stdout_lossy().trim(), bytes.to_string(), "the uploaded size in the sandbox");
@@ -319,12 +335,12 @@ pub fn client_memory_stays_flat(test: &str, child_test: &str) {
             .env(CHILD, mode)
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        let line = text.lines().find(|l| l.contains(&format!("RSS_CHILD {mode} ok")));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout.lines().find(|l| l.contains(&format!("RSS_CHILD {mode} ok")));
         let Some(line) = line else {
             panic!(
                 "{test}: the {mode} child did not finish: {}\n{}",
-                text,
+                stdout,
                 String::from_utf8_lossy(&out.stderr)
             );
         };
@@ -345,6 +361,10 @@ pub fn client_memory_stays_flat(test: &str, child_test: &str) {
 /// the deadline, not the start-up race of class 3): the call ends with `ExecutionTimeout`
 /// at its deadline, and `leftover` (how many of the operation's processes still run)
 /// reaches 0 soon after.
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the attack owns the sandbox it is given and drops it at the end"
+)]
 pub fn a_file_operation_past_its_deadline_is_stopped_with_its_process(
     test: &str,
     sbx: Sandbox,

@@ -204,8 +204,8 @@ fn main() -> ExitCode {
         .with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
     let probes = DockerProbes { backend: backend.clone(), canary: Canary { host: gateway, port } };
     // The exec API reports only the wrapper's exit code (128 + n for a signal death) and
-    // nothing about the out-of-memory killer; the exact status needs the in-container
-    // supervisor of the sandboxd issue. Listed, never counted as passed.
+    // nothing about the out-of-memory killer; the exact status needs an in-container
+    // supervisor (sandboxd, ADR 0005). Listed, never counted as passed.
     let status = "docker:// reports a signal death as exit code 128 + n until sandboxd (ADR 0005)";
     ContractSuite::new(backend)
         .probes(probes)

@@ -1,4 +1,4 @@
-//! The FakeBackend's contract run under a multi-thread tokio runtime: the reference run
+//! The `FakeBackend`'s contract run under a multi-thread tokio runtime: the reference run
 //! every adapter's own contract test looks like.
 
 use std::process::ExitCode;

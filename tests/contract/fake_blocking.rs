@@ -1,4 +1,4 @@
-//! The FakeBackend's full contract run through the blocking facade (`sandboxio::sync`):
+//! The `FakeBackend`'s full contract run through the blocking facade (`sandboxio::sync`):
 //! every sandbox operation of every test is a blocking call. The tests of async-only
 //! behaviour (cancellation by dropping a future) are reported n/a, with the reason, in the
 //! test list and after the summary.

@@ -1,4 +1,4 @@
-//! The FakeBackend's contract run under a current-thread tokio runtime.
+//! The `FakeBackend`'s contract run under a current-thread tokio runtime.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,4 @@
-//! The FakeBackend's contract run with almost nothing declared, so that every negative
+//! The `FakeBackend`'s contract run with almost nothing declared, so that every negative
 //! test (an undeclared capability raises) runs, under the futures-lite executor.
 
 use std::process::ExitCode;

@@ -1,4 +1,4 @@
-//! The FakeBackend's contract run with almost nothing declared, through the blocking
+//! The `FakeBackend`'s contract run with almost nothing declared, through the blocking
 //! facade (`sandboxio::sync`): every negative test (an undeclared capability raises) makes
 //! its calls through the facade.
 

@@ -1,4 +1,4 @@
-//! The FakeBackend's contract run under smol, with every capability declared but
+//! The `FakeBackend`'s contract run under smol, with every capability declared but
 //! `COMMAND_SECRETS`: the run where the refusal of `Command::secret_env` (and the
 //! sandbox-wide secrets that stay allowed) is checked on the fake.
 

@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test crate includes this module and uses part of it")]
 
 use sandboxio::testing::FakeBackend;
 use sandboxio::{NetworkPolicy, Sandbox};

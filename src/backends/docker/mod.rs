@@ -118,19 +118,8 @@ pub const DEFAULT_IMAGE: &str = "sandboxio/python:1";
 /// The pids limit applied when the caller sets none: 1024 processes.
 pub const DEFAULT_PIDS_LIMIT: u32 = 1024;
 
-/// What `docker://` sandboxes can do.
-pub const CAPABILITIES: Capabilities = Capabilities::RUN
-    .union(Capabilities::RUN_CODE)
-    .union(Capabilities::STREAM)
-    .union(Capabilities::STDIN)
-    .union(Capabilities::FILESYSTEM)
-    .union(Capabilities::NETWORK_DENY)
-    .union(Capabilities::LIMIT_MEMORY)
-    .union(Capabilities::LIMIT_CPU)
-    .union(Capabilities::LIMIT_PIDS)
-    .union(Capabilities::CONNECT)
-    .union(Capabilities::DETACH)
-    .union(Capabilities::COMMAND_SECRETS);
+// What `docker://` sandboxes can do: one definition, in `crate::backends::capabilities`.
+use crate::backends::capabilities::DOCKER as CAPABILITIES;
 
 /// The name prefix of a detached sandbox's container: labels cannot change after creation,
 /// so [`BackendSandbox::detach`] renames the container to mark it.

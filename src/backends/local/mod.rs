@@ -94,15 +94,8 @@ const KILL_BOUND: Duration = Duration::from_secs(5);
 /// The interpreter code cells run with: the host's system Python.
 const PYTHON: &str = "/usr/bin/python3";
 
-/// What `local://` sandboxes can do.
-pub const CAPABILITIES: Capabilities = Capabilities::RUN
-    .union(Capabilities::RUN_CODE)
-    .union(Capabilities::STREAM)
-    .union(Capabilities::STDIN)
-    .union(Capabilities::FILESYSTEM)
-    .union(Capabilities::NETWORK_DENY)
-    // Each command runs in its own PID namespace: no other command can read its environ.
-    .union(Capabilities::COMMAND_SECRETS);
+// What `local://` sandboxes can do: one definition, in `crate::backends::capabilities`.
+use crate::backends::capabilities::LOCAL as CAPABILITIES;
 
 /// The `local://` backend. Cheap to clone; clones share their sandboxes.
 #[derive(Debug, Clone)]
@@ -229,7 +222,7 @@ impl LocalBackend {
     /// Ends a sandbox's TTL now, as if it had expired (its commands are killed and its
     /// next operation raises `SandboxGone`). Returns whether it was alive. Operators use it
     /// to cut a sandbox short; the contract suite's `expire_sandbox` probe uses it too.
-    #[allow(clippy::must_use_candidate)] // expiring is the point; the answer is optional
+    #[expect(clippy::must_use_candidate, reason = "expiring is the point; the answer is optional")]
     pub fn expire(&self, sandbox_id: &str) -> bool {
         let Some(state) = self.sandboxes().get(sandbox_id).cloned() else { return false };
         let was = state.is_alive();

@@ -59,13 +59,13 @@ exec "$@""#;
 /// Runs the command as its child and writes its exact end (`exit <code>` or `signal <n>`) to
 /// the command's private directory, then exits as bwrap would report it. bwrap (and any
 /// shell) folds a signal death into exit code 128 + n; only a parent's `waitpid` can tell
-/// `kill -9` from `exit 137`. A program that cannot be started exits 127 (not found) or
-/// 126, as in a shell.
+/// `kill -9` from `exit 137`. A program that cannot be started exits 127 (not found, with
+/// `<program>: not found` on stderr, in the words every backend uses) or 126, as in a shell.
 pub(super) const WAITER: &str = r#"my $pid = fork;
 defined $pid or exit 126;
 if ($pid == 0) {
   exec { $ARGV[0] } @ARGV;
-  print STDERR "sandboxio: $ARGV[0]: $!\n";
+  print STDERR ($!{ENOENT} ? "sandboxio: $ARGV[0]: not found\n" : "sandboxio: $ARGV[0]: $!\n");
   exit($!{ENOENT} ? 127 : 126);
 }
 waitpid($pid, 0);

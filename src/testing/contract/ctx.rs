@@ -208,7 +208,10 @@ impl Ctx {
 
 /// `Err("what: expected {expected:?}, observed {observed:?}")` unless equal. Takes values
 /// so call sites read as `expect_eq(observed, expected, what)`.
-#[allow(clippy::needless_pass_by_value)]
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "call sites pass values: `expect_eq(observed, expected, what)`"
+)]
 pub(crate) fn expect_eq<T: PartialEq + std::fmt::Debug>(observed: T, expected: T, what: &str) -> Verdict {
     if observed == expected {
         Ok(())

@@ -1,6 +1,5 @@
 //! The backend contract suite: one call makes any backend prove it keeps sandboxio's
-//! contract (the seed's `08-adapter-contract`, mapped clause by clause in
-//! `docs/contract.md`).
+//! contract (stated clause by clause, with the test of each clause, in `docs/contract.md`).
 //!
 //! Feature `contract`. In a `harness = false` test target of your adapter crate:
 //!
@@ -24,7 +23,7 @@
 //! `skip` and the probe's name, and counted in the summary; they never pass. Test names
 //! read as contract clauses: `run__timeout_raises_execution_timeout_and_does_not_hang`.
 //! A summary after the run lists passed, failed, skipped, not-applicable and known-failure
-//! counts per coverage-map row.
+//! counts per contract area.
 //!
 //! No negative check passes vacuously: each one (egress denied, no process or sandbox
 //! left, a secret unseen) first proves in the same test that its probe observes the thing
@@ -60,7 +59,7 @@ pub use libtest_mimic::Arguments;
 mod fake_probes;
 pub use fake_probes::FakeProbes;
 
-/// A row of the seed's coverage map.
+/// An area of the contract: a group of clauses, and of the tests that check them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Row {
@@ -97,7 +96,7 @@ pub enum Row {
 }
 
 impl Row {
-    /// Every row, in the seed's order.
+    /// Every area, in the order of `docs/contract.md`.
     pub const ALL: &'static [Row] = &[
         Row::Lifecycle,
         Row::Cancellation,
@@ -116,9 +115,9 @@ impl Row {
         Row::SyncParity,
     ];
 
-    /// The row's name in the seed's coverage map.
+    /// The area's title, as `docs/contract.md` and the suite's summary print it.
     #[must_use]
-    pub fn seed_name(self) -> &'static str {
+    pub fn title(self) -> &'static str {
         match self {
             Row::Lifecycle => "Lifecycle",
             Row::Cancellation => "Cancellation",
@@ -141,7 +140,7 @@ impl Row {
 
 impl fmt::Display for Row {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.seed_name())
+        f.write_str(self.title())
     }
 }
 
@@ -151,7 +150,7 @@ impl fmt::Display for Row {
 pub struct CaseInfo {
     /// The test's name, a contract clause (`run__exit_codes_are_data`).
     pub name: &'static str,
-    /// Its coverage-map row.
+    /// Its contract area.
     pub row: Row,
     /// `Some(reason)` for a test of async-only behaviour, reported n/a with that reason
     /// under [`Facade::Blocking`].

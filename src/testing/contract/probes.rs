@@ -94,7 +94,7 @@ pub enum CancellationPoints {
 
 /// How the contract suite drives one backend. Implement the methods your backend needs
 /// and keep the defaults for the rest; see the module documentation.
-#[allow(unused_variables)]
+#[allow(unused_variables, reason = "the default bodies ignore the arguments an implementation uses")]
 pub trait Probes: Send + Sync + 'static {
     // ---- builder hook
 

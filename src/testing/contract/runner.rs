@@ -1,5 +1,5 @@
 //! [`ContractSuite`]: builds one `libtest-mimic` trial per contract test and prints a
-//! summary per coverage-map row.
+//! summary per contract area.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -65,7 +65,7 @@ enum Skip {
     /// The test checks behaviour of the async API only, and the run drives the blocking
     /// facade.
     AsyncOnly(String),
-    /// A probe, the audit sink, or another issue's work is missing.
+    /// A probe, the audit sink, or work the test waits on (`Case::pending`) is missing.
     Skipped(String),
     /// Listed by the adapter as a known failure, with its note.
     KnownFailure(String),
@@ -375,7 +375,7 @@ impl ContractSuite {
             let _ = writeln!(
                 out,
                 "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6}",
-                row.seed_name(),
+                row.title(),
                 c.passed,
                 c.failed,
                 c.skipped,

@@ -33,9 +33,10 @@ fn escaped(report: &str, tag: &str) -> bool {
     let field =
         |line: &str, key: &str| line.split_whitespace().find_map(|w| w.strip_prefix(key)).map(str::to_owned);
     let Some(me) = report.lines().find(|l| l.starts_with("me ")) else { return false };
-    let (my_sid, my_pid) = (field(me, "sid="), field(me, "pid="));
-    let setsid = report.lines().any(|l| l.contains(&format!("sleep {tag}1")) && field(l, "sid=") != my_sid);
-    let orphan = report.lines().any(|l| l.contains(&format!("sleep {tag}2")) && field(l, "ppid=") != my_pid);
+    let (own_session, own_pid) = (field(me, "sid="), field(me, "pid="));
+    let setsid =
+        report.lines().any(|l| l.contains(&format!("sleep {tag}1")) && field(l, "sid=") != own_session);
+    let orphan = report.lines().any(|l| l.contains(&format!("sleep {tag}2")) && field(l, "ppid=") != own_pid);
     setsid && orphan
 }
 
@@ -151,7 +152,7 @@ fn zombie_leader_binary(test: &str) -> Option<Vec<u8>> {
 
 /// Runs the payload in the background, then shows its state while it is a live zombie.
 const ZOMBIE_LEADER: &str =
-    r#"cat > /tmp/zl && chmod 755 /tmp/zl && { /tmp/zl & } && sleep 1 && grep State /proc/$!/status"#;
+    r"cat > /tmp/zl && chmod 755 /tmp/zl && { /tmp/zl & } && sleep 1 && grep State /proc/$!/status";
 
 #[test]
 fn class_03__a_leader_that_exited_while_its_threads_run_ends_with_its_command() {

@@ -80,13 +80,13 @@ fn root_image_ready(test: &str) -> bool {
             .is_ok_and(|o| o.status.success())
     };
     if !have(ROOT_IMAGE) && have(support::DOCKER_IMAGE) {
+        use std::io::Write as _;
         let mut build = std::process::Command::new("docker")
             .args(["build", "-q", "-t", ROOT_IMAGE, "-"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        use std::io::Write as _;
         build
             .stdin
             .take()

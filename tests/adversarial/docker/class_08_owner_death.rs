@@ -1,5 +1,5 @@
 //! Class 8: owner death at any instant, during `create` included, leaves nothing running,
-//! whatever the sandbox user. First seen failing on d269073 (main): owners SIGKILLed 0 to
+//! whatever the sandbox user. First seen failing on d269073 (main): owners `SIGKILLed` 0 to
 //! 700 ms into `create` left containers running until their TTL, and a root sandbox user
 //! killed the dead-man exec so that its container outlived its owner.
 //!
@@ -49,7 +49,7 @@ fn owner_child(label: &str) {
         .unwrap()
         .network(NetworkPolicy::deny_all())
         .metadata(LABEL, label)
-        .ttl(Duration::from_secs(600))
+        .ttl(Duration::from_mins(10))
         .create()
         .unwrap();
     println!("CREATED {}", sandbox.id());
@@ -57,7 +57,7 @@ fn owner_child(label: &str) {
         let said = sandbox.run(Command::shell(ROOT_ATTACK)).map(|o| o.stdout_lossy().into_owned());
         println!("ATTACKED {said:?}");
     }
-    std::thread::sleep(Duration::from_secs(600));
+    std::thread::sleep(Duration::from_mins(10));
 }
 
 fn spawn_owner(test: &str, label: &str, user: &str, attack: bool) -> std::process::Child {

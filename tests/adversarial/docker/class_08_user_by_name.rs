@@ -1,7 +1,7 @@
-//! Class 8 (root users), found by the attack review of the new design: a sandbox user named
-//! by a name (`root`) was looked up again in the container's `/etc/passwd` at every exec, so
-//! a root user could map its name to the supervisor's uid and then stop PID 1, keeping the
-//! container alive past its owner and its TTL. Execs run as the numbers resolved at create.
+//! Class 8 (root users): a sandbox user given by name (`root`) must not be looked up again
+//! in the container's `/etc/passwd` at every exec, or a root user could map its name to the
+//! supervisor's uid and then stop PID 1, keeping the container alive past its owner and its
+//! TTL. Execs run as the numbers resolved at create.
 
 use sandboxio::{Command, NetworkPolicy};
 

@@ -1,6 +1,6 @@
 //! Getting out through the owner: a descriptor the owner process holds without
 //! close-on-exec (a directory, here host `/tmp`) must not be open inside a sandbox, where it
-//! would lead past every namespace. (Found by the review after the first fixes.)
+//! would lead past every namespace.
 
 use std::io::Read as _;
 

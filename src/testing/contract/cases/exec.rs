@@ -14,7 +14,7 @@ use super::super::ctx::{Ctx, Verdict, expect, expect_code, expect_eq};
 use super::super::facade::{AnySandbox, AnyStream, Facade};
 use super::{CANCELLATION_IS_ASYNC, Case, each_cancellation_point, poll_k};
 
-#[allow(clippy::too_many_lines)] // one line per contract clause
+#[expect(clippy::too_many_lines, reason = "one line per contract clause")]
 pub(super) fn cases() -> Vec<Case> {
     vec![
         // ---- run
@@ -355,7 +355,7 @@ async fn code_interrupt(cx: Arc<Ctx>) -> Verdict {
     })
 }
 
-#[allow(clippy::unused_async)] // every case has the same async signature
+#[expect(clippy::unused_async, reason = "every case has the same async signature")]
 async fn not_awaitable(cx: Arc<Ctx>) -> Verdict {
     // Compiles only while neither facade's stream is `IntoFuture` (so `.await` on it cannot
     // compile); trybuild's `tests/ui/await_exec_stream.rs` checks the message. The run
@@ -364,7 +364,6 @@ async fn not_awaitable(cx: Arc<Ctx>) -> Verdict {
         fn check() {}
     }
     impl<T: ?Sized> AmbiguousIfFuture<()> for T {}
-    #[allow(dead_code)]
     struct IsFuture;
     impl<T: ?Sized + std::future::IntoFuture> AmbiguousIfFuture<IsFuture> for T {}
     fn is_stream<S: Stream>() {}

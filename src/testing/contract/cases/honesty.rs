@@ -44,7 +44,7 @@ pub(super) fn cases() -> Vec<Case> {
     cases
 }
 
-#[allow(clippy::unused_async)] // every case has the same async signature
+#[expect(clippy::unused_async, reason = "every case has the same async signature")]
 async fn every_declared_flag_tested(cx: Arc<Ctx>) -> Verdict {
     let runnable = |case: &super::Case| {
         case.pending.is_none()

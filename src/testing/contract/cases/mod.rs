@@ -1,4 +1,4 @@
-//! The contract tests, one module per group of coverage-map rows.
+//! The contract tests, one module per group of contract areas.
 
 /// Runs `$body` with a fresh sandbox bound to `$sandbox`, and closes it whatever the verdict.
 macro_rules! with_sandbox {
@@ -18,6 +18,7 @@ mod honesty;
 mod lifecycle;
 mod observability;
 mod policy;
+mod same_words;
 mod sync_parity;
 
 use std::future::Future;
@@ -123,7 +124,7 @@ impl Case {
     }
 }
 
-/// Every contract test, in coverage-map order.
+/// Every contract test, in the order of the areas in `docs/contract.md`.
 pub(crate) fn all() -> &'static [Case] {
     static ALL: OnceLock<Vec<Case>> = OnceLock::new();
     ALL.get_or_init(|| {
@@ -134,6 +135,7 @@ pub(crate) fn all() -> &'static [Case] {
         cases.extend(facts::cases());
         cases.extend(fs::cases());
         cases.extend(policy::cases());
+        cases.extend(same_words::cases());
         cases.extend(honesty::cases());
         cases.extend(observability::cases());
         cases.extend(sync_parity::cases());

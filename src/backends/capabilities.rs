@@ -1,0 +1,66 @@
+//! What each first-party backend can offer, in one place that every build has: these
+//! constants need no backend feature, so a test can mirror `docker://` on the fake
+//! (`testing::sbx_fake_like("docker")`) in a build without Docker.
+//!
+//! Each set is an upper bound: a sandbox's own [`Capabilities`], after
+//! `create()`, can be narrower (an image without `python3` has no `RUN_CODE`).
+
+use crate::policy::Capabilities;
+
+/// `fake://`, the in-memory [`FakeBackend`](crate::testing::FakeBackend): every capability,
+/// including some no shipped real backend offers (`STATEFUL_CODE`, `RICH_OUTPUTS`,
+/// `NETWORK_ALLOWLIST`).
+pub const FAKE: Capabilities = Capabilities::all();
+
+/// `local://` (feature `local`): commands under bubblewrap. No resource limits (bubblewrap
+/// puts a command in namespaces, not in a cgroup), no allowlist, no connect or detach, no
+/// stateful code or rich outputs.
+pub const LOCAL: Capabilities = Capabilities::RUN
+    .union(Capabilities::RUN_CODE)
+    .union(Capabilities::STREAM)
+    .union(Capabilities::STDIN)
+    .union(Capabilities::FILESYSTEM)
+    .union(Capabilities::NETWORK_DENY)
+    // Each command runs in its own PID namespace: no other command can read its environ.
+    .union(Capabilities::COMMAND_SECRETS);
+
+/// `docker://` (feature `docker`): containers through the Docker engine. No allowlist, no
+/// stateful code or rich outputs.
+pub const DOCKER: Capabilities = Capabilities::RUN
+    .union(Capabilities::RUN_CODE)
+    .union(Capabilities::STREAM)
+    .union(Capabilities::STDIN)
+    .union(Capabilities::FILESYSTEM)
+    .union(Capabilities::NETWORK_DENY)
+    .union(Capabilities::LIMIT_MEMORY)
+    .union(Capabilities::LIMIT_CPU)
+    .union(Capabilities::LIMIT_PIDS)
+    .union(Capabilities::CONNECT)
+    .union(Capabilities::DETACH)
+    .union(Capabilities::COMMAND_SECRETS);
+
+/// The schemes [`of_scheme`] knows, in the order error messages list them.
+pub const SCHEMES: &[&str] = &["fake", "local", "docker"];
+
+/// The capabilities of the first-party backend with this scheme (`"fake"`, `"local"`,
+/// `"docker"`), whether or not its feature is on in this build; `None` for any other name
+/// (a third-party scheme, or one not shipped yet such as `"e2b"`).
+#[must_use]
+pub fn of_scheme(scheme: &str) -> Option<Capabilities> {
+    match scheme {
+        "fake" => Some(FAKE),
+        "local" => Some(LOCAL),
+        "docker" => Some(DOCKER),
+        _ => None,
+    }
+}
+
+/// Why a first-party backend refuses resource limits, for the refusal's message.
+pub(crate) fn limits_refusal(scheme: &str) -> Option<&'static str> {
+    match scheme {
+        "local" => {
+            Some("bubblewrap puts each command in namespaces but in no cgroup, so nothing would enforce them")
+        }
+        _ => None,
+    }
+}
