@@ -150,8 +150,12 @@ fn dsn__feature_tables_follow_the_scheme_table() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
-    let lib_table: String =
-        lib.lines().filter_map(|l| l.strip_prefix("//! |")).map(|l| format!("|{l}\n")).collect();
+    let lib_table = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! "))
+        .filter(|l| l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join("\n");
     for (doc, text) in [("README.md", readme.as_str()), ("src/lib.rs", lib_table.as_str())] {
         let rows: Vec<Vec<&str>> = text
             .lines()

@@ -119,19 +119,16 @@ impl Crate {
                     self.module(read, &lines[i..end], indent + 4, &child, child_public, &child_dir, file_dir);
                     i = end + 1;
                 } else {
-                    let (file, child_dir) = match attr_path.take() {
-                        Some(p) => {
-                            let file = file_dir.join(p);
-                            let child_dir = file.parent().unwrap_or(Path::new("")).to_path_buf();
-                            (file, child_dir)
-                        }
-                        None => {
-                            let flat = dir.join(format!("{name}.rs"));
-                            if read(&flat).is_some() {
-                                (flat, dir.join(&name))
-                            } else {
-                                (dir.join(&name).join("mod.rs"), dir.join(&name))
-                            }
+                    let (file, child_dir) = if let Some(p) = attr_path.take() {
+                        let file = file_dir.join(p);
+                        let child_dir = file.parent().unwrap_or(Path::new("")).to_path_buf();
+                        (file, child_dir)
+                    } else {
+                        let flat = dir.join(format!("{name}.rs"));
+                        if read(&flat).is_some() {
+                            (flat, dir.join(&name))
+                        } else {
+                            (dir.join(&name).join("mod.rs"), dir.join(&name))
                         }
                     };
                     let source = read(&file)
