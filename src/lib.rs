@@ -64,6 +64,8 @@ mod fs;
 pub mod path;
 mod policy;
 mod runtime;
+#[cfg(any(feature = "local", feature = "docker"))]
+mod sandboxd;
 mod secret;
 pub mod sync;
 pub mod testing;

@@ -202,7 +202,19 @@ fn repository_texts() -> Vec<PathBuf> {
     let root = Path::new(ROOT);
     let mut files: Vec<PathBuf> =
         ["README.md", "CHANGELOG.md", "SECURITY.md", "Cargo.toml"].iter().map(|f| root.join(f)).collect();
-    for dir in ["docs", "src", "tests", "examples", "benches", "scripts", "macros/src", ".ci"] {
+    for dir in [
+        "docs",
+        "src",
+        "tests",
+        "examples",
+        "benches",
+        "scripts",
+        "macros/src",
+        "sandboxd/src",
+        "sandboxd/tests",
+        "sandboxd/benches",
+        ".ci",
+    ] {
         if root.join(dir).is_dir() {
             walk(&root.join(dir), &mut files);
         }

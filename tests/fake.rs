@@ -171,6 +171,7 @@ fn observability__one_operation_record_per_call() {
         assert_eq!(r.metadata.get("team").map(String::as_str), Some("evals"));
         assert_eq!(r.policy, Some(NetworkPolicy::deny_all()));
     }
+    #[cfg(feature = "contract")] // `labels` is a test-only hook
     assert_eq!(fake.labels(records[0].sandbox_id.as_deref().unwrap()).unwrap()["team"], "evals");
 }
 

@@ -25,6 +25,7 @@ fn fake__deep_nesting_is_refused_not_a_stack_overflow() {
 }
 
 #[test]
+#[cfg(feature = "contract")] // `plant_symlink` is a test-only hook
 fn fake__symlink_loops_end_with_an_error() {
     let (fake, sbx) = fake_sandbox();
     fake.plant_symlink(sbx.id(), "a", "b").unwrap();

@@ -86,6 +86,37 @@ fn filesystem__upload_and_download_trees_keep_bytes_and_modes() {
 }
 
 #[test]
+fn filesystem__calls_name_uploads_and_downloads_as_the_audit_log_does() {
+    use sandboxio::OperationKind as K;
+    let (fake, sbx) = fake_sandbox();
+    let src = scratch("calls");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("sub/a.txt"), "a").unwrap();
+    std::fs::write(src.join("b.txt"), "b").unwrap();
+    fake.clear_calls();
+    let audited_before = fake.audit_records().len();
+    block_on(sbx.fs().upload(&src, "proj")).unwrap();
+    block_on(sbx.fs().download("proj", src.join("back"))).unwrap();
+    block_on(sbx.fs().download("proj/b.txt", src.join("b.copy"))).unwrap();
+    block_on(sbx.fs().write("c.txt", "c")).unwrap();
+    block_on(sbx.kill()).unwrap();
+    let err = block_on(sbx.fs().upload(&src, "late")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::SandboxGone);
+
+    let calls = fake.calls();
+    let kinds: Vec<_> = calls.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [K::FsUpload, K::FsDownload, K::FsDownload, K::FsWrite, K::Kill, K::FsUpload]);
+    let paths: Vec<_> = calls.iter().map(|c| c.path.as_deref()).collect();
+    assert_eq!(paths, [Some("proj"), Some("proj"), Some("proj/b.txt"), Some("c.txt"), None, Some("late")]);
+    let audited: Vec<_> = fake.audit_records()[audited_before..].iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, audited, "calls() names operations as the audit log does");
+    // The transfers themselves happened.
+    assert_eq!(std::fs::read_to_string(src.join("back/sub/a.txt")).unwrap(), "a");
+    assert_eq!(std::fs::read_to_string(src.join("b.copy")).unwrap(), "b");
+}
+
+#[test]
+#[cfg(feature = "contract")] // `plant_symlink` is a test-only hook
 fn filesystem__download_never_follows_links_or_escapes_the_host_target() {
     let (fake, sbx) = fake_sandbox();
     block_on(sbx.fs().write("out/ok.txt", "fine")).unwrap();

@@ -1,5 +1,6 @@
 //! A teardown that hangs is bounded: the grace expiry reports an orphan (its own test
 //! binary, because the grace bound and `shutdown` are process-wide).
+#![cfg(feature = "contract")] // `simulate_kill_hang` is a test-only hook
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 mod support;

@@ -1,6 +1,6 @@
 //! What a simulated process does: timed output events, virtual sleeps, an exit status.
 //!
-//! Programs (the fake shell, the fake Python) run eagerly against a [`World`] and a
+//! Programs (the fake shell, the fake Python) run eagerly against a [`SandboxView`] and a
 //! [`Proc`], producing a [`Trace`]; the fake sandbox then delivers the trace step by step
 //! on the virtual clock, yielding between steps so that a caller can cancel mid-operation.
 
@@ -83,8 +83,8 @@ pub(crate) struct Trace {
     pub(crate) oom_killed: bool,
 }
 
-/// What programs share: the sandbox's files, its policy, its randomness.
-pub(crate) struct World<'a> {
+/// What a program sees of its sandbox: the files, the network policy, the randomness.
+pub(crate) struct SandboxView<'a> {
     pub(crate) vfs: &'a mut Vfs,
     pub(crate) policy: &'a NetworkPolicy,
     pub(crate) rng: &'a mut Rng,

@@ -3,13 +3,15 @@
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::backend::{BackendExecStream, BoxFuture};
+use crate::backend::{Backend, BackendExecStream, BoxFuture};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk};
 use crate::policy::Capabilities;
 
 use super::machine::{Stdin, Trace};
-use super::{Early, FakeBackend, Launch, SCHEME, apply_due, deadline_error, simulate};
+use super::process::{Launch, apply_due, simulate};
+use super::sandbox::Early;
+use super::{FakeBackend, SCHEME};
 
 #[derive(Debug)]
 enum Phase {
@@ -65,12 +67,6 @@ pub(super) struct FakeExecStream {
     stdin_closed: bool,
 }
 
-impl std::fmt::Debug for Launch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Launch").field("deadline", &self.deadline).finish_non_exhaustive()
-    }
-}
-
 impl FakeExecStream {
     pub(super) fn start(
         backend: FakeBackend,
@@ -82,7 +78,7 @@ impl FakeExecStream {
         early: Option<Early>,
     ) -> Self {
         // Without STDIN nobody can ever write: the process reads end-of-file at once.
-        let stdin_closed = !backend.inner.config.capabilities.contains(Capabilities::STDIN);
+        let stdin_closed = !Backend::capabilities(&backend).contains(Capabilities::STDIN);
         let mut stream = FakeExecStream {
             backend,
             sandbox_id,
@@ -163,7 +159,7 @@ impl FakeExecStream {
         world.clock = world.clock.max(self.start.saturating_add(self.launch.deadline.unwrap_or_default()));
         drop(world);
         let partial = ExecResult::new(0, "", "").with_status(ExitStatus::Signal(9));
-        deadline_error(&self.sandbox_id, &self.launch, partial)
+        self.launch.deadline_error(&self.sandbox_id, partial)
     }
 
     fn step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
@@ -218,11 +214,9 @@ impl FakeExecStream {
                     self.phase = self.finish(done);
                     Poll::Ready(None)
                 } else {
-                    let e = deadline_error(
-                        &self.sandbox_id,
-                        &self.launch,
-                        result.with_status(ExitStatus::Signal(9)),
-                    );
+                    let e = self
+                        .launch
+                        .deadline_error(&self.sandbox_id, result.with_status(ExitStatus::Signal(9)));
                     self.fail(&e)
                 }
             }

@@ -1,0 +1,643 @@
+//! One session: frames in on stdin, frames out on stdout, one poll loop, no threads.
+//!
+//! Flow control both ways keeps every buffer bounded:
+//! - output: a command's pipes are read only while the host has granted it credit
+//!   ([`Message::Credit`]); without credit the pipe fills and the command blocks in `write`.
+//! - stdin: sandboxd holds at most [`STDIN_WINDOW`] unwritten bytes per command. The host may
+//!   send that much before any acknowledgement; sandboxd returns credit frames as bytes reach
+//!   the pipe. A host that overruns the window ends the session.
+//!
+//! The session ends when the host's stream ends (the owner is gone): every command is killed
+//! and sandboxd exits, which ends the sandbox.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::fs::{self, Job};
+use crate::proto::{
+    Decoder, Failure, Frame, MAX_CHUNK, Message, ProtoError, Spawn, Status, StdinMode, Stream, VERSION,
+};
+use crate::shepherd::{self, REPORT_LEN, Report};
+use crate::sys::{self, Ended, PollFd};
+
+/// The most stdin bytes sandboxd buffers for one command, in bytes (256 KiB).
+pub const STDIN_WINDOW: usize = 256 * 1024;
+
+/// The most commands one session runs at once.
+pub const MAX_COMMANDS: usize = 1024;
+
+/// Why a session ended.
+#[derive(Debug)]
+pub enum End {
+    /// The host closed its stream.
+    HostGone,
+    /// The host broke the protocol.
+    Protocol(String),
+    /// An I/O error on the session's own stream or the poll loop.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for End {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            End::HostGone => f.write_str("the host closed the stream"),
+            End::Protocol(why) => write!(f, "protocol error: {why}"),
+            End::Io(e) => write!(f, "I/O error: {e}"),
+        }
+    }
+}
+
+impl From<io::Error> for End {
+    fn from(e: io::Error) -> End {
+        End::Io(e)
+    }
+}
+
+impl From<ProtoError> for End {
+    fn from(e: ProtoError) -> End {
+        End::Protocol(e.to_string())
+    }
+}
+
+struct Pipe {
+    file: File,
+    stream: Stream,
+}
+
+struct Cmd {
+    shepherd: i32,
+    control: Option<File>,
+    reports: Option<File>,
+    outputs: Vec<Pipe>,
+    stdin: Option<File>,
+    stdin_buf: Vec<u8>,
+    stdin_eof: bool,
+    /// sandboxd's end of the control channel, and what waits to be written to it.
+    channel: Option<File>,
+    channel_buf: Vec<u8>,
+    credit: u64,
+    exit: Option<Message>,
+}
+
+impl Cmd {
+    fn done(&self) -> bool {
+        self.exit.is_some() && self.outputs.is_empty() && self.reports.is_none()
+    }
+}
+
+/// What a slot in the poll set stands for.
+#[derive(Clone, Copy)]
+enum Slot {
+    Host,
+    Children,
+    Reports(u32),
+    Output(u32, usize),
+    Stdin(u32),
+    Channel(u32),
+}
+
+pub struct Session<W: Write> {
+    input: File,
+    output: W,
+    decoder: Decoder,
+    children: File,
+    cmds: BTreeMap<u32, Cmd>,
+    /// File requests in progress, with the output credit each has left.
+    jobs: BTreeMap<u32, (Job, u64)>,
+    greeted: bool,
+    /// The sandbox's user from `Hello`.
+    user: Option<(u32, u32)>,
+    frame: Vec<u8>,
+}
+
+impl<W: Write> Session<W> {
+    pub fn new(input: File, output: W, children: File) -> Session<W> {
+        Session {
+            input,
+            output,
+            decoder: Decoder::new(),
+            children,
+            cmds: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            greeted: false,
+            user: None,
+            frame: Vec::new(),
+        }
+    }
+
+    /// Runs until the host leaves or breaks the protocol; kills every command before returning.
+    pub fn run(&mut self) -> End {
+        let end = loop {
+            if let Err(end) = self.turn() {
+                break end;
+            }
+        };
+        self.kill_everything();
+        end
+    }
+
+    fn send(&mut self, id: u32, message: Message) -> Result<(), End> {
+        self.frame.clear();
+        Frame::new(id, message).encode(&mut self.frame)?;
+        self.output.write_all(&self.frame)?;
+        self.output.flush()?;
+        Ok(())
+    }
+
+    fn turn(&mut self) -> Result<(), End> {
+        let mut fds = vec![
+            PollFd { fd: self.input.as_raw_fd(), events: sys::POLLIN, revents: 0 },
+            PollFd { fd: self.children.as_raw_fd(), events: sys::POLLIN, revents: 0 },
+        ];
+        let mut slots = vec![Slot::Host, Slot::Children];
+        for (&id, cmd) in &self.cmds {
+            if let Some(r) = &cmd.reports {
+                fds.push(PollFd { fd: r.as_raw_fd(), events: sys::POLLIN, revents: 0 });
+                slots.push(Slot::Reports(id));
+            }
+            if cmd.credit > 0 {
+                for (i, pipe) in cmd.outputs.iter().enumerate() {
+                    fds.push(PollFd { fd: pipe.file.as_raw_fd(), events: sys::POLLIN, revents: 0 });
+                    slots.push(Slot::Output(id, i));
+                }
+            }
+            if let (Some(w), false) = (&cmd.stdin, cmd.stdin_buf.is_empty()) {
+                fds.push(PollFd { fd: w.as_raw_fd(), events: sys::POLLOUT, revents: 0 });
+                slots.push(Slot::Stdin(id));
+            }
+            if let (Some(w), false) = (&cmd.channel, cmd.channel_buf.is_empty()) {
+                fds.push(PollFd { fd: w.as_raw_fd(), events: sys::POLLOUT, revents: 0 });
+                slots.push(Slot::Channel(id));
+            }
+        }
+        // Reads and listings are always ready to go on while they have credit: do not wait then.
+        let busy = self
+            .jobs
+            .values()
+            .any(|(job, credit)| *credit > 0 && matches!(job, Job::Read { .. } | Job::List { .. }));
+        sys::poll_fds(&mut fds, if busy { 0 } else { -1 })?;
+        // Outputs are handled before reports so a command's last bytes go out before its exit;
+        // reverse order keeps the indices of a command's output list valid while removing.
+        for (fd, slot) in fds.iter().zip(&slots).rev() {
+            if fd.revents == 0 {
+                continue;
+            }
+            match *slot {
+                Slot::Host => self.read_host()?,
+                Slot::Children => self.reap(),
+                Slot::Reports(id) => self.read_report(id)?,
+                Slot::Output(id, i) => self.read_output(id, i)?,
+                Slot::Stdin(id) => self.write_input(id, false)?,
+                Slot::Channel(id) => self.write_input(id, true)?,
+            }
+        }
+        self.finish_done()?;
+        self.progress_jobs()
+    }
+
+    /// Sends one frame of every read or listing that has credit.
+    fn progress_jobs(&mut self) -> Result<(), End> {
+        let ids: Vec<u32> =
+            self.jobs.iter().filter(|(_, (_, credit))| *credit > 0).map(|(&id, _)| id).collect();
+        for id in ids {
+            let Some((job, credit)) = self.jobs.get_mut(&id) else { continue };
+            let Some((message, done)) = fs::progress(job, *credit, self.user) else { continue };
+            *credit -= fs::cost(&message);
+            if done {
+                self.jobs.remove(&id);
+            }
+            self.send(id, message)?;
+        }
+        Ok(())
+    }
+
+    fn fresh(&self, id: u32) -> Result<(), End> {
+        if id == 0 || self.cmds.contains_key(&id) || self.jobs.contains_key(&id) {
+            return Err(End::Protocol(format!("a request with id {id}, which is 0 or in use")));
+        }
+        Ok(())
+    }
+
+    /// Starts or answers a file request.
+    fn file_request(&mut self, id: u32, message: Message) -> Result<(), End> {
+        let started = match &message {
+            Message::FsRead { path, limit } => Some(fs::start_read(path, *limit, self.user)),
+            Message::FsList { path } => Some(fs::start_list(path, self.user)),
+            Message::FsWrite { path, mode } => Some(fs::start_write(path, *mode, self.user)),
+            _ => None,
+        };
+        match started {
+            Some(result) => {
+                self.fresh(id)?;
+                match result {
+                    Ok(job) => {
+                        self.jobs.insert(id, (job, 0));
+                        Ok(())
+                    }
+                    Err(refusal) => {
+                        // A refused write's data frames still arrive: drop them quietly.
+                        if matches!(message, Message::FsWrite { .. }) {
+                            self.jobs.insert(id, (Job::Failed, 0));
+                        }
+                        self.send(id, refusal)
+                    }
+                }
+            }
+            None => match message {
+                Message::FsData { data } => {
+                    let Some((job, _)) = self.jobs.get_mut(&id) else { return Ok(()) };
+                    if matches!(job, Job::Failed) {
+                        return Ok(());
+                    }
+                    match fs::write_chunk(job, &data) {
+                        Ok(()) => self.send(
+                            id,
+                            Message::Credit { bytes: u32::try_from(data.len()).unwrap_or(u32::MAX) },
+                        ),
+                        Err(refusal) => {
+                            let job = std::mem::replace(job, Job::Failed);
+                            fs::abandon(job, self.user);
+                            self.send(id, refusal)
+                        }
+                    }
+                }
+                Message::FsEnd => match self.jobs.remove(&id) {
+                    Some((job @ Job::Write { .. }, _)) => {
+                        let reply = fs::finish_write(job, self.user)
+                            .map_or_else(|refusal| refusal, |()| Message::FsDone);
+                        self.send(id, reply)
+                    }
+                    _ => Ok(()),
+                },
+                other => {
+                    let reply = fs::immediate(&other, self.user);
+                    self.send(id, reply)
+                }
+            },
+        }
+    }
+
+    fn read_host(&mut self) -> Result<(), End> {
+        let mut buf = vec![0; self.decoder.wants().clamp(1, MAX_CHUNK)];
+        let n = match self.input.read(&mut buf) {
+            Ok(0) => return Err(End::HostGone),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        self.decoder.push(&buf[..n]);
+        while let Some(frame) = self.decoder.next_frame()? {
+            self.handle(frame)?;
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, frame: Frame) -> Result<(), End> {
+        let Frame { id, message } = frame;
+        if !self.greeted {
+            return match message {
+                Message::Hello { version, user } if version == VERSION => {
+                    self.greeted = true;
+                    self.user = user;
+                    let pid = u32::try_from(sys::pid()).unwrap_or(0);
+                    self.send(0, Message::HelloAck { version: VERSION, pid })
+                }
+                Message::Hello { version, .. } => {
+                    Err(End::Protocol(format!("host speaks version {version}, sandboxd speaks {VERSION}")))
+                }
+                other => Err(End::Protocol(format!("{:?} before Hello", other.kind()))),
+            };
+        }
+        match message {
+            Message::Spawn(spec) => self.spawn(id, &spec),
+            Message::Stdin { data } => {
+                let Some(cmd) = self.cmds.get_mut(&id) else { return Ok(()) };
+                if cmd.stdin_eof || cmd.stdin_buf.len() + cmd.channel_buf.len() + data.len() > STDIN_WINDOW {
+                    return Err(End::Protocol(format!("command {id}: stdin past its window or its end")));
+                }
+                if cmd.stdin.is_some() {
+                    cmd.stdin_buf.extend_from_slice(&data);
+                }
+                Ok(())
+            }
+            Message::ControlIn { data } => {
+                let Some(cmd) = self.cmds.get_mut(&id) else { return Ok(()) };
+                if cmd.stdin_buf.len() + cmd.channel_buf.len() + data.len() > STDIN_WINDOW {
+                    return Err(End::Protocol(format!("command {id}: control input past its window")));
+                }
+                if cmd.channel.is_some() {
+                    cmd.channel_buf.extend_from_slice(&data);
+                }
+                Ok(())
+            }
+            Message::StdinEof => {
+                if let Some(cmd) = self.cmds.get_mut(&id) {
+                    cmd.stdin_eof = true;
+                    if cmd.stdin_buf.is_empty() {
+                        cmd.stdin = None;
+                    }
+                }
+                Ok(())
+            }
+            Message::Signal { signal } => {
+                if let Some(cmd) = self.cmds.get_mut(&id) {
+                    signal_shepherd(cmd, signal);
+                } else if let Some((job, _)) = self.jobs.remove(&id) {
+                    // A signal to a file request cancels it: the host stopped waiting.
+                    fs::abandon(job, self.user);
+                }
+                Ok(())
+            }
+            Message::Credit { bytes } => {
+                if let Some(cmd) = self.cmds.get_mut(&id) {
+                    cmd.credit = cmd.credit.saturating_add(u64::from(bytes));
+                } else if let Some((_, credit)) = self.jobs.get_mut(&id) {
+                    *credit = credit.saturating_add(u64::from(bytes));
+                }
+                Ok(())
+            }
+            Message::Ping { nonce } => self.send(id, Message::Pong { nonce }),
+            Message::Hello { .. } => Err(End::Protocol("a second Hello".into())),
+            Message::FsRead { .. }
+            | Message::FsWrite { .. }
+            | Message::FsData { .. }
+            | Message::FsEnd
+            | Message::FsList { .. }
+            | Message::FsMkdir { .. }
+            | Message::FsRemove { .. }
+            | Message::FsStat { .. } => self.file_request(id, message),
+            reply => Err(End::Protocol(format!("{:?} is sandboxd's to send", reply.kind()))),
+        }
+    }
+
+    fn spawn(&mut self, id: u32, spec: &Spawn) -> Result<(), End> {
+        self.fresh(id)?;
+        if self.cmds.len() >= MAX_COMMANDS {
+            let message = format!("{MAX_COMMANDS} commands are already running").into_bytes();
+            return self.send(id, Message::Failed { failure: Failure::InvalidInput, message });
+        }
+        if let Some(why) = invalid(spec) {
+            return self.send(id, Message::Failed { failure: Failure::InvalidInput, message: why.into() });
+        }
+        let spec = Spawn { user: spec.user.or(self.user), ..spec.clone() };
+        match start(&spec) {
+            Ok(cmd) => {
+                self.cmds.insert(id, cmd);
+                Ok(())
+            }
+            Err(e) => {
+                self.send(id, Message::Failed { failure: Failure::Io, message: e.to_string().into_bytes() })
+            }
+        }
+    }
+
+    fn read_report(&mut self, id: u32) -> Result<(), End> {
+        let Some(cmd) = self.cmds.get_mut(&id) else { return Ok(()) };
+        let Some(reports) = cmd.reports.as_mut() else { return Ok(()) };
+        let mut buf = [0u8; REPORT_LEN];
+        // Reports are written whole and are smaller than PIPE_BUF, so a read gets all of one.
+        let report = match reports.read(&mut buf) {
+            Ok(REPORT_LEN) => Report::decode(buf),
+            _ => None,
+        };
+        let reply = match report {
+            Some(Report::Spawned(pid)) => Some(Message::Spawned { pid: u32::try_from(pid).unwrap_or(0) }),
+            Some(Report::SpawnFailed(errno)) => {
+                cmd.reports = None;
+                cmd.exit = Some(spawn_failure(errno));
+                None
+            }
+            Some(Report::Exited { ended, oom_killed }) => {
+                cmd.reports = None;
+                let status = match ended {
+                    Ended::Code(c) => Status::Code(c),
+                    Ended::Signal(s) => Status::Signal(s),
+                };
+                cmd.exit = Some(Message::Exit { status, oom_killed });
+                None
+            }
+            None => {
+                // The shepherd died without a report: the command killed it (same uid). Its
+                // processes were reparented to sandboxd; reap() kills them.
+                cmd.reports = None;
+                cmd.exit = Some(Message::Failed {
+                    failure: Failure::Io,
+                    message: b"the command's shepherd was killed; its processes were killed too".to_vec(),
+                });
+                kill_orphans(&self.cmds);
+                None
+            }
+        };
+        match reply {
+            Some(message) => self.send(id, message),
+            None => Ok(()),
+        }
+    }
+
+    fn read_output(&mut self, id: u32, index: usize) -> Result<(), End> {
+        let Some(cmd) = self.cmds.get_mut(&id) else { return Ok(()) };
+        // The control channel waits until stdout and stderr hold nothing: what the command wrote
+        // there before it wrote here must reach the host first.
+        if cmd.outputs.get(index).is_some_and(|p| p.stream == Stream::Control)
+            && cmd.outputs.iter().any(|p| p.stream != Stream::Control && sys::pending(&p.file) > 0)
+        {
+            return Ok(());
+        }
+        let Some(pipe) = cmd.outputs.get_mut(index) else { return Ok(()) };
+        let want = usize::try_from(cmd.credit).unwrap_or(usize::MAX).min(MAX_CHUNK);
+        let mut buf = vec![0; want];
+        match pipe.file.read(&mut buf) {
+            Ok(0) => {
+                cmd.outputs.remove(index);
+                Ok(())
+            }
+            Ok(n) => {
+                cmd.credit -= n as u64;
+                buf.truncate(n);
+                let stream = pipe.stream;
+                self.send(id, Message::Output { stream, data: buf })
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                Ok(())
+            }
+            Err(_) => {
+                cmd.outputs.remove(index);
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes buffered stdin (or control channel) bytes, returning their credit to the host.
+    fn write_input(&mut self, id: u32, channel: bool) -> Result<(), End> {
+        let Some(cmd) = self.cmds.get_mut(&id) else { return Ok(()) };
+        let (target, buf) = if channel {
+            (&mut cmd.channel, &mut cmd.channel_buf)
+        } else {
+            (&mut cmd.stdin, &mut cmd.stdin_buf)
+        };
+        let Some(w) = target.as_mut() else { return Ok(()) };
+        match w.write(buf) {
+            Ok(n) => {
+                buf.drain(..n);
+                if !channel && cmd.stdin_buf.is_empty() && cmd.stdin_eof {
+                    cmd.stdin = None;
+                }
+                let bytes = u32::try_from(n).unwrap_or(u32::MAX);
+                self.send(id, Message::Credit { bytes })
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                Ok(())
+            }
+            Err(_) => {
+                // The command closed its end (EPIPE): what is left will never be read.
+                *target = None;
+                *buf = Vec::new();
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends `Exit` (or the spawn failure) for every command whose report is in and whose
+    /// output is drained, and forgets it.
+    fn finish_done(&mut self) -> Result<(), End> {
+        let done: Vec<u32> = self.cmds.iter().filter(|(_, c)| c.done()).map(|(&id, _)| id).collect();
+        for id in done {
+            if let Some(mut cmd) = self.cmds.remove(&id)
+                && let Some(exit) = cmd.exit.take()
+            {
+                self.send(id, exit)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reaps every child that ended: shepherds, and orphans of a killed shepherd.
+    fn reap(&mut self) {
+        let mut byte = [0u8; 64];
+        while matches!(self.children.read(&mut byte), Ok(n) if n > 0) {}
+        while let Ok(Some(_)) = sys::reap_any() {}
+        // A shepherd the command killed leaves its processes to sandboxd; they are reparented
+        // before sandboxd hears of the death, so this is the place to find them.
+        kill_orphans(&self.cmds);
+    }
+
+    fn kill_everything(&mut self) {
+        for (_, (job, _)) in std::mem::take(&mut self.jobs) {
+            fs::abandon(job, self.user);
+        }
+        for cmd in self.cmds.values_mut() {
+            signal_shepherd(cmd, sys::SIGKILL);
+            cmd.control = None;
+        }
+        // Shepherds kill their commands and exit; wait for every child so nothing outlives us.
+        loop {
+            kill_orphans(&self.cmds);
+            match sys::reap_any() {
+                Ok(Some(_)) => {}
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn signal_shepherd(cmd: &mut Cmd, signal: i32) {
+    if let Some(control) = cmd.control.as_mut()
+        && control.write_all(&signal.to_be_bytes()).is_err()
+    {
+        cmd.control = None;
+    }
+}
+
+/// Kills sandboxd's children that are no live shepherd: processes reparented to sandboxd
+/// because the command killed its shepherd.
+fn kill_orphans(cmds: &BTreeMap<u32, Cmd>) {
+    for pid in shepherd::children_of(sys::pid()) {
+        if !cmds.values().any(|c| c.shepherd == pid && c.reports.is_some()) {
+            sys::signal_process(pid, sys::SIGKILL);
+        }
+    }
+}
+
+fn invalid(spec: &Spawn) -> Option<&'static str> {
+    if spec.argv.is_empty() || spec.argv[0].is_empty() {
+        return Some("the command is empty");
+    }
+    let strings = spec.argv.iter().chain(spec.cwd.iter());
+    let pairs = spec.env.iter().chain(&spec.secrets);
+    if strings.clone().any(|s| s.contains(&0)) || pairs.clone().any(|(k, v)| k.contains(&0) || v.contains(&0))
+    {
+        return Some("an argument, variable or working directory holds a NUL byte");
+    }
+    if pairs.clone().any(|(k, _)| k.is_empty() || k.contains(&b'=')) {
+        return Some("an environment variable name is empty or holds '='");
+    }
+    None
+}
+
+fn spawn_failure(errno: i32) -> Message {
+    let failure = match errno {
+        2 | 20 => Failure::NotFound,         // ENOENT, ENOTDIR
+        1 | 13 => Failure::PermissionDenied, // EPERM, EACCES
+        _ => Failure::Io,
+    };
+    let message = io::Error::from_raw_os_error(errno).to_string().into_bytes();
+    Message::Failed { failure, message }
+}
+
+fn start(spec: &Spawn) -> io::Result<Cmd> {
+    let (stdin_r, stdin_w) = match spec.stdin {
+        StdinMode::Pipe => {
+            let (r, w) = sys::pipe()?;
+            sys::set_nonblocking(&w)?;
+            (r, Some(File::from(w)))
+        }
+        StdinMode::Null => (OwnedFd::from(File::open("/dev/null")?), None),
+    };
+    let (out_r, out_w) = sys::pipe()?;
+    let (err_r, err_w) = sys::pipe()?;
+    let (control_r, control_w) = sys::pipe()?;
+    let (report_r, report_w) = sys::pipe()?;
+    for fd in [&out_r, &err_r] {
+        sys::set_nonblocking(fd)?;
+    }
+    let (channel, control_channel) = if spec.control {
+        let (ours, theirs) = sys::socket_pair()?;
+        sys::set_nonblocking(&ours)?;
+        (Some(File::from(ours)), Some(theirs))
+    } else {
+        (None, None)
+    };
+    let fds = shepherd::Fds {
+        stdin: stdin_r,
+        stdout: out_w,
+        stderr: err_w,
+        control: control_r,
+        report: report_w,
+        control_channel,
+    };
+    // `start` drops the child's ends in the parent when `fds` goes out of scope there.
+    let pid = shepherd::start(spec, fds)?;
+    let mut outputs = vec![
+        Pipe { file: File::from(out_r), stream: Stream::Stdout },
+        Pipe { file: File::from(err_r), stream: Stream::Stderr },
+    ];
+    if let Some(c) = &channel {
+        outputs.push(Pipe { file: c.try_clone()?, stream: Stream::Control });
+    }
+    Ok(Cmd {
+        shepherd: pid,
+        control: Some(File::from(control_w)),
+        reports: Some(File::from(report_r)),
+        outputs,
+        stdin: stdin_w,
+        stdin_buf: Vec::new(),
+        stdin_eof: spec.stdin == StdinMode::Null,
+        channel,
+        channel_buf: Vec::new(),
+        credit: 0,
+        exit: None,
+    })
+}

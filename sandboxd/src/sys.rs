@@ -1,0 +1,318 @@
+//! The few Linux calls `std` does not offer, declared by hand: sandboxd depends on nothing but
+//! `std`, so that a bare `rustc` can build it (docs/adr/0006-sandboxd.md). The constants are
+//! the kernel's generic ABI values, the same on `x86_64` and `aarch64`.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+pub const SIGKILL: i32 = 9;
+pub const SIGCHLD: i32 = 17;
+
+const PR_SET_PDEATHSIG: i32 = 1;
+const PR_SET_DUMPABLE: i32 = 4;
+const PR_SET_CHILD_SUBREAPER: i32 = 36;
+const WNOHANG: i32 = 1;
+const O_NONBLOCK: i32 = 0o4000;
+const O_CLOEXEC: i32 = 0o2_000_000;
+const F_GETFD: i32 = 1;
+const F_SETFD: i32 = 2;
+const F_GETFL: i32 = 3;
+const F_SETFL: i32 = 4;
+const FD_CLOEXEC: i32 = 1;
+const ECHILD: i32 = 10;
+
+pub const POLLIN: i16 = 0x1;
+pub const POLLOUT: i16 = 0x4;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PollFd {
+    pub fd: RawFd,
+    pub events: i16,
+    pub revents: i16,
+}
+
+unsafe extern "C" {
+    fn fork() -> i32;
+    fn prctl(option: i32, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i32;
+    fn kill(pid: i32, sig: i32) -> i32;
+    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+    fn poll(fds: *mut PollFd, nfds: u64, timeout: i32) -> i32;
+    fn pipe2(fds: *mut i32, flags: i32) -> i32;
+    fn socketpair(domain: i32, kind: i32, protocol: i32, fds: *mut i32) -> i32;
+    fn ioctl(fd: i32, request: u64, arg: *mut i32) -> i32;
+    fn fcntl(fd: i32, cmd: i32, arg: i32) -> i32;
+    fn dup2(old: i32, new: i32) -> i32;
+    fn close_range(first: u32, last: u32, flags: i32) -> i32;
+    fn signal(sig: i32, handler: usize) -> usize;
+    fn write(fd: i32, buf: *const u8, count: usize) -> isize;
+    fn getpid() -> i32;
+    fn setsid() -> i32;
+    fn setgroups(size: usize, list: *const u32) -> i32;
+    fn getgroups(size: i32, list: *mut u32) -> i32;
+    fn geteuid() -> u32;
+    fn setfsuid(uid: u32) -> i32;
+    fn setfsgid(gid: u32) -> i32;
+    fn setgid(gid: u32) -> i32;
+    fn setuid(uid: u32) -> i32;
+    fn _exit(code: i32) -> !;
+}
+
+fn check(r: i32) -> io::Result<i32> {
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+}
+
+/// A pipe, both ends close-on-exec: `(read, write)`.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    check(unsafe { pipe2(fds.as_mut_ptr(), O_CLOEXEC) })?;
+    // SAFETY: pipe2 succeeded, so both are fresh descriptors this process owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A connected pair of Unix stream sockets, both close-on-exec.
+pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    const AF_UNIX: i32 = 1;
+    const SOCK_STREAM: i32 = 1;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors socketpair writes.
+    check(unsafe { socketpair(AF_UNIX, SOCK_STREAM | O_CLOEXEC, 0, fds.as_mut_ptr()) })?;
+    // SAFETY: socketpair succeeded, so both are fresh descriptors this process owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// How many bytes are waiting to be read on a pipe or socket (`FIONREAD`); 0 on error.
+pub fn pending(fd: &impl AsRawFd) -> usize {
+    const FIONREAD: u64 = 0x541B;
+    let mut n = 0;
+    // SAFETY: FIONREAD writes one int into `n`.
+    let r = unsafe { ioctl(fd.as_raw_fd(), FIONREAD, &raw mut n) };
+    if r < 0 { 0 } else { usize::try_from(n).unwrap_or(0) }
+}
+
+pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own, with integer arguments.
+    unsafe {
+        let flags = check(fcntl(fd.as_raw_fd(), F_GETFL, 0))?;
+        check(fcntl(fd.as_raw_fd(), F_SETFL, flags | O_NONBLOCK))?;
+    }
+    Ok(())
+}
+
+pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: fcntl with integer arguments; a bad fd gives EBADF, nothing else.
+    unsafe {
+        let flags = check(fcntl(fd, F_GETFD, 0))?;
+        let flags = if on { flags | FD_CLOEXEC } else { flags & !FD_CLOEXEC };
+        check(fcntl(fd, F_SETFD, flags))?;
+    }
+    Ok(())
+}
+
+/// Makes `fd` also open as `target` (without close-on-exec).
+pub fn dup_to(fd: RawFd, target: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 only manipulates the descriptor table.
+    check(unsafe { dup2(fd, target) })?;
+    Ok(())
+}
+
+/// Closes every descriptor from `first` up.
+pub fn close_from(first: u32) -> io::Result<()> {
+    // SAFETY: closing descriptors: whatever owned them must not be used after this, which the
+    // caller (a freshly forked child that drops nothing) guarantees.
+    check(unsafe { close_range(first, u32::MAX, 0) })?;
+    Ok(())
+}
+
+pub enum Fork {
+    Child,
+    Parent(i32),
+}
+
+/// `fork()`. Sound only in a single-threaded process, which sandboxd is: it never starts a
+/// thread, so the child cannot inherit a lock some other thread held.
+pub fn fork_process() -> io::Result<Fork> {
+    // SAFETY: sandboxd is single-threaded (see above).
+    match check(unsafe { fork() })? {
+        0 => Ok(Fork::Child),
+        pid => Ok(Fork::Parent(pid)),
+    }
+}
+
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: ends the process without running destructors, as a forked child must.
+    unsafe { _exit(code) }
+}
+
+pub fn pid() -> i32 {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { getpid() }
+}
+
+/// Sends `sig` to `pid`; a process that is already gone is not an error.
+pub fn signal_process(pid: i32, sig: i32) {
+    // SAFETY: kill with integer arguments; failure (ESRCH) is harmless.
+    unsafe {
+        kill(pid, sig);
+    }
+}
+
+/// This process reaps the orphans of its descendants (they reparent to it, not to init).
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// No core dumps, no ptrace attach and no `/proc/<pid>/mem` or `environ` for processes of the
+/// same uid without `CAP_SYS_PTRACE`.
+pub fn become_undumpable() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// This process gets `sig` when its parent dies.
+pub fn die_with_parent(sig: i32) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { prctl(PR_SET_PDEATHSIG, u64::try_from(sig).unwrap_or(9), 0, 0, 0) })?;
+    Ok(())
+}
+
+/// How a reaped child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Reaps one child that has ended, without blocking: `Ok(None)` when children remain but none
+/// has ended, `Err` with `ECHILD` when there are no children.
+pub fn reap_any() -> io::Result<Option<(i32, Ended)>> {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status into our local.
+    let pid = check(unsafe { waitpid(-1, &raw mut status, WNOHANG) })?;
+    if pid == 0 {
+        return Ok(None);
+    }
+    // The wait status encoding: low 7 bits the terminating signal (0 for a normal exit),
+    // bits 8..16 the exit code.
+    let sig = status & 0x7f;
+    let ended = if sig == 0 { Ended::Code((status >> 8) & 0xff) } else { Ended::Signal(sig) };
+    Ok(Some((pid, ended)))
+}
+
+pub fn no_children(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(ECHILD)
+}
+
+/// `poll()` over `fds`, retrying on `EINTR`; `timeout_ms` < 0 waits forever.
+pub fn poll_fds(fds: &mut [PollFd], timeout_ms: i32) -> io::Result<usize> {
+    loop {
+        // SAFETY: `fds` is a valid slice of pollfd structs of the given length.
+        let r = unsafe { poll(fds.as_mut_ptr(), fds.len() as u64, timeout_ms) };
+        if r >= 0 {
+            return Ok(usize::try_from(r).unwrap_or(0));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The write end of the SIGCHLD self-pipe, for the handler.
+static CHILD_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_child(_sig: i32) {
+    let fd = CHILD_PIPE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let byte = 1u8;
+        // SAFETY: write(2) is async-signal-safe; a full pipe (EAGAIN) already holds a wake-up.
+        unsafe {
+            write(fd, &raw const byte, 1);
+        }
+    }
+}
+
+/// A pipe that becomes readable whenever a child ends: the handler writes one byte into a
+/// non-blocking pipe, so `poll()` can wait for children and descriptors at once.
+pub fn child_events() -> io::Result<OwnedFd> {
+    let (r, w) = pipe()?;
+    set_nonblocking(&r)?;
+    set_nonblocking(&w)?;
+    CHILD_PIPE.store(w.as_raw_fd(), Ordering::Relaxed);
+    // The write end lives as long as the process: the handler may run at any time.
+    std::mem::forget(w);
+    // SAFETY: installs a handler that only calls write(2) on a descriptor kept open for good.
+    unsafe {
+        signal(SIGCHLD, on_child as *const () as usize);
+    }
+    Ok(r)
+}
+
+/// Restores the default action of `sig` (before exec: a handler does not survive exec, but an
+/// ignored signal stays ignored).
+pub fn default_signal(sig: i32) {
+    // SAFETY: SIG_DFL is 0.
+    unsafe {
+        signal(sig, 0);
+    }
+}
+
+/// Starts a new session (the child leads its own process group).
+pub fn new_session() -> io::Result<()> {
+    // SAFETY: no arguments.
+    check(unsafe { setsid() })?;
+    Ok(())
+}
+
+/// Drops to `uid`/`gid` with `gid` as the only group.
+pub fn drop_to(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: a one-element group list that outlives the call.
+    unsafe {
+        check(setgroups(1, &raw const gid))?;
+        check(setgid(gid))?;
+        check(setuid(uid))?;
+    }
+    Ok(())
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { geteuid() == 0 }
+}
+
+/// What [`enter_fs_identity`] changed, for [`leave_fs_identity`].
+pub struct FsIdentity {
+    groups: Vec<u32>,
+}
+
+/// Switches this (single-threaded) process's filesystem identity to `uid`/`gid`, with `gid` as
+/// the only supplementary group. Needs root; the kernel drops root's file capabilities while
+/// the filesystem uid is not 0.
+pub fn enter_fs_identity(uid: u32, gid: u32) -> FsIdentity {
+    let mut groups = vec![0u32; 256];
+    // SAFETY: `groups` has room for the 256 entries getgroups may write.
+    let n = unsafe { getgroups(256, groups.as_mut_ptr()) };
+    groups.truncate(usize::try_from(n).unwrap_or(0));
+    // SAFETY: integer arguments and a one-element list that outlives the call.
+    unsafe {
+        setgroups(1, &raw const gid);
+        setfsgid(gid);
+        setfsuid(uid);
+    }
+    FsIdentity { groups }
+}
+
+/// Restores root's filesystem identity and groups.
+pub fn leave_fs_identity(saved: &FsIdentity) {
+    // SAFETY: integer arguments and a list that outlives the call.
+    unsafe {
+        setfsuid(0);
+        setfsgid(0);
+        setgroups(saved.groups.len(), saved.groups.as_ptr());
+    }
+}

@@ -1,0 +1,721 @@
+//! sandboxd end to end: the built binary, driven over its stdio by a small blocking client.
+//!
+//! These run sandboxd as an ordinary child (not a PID-namespace init), which its shepherds do
+//! not need: every process-tree check here holds without namespaces.
+
+use std::io::{Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use sandboxd::proto::{
+    Decoder, Failure, FileType, Frame, Message, Spawn, Status, StdinMode, Stream, VERSION,
+};
+
+/// A client whose frames are read on a thread of their own: a host must read while it writes,
+/// or sandboxd's output and the host's input can fill both pipes and wait on each other.
+struct Client {
+    child: Child,
+    to: Option<ChildStdin>,
+    from: mpsc::Receiver<Frame>,
+    user: Option<(u32, u32)>,
+}
+
+#[derive(Default, Debug)]
+struct Outcome {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    pid: Option<u32>,
+    status: Option<Status>,
+    failed: Option<(Failure, String)>,
+}
+
+impl Client {
+    /// Starts the built binary, or, with `SANDBOXD_TEST_WRAP` set, `sh -c "$SANDBOXD_TEST_WRAP"`
+    /// with `$SANDBOXD` naming the binary: for running the same checks with sandboxd as a
+    /// container's or a bwrap sandbox's first process (`scripts/sandboxd-wrapped`).
+    fn start() -> Client {
+        Client::start_as(None)
+    }
+
+    /// As [`Client::start`], with `user` as the session's sandbox user.
+    fn start_as(user: Option<(u32, u32)>) -> Client {
+        let mut command = match std::env::var("SANDBOXD_TEST_WRAP") {
+            Ok(wrap) => {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(wrap).env("SANDBOXD", env!("CARGO_BIN_EXE_sandboxd"));
+                c
+            }
+            Err(_) => Command::new(env!("CARGO_BIN_EXE_sandboxd")),
+        };
+        let mut child =
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("sandboxd starts");
+        let to = child.stdin.take();
+        let mut stdout = child.stdout.take().unwrap();
+        let (tx, from) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut decoder = Decoder::new();
+            loop {
+                while let Some(f) = decoder.next_frame().expect("well-formed frames") {
+                    if tx.send(f).is_err() {
+                        return;
+                    }
+                }
+                let mut buf = vec![0; decoder.wants().min(1 << 16)];
+                match stdout.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => decoder.push(&buf[..n]),
+                }
+            }
+        });
+        let mut c = Client { child, to, from, user: None };
+        c.send(0, Message::Hello { version: VERSION, user });
+        match c.recv().message {
+            Message::HelloAck { version, .. } => assert_eq!(version, VERSION),
+            other => panic!("expected HelloAck, got {other:?}"),
+        }
+        c
+    }
+
+    fn send(&mut self, id: u32, message: Message) {
+        let bytes = Frame::new(id, message).to_bytes().unwrap();
+        self.to.as_mut().unwrap().write_all(&bytes).unwrap();
+    }
+
+    fn recv(&mut self) -> Frame {
+        self.from.recv_timeout(Duration::from_secs(30)).expect("a frame from sandboxd")
+    }
+
+    fn spawn(&mut self, id: u32, argv: &[&str], stdin: StdinMode) {
+        let spec = Spawn {
+            argv: argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            env: vec![(b"PATH".to_vec(), b"/usr/bin:/bin".to_vec())],
+            stdin,
+            user: self.user,
+            ..Spawn::default()
+        };
+        self.send(id, Message::Spawn(spec));
+    }
+
+    /// Collects command `id`'s frames until its `Exit` or `Failed`, granting `credit` up front.
+    fn finish(&mut self, id: u32) -> Outcome {
+        self.send(id, Message::Credit { bytes: u32::MAX });
+        let mut out = Outcome::default();
+        loop {
+            let f = self.recv();
+            if f.id != id {
+                continue;
+            }
+            match f.message {
+                Message::Spawned { pid } => out.pid = Some(pid),
+                Message::Output { stream: Stream::Stdout, data } => out.stdout.extend(data),
+                Message::Output { stream: Stream::Stderr, data } => out.stderr.extend(data),
+                Message::Credit { .. } => {}
+                Message::Exit { status, .. } => {
+                    out.status = Some(status);
+                    return out;
+                }
+                Message::Failed { failure, message } => {
+                    out.failed = Some((failure, String::from_utf8_lossy(&message).into_owned()));
+                    return out;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    fn run(&mut self, id: u32, argv: &[&str]) -> Outcome {
+        self.spawn(id, argv, StdinMode::Null);
+        self.finish(id)
+    }
+}
+
+impl Drop for Client {
+    /// Ends the session the way an owner does, by closing the stream: sandboxd then kills its
+    /// commands. (Killing sandboxd instead would orphan them here, where it is not an init.)
+    fn drop(&mut self) {
+        self.to = None;
+        let _ = self.child.wait();
+    }
+}
+
+/// Pids of live (non-zombie) processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+        if state != Some("Z") && String::from_utf8_lossy(&cmdline).contains(marker) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn euid() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    line.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn exit_codes_and_both_streams_are_exact() {
+    let mut c = Client::start();
+    let out = c.run(1, &["sh", "-c", "printf 'a\\377b'; printf err >&2; exit 3"]);
+    assert_eq!(out.stdout, b"a\xffb");
+    assert_eq!(out.stderr, b"err");
+    assert_eq!(out.status, Some(Status::Code(3)));
+    assert!(out.pid.is_some());
+}
+
+#[test]
+fn a_signal_death_is_a_signal_not_an_exit_code() {
+    let mut c = Client::start();
+    assert_eq!(c.run(1, &["sh", "-c", "kill -9 $$"]).status, Some(Status::Signal(9)));
+    // The control: a command that exits 137 is an exit code.
+    assert_eq!(c.run(2, &["sh", "-c", "exit 137"]).status, Some(Status::Code(137)));
+}
+
+#[test]
+fn stdin_reaches_the_command_within_its_window() {
+    let mut c = Client::start();
+    c.spawn(1, &["cat"], StdinMode::Pipe);
+    // More than one window in total: sandboxd hands credit back as the pipe takes bytes.
+    let data: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+    let mut sent = 0;
+    let mut window = 256 * 1024;
+    let mut got = Vec::new();
+    c.send(1, Message::Credit { bytes: u32::MAX });
+    while got.len() < data.len() {
+        while sent < data.len() && window > 0 {
+            let n = (data.len() - sent).min(window).min(65536);
+            c.send(1, Message::Stdin { data: data[sent..sent + n].to_vec() });
+            sent += n;
+            window -= n;
+            if sent == data.len() {
+                c.send(1, Message::StdinEof);
+            }
+        }
+        match c.recv().message {
+            Message::Credit { bytes } => window += bytes as usize,
+            Message::Output { data, .. } => got.extend(data),
+            Message::Spawned { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(got, data);
+    loop {
+        if let Message::Exit { status, .. } = c.recv().message {
+            assert_eq!(status, Status::Code(0));
+            break;
+        }
+    }
+}
+
+#[test]
+fn output_never_runs_ahead_of_credit() {
+    let mut c = Client::start();
+    c.spawn(1, &["head", "-c", "3000000", "/dev/zero"], StdinMode::Null);
+    c.send(1, Message::Credit { bytes: 1000 });
+    let mut got = 0usize;
+    while got < 1000 {
+        match c.recv().message {
+            Message::Output { data, .. } => got += data.len(),
+            Message::Spawned { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // A round trip after the credit is used: had sandboxd sent more than granted, it would
+    // arrive before the Pong.
+    c.send(0, Message::Ping { nonce: 7 });
+    loop {
+        match c.recv().message {
+            Message::Pong { nonce } => {
+                assert_eq!(nonce, 7);
+                break;
+            }
+            Message::Spawned { .. } => {}
+            other => panic!("output past the credit: {other:?}"),
+        }
+    }
+    assert_eq!(got, 1000);
+    let rest = c.finish(1);
+    assert_eq!(got + rest.stdout.len(), 3_000_000);
+    assert_eq!(rest.status, Some(Status::Code(0)));
+}
+
+#[test]
+fn everything_a_command_started_is_gone_when_it_ends() {
+    let mut c = Client::start();
+    let marker = "4011.25";
+    // A double fork, a setsid'd process and a plain background job, then the command exits.
+    let script = format!("(sleep {marker} &) ; setsid sleep {marker} & sleep {marker} & echo started");
+    let out = c.run(1, &["sh", "-c", &script]);
+    assert_eq!(out.stdout, b"started\n");
+    assert_eq!(out.status, Some(Status::Code(0)));
+    assert_eq!(processes_with(marker), Vec::<i32>::new(), "processes outlived their command");
+
+    // The positive control: while a command runs, its background processes are visible to
+    // the same scan, and a kill ends them all.
+    let marker = "4012.25";
+    let script = format!("(sleep {marker} &) ; setsid sleep {marker} & echo started; sleep {marker}");
+    c.spawn(2, &["sh", "-c", &script], StdinMode::Null);
+    wait_for("the control's processes", || processes_with(marker).len() >= 3);
+    c.send(2, Message::Signal { signal: 9 });
+    let out = c.finish(2);
+    assert_eq!(out.status, Some(Status::Signal(9)));
+    assert_eq!(processes_with(marker), Vec::<i32>::new());
+}
+
+#[test]
+fn a_command_cannot_reach_its_shepherd_through_proc() {
+    let mut c = Client::start();
+    // Root may read any process's fds (CAP_SYS_PTRACE): as root, run the commands as nobody,
+    // the way a backend runs them as the sandbox's user.
+    if euid() == 0 {
+        c.user = Some((65534, 65534));
+    }
+    let own = c.run(1, &["sh", "-c", "ls /proc/$$/fd >/dev/null"]);
+    assert_eq!(own.status, Some(Status::Code(0)), "control: a command may read its own fds");
+    let shepherd = c.run(2, &["sh", "-c", "ls /proc/$PPID/fd >/dev/null 2>&1 || exit 42"]);
+    assert_eq!(shepherd.status, Some(Status::Code(42)), "the shepherd's fds were readable");
+}
+
+#[test]
+fn killing_the_shepherd_ends_the_command_and_is_reported() {
+    let mut c = Client::start();
+    let marker = "4013.25";
+    let out = c.run(1, &["sh", "-c", &format!("sleep {marker} & kill -9 $PPID; sleep {marker}")]);
+    let (failure, message) = out.failed.expect("a failure, not a forged exit");
+    assert_eq!(failure, Failure::Io, "{message}");
+    wait_for("the orphaned processes to die", || processes_with(marker).is_empty());
+    // The session is still good.
+    assert_eq!(c.run(2, &["true"]).status, Some(Status::Code(0)));
+}
+
+#[test]
+fn the_host_leaving_ends_every_command_and_sandboxd() {
+    let mut c = Client::start();
+    let marker = "4014.25";
+    c.spawn(1, &["sh", "-c", &format!("setsid sleep {marker} & sleep {marker}")], StdinMode::Null);
+    wait_for("the processes to start", || processes_with(marker).len() >= 2);
+    c.to = None; // the owner's stream ends
+    let status = c.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    wait_for("every process to end", || processes_with(marker).is_empty());
+}
+
+#[test]
+fn refusals_are_typed() {
+    let mut c = Client::start();
+    let (failure, _) = c.run(1, &["/nonexistent/program"]).failed.unwrap();
+    assert_eq!(failure, Failure::NotFound);
+    let (failure, _) = c.run(2, &["sh\0x"]).failed.unwrap();
+    assert_eq!(failure, Failure::InvalidInput);
+    let (failure, _) = c.run(3, &[]).failed.unwrap();
+    assert_eq!(failure, Failure::InvalidInput);
+}
+
+#[test]
+fn garbage_ends_the_session_without_a_hang() {
+    let mut c = Client::start();
+    c.to.as_mut().unwrap().write_all(&[0xff; 64]).unwrap();
+    let status = c.child.wait().unwrap();
+    assert_eq!(status.code(), Some(2));
+    // And a stream that does not start with Hello.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandboxd")).stdin(Stdio::piped()).spawn().unwrap();
+    let bytes = Frame::new(1, Message::Ping { nonce: 1 }).to_bytes().unwrap();
+    child.stdin.as_mut().unwrap().write_all(&bytes).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(2));
+}
+
+/// Everything sandboxd answered to file request `id`, through its last frame.
+fn answers(c: &mut Client, id: u32) -> Vec<Message> {
+    let mut got = Vec::new();
+    loop {
+        let f = c.recv();
+        if f.id != id {
+            continue;
+        }
+        let last =
+            matches!(f.message, Message::FsDone | Message::Failed { .. } | Message::FsStatReply { .. });
+        got.push(f.message);
+        if last {
+            return got;
+        }
+    }
+}
+
+fn failure_of(answers: &[Message]) -> Option<Failure> {
+    answers.iter().find_map(|m| match m {
+        Message::Failed { failure, .. } => Some(*failure),
+        _ => None,
+    })
+}
+
+fn write_file(c: &mut Client, id: u32, path: &str, mode: u32, data: &[u8]) -> Vec<Message> {
+    c.send(id, Message::FsWrite { path: path.into(), mode });
+    for chunk in data.chunks(60_000) {
+        c.send(id, Message::FsData { data: chunk.to_vec() });
+    }
+    c.send(id, Message::FsEnd);
+    answers(c, id).into_iter().filter(|m| !matches!(m, Message::Credit { .. })).collect()
+}
+
+fn read_file(c: &mut Client, id: u32, path: &str, limit: u64) -> Result<Vec<u8>, Failure> {
+    c.send(id, Message::FsRead { path: path.into(), limit });
+    c.send(id, Message::Credit { bytes: u32::MAX });
+    let got = answers(c, id);
+    if let Some(f) = failure_of(&got) {
+        return Err(f);
+    }
+    Ok(got
+        .into_iter()
+        .flat_map(|m| if let Message::FsChunk { data } = m { data } else { Vec::new() })
+        .collect())
+}
+
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("sandboxd-fs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn files_round_trip_whole_with_their_mode_and_no_temporary_left() {
+    let mut c = Client::start();
+    let dir = Scratch::new("roundtrip");
+    let data: Vec<u8> = (0..300_000u32).map(|i| u8::try_from(i * 7 % 256).unwrap()).collect();
+    assert_eq!(write_file(&mut c, 1, &dir.path("f.bin"), 0o640, &data), vec![Message::FsDone]);
+    assert_eq!(read_file(&mut c, 2, &dir.path("f.bin"), 1 << 30), Ok(data.clone()));
+    c.send(3, Message::FsStat { path: dir.path("f.bin").into() });
+    assert_eq!(
+        answers(&mut c, 3),
+        vec![Message::FsStatReply { file_type: FileType::File, size: 300_000, mode: 0o640 }]
+    );
+    // Replacing is atomic and leaves only the file.
+    assert_eq!(write_file(&mut c, 4, &dir.path("f.bin"), 0o600, b"new"), vec![Message::FsDone]);
+    assert_eq!(read_file(&mut c, 5, &dir.path("f.bin"), 10), Ok(b"new".to_vec()));
+    let names: Vec<_> = std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("f.bin")]);
+}
+
+#[test]
+fn reads_are_refused_by_kind_and_size_without_hanging() {
+    let mut c = Client::start();
+    let dir = Scratch::new("refusals");
+    std::fs::write(dir.0.join("big"), vec![0u8; 5000]).unwrap();
+    let fifo = dir.path("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert_eq!(read_file(&mut c, 1, &dir.path("big"), 4999), Err(Failure::TooLarge));
+    assert_eq!(
+        read_file(&mut c, 2, &dir.path("big"), 5000).map(|d| d.len()),
+        Ok(5000),
+        "control: at the limit"
+    );
+    assert_eq!(read_file(&mut c, 3, &dir.path(""), 10), Err(Failure::IsADirectory));
+    assert_eq!(read_file(&mut c, 4, &fifo, 10), Err(Failure::InvalidInput), "a fifo must not block sandboxd");
+    assert_eq!(read_file(&mut c, 5, &dir.path("missing"), 10), Err(Failure::NotFound));
+    assert_eq!(read_file(&mut c, 6, "relative/path", 10), Err(Failure::InvalidInput));
+    let written = write_file(&mut c, 7, &dir.path(""), 0o600, b"x");
+    assert_eq!(failure_of(&written), Some(Failure::IsADirectory));
+}
+
+#[test]
+fn a_read_never_runs_ahead_of_its_credit() {
+    let mut c = Client::start();
+    let dir = Scratch::new("credit");
+    std::fs::write(dir.0.join("f"), vec![1u8; 200_000]).unwrap();
+    c.send(1, Message::FsRead { path: dir.path("f").into(), limit: 1 << 20 });
+    c.send(1, Message::Credit { bytes: 1000 });
+    c.send(0, Message::Ping { nonce: 1 });
+    let mut got = 0;
+    loop {
+        match c.recv().message {
+            Message::FsChunk { data } => got += data.len(),
+            Message::Pong { .. } if got == 1000 => break,
+            Message::Pong { .. } => c.send(0, Message::Ping { nonce: 1 }),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    c.send(0, Message::Ping { nonce: 2 });
+    assert!(matches!(c.recv().message, Message::Pong { nonce: 2 }), "bytes past the credit arrived");
+    c.send(1, Message::Credit { bytes: u32::MAX });
+    let rest: usize = answers(&mut c, 1)
+        .iter()
+        .map(|m| if let Message::FsChunk { data } = m { data.len() } else { 0 })
+        .sum();
+    assert_eq!(got + rest, 200_000);
+}
+
+#[test]
+fn directories_are_made_listed_and_removed() {
+    let mut c = Client::start();
+    let dir = Scratch::new("dirs");
+    c.send(1, Message::FsMkdir { path: dir.path("a/b/c").into(), parents: true });
+    assert_eq!(answers(&mut c, 1), vec![Message::FsDone]);
+    c.send(2, Message::FsMkdir { path: dir.path("x/y").into(), parents: false });
+    assert_eq!(failure_of(&answers(&mut c, 2)), Some(Failure::NotFound));
+    std::fs::write(dir.0.join("a/file"), b"12345").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.0.join("a/link")).unwrap();
+    c.send(3, Message::FsList { path: dir.path("a").into() });
+    c.send(3, Message::Credit { bytes: u32::MAX });
+    let mut entries: Vec<_> = answers(&mut c, 3)
+        .into_iter()
+        .flat_map(|m| if let Message::FsEntries { entries } = m { entries } else { Vec::new() })
+        .map(|e| (String::from_utf8(e.name).unwrap(), e.file_type, e.size))
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(entries[0], ("b".into(), FileType::Dir, entries[0].2));
+    assert_eq!(entries[1], ("file".into(), FileType::File, 5));
+    assert_eq!(entries[2].0, "link");
+    assert_eq!(entries[2].1, FileType::Symlink);
+    c.send(4, Message::FsRemove { path: dir.path("a").into(), recursive: false });
+    assert_eq!(failure_of(&answers(&mut c, 4)), Some(Failure::Io), "a non-empty directory needs recursive");
+    c.send(5, Message::FsRemove { path: dir.path("a").into(), recursive: true });
+    assert_eq!(answers(&mut c, 5), vec![Message::FsDone]);
+    assert!(!dir.0.join("a").exists());
+    assert!(std::path::Path::new("/etc/passwd").exists(), "the link's target survives");
+}
+
+#[test]
+fn file_operations_run_as_the_sandbox_user() {
+    if euid() != 0 {
+        eprintln!("skipped: switching the filesystem identity needs root");
+        return;
+    }
+    let dir = Scratch::new("identity");
+    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::create_dir(dir.0.join("open")).unwrap();
+    std::fs::set_permissions(dir.0.join("open"), std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .unwrap();
+    std::fs::write(dir.0.join("secret"), b"root only").unwrap();
+    std::fs::set_permissions(dir.0.join("secret"), std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .unwrap();
+    let mut c = Client::start_as(Some((65534, 65534)));
+    // The control: where nobody may write, the write works and the file is nobody's.
+    assert_eq!(write_file(&mut c, 1, &dir.path("open/mine"), 0o644, b"hi"), vec![Message::FsDone]);
+    let meta = std::fs::metadata(dir.0.join("open/mine")).unwrap();
+    assert_eq!(
+        (std::os::unix::fs::MetadataExt::uid(&meta), std::os::unix::fs::MetadataExt::gid(&meta)),
+        (65534, 65534)
+    );
+    assert_eq!(
+        failure_of(&write_file(&mut c, 2, &dir.path("denied"), 0o644, b"x")),
+        Some(Failure::PermissionDenied)
+    );
+    assert_eq!(read_file(&mut c, 3, &dir.path("secret"), 100), Err(Failure::PermissionDenied));
+    // And sandboxd is root again afterwards: the commands it starts without a user still are.
+    let mut plain = Client::start();
+    assert_eq!(read_file(&mut plain, 1, &dir.path("secret"), 100), Ok(b"root only".to_vec()));
+}
+
+#[test]
+fn a_signal_cancels_a_file_request_and_frees_its_id() {
+    let mut c = Client::start();
+    let dir = Scratch::new("cancel");
+    std::fs::write(dir.0.join("f"), vec![0u8; 100_000]).unwrap();
+    c.send(9, Message::FsRead { path: dir.path("f").into(), limit: 1 << 20 });
+    c.send(9, Message::Signal { signal: 9 });
+    // Were the read still open, reusing its id would end the session as a protocol error.
+    c.send(9, Message::FsStat { path: dir.path("f").into() });
+    assert!(matches!(answers(&mut c, 9)[..], [Message::FsStatReply { size: 100_000, .. }]));
+}
+
+/// What the code-cell runner (`sandboxd/src/runner.py`) said, in arrival order, with the
+/// stdout bytes between its records.
+#[derive(Debug, PartialEq)]
+enum Said {
+    Stdout(String),
+    Record(String, Vec<u8>),
+}
+
+struct Runner {
+    c: Client,
+    ctrl: Vec<u8>,
+}
+
+impl Runner {
+    fn start() -> Option<Runner> {
+        if !std::path::Path::new("/usr/bin/python3").exists() {
+            eprintln!("skipped: no /usr/bin/python3 for the runner");
+            return None;
+        }
+        let mut c = Client::start();
+        let spec = Spawn {
+            argv: ["python3", "-u", "-c", include_str!("../src/runner.py")]
+                .iter()
+                .map(|a| a.as_bytes().to_vec())
+                .collect(),
+            env: vec![(b"PATH".to_vec(), b"/usr/bin:/bin".to_vec())],
+            control: true,
+            ..Spawn::default()
+        };
+        c.send(1, Message::Spawn(spec));
+        c.send(1, Message::Credit { bytes: u32::MAX });
+        let mut r = Runner { c, ctrl: Vec::new() };
+        let (said, _) = r.until_done_or("ready");
+        assert!(matches!(&said[..], [Said::Record(h, _)] if h == "ready 0"), "{said:?}");
+        Some(r)
+    }
+
+    /// Parses one record off the control bytes received so far.
+    fn record(&mut self) -> Option<(String, Vec<u8>)> {
+        let nl = self.ctrl.iter().position(|&b| b == b'\n')?;
+        let header = String::from_utf8(self.ctrl[..nl].to_vec()).unwrap();
+        let len: usize = header.rsplit(' ').next().unwrap().parse().unwrap();
+        if self.ctrl.len() < nl + 1 + len {
+            return None;
+        }
+        let payload = self.ctrl[nl + 1..nl + 1 + len].to_vec();
+        self.ctrl.drain(..nl + 1 + len);
+        Some((header, payload))
+    }
+
+    /// Collects what arrives until a record whose header starts with `stop`.
+    fn until_done_or(&mut self, stop: &str) -> (Vec<Said>, String) {
+        let mut said = Vec::new();
+        loop {
+            while let Some((header, payload)) = self.record() {
+                let done = header.starts_with(stop);
+                said.push(Said::Record(header.clone(), payload));
+                if done {
+                    return (said, header);
+                }
+            }
+            match self.c.recv().message {
+                Message::Output { stream: Stream::Control, data } => self.ctrl.extend(data),
+                Message::Output { stream: Stream::Stdout, data } => {
+                    said.push(Said::Stdout(String::from_utf8(data).unwrap()));
+                }
+                Message::Output { stream: Stream::Stderr, .. }
+                | Message::Spawned { .. }
+                | Message::Credit { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    fn cell(&mut self, code: &str) -> Vec<Said> {
+        let mut data = format!("cell {}\n", code.len()).into_bytes();
+        data.extend_from_slice(code.as_bytes());
+        self.c.send(1, Message::ControlIn { data });
+        self.until_done_or("done").0
+    }
+}
+
+fn records(said: &[Said]) -> Vec<(String, String)> {
+    said.iter()
+        .filter_map(|s| match s {
+            Said::Record(h, p) => Some((h.clone(), String::from_utf8_lossy(p).into_owned())),
+            Said::Stdout(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn code_cells_keep_their_state_and_print_before_their_results() {
+    let Some(mut r) = Runner::start() else { return };
+    let said = r.cell("x = 41\nprint('hello')\nx + 1");
+    let first_record = said.iter().position(|s| matches!(s, Said::Record(..))).unwrap();
+    let printed: String =
+        said[..first_record].iter().map(|s| if let Said::Stdout(t) = s { t.as_str() } else { "" }).collect();
+    assert_eq!(printed, "hello\n", "printed output comes first: {said:?}");
+    assert_eq!(
+        records(&said),
+        vec![
+            ("bundle result 1 0".into(), String::new()),
+            ("item text/plain 2".into(), "42".into()),
+            ("done 1 0".into(), String::new()),
+        ]
+    );
+    // State survives, and a cell cannot break the runner by shadowing its names.
+    let said = r.cell("send = main = None\nx");
+    assert_eq!(records(&said)[1], ("item text/plain 2".into(), "41".into()));
+    let said = r.cell("1/0");
+    let (header, payload) = &records(&said)[0];
+    assert!(header.starts_with("error "), "{said:?}");
+    assert!(payload.starts_with("ZeroDivisionError\ndivision by zero\n"), "{payload}");
+    assert!(payload.contains("<cell-3>") && !payload.contains("<string>"), "{payload}");
+}
+
+#[test]
+fn rich_results_come_back_by_mime_type() {
+    let Some(mut r) = Runner::start() else { return };
+    let code = "class T:\n    def _repr_html_(self):\n        return '<b>t</b>'\n    def _repr_png_(self):\n        return b'\\x89PNG'\n\ndisplay(T())\nT()";
+    let said = records(&r.cell(code));
+    assert_eq!(said[0].0, "bundle display 3 0");
+    assert!(said.contains(&("item text/html 8".into(), "<b>t</b>".into())), "{said:?}");
+    assert!(said.iter().any(|(h, _)| h == "item image/png 4"), "{said:?}");
+    assert!(said.iter().any(|(h, _)| h == "bundle result 3 0"), "{said:?}");
+}
+
+#[test]
+fn an_interrupt_stops_the_cell_and_keeps_the_context() {
+    let Some(mut r) = Runner::start() else { return };
+    r.cell("x = 7");
+    let code = "import time\nprint('started')\ntime.sleep(1000)";
+    let mut data = format!("cell {}\n", code.len()).into_bytes();
+    data.extend_from_slice(code.as_bytes());
+    r.c.send(1, Message::ControlIn { data });
+    // Wait for the cell to be running before interrupting it.
+    loop {
+        if let Message::Output { stream: Stream::Stdout, data } = r.c.recv().message {
+            assert!(data.starts_with(b"started"), "{data:?}");
+            break;
+        }
+    }
+    r.c.send(1, Message::Signal { signal: 2 });
+    let said = records(&r.until_done_or("done").0);
+    assert!(said[0].0.starts_with("error ") && said[0].1.starts_with("KeyboardInterrupt"), "{said:?}");
+    assert_eq!(records(&r.cell("x"))[1], ("item text/plain 1".into(), "7".into()));
+}
+
+#[test]
+fn a_matplotlib_figure_is_a_png_and_a_dataframe_is_html() {
+    let Some(mut r) = Runner::start() else { return };
+    let probe =
+        records(&r.cell("import importlib.util as u\nall(u.find_spec(m) for m in ('matplotlib', 'pandas'))"));
+    if probe[1].1 != "True" {
+        assert!(
+            std::env::var_os("SANDBOXIO_STRICT").is_none(),
+            "matplotlib and pandas are missing in a strict run"
+        );
+        eprintln!("skipped: matplotlib or pandas is not installed for /usr/bin/python3");
+        return;
+    }
+    let said = r.cell("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone");
+    let png = said.iter().find_map(|s| match s {
+        Said::Record(h, p) if h.starts_with("item image/png ") => Some(p.clone()),
+        _ => None,
+    });
+    assert!(png.is_some_and(|p| p.starts_with(b"\x89PNG\r\n\x1a\n")), "{:?}", records(&said));
+    let said = records(&r.cell("import pandas as pd\npd.DataFrame({'a': [1, 2]})"));
+    let html = said.iter().find(|(h, _)| h.starts_with("item text/html ")).map(|(_, p)| p.clone());
+    assert!(html.is_some_and(|h| h.contains("<table")), "{said:?}");
+}

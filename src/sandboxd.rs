@@ -1,0 +1,75 @@
+//! The host's side of sandboxd, the supervisor that runs inside local and Docker sandboxes:
+//! its wire protocol (the same file the binary compiles, `sandboxd/src/proto.rs`) and the
+//! binary itself, built for this target by `build.rs` and embedded here.
+
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "code contexts move onto sandboxd in the next steps of ADR 0006")
+)]
+pub(crate) mod cells;
+#[expect(dead_code, reason = "the backends move onto sandboxd in the next steps of ADR 0006")]
+pub(crate) mod client;
+/// The code-cell runner sandboxd starts as `python3 -u -c RUNNER` with a control channel, one
+/// per code context (its header states its wire format).
+#[expect(dead_code, reason = "code contexts move onto sandboxd in the next steps of ADR 0006")]
+pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
+
+#[path = "../sandboxd/src/proto.rs"]
+#[expect(dead_code, reason = "the backends speak the protocol as they move onto sandboxd")]
+pub(crate) mod proto;
+
+/// The sandboxd binary for the target this library was built for: a static executable, so it
+/// runs in any Linux image. `None` when `build.rs` could not build it (it said why in a cargo
+/// warning); the backends then keep to their paths that do not need it.
+#[cfg(sandboxd_embedded)]
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006")
+)]
+pub(crate) const BINARY: Option<&[u8]> = Some(include_bytes!(env!("SANDBOXIO_SANDBOXD")));
+
+/// See above: the build could not make sandboxd.
+#[cfg(not(sandboxd_embedded))]
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006")
+)]
+pub(crate) const BINARY: Option<&[u8]> = None;
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_embedded_binary_runs_and_speaks_this_protocol() {
+        let Some(binary) = super::BINARY else {
+            panic!("build.rs did not embed sandboxd; its cargo warning says why");
+        };
+        // A static executable has no program interpreter (PT_INTERP, type 3) in its headers.
+        assert_eq!(&binary[..4], b"\x7fELF");
+        let dir = std::env::temp_dir().join(format!("sandboxd-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sandboxd");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(binary).unwrap();
+        drop(f);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let out = std::process::Command::new(&path).arg("--version").output().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("sandboxd protocol {}", super::proto::VERSION)
+        );
+        assert!(!has_interpreter(binary), "sandboxd is not statically linked");
+    }
+
+    /// Whether an ELF64 little-endian file has a `PT_INTERP` program header.
+    fn has_interpreter(elf: &[u8]) -> bool {
+        let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]);
+        let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap());
+        let phoff = usize::try_from(u64_at(0x20)).unwrap();
+        let (size, count) = (usize::from(u16_at(0x36)), usize::from(u16_at(0x38)));
+        (0..count).any(|i| u32::from_le_bytes(elf[phoff + i * size..][..4].try_into().unwrap()) == 3)
+    }
+}

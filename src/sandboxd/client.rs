@@ -1,0 +1,676 @@
+//! The host's end of a sandboxd session, over any byte stream (a `bwrap` child's pipes, a
+//! container's attach stream), usable from any executor.
+//!
+//! One reader thread decodes frames and routes them to commands; writes go straight to the
+//! stream under a lock (sandboxd reads its input at once, and this side always reads, so a
+//! write never waits long). Memory is bounded per command: the client grants sandboxd output
+//! credit of at most [`OUTPUT_WINDOW`] bytes beyond what the caller has taken, so sandboxd
+//! never sends more than that, and the command blocks in `write` while the caller is slow.
+//! A session that sandboxd breaks (a malformed frame, output past the credit) or that ends
+//! (sandboxd died, the sandbox is gone) ends every command with [`Event::Gone`].
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+
+use event_listener::{Event as Notify, EventListener};
+
+use super::proto::{
+    Decoder, Entry, Failure, FileType, Frame, MAX_CHUNK, Message, Spawn, Status, Stream, VERSION,
+};
+
+/// The most output bytes a command may have queued on the host, in bytes (1 MiB).
+pub(crate) const OUTPUT_WINDOW: u32 = 1024 * 1024;
+
+/// The stdin bytes sandboxd accepts for a command before it returns credit (its
+/// `STDIN_WINDOW`, 256 KiB).
+pub(crate) const STDIN_WINDOW: usize = 256 * 1024;
+
+/// Credit is returned to sandboxd in batches of at least this many bytes (64 KiB).
+const CREDIT_BATCH: usize = 64 * 1024;
+
+/// What happens to a command, in order: `Spawned`, then `Output`s, then one of `Exit`,
+/// `Failed` or `Gone`; and to a file request: `Chunk`s or `Entries`, then one of `Done`,
+/// `Stat`, `Failed` or `Gone`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// Bytes of a file being read.
+    Chunk(Vec<u8>),
+    /// Entries of a directory being listed.
+    Entries(Vec<Entry>),
+    /// A file request completed.
+    Done,
+    /// The answer to a stat request.
+    Stat {
+        /// What the path is.
+        file_type: FileType,
+        /// Its size in bytes.
+        size: u64,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The command started, with this pid inside the sandbox.
+    Spawned(u32),
+    /// Bytes the command wrote.
+    Output(Stream, Vec<u8>),
+    /// The command ended, and every process it started is gone.
+    Exit {
+        /// How its first process ended.
+        status: Status,
+        /// The kernel's out-of-memory killer ended a process of the command.
+        oom_killed: bool,
+    },
+    /// sandboxd refused or lost the command.
+    Failed(Failure, String),
+    /// The session ended before the command did; why.
+    Gone(String),
+}
+
+impl CmdState {
+    /// Counts `bytes` of credited data queued for request `id`; more than was granted breaks
+    /// the protocol.
+    fn count(&mut self, id: u32, bytes: usize) -> Result<(), String> {
+        self.queued += bytes;
+        if self.queued > OUTPUT_WINDOW as usize {
+            return Err(format!("sandboxd sent request {id} more data than it was granted"));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct CmdState {
+    events: VecDeque<Event>,
+    /// Output bytes queued here, and taken since credit was last returned.
+    queued: usize,
+    taken: usize,
+    /// Stdin bytes sandboxd will still accept.
+    stdin_window: usize,
+    finished: bool,
+}
+
+#[derive(Default)]
+struct State {
+    ended: Option<String>,
+    greeted: Option<u32>,
+    cmds: HashMap<u32, CmdState>,
+    pongs: HashMap<u32, u64>,
+}
+
+struct Inner {
+    writer: Mutex<Box<dyn Write + Send>>,
+    state: Mutex<State>,
+    changed: Notify,
+    next_id: AtomicU32,
+}
+
+/// A session with one sandboxd. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("sandboxd::Client").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Client {
+    /// Starts a session over `read`/`write` for a sandbox whose user is `user` (uid, gid):
+    /// sends `Hello` and starts the reader thread.
+    /// Call [`Client::hello`] to wait for sandboxd's answer.
+    ///
+    /// # Errors
+    ///
+    /// The stream could not be written, or the thread could not start.
+    pub(crate) fn start(
+        read: impl Read + Send + 'static,
+        write: impl Write + Send + 'static,
+        user: Option<(u32, u32)>,
+    ) -> std::io::Result<Client> {
+        let inner = Arc::new(Inner {
+            writer: Mutex::new(Box::new(write)),
+            state: Mutex::new(State::default()),
+            changed: Notify::new(),
+            next_id: AtomicU32::new(1),
+        });
+        let client = Client { inner };
+        client.send(0, Message::Hello { version: VERSION, user }).map_err(std::io::Error::other)?;
+        let reader = Arc::clone(&client.inner);
+        std::thread::Builder::new()
+            .name("sandboxio-sandboxd-rx".into())
+            .spawn(move || read_loop(&reader, read))?;
+        Ok(client)
+    }
+
+    fn send(&self, id: u32, message: Message) -> Result<(), String> {
+        let bytes = Frame::new(id, message).to_bytes().map_err(|e| e.to_string())?;
+        let written = {
+            let mut w = lock(&self.inner.writer);
+            w.write_all(&bytes).and_then(|()| w.flush())
+        };
+        written.map_err(|e| {
+            let why = format!("writing to sandboxd failed: {e}");
+            end(&self.inner, why.clone());
+            why
+        })
+    }
+
+    /// Why the session ended, if it has.
+    pub(crate) fn ended(&self) -> Option<String> {
+        lock(&self.inner.state).ended.clone()
+    }
+
+    /// Waits for sandboxd's `HelloAck`; its pid inside the sandbox.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended before sandboxd answered.
+    pub(crate) async fn hello(&self) -> Result<u32, String> {
+        self.wait(|s| s.greeted.map(Ok).or_else(|| s.ended.clone().map(Err))).await
+    }
+
+    /// A round trip through sandboxd.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended before the answer.
+    pub(crate) async fn ping(&self) -> Result<(), String> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        self.send(id, Message::Ping { nonce: u64::from(id) })?;
+        self.wait(|s| s.pongs.remove(&id).map(|_| Ok(())).or_else(|| s.ended.clone().map(Err))).await
+    }
+
+    async fn wait<T>(&self, mut ready: impl FnMut(&mut State) -> Option<T>) -> T {
+        loop {
+            let listener = self.inner.changed.listen();
+            if let Some(v) = ready(&mut lock(&self.inner.state)) {
+                return v;
+            }
+            listener.await;
+        }
+    }
+
+    /// Starts a command. Its events arrive on the returned handle.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended (the command was not sent).
+    pub(crate) fn spawn(&self, spec: Spawn) -> Result<Cmd, String> {
+        self.request(Message::Spawn(spec))
+    }
+
+    /// Sends a request (a spawn or a file operation) under a fresh id; its answers arrive on
+    /// the returned handle. Reads, listings and commands are granted [`OUTPUT_WINDOW`] of
+    /// credit at once; a write's data goes through [`Cmd::send_data`] and [`Cmd::finish`].
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended (the request was not sent).
+    pub(crate) fn request(&self, message: Message) -> Result<Cmd, String> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut state = lock(&self.inner.state);
+            if let Some(why) = &state.ended {
+                return Err(why.clone());
+            }
+            state.cmds.insert(id, CmdState { stdin_window: STDIN_WINDOW, ..CmdState::default() });
+        }
+        let cmd = Cmd { client: self.clone(), id, listener: None };
+        let credit = matches!(message, Message::Spawn(_) | Message::FsRead { .. } | Message::FsList { .. });
+        self.send(id, message)?;
+        if credit {
+            self.send(id, Message::Credit { bytes: OUTPUT_WINDOW })?;
+        }
+        Ok(cmd)
+    }
+}
+
+/// Marks the session ended and ends every command that has not finished.
+fn end(inner: &Inner, why: String) {
+    let mut state = lock(&inner.state);
+    if state.ended.is_none() {
+        for cmd in state.cmds.values_mut().filter(|c| !c.finished) {
+            cmd.events.push_back(Event::Gone(why.clone()));
+            cmd.finished = true;
+        }
+        state.ended = Some(why);
+    }
+    drop(state);
+    inner.changed.notify(usize::MAX);
+}
+
+fn read_loop(inner: &Inner, mut read: impl Read) {
+    let mut decoder = Decoder::new();
+    let mut buf = vec![0; MAX_CHUNK];
+    let why = loop {
+        match decoder.next_frame() {
+            Ok(Some(frame)) => {
+                if let Err(why) = route(inner, frame) {
+                    break why;
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => break format!("sandboxd sent a malformed frame: {e}"),
+        }
+        let want = decoder.wants().clamp(1, buf.len());
+        match read.read(&mut buf[..want]) {
+            Ok(0) => break "sandboxd's stream ended".to_owned(),
+            Ok(n) => decoder.push(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break format!("reading from sandboxd failed: {e}"),
+        }
+    };
+    end(inner, why);
+}
+
+/// Delivers one frame; an `Err` ends the session.
+fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
+    let mut state = lock(&inner.state);
+    match message {
+        Message::HelloAck { version, pid } if version == VERSION => state.greeted = Some(pid),
+        Message::HelloAck { version, .. } => {
+            return Err(format!("sandboxd speaks version {version}, not {VERSION}"));
+        }
+        Message::Pong { nonce } => {
+            state.pongs.insert(id, nonce);
+        }
+        message => {
+            // Frames for a command the caller dropped are discarded.
+            let Some(cmd) = state.cmds.get_mut(&id) else { return Ok(()) };
+            match message {
+                Message::Spawned { pid } => cmd.events.push_back(Event::Spawned(pid)),
+                Message::Output { stream, data } => {
+                    cmd.count(id, data.len())?;
+                    cmd.events.push_back(Event::Output(stream, data));
+                }
+                Message::FsChunk { data } => {
+                    cmd.count(id, data.len())?;
+                    cmd.events.push_back(Event::Chunk(data));
+                }
+                Message::FsEntries { entries } => {
+                    cmd.count(id, entries.iter().map(|e| 13 + e.name.len()).sum())?;
+                    cmd.events.push_back(Event::Entries(entries));
+                }
+                Message::FsDone => {
+                    cmd.events.push_back(Event::Done);
+                    cmd.finished = true;
+                }
+                Message::FsStatReply { file_type, size, mode } => {
+                    cmd.events.push_back(Event::Stat { file_type, size, mode });
+                    cmd.finished = true;
+                }
+                Message::Credit { bytes } => cmd.stdin_window += bytes as usize,
+                Message::Exit { status, oom_killed } => {
+                    cmd.events.push_back(Event::Exit { status, oom_killed });
+                    cmd.finished = true;
+                }
+                Message::Failed { failure, message } => {
+                    cmd.events
+                        .push_back(Event::Failed(failure, String::from_utf8_lossy(&message).into_owned()));
+                    cmd.finished = true;
+                }
+                other => {
+                    return Err(format!("sandboxd sent {:?}, which is the host's to send", other.kind()));
+                }
+            }
+        }
+    }
+    drop(state);
+    inner.changed.notify(usize::MAX);
+    Ok(())
+}
+
+/// One command of a session. Dropping it before it ended kills it.
+pub(crate) struct Cmd {
+    client: Client,
+    id: u32,
+    listener: Option<EventListener>,
+}
+
+impl std::fmt::Debug for Cmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("sandboxd::Cmd").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl Cmd {
+    /// Takes the next event, returning output credit to sandboxd as the caller takes bytes.
+    fn take(&self) -> Option<Event> {
+        let mut state = lock(&self.client.inner.state);
+        let cmd = state.cmds.get_mut(&self.id)?;
+        let event = cmd.events.pop_front()?;
+        let mut grant = 0;
+        let bytes = match &event {
+            Event::Output(_, data) | Event::Chunk(data) => data.len(),
+            Event::Entries(entries) => entries.iter().map(|e| 13 + e.name.len()).sum(),
+            _ => 0,
+        };
+        if bytes > 0 {
+            cmd.queued -= bytes;
+            cmd.taken += bytes;
+            if cmd.taken >= CREDIT_BATCH && !cmd.finished {
+                grant = std::mem::take(&mut cmd.taken);
+            }
+        }
+        drop(state);
+        if grant > 0 {
+            // A failed send ends the session, which the next take reports as Gone.
+            let _ = self
+                .client
+                .send(self.id, Message::Credit { bytes: u32::try_from(grant).unwrap_or(u32::MAX) });
+        }
+        Some(event)
+    }
+
+    /// The next event; `Poll::Ready(None)` after the last one (`Exit`, `Failed` or `Gone`).
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        loop {
+            if let Some(event) = self.take() {
+                self.listener = None;
+                return Poll::Ready(Some(event));
+            }
+            if self.is_over() {
+                return Poll::Ready(None);
+            }
+            match &mut self.listener {
+                None => self.listener = Some(self.client.inner.changed.listen()),
+                Some(l) => {
+                    if std::pin::Pin::new(l).poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    self.listener = None;
+                }
+            }
+        }
+    }
+
+    /// The next event, `None` after the last one.
+    pub(crate) async fn next(&mut self) -> Option<Event> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    fn is_over(&self) -> bool {
+        let state = lock(&self.client.inner.state);
+        state.cmds.get(&self.id).is_none_or(|c| c.finished && c.events.is_empty())
+    }
+
+    /// Sends `data` to the command's stdin (it must have been spawned with a piped stdin),
+    /// waiting while sandboxd's window for it is full.
+    ///
+    /// # Errors
+    ///
+    /// Why the session or the command ended first.
+    pub(crate) async fn write_stdin(&self, data: &[u8]) -> Result<(), String> {
+        self.send_window(data, |data| Message::Stdin { data }).await
+    }
+
+    /// Sends `data` for a file write request, waiting while sandboxd's window is full.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended or the write failed first.
+    pub(crate) async fn send_data(&self, data: &[u8]) -> Result<(), String> {
+        self.send_window(data, |data| Message::FsData { data }).await
+    }
+
+    /// Sends `data` to the command's control channel (it must have been spawned with
+    /// `control`), sharing the stdin window.
+    ///
+    /// # Errors
+    ///
+    /// Why the session or the command ended first.
+    pub(crate) async fn send_control(&self, data: &[u8]) -> Result<(), String> {
+        self.send_window(data, |data| Message::ControlIn { data }).await
+    }
+
+    /// Ends a file write: sandboxd renames the file into place and answers `Done`.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended.
+    pub(crate) fn finish(&self) -> Result<(), String> {
+        self.client.send(self.id, Message::FsEnd)
+    }
+
+    async fn send_window(&self, mut data: &[u8], frame: impl Fn(Vec<u8>) -> Message) -> Result<(), String> {
+        while !data.is_empty() {
+            let n = self
+                .client
+                .wait(|s| {
+                    if let Some(why) = &s.ended {
+                        return Some(Err(why.clone()));
+                    }
+                    match s.cmds.get_mut(&self.id) {
+                        Some(c) if c.finished => Some(Err("the request has ended".to_owned())),
+                        Some(c) if c.stdin_window > 0 => {
+                            let n = c.stdin_window.min(data.len()).min(MAX_CHUNK);
+                            c.stdin_window -= n;
+                            Some(Ok(n))
+                        }
+                        Some(_) => None,
+                        None => Some(Err("the request has ended".to_owned())),
+                    }
+                })
+                .await?;
+            self.client.send(self.id, frame(data[..n].to_vec()))?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// Ends the command's stdin.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended.
+    pub(crate) fn close_stdin(&self) -> Result<(), String> {
+        self.client.send(self.id, Message::StdinEof)
+    }
+
+    /// Sends `signal` to the command; `SIGKILL` (9) ends it and everything it started.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended.
+    pub(crate) fn signal(&self, signal: i32) -> Result<(), String> {
+        self.client.send(self.id, Message::Signal { signal })
+    }
+}
+
+impl Drop for Cmd {
+    fn drop(&mut self) {
+        let finished = lock(&self.client.inner.state).cmds.remove(&self.id).is_none_or(|c| c.finished);
+        if !finished {
+            let _ = self.client.send(self.id, Message::Signal { signal: 9 });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::{Child, Command, Stdio};
+
+    use futures_lite::future::block_on;
+
+    use super::*;
+
+    struct Daemon {
+        child: Child,
+        client: Client,
+        /// The directory holding the binary, removed on drop; `None` for a stand-in peer.
+        dir: Option<std::path::PathBuf>,
+    }
+
+    impl Drop for Daemon {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            if let Some(dir) = &self.dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    fn daemon_with(program: &str, args: &[&str], dir: Option<std::path::PathBuf>) -> Daemon {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = Client::start(child.stdout.take().unwrap(), child.stdin.take().unwrap(), None).unwrap();
+        Daemon { child, client, dir }
+    }
+
+    fn daemon() -> Daemon {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let binary = crate::sandboxd::BINARY.expect("build.rs embeds sandboxd");
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("sandboxd-client-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("sandboxd");
+        std::fs::write(&path, binary).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let d = daemon_with(path.to_str().unwrap(), &[], Some(dir));
+        block_on(d.client.hello()).unwrap();
+        d
+    }
+
+    fn spec(argv: &[&str]) -> Spawn {
+        Spawn {
+            argv: argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            env: vec![(b"PATH".to_vec(), b"/usr/bin:/bin".to_vec())],
+            ..Spawn::default()
+        }
+    }
+
+    fn collect(mut cmd: Cmd) -> (Vec<u8>, Vec<u8>, Event) {
+        block_on(async {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            loop {
+                match cmd.next().await.expect("a last event") {
+                    Event::Spawned(_) => {}
+                    Event::Output(Stream::Stdout, d) => out.extend(d),
+                    Event::Output(Stream::Stderr, d) => err.extend(d),
+                    last => return (out, err, last),
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn a_command_runs_with_exact_output_and_status() {
+        let d = daemon();
+        let cmd = d.client.spawn(spec(&["sh", "-c", "printf out; printf err >&2; exit 4"])).unwrap();
+        let (out, err, last) = collect(cmd);
+        assert_eq!((out.as_slice(), err.as_slice()), (&b"out"[..], &b"err"[..]));
+        assert_eq!(last, Event::Exit { status: Status::Code(4), oom_killed: false });
+        block_on(d.client.ping()).unwrap();
+    }
+
+    #[test]
+    fn large_output_arrives_whole_through_a_bounded_window() {
+        let d = daemon();
+        let cmd = d.client.spawn(spec(&["head", "-c", "20000000", "/dev/zero"])).unwrap();
+        let id = cmd.id;
+        let mut cmd = cmd;
+        let (mut total, mut most_queued) = (0usize, 0usize);
+        block_on(async {
+            while let Some(event) = cmd.next().await {
+                most_queued =
+                    most_queued.max(lock(&d.client.inner.state).cmds.get(&id).map_or(0, |c| c.queued));
+                if let Event::Output(_, data) = event {
+                    total += data.len();
+                }
+            }
+        });
+        assert_eq!(total, 20_000_000);
+        assert!(most_queued <= OUTPUT_WINDOW as usize, "{most_queued} bytes queued");
+    }
+
+    #[test]
+    fn stdin_larger_than_the_window_reaches_the_command() {
+        let d = daemon();
+        let mut s = spec(&["sh", "-c", "wc -c"]);
+        s.stdin = super::super::proto::StdinMode::Pipe;
+        let cmd = d.client.spawn(s).unwrap();
+        let data = vec![7u8; 1_000_000];
+        block_on(cmd.write_stdin(&data)).unwrap();
+        cmd.close_stdin().unwrap();
+        let (out, _, last) = collect(cmd);
+        assert_eq!(String::from_utf8_lossy(&out).trim(), "1000000");
+        assert_eq!(last, Event::Exit { status: Status::Code(0), oom_killed: false });
+    }
+
+    #[test]
+    fn a_kill_is_a_signal_death_and_sandboxd_dying_is_gone() {
+        let mut d = daemon();
+        let cmd = d.client.spawn(spec(&["sleep", "1000"])).unwrap();
+        cmd.signal(9).unwrap();
+        let (_, _, last) = collect(cmd);
+        assert_eq!(last, Event::Exit { status: Status::Signal(9), oom_killed: false });
+
+        // sandboxd is no PID-namespace init here, so killing it orphans the command to the
+        // host's init: a short sleep keeps that from outliving the test by much.
+        let cmd = d.client.spawn(spec(&["sleep", "2"])).unwrap();
+        block_on(d.client.ping()).unwrap();
+        d.child.kill().unwrap();
+        let (_, _, last) = collect(cmd);
+        assert!(matches!(last, Event::Gone(_)), "{last:?}");
+        assert!(d.client.spawn(spec(&["true"])).is_err(), "a spawn after the end is refused");
+    }
+
+    #[test]
+    fn file_requests_round_trip_through_the_session() {
+        let d = daemon();
+        let dir = d.dir.clone().unwrap();
+        let path = dir.join("data.bin");
+        let path_bytes = path.to_str().unwrap().as_bytes().to_vec();
+        let data: Vec<u8> = (0..700_000u32).map(|i| (i % 253) as u8).collect();
+        let mut write = d.client.request(Message::FsWrite { path: path_bytes.clone(), mode: 0o600 }).unwrap();
+        block_on(write.send_data(&data)).unwrap();
+        write.finish().unwrap();
+        assert_eq!(block_on(write.next()), Some(Event::Done));
+
+        let mut read =
+            d.client.request(Message::FsRead { path: path_bytes.clone(), limit: 1 << 30 }).unwrap();
+        let mut back = Vec::new();
+        let last = block_on(async {
+            loop {
+                match read.next().await.unwrap() {
+                    Event::Chunk(bytes) => back.extend(bytes),
+                    last => return last,
+                }
+            }
+        });
+        assert_eq!(last, Event::Done);
+        assert_eq!(back, data);
+
+        let mut stat = d.client.request(Message::FsStat { path: path_bytes }).unwrap();
+        assert_eq!(
+            block_on(stat.next()),
+            Some(Event::Stat { file_type: FileType::File, size: 700_000, mode: 0o600 })
+        );
+        let missing = dir.join("missing").to_str().unwrap().as_bytes().to_vec();
+        let mut read = d.client.request(Message::FsRead { path: missing, limit: 10 }).unwrap();
+        assert!(matches!(block_on(read.next()), Some(Event::Failed(Failure::NotFound, _))));
+    }
+
+    #[test]
+    fn a_peer_that_sends_garbage_ends_the_session_with_a_reason() {
+        let d = daemon_with("sh", &["-c", "printf '\\377\\377\\377\\377garbage'; sleep 5"], None);
+        let why = block_on(d.client.hello()).unwrap_err();
+        assert!(why.contains("malformed"), "{why}");
+    }
+}

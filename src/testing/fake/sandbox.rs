@@ -1,0 +1,370 @@
+//! [`FakeSandbox`]: one sandbox's operations. A command or cell is simulated to a trace
+//! under the world's lock, then the trace is delivered step by step on the virtual clock.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use futures_lite::future;
+
+use crate::audit::OperationKind;
+use crate::backend::{Backend, BackendExecStream, BackendSandbox, BoxFuture, KillOutcome};
+use crate::error::{Error, Result};
+use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, ExitStatus};
+use crate::fs::DirEntry;
+use crate::policy::{Capabilities, NetworkPolicy};
+
+use super::machine::{Stdin, Trace};
+use super::process::{Launch, apply_due, simulate, simulate_cell};
+use super::vfs::{Vfs, WORKDIR};
+use super::world::{Life, World, scripted};
+use super::{Failure, FakeBackend, SCHEME, python, stream};
+
+/// One fake sandbox handle.
+#[derive(Debug)]
+pub(super) struct FakeSandbox {
+    backend: FakeBackend,
+    id: String,
+    /// Whether its calls go to [`FakeBackend::calls`]: not for the file operations an
+    /// upload or download makes, which are recorded as that one call.
+    recorded: bool,
+}
+
+/// What a scripted rule decides before a command is simulated.
+#[derive(Debug)]
+pub(super) enum Early {
+    /// A failure injected with `fail_next`, `fail_on` or `flaky_every`.
+    Fail(Failure),
+    /// An answer scripted with `on_run`.
+    Answer(ExecResult),
+}
+
+/// Unregisters a process when the operation running it ends or is dropped.
+struct ProcessGuard<'a> {
+    backend: &'a FakeBackend,
+    pid: u64,
+}
+
+impl Drop for ProcessGuard<'_> {
+    fn drop(&mut self) {
+        self.backend.world().processes.remove(&self.pid);
+    }
+}
+
+impl FakeSandbox {
+    pub(super) fn new(backend: FakeBackend, id: String) -> Self {
+        FakeSandbox { backend, id, recorded: true }
+    }
+
+    fn world(&self) -> MutexGuard<'_, World> {
+        self.backend.world()
+    }
+
+    /// Delivers a trace step by step on the virtual clock: output is collected and file
+    /// changes land on the sandbox as the replay reaches their time, so a run dropped mid-way
+    /// has made exactly the changes made before that point. A sandbox killed meanwhile ends
+    /// the process with [`Error::SandboxGone`].
+    async fn replay(&self, trace: &Trace, start: Duration) -> Result<(Vec<u8>, Vec<u8>)> {
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let mut applied = 0;
+        for event in &trace.events {
+            future::yield_now().await;
+            self.advance(trace, start, event.at, &mut applied)?;
+            match event.stream {
+                crate::StreamKind::Stdout => stdout.extend_from_slice(&event.data),
+                crate::StreamKind::Stderr => stderr.extend_from_slice(&event.data),
+            }
+        }
+        future::yield_now().await;
+        self.advance(trace, start, trace.elapsed, &mut applied)?;
+        Ok((stdout, stderr))
+    }
+
+    /// Moves a replay to `at` (since the process started): checks the sandbox is alive,
+    /// advances the clock and applies the file changes due.
+    fn advance(&self, trace: &Trace, start: Duration, at: Duration, applied: &mut usize) -> Result<()> {
+        let mut world = self.world();
+        let now = world.clock.max(start + at);
+        world.clock = now;
+        let sandbox = world.alive(&self.id)?;
+        apply_due(&mut sandbox.vfs, &trace.effects, applied, at);
+        Ok(())
+    }
+
+    async fn fs_op<T>(
+        &self,
+        kind: OperationKind,
+        path: &str,
+        op: impl FnOnce(&mut Vfs, String) -> Result<T>,
+    ) -> Result<T> {
+        future::yield_now().await;
+        let mut world = self.world();
+        if self.recorded {
+            world.record(kind, &self.id, |c| c.path = Some(path.to_owned()));
+        }
+        let sandbox = world.alive(&self.id)?;
+        let abs = crate::path::resolve(WORKDIR, path);
+        op(&mut sandbox.vfs, abs)
+    }
+
+    /// Starts an upload or download of `path`: records it as one call and checks the
+    /// sandbox is alive. Returns a handle whose file operations, which do the transfer,
+    /// are not recorded, so that `calls()` names operations as the audit log does.
+    async fn transfer(&self, kind: OperationKind, path: &str) -> Result<FakeSandbox> {
+        self.fs_op(kind, path, |_, _| Ok(())).await?;
+        Ok(FakeSandbox { backend: self.backend.clone(), id: self.id.clone(), recorded: false })
+    }
+
+    /// Checks liveness, records the call and finds a scripted failure or answer.
+    fn prologue(&self, world: &mut World, kind: OperationKind, argv: &[String]) -> Result<Option<Early>> {
+        world.record(kind, &self.id, |c| c.argv = argv.to_vec());
+        world.alive(&self.id)?;
+        let subject = argv.join(" ");
+        if let Some(failure) = world.take_failure(&subject) {
+            return Ok(Some(Early::Fail(failure)));
+        }
+        Ok(scripted(&world.run_scripts, &subject).map(Early::Answer))
+    }
+}
+
+impl BackendSandbox for FakeSandbox {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Backend::capabilities(&self.backend)
+    }
+
+    fn network_policy(&self) -> Option<NetworkPolicy> {
+        self.world().sandboxes.get(&self.id).map(|s| s.spec.network.clone())
+    }
+
+    fn metadata(&self) -> BTreeMap<String, String> {
+        self.world().sandboxes.get(&self.id).map(|s| s.spec.metadata.clone()).unwrap_or_default()
+    }
+
+    fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
+        Box::pin(async move {
+            future::yield_now().await;
+            let argv = command.argv().to_vec();
+            let (trace, start, launch, pid) = {
+                let mut world = self.world();
+                match self.prologue(&mut world, OperationKind::Run, &argv)? {
+                    Some(Early::Answer(answer)) => return Ok(answer),
+                    Some(Early::Fail(failure)) => {
+                        let code = world.apply_failure(&self.id, failure, command.timeout_duration())?;
+                        return Ok(ExecResult::new(code, "", ""));
+                    }
+                    None => {}
+                }
+                let clock = world.clock;
+                let s = world.alive(&self.id)?;
+                let launch = Launch::new(
+                    clock,
+                    s,
+                    command.env_vars(),
+                    command.secret_env_vars(),
+                    command.timeout_duration(),
+                )
+                .with_cwd(s, command.working_dir())?;
+                let stdin = Stdin::Bytes(command.stdin_bytes().unwrap_or_default().to_vec());
+                let trace =
+                    simulate(&mut world, &self.id, &argv, stdin, &launch, command.output_limit_bytes())?
+                        .map_err(|_| Error::Provider {
+                            backend: SCHEME.into(),
+                            message: "the command waited for stdin that never closes".into(),
+                            source: None,
+                        })?;
+                let pid = world.spawn(&self.id);
+                (trace, clock, launch, pid)
+            };
+            let _running = ProcessGuard { backend: &self.backend, pid };
+            let (stdout, stderr) = self.replay(&trace, start).await?;
+            let result = ExecResult::new(0, stdout, stderr)
+                .with_duration(trace.elapsed)
+                .with_truncated(trace.truncated)
+                .with_oom_killed(trace.oom_killed);
+            match trace.exit {
+                Some(status) => Ok(result.with_status(status)),
+                None => Err(launch.deadline_error(&self.id, result.with_status(ExitStatus::Signal(9)))),
+            }
+        })
+    }
+
+    fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
+        let argv = command.argv().to_vec();
+        let mut world = self.world();
+        let early = self.prologue(&mut world, OperationKind::Stream, &argv)?;
+        let clock = world.clock;
+        let s = world.alive(&self.id)?;
+        let launch =
+            Launch::new(clock, s, command.env_vars(), command.secret_env_vars(), command.timeout_duration())
+                .with_cwd(s, command.working_dir())?;
+        let pid = world.spawn(&self.id);
+        drop(world);
+        Ok(Box::new(stream::FakeExecStream::start(
+            self.backend.clone(),
+            self.id.clone(),
+            pid,
+            command,
+            launch,
+            clock,
+            early,
+        )))
+    }
+
+    fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
+        Box::pin(async move {
+            future::yield_now().await;
+            let (end, trace, start, launch, pid) = {
+                let mut world = self.world();
+                world.record(OperationKind::RunCode, &self.id, |c| c.code = Some(code.source().to_owned()));
+                world.alive(&self.id)?;
+                if code.language_name() != "python" {
+                    return Err(Error::unsupported(
+                        SCHEME,
+                        format!("code language {:?}", code.language_name()),
+                    ));
+                }
+                if let Some(failure) = world.take_failure(code.source()) {
+                    let status = world.apply_failure(&self.id, failure, code.timeout_duration())?;
+                    return Ok(CodeResult::new(status, "", ""));
+                }
+                if let Some(answer) = scripted(&world.code_scripts, code.source()) {
+                    return Ok(answer);
+                }
+                let clock = world.clock;
+                let sandbox = world.alive(&self.id)?;
+                let launch = Launch::new(clock, sandbox, &[], &[], code.timeout_duration());
+                let (end, trace) =
+                    simulate_cell(&mut world, &self.id, code.source(), code.context_id(), &launch)?;
+                let pid = world.spawn(&self.id);
+                (end, trace, clock, launch, pid)
+            };
+            let _running = ProcessGuard { backend: &self.backend, pid };
+            let (stdout, stderr) = self.replay(&trace, start).await?;
+            let outcome = match end {
+                Ok(outcome) => outcome,
+                Err(Some(killed)) => {
+                    return Ok(CodeResult::new(0, stdout, stderr)
+                        .with_status(killed)
+                        .with_duration(trace.elapsed)
+                        .with_oom_killed(trace.oom_killed));
+                }
+                Err(None) => {
+                    let partial = ExecResult::new(0, stdout, stderr).with_status(ExitStatus::Signal(2));
+                    return Err(launch.deadline_error(&self.id, partial.with_duration(trace.elapsed)));
+                }
+            };
+            let status = outcome.exit_code.unwrap_or(i32::from(outcome.error.is_some()));
+            let mut result = CodeResult::new(status, stdout, stderr).with_duration(trace.elapsed);
+            if let Some(error) = outcome.error {
+                result = result.with_error(error);
+            }
+            if let Some(bundle) = outcome.display {
+                result = result.with_result(bundle);
+            }
+            Ok(result)
+        })
+    }
+
+    fn create_context(&self, language: &str) -> BoxFuture<'_, Result<CodeContext>> {
+        let language = language.to_owned();
+        Box::pin(async move {
+            future::yield_now().await;
+            let mut world = self.world();
+            world.record(OperationKind::CreateContext, &self.id, |_| {});
+            if language != "python" {
+                return Err(Error::unsupported(SCHEME, format!("code language {language:?}")));
+            }
+            let id = format!("ctx-{}", world.next_context);
+            world.next_context += 1;
+            world.alive(&self.id)?.contexts.insert(id.clone(), python::Globals::default());
+            Ok(CodeContext { id, language })
+        })
+    }
+
+    fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+        let path = path.to_owned();
+        Box::pin(async move {
+            self.fs_op(OperationKind::FsRead, &path, |vfs, abs| {
+                let data = vfs.read(&abs)?;
+                if data.len() as u64 > limit {
+                    return Err(crate::transfer::over_read_limit(&abs, limit));
+                }
+                Ok(data)
+            })
+            .await
+        })
+    }
+
+    fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
+        let path = path.to_owned();
+        Box::pin(async move {
+            self.fs_op(OperationKind::FsWrite, &path, |vfs, abs| vfs.write(&abs, data, mode, false)).await
+        })
+    }
+
+    fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
+        let path = path.to_owned();
+        Box::pin(async move { self.fs_op(OperationKind::FsList, &path, |vfs, abs| vfs.list(&abs)).await })
+    }
+
+    fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
+        let path = path.to_owned();
+        Box::pin(
+            async move { self.fs_op(OperationKind::FsMkdir, &path, |vfs, abs| vfs.mkdir_all(&abs)).await },
+        )
+    }
+
+    fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
+        let path = path.to_owned();
+        Box::pin(async move {
+            self.fs_op(OperationKind::FsRemove, &path, |vfs, abs| vfs.remove(&abs, recursive)).await
+        })
+    }
+
+    fn upload<'a>(&'a self, host_path: &'a Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let quiet = self.transfer(OperationKind::FsUpload, path).await?;
+            crate::transfer::upload_via_primitives(&quiet, host_path, path).await
+        })
+    }
+
+    fn download<'a>(&'a self, path: &'a str, host_path: &'a Path, budget: u64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let quiet = self.transfer(OperationKind::FsDownload, path).await?;
+            crate::transfer::download_via_primitives(&quiet, path, host_path, budget).await
+        })
+    }
+
+    fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
+        Box::pin(async move {
+            future::yield_now().await;
+            if self.world().kill_hangs.contains(&self.id) {
+                future::pending::<()>().await;
+            }
+            let mut world = self.world();
+            world.record(OperationKind::Kill, &self.id, |_| {});
+            let outcome = if world.end(&self.id, Life::Killed) {
+                KillOutcome::Killed
+            } else {
+                KillOutcome::AlreadyGone
+            };
+            // A dead sandbox keeps no process either.
+            world.processes.retain(|_, owner| *owner != self.id);
+            Ok(outcome)
+        })
+    }
+
+    fn detach(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            future::yield_now().await;
+            let mut world = self.world();
+            world.record(OperationKind::Detach, &self.id, |_| {});
+            world.alive(&self.id).map(|s| s.spec.detached = true)
+        })
+    }
+}
