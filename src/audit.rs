@@ -271,7 +271,7 @@ impl JsonLinesSink {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Provider`] with the I/O error as the source
+    /// [`Error::Provider`](crate::Error::Provider) with the I/O error as the source
     /// if the file cannot be opened.
     pub fn append(path: impl AsRef<std::path::Path>) -> crate::Result<Arc<Self>> {
         let path = path.as_ref();

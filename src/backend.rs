@@ -3,7 +3,7 @@
 //!
 //! A third-party crate implements [`Backend`] (what can be created) and [`BackendSandbox`]
 //! (one live sandbox), optionally [`BackendExecStream`] (one streamed process), and registers
-//! its DSN scheme with [`crate::register_scheme`]. Both traits are
+//! its DSN scheme with [`crate::dsn::register_scheme`]. Both traits are
 //! object-safe; async methods return [`BoxFuture`]s so any executor can poll them.
 //!
 //! The core validates inputs (argv, env, paths), checks declared capabilities, policy and
@@ -39,7 +39,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The typed backend options a builder can set. A backend lists the ones it understands in
 /// [`Backend::supports_option`]; any other one set by the caller makes `create()` fail with
-/// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported).
+/// [`Error::CapabilityNotSupported`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BackendOption {

@@ -29,7 +29,7 @@ impl Dsn {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) naming the offending
+    /// [`Error::Configuration`] naming the offending
     /// part: an empty DSN, a missing `://`, a malformed scheme, user info, a repeated or
     /// secret-looking option.
     pub fn parse(raw: &str) -> Result<Dsn> {
@@ -149,7 +149,7 @@ impl Dsn {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) naming the option and
+    /// [`Error::Configuration`] naming the option and
     /// the known ones.
     pub fn reject_unknown_options(&self, known: &[&str]) -> Result<()> {
         match self.options.keys().find(|k| !known.contains(&k.as_str())) {
@@ -183,22 +183,81 @@ impl fmt::Debug for Dsn {
 /// happens on first use.
 pub type BackendFactory = fn(&Dsn) -> Result<Arc<dyn Backend>>;
 
-/// Schemes of first-party backends, the Cargo feature each needs, and whether this version
-/// ships that feature yet.
-const FIRST_PARTY: &[(&str, &str, bool)] =
-    &[("local", "local", true), ("docker", "docker", true), ("e2b", "e2b", false), ("modal", "modal", false)];
+/// One first-party backend's entry in [`FIRST_PARTY`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Scheme {
+    /// The DSN scheme, lower-case, without `://` (`"docker"`).
+    pub name: &'static str,
+    /// The Cargo feature of sandboxio that builds the backend; `None` when it is always built.
+    pub feature: Option<&'static str>,
+    /// The backend's constructor, `None` when this build does not contain it (its feature is
+    /// off, or the backend is not released).
+    pub backend: Option<BackendFactory>,
+    /// Whether this version of sandboxio ships the backend; an unreleased scheme is reserved.
+    pub released: bool,
+}
 
+impl Scheme {
+    /// Why this build cannot reach the scheme, naming the feature, or `None` when it can.
+    #[must_use]
+    pub fn unavailable_reason(&self) -> Option<String> {
+        if self.backend.is_some() {
+            return None;
+        }
+        let feature = self.feature.unwrap_or("(none)");
+        Some(if self.released {
+            format!(
+                "the {}:// backend is not in this build: enable sandboxio's Cargo feature `{feature}`",
+                self.name
+            )
+        } else {
+            format!(
+                "the {}:// backend needs sandboxio's Cargo feature `{feature}`, which this version of sandboxio does not ship yet",
+                self.name
+            )
+        })
+    }
+}
+
+/// The constructor of `local://` when the `local` feature is on.
+#[cfg(feature = "local")]
+const LOCAL: Option<BackendFactory> = Some(crate::backends::local::LocalBackend::from_dsn);
+#[cfg(not(feature = "local"))]
+const LOCAL: Option<BackendFactory> = None;
+
+/// The constructor of `docker://` when the `docker` feature is on.
+#[cfg(feature = "docker")]
+const DOCKER: Option<BackendFactory> = Some(crate::backends::docker::DockerBackend::from_dsn);
+#[cfg(not(feature = "docker"))]
+const DOCKER: Option<BackendFactory> = None;
+
+/// sandboxio's own backends, the one list that DSN resolution, the "feature not enabled"
+/// errors, [`register_scheme`]'s reserved names and the README's feature table (checked by
+/// a test) follow. Every scheme here is reserved, whether or not this build contains it.
+pub const FIRST_PARTY: &[Scheme] = &[
+    Scheme {
+        name: "fake",
+        feature: None,
+        backend: Some(crate::testing::FakeBackend::from_dsn),
+        released: true,
+    },
+    Scheme { name: "local", feature: Some("local"), backend: LOCAL, released: true },
+    Scheme { name: "docker", feature: Some("docker"), backend: DOCKER, released: true },
+    Scheme { name: "e2b", feature: Some("e2b"), backend: None, released: false },
+    Scheme { name: "modal", feature: Some("modal"), backend: None, released: false },
+];
+
+/// The first-party entry of `scheme`, if it is one.
+#[must_use]
+pub fn first_party(scheme: &str) -> Option<&'static Scheme> {
+    FIRST_PARTY.iter().find(|s| s.name == scheme)
+}
+
+/// Third-party schemes registered with [`register_scheme`].
 fn registry() -> &'static RwLock<HashMap<String, BackendFactory>> {
     static REGISTRY: OnceLock<RwLock<HashMap<String, BackendFactory>>> = OnceLock::new();
-    REGISTRY.get_or_init(|| {
-        let mut map: HashMap<String, BackendFactory> = HashMap::new();
-        map.insert("fake".into(), crate::testing::FakeBackend::from_dsn);
-        #[cfg(feature = "local")]
-        map.insert("local".into(), crate::backends::local::LocalBackend::from_dsn);
-        #[cfg(feature = "docker")]
-        map.insert("docker".into(), crate::backends::docker::DockerBackend::from_dsn);
-        RwLock::new(map)
-    })
+    REGISTRY.get_or_init(|| RwLock::new(HashMap::new()))
 }
 
 /// Registers a third-party backend under `scheme`, so that `Sandbox::builder("scheme://…")`
@@ -206,15 +265,16 @@ fn registry() -> &'static RwLock<HashMap<String, BackendFactory>> {
 ///
 /// # Errors
 ///
-/// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) if `scheme` is already
-/// registered or reserved for a first-party backend, or is not a valid scheme.
+/// [`Error::Configuration`] if `scheme` is already
+/// registered or reserved for a first-party backend ([`FIRST_PARTY`]), or is not a valid
+/// scheme.
 pub fn register_scheme(scheme: &str, factory: BackendFactory) -> Result<()> {
     let probe = format!("{scheme}://");
     let parsed = Dsn::parse(&probe)?;
     if parsed.scheme() != scheme {
         return Err(Error::configuration(format!("scheme {scheme:?} must be lower-case")));
     }
-    if FIRST_PARTY.iter().any(|(s, _, _)| *s == scheme) {
+    if first_party(scheme).is_some() {
         return Err(Error::configuration(format!(
             "scheme {scheme:?} is reserved for sandboxio's own backend"
         )));
@@ -231,45 +291,43 @@ pub fn register_scheme(scheme: &str, factory: BackendFactory) -> Result<()> {
 ///
 /// # Errors
 ///
-/// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration): a malformed DSN, an
+/// [`Error::Configuration`]: a malformed DSN, an
 /// unknown scheme, a first-party scheme whose Cargo feature is off (naming the feature), or
 /// options the backend rejects.
 pub fn resolve(raw: &str) -> Result<Arc<dyn Backend>> {
     let dsn = Dsn::parse(raw)?;
+    if let Some(entry) = first_party(dsn.scheme()) {
+        return match entry.backend {
+            Some(factory) => factory(&dsn),
+            None => Err(Error::configuration(entry.unavailable_reason().unwrap_or_default())),
+        };
+    }
     let factory = registry().read().unwrap_or_else(PoisonError::into_inner).get(dsn.scheme()).copied();
     if let Some(factory) = factory {
         return factory(&dsn);
     }
-    if let Some((scheme, feature, shipped)) = FIRST_PARTY.iter().find(|(s, _, _)| *s == dsn.scheme()) {
-        return Err(Error::configuration(if *shipped {
-            format!(
-                "the {scheme}:// backend is not in this build: enable sandboxio's Cargo feature `{feature}`"
-            )
-        } else {
-            format!(
-                "the {scheme}:// backend needs sandboxio's Cargo feature `{feature}`, which this version of sandboxio does not ship yet"
-            )
-        }));
-    }
-    // What this build can reach (the registry), what needs a feature turned on, and what is
-    // not shipped yet: each scheme once.
+    Err(Error::configuration(unknown_scheme(dsn.scheme())))
+}
+
+/// The message for a scheme nobody provides: what this build can reach, what needs a
+/// feature turned on, and what is not shipped yet, each scheme once.
+fn unknown_scheme(scheme: &str) -> String {
     let mut usable: Vec<String> =
-        registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+        FIRST_PARTY.iter().filter(|s| s.backend.is_some()).map(|s| s.name.to_owned()).collect();
+    usable.extend(registry().read().unwrap_or_else(PoisonError::into_inner).keys().cloned());
     usable.sort();
     let off: Vec<String> = FIRST_PARTY
         .iter()
-        .filter(|(s, _, shipped)| *shipped && !usable.iter().any(|u| u == s))
-        .map(|(s, feature, _)| format!("{s} (feature `{feature}`)"))
+        .filter(|s| s.released && s.backend.is_none())
+        .map(|s| format!("{} (feature `{}`)", s.name, s.feature.unwrap_or("(none)")))
         .collect();
-    let planned: Vec<&str> =
-        FIRST_PARTY.iter().filter(|(_, _, shipped)| !shipped).map(|(s, _, _)| *s).collect();
+    let planned: Vec<&str> = FIRST_PARTY.iter().filter(|s| !s.released).map(|s| s.name).collect();
     let off = if off.is_empty() { String::new() } else { format!("; with a feature: {}", off.join(", ")) };
-    Err(Error::configuration(format!(
-        "unknown DSN scheme {:?}; schemes in this build: {}{off} (planned for later versions: {})",
-        dsn.scheme(),
+    format!(
+        "unknown DSN scheme {scheme:?}; schemes in this build: {}{off} (planned for later versions: {})",
         usable.join(", "),
         planned.join(", ")
-    )))
+    )
 }
 
 #[cfg(test)]
@@ -320,5 +378,35 @@ mod tests {
         assert!(err.to_string().contains("unknown DSN scheme \"nope\""), "{err}");
         let err = resolve("e2b://").unwrap_err();
         assert!(err.to_string().contains("feature `e2b`"), "{err}");
+    }
+
+    #[test]
+    fn the_table_matches_this_build() {
+        for entry in FIRST_PARTY {
+            let built = entry.name == "fake"
+                || (entry.name == "local" && cfg!(feature = "local"))
+                || (entry.name == "docker" && cfg!(feature = "docker"));
+            assert_eq!(entry.backend.is_some(), built, "{}", entry.name);
+            assert!(entry.released || !built, "{}: built but not released", entry.name);
+            assert_eq!(first_party(entry.name).map(|e| e.name), Some(entry.name));
+            let reserved = register_scheme(entry.name, |_| Err(Error::configuration("unused"))).unwrap_err();
+            assert!(reserved.to_string().contains("reserved"), "{reserved}");
+            let resolved = resolve(&format!("{}://", entry.name));
+            match (entry.unavailable_reason(), entry.feature) {
+                (None, _) => assert!(resolved.is_ok(), "{}: {:?}", entry.name, resolved.err()),
+                (Some(reason), Some(feature)) => {
+                    let err = resolved.expect_err("an unavailable scheme fails");
+                    assert_eq!(err.code(), crate::ErrorCode::Configuration);
+                    assert!(err.to_string().contains(&reason), "{err}");
+                    assert!(reason.contains(&format!("feature `{feature}`")), "{reason}");
+                    assert_eq!(reason.contains("does not ship yet"), !entry.released, "{reason}");
+                }
+                (Some(reason), None) => panic!("{}: unavailable without a feature: {reason}", entry.name),
+            }
+        }
+        let unknown = resolve("nope://").unwrap_err().to_string();
+        for entry in FIRST_PARTY {
+            assert!(unknown.contains(entry.name), "{} missing from: {unknown}", entry.name);
+        }
     }
 }

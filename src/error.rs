@@ -78,12 +78,18 @@ impl fmt::Display for ErrorCode {
 ///
 /// `Display` prints the code first, the way rustc does: `[SBX-006] execution timed out after 1s`.
 /// Match on the variant for its data, or call [`Error::code`] for the stable code.
+///
+/// Every variant has a constructor (`Error::not_found(path)`, `Error::provider(backend,
+/// message, source)`, …), and every variant is `#[non_exhaustive]`: code outside sandboxio
+/// builds errors through the constructors and matches variants with `..`, so a field added
+/// later breaks nobody.
 /// Cancellation is never an `Error`: dropping a future cancels it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The backend could not be reached, or the sandbox id given to `connect` is unknown.
     #[error("[SBX-001] cannot connect to the {backend} backend: {message}")]
+    #[non_exhaustive]
     Connect {
         /// The backend's scheme, for example `docker`.
         backend: String,
@@ -95,6 +101,7 @@ pub enum Error {
     },
     /// Credentials are missing or were refused.
     #[error("[SBX-002] authentication with the {backend} backend failed: {message}")]
+    #[non_exhaustive]
     Auth {
         /// The backend's scheme.
         backend: String,
@@ -108,6 +115,7 @@ pub enum Error {
     },
     /// The DSN, the builder options or the backend setup are inconsistent.
     #[error("[SBX-003] configuration error: {message}")]
+    #[non_exhaustive]
     Configuration {
         /// What is wrong, naming the offending part.
         message: String,
@@ -117,6 +125,7 @@ pub enum Error {
     },
     /// The backend (or this sandbox) does not declare the capability the call needs.
     #[error("[SBX-004] the {backend} backend does not support {capability}")]
+    #[non_exhaustive]
     CapabilityNotSupported {
         /// The backend's scheme.
         backend: String,
@@ -125,12 +134,14 @@ pub enum Error {
     },
     /// `create()` did not finish within its create timeout.
     #[error("[SBX-005] sandbox creation timed out after {timeout:?}")]
+    #[non_exhaustive]
     CreateTimeout {
         /// The create timeout in effect.
         timeout: Duration,
     },
     /// A command or code cell ran past its timeout; its process tree was killed.
     #[error("[SBX-006] execution timed out after {timeout:?}")]
+    #[non_exhaustive]
     ExecutionTimeout {
         /// The timeout in effect.
         timeout: Duration,
@@ -139,6 +150,7 @@ pub enum Error {
     },
     /// The sandbox no longer exists: it was killed, or its TTL expired.
     #[error("[SBX-007] sandbox {id} is gone: {message}")]
+    #[non_exhaustive]
     SandboxGone {
         /// The sandbox id.
         id: String,
@@ -147,12 +159,14 @@ pub enum Error {
     },
     /// Code in the sandbox tried to reach a destination the network policy forbids.
     #[error("[SBX-008] network policy violation: {message}")]
+    #[non_exhaustive]
     NetworkPolicyViolation {
         /// The destination and the policy that refused it.
         message: String,
     },
     /// `require_isolation` asked for a tier above the backend's.
     #[error("[SBX-009] isolation tier {required} required but the {backend} backend provides {actual}")]
+    #[non_exhaustive]
     IsolationUnsatisfied {
         /// The backend's scheme.
         backend: String,
@@ -163,30 +177,35 @@ pub enum Error {
     },
     /// A path in the sandbox (or on the host, for upload) does not exist.
     #[error("[SBX-010] not found: {path}")]
+    #[non_exhaustive]
     NotFound {
         /// The missing path.
         path: String,
     },
     /// The sandbox refused access to a path.
     #[error("[SBX-011] permission denied: {path}")]
+    #[non_exhaustive]
     PermissionDenied {
         /// The path.
         path: String,
     },
     /// A file operation met a directory where it needs a file.
     #[error("[SBX-012] is a directory: {path}")]
+    #[non_exhaustive]
     IsADirectory {
         /// The path.
         path: String,
     },
     /// An argument is malformed: NUL bytes, `..` in a path, an empty argv, and so on.
     #[error("[SBX-013] invalid input: {message}")]
+    #[non_exhaustive]
     InvalidInput {
         /// What is wrong, naming the offending part (secrets redacted).
         message: String,
     },
     /// The provider asked us to slow down.
     #[error("[SBX-014] rate limited by the {backend} backend{}", retry_hint(*.retry_after))]
+    #[non_exhaustive]
     RateLimited {
         /// The backend's scheme.
         backend: String,
@@ -199,6 +218,7 @@ pub enum Error {
     /// What the host would read from the sandbox (a file, a listing, a download) is over
     /// the limit set for it; nothing past the limit was read.
     #[error("[SBX-016] too large: {path} is over the limit of {limit} bytes ({what})")]
+    #[non_exhaustive]
     TooLarge {
         /// The sandbox path.
         path: String,
@@ -209,6 +229,7 @@ pub enum Error {
     },
     /// Any other provider failure, with the provider's error as the source.
     #[error("[SBX-015] the {backend} backend failed: {message}")]
+    #[non_exhaustive]
     Provider {
         /// The backend's scheme.
         backend: String,
@@ -254,9 +275,69 @@ impl Error {
         matches!(self, Error::RateLimited { .. } | Error::Connect { .. })
     }
 
-    /// A [`Error::Configuration`] with no source.
+    /// An [`Error::Connect`] for `backend`, with no source (add one with
+    /// [`Error::with_source`]).
+    pub fn connect(backend: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Connect { backend: backend.into(), message: message.into(), source: None }
+    }
+
+    /// An [`Error::Auth`] for `backend`, naming the environment variable that should hold
+    /// the credential when there is one; no source (add one with [`Error::with_source`]).
+    pub fn auth(backend: impl Into<String>, message: impl Into<String>, env_var: Option<String>) -> Self {
+        Error::Auth { backend: backend.into(), message: message.into(), env_var, source: None }
+    }
+
+    /// An [`Error::Configuration`] with no source (add one with [`Error::with_source`]).
     pub fn configuration(message: impl Into<String>) -> Self {
         Error::Configuration { message: message.into(), source: None }
+    }
+
+    /// An [`Error::CreateTimeout`] after `timeout`, the create timeout in effect.
+    #[must_use]
+    pub fn create_timeout(timeout: Duration) -> Self {
+        Error::CreateTimeout { timeout }
+    }
+
+    /// An [`Error::ExecutionTimeout`] after `timeout`, with what the command wrote before
+    /// it was killed.
+    #[must_use]
+    pub fn execution_timeout(timeout: Duration, partial: ExecResult) -> Self {
+        Error::ExecutionTimeout { timeout, partial: Box::new(partial) }
+    }
+
+    /// An [`Error::SandboxGone`] for sandbox `id`, saying why when known.
+    pub fn sandbox_gone(id: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::SandboxGone { id: id.into(), message: message.into() }
+    }
+
+    /// An [`Error::NetworkPolicyViolation`] naming the destination and the policy.
+    pub fn network_policy_violation(message: impl Into<String>) -> Self {
+        Error::NetworkPolicyViolation { message: message.into() }
+    }
+
+    /// An [`Error::IsolationUnsatisfied`]: `required` was asked for, `backend` provides
+    /// `actual`.
+    pub fn isolation_unsatisfied(
+        backend: impl Into<String>,
+        required: IsolationTier,
+        actual: IsolationTier,
+    ) -> Self {
+        Error::IsolationUnsatisfied { backend: backend.into(), required, actual }
+    }
+
+    /// An [`Error::NotFound`] for `path`, as the caller wrote it.
+    pub fn not_found(path: impl Into<String>) -> Self {
+        Error::NotFound { path: path.into() }
+    }
+
+    /// An [`Error::PermissionDenied`] for `path`, as the caller wrote it.
+    pub fn permission_denied(path: impl Into<String>) -> Self {
+        Error::PermissionDenied { path: path.into() }
+    }
+
+    /// An [`Error::IsADirectory`] for `path`, as the caller wrote it.
+    pub fn is_a_directory(path: impl Into<String>) -> Self {
+        Error::IsADirectory { path: path.into() }
     }
 
     /// An [`Error::InvalidInput`].
@@ -264,18 +345,50 @@ impl Error {
         Error::InvalidInput { message: message.into() }
     }
 
-    /// An [`Error::Connect`] for `backend`, with no source.
-    pub fn connect(backend: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Connect { backend: backend.into(), message: message.into(), source: None }
+    /// An [`Error::RateLimited`] for `backend`, with how long the provider asked to wait
+    /// when it said; no source (add one with [`Error::with_source`]).
+    pub fn rate_limited(backend: impl Into<String>, retry_after: Option<Duration>) -> Self {
+        Error::RateLimited { backend: backend.into(), retry_after, source: None }
     }
 
-    /// An [`Error::Provider`] for `backend` keeping `source` as the cause.
+    /// An [`Error::TooLarge`]: `path` is over `limit` bytes; `what` names the limit and how
+    /// to raise it (for example ``"`Fs::read_limit`"``).
+    pub fn too_large(path: impl Into<String>, limit: u64, what: impl Into<String>) -> Self {
+        Error::TooLarge { path: path.into(), limit, what: what.into() }
+    }
+
+    /// An [`Error::Provider`] for `backend` keeping `source`, the provider's own error, as
+    /// the cause.
     pub fn provider(
         backend: impl Into<String>,
         message: impl Into<String>,
         source: impl Into<BoxError>,
     ) -> Self {
         Error::Provider { backend: backend.into(), message: message.into(), source: Some(source.into()) }
+    }
+
+    /// An [`Error::Provider`] for `backend` with no source: for a failure the adapter
+    /// observes itself (a stream that ended early, a reply that never came), where there is
+    /// no provider error to keep. Never invent one: `source()` is `None`.
+    pub fn provider_message(backend: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Provider { backend: backend.into(), message: message.into(), source: None }
+    }
+
+    /// Keeps `source` as the cause of an [`Error::Connect`], [`Error::Auth`],
+    /// [`Error::Configuration`], [`Error::RateLimited`] or [`Error::Provider`], replacing
+    /// any cause it had. The other variants report what sandboxio or the adapter observed
+    /// itself and carry no cause: they are returned unchanged.
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        match &mut self {
+            Error::Connect { source: slot, .. }
+            | Error::Auth { source: slot, .. }
+            | Error::Configuration { source: slot, .. }
+            | Error::RateLimited { source: slot, .. }
+            | Error::Provider { source: slot, .. } => *slot = Some(source.into()),
+            _ => {}
+        }
+        self
     }
 
     /// An [`Error::CapabilityNotSupported`] naming `capability`.

@@ -16,7 +16,7 @@ pub const DEFAULT_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
 /// counting its terminating NUL (an environment string is `NAME=value`): 131072, Linux's
 /// `MAX_ARG_STRLEN` (32 pages of 4 KiB). `execve(2)` refuses a longer one with `E2BIG`
 /// whatever the stack limit, so [`Command::validate`] refuses it first, with
-/// [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput), on every backend.
+/// [`Error::InvalidInput`](crate::Error::InvalidInput), on every backend.
 pub const MAX_ARG_STRLEN: usize = 128 * 1024;
 
 /// The most a [`Command`]'s argv and its own environment may hold together, in bytes: 1 MiB,
@@ -28,7 +28,7 @@ pub const MAX_ARG_STRLEN: usize = 128 * 1024;
 /// environment the backend itself adds around the command (a launcher, an exec wrapper).
 /// Half of the usual budget leaves room for those, so an argument list under this budget
 /// reaches the process on every backend sandboxio ships; [`Command::validate`] refuses a
-/// larger one with [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput) before
+/// larger one with [`Error::InvalidInput`](crate::Error::InvalidInput) before
 /// anything starts, on every backend, rather than letting each fail its own way. Send
 /// bulk data through [`Command::stdin`] or a file instead.
 pub const MAX_ARG_TOTAL: usize = 1024 * 1024;
@@ -112,7 +112,7 @@ impl Command {
     /// read it: backends that cannot guarantee that do not declare
     /// [`Capabilities::COMMAND_SECRETS`](crate::Capabilities::COMMAND_SECRETS), and there
     /// `run` and `stream` refuse the command with
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported)
+    /// [`Error::CapabilityNotSupported`](crate::Error::CapabilityNotSupported)
     /// before anything starts. A sandbox-wide secret (the builder's `secret_env`) works
     /// on every backend; every command of that sandbox sees it.
     #[must_use]
@@ -126,10 +126,10 @@ impl Command {
     /// `/workspace` in sandboxio's images, or `/` when the image sets none).
     ///
     /// A directory that does not exist fails the call with
-    /// [`ErrorCode::NotFound`](crate::ErrorCode::NotFound), naming `dir` as given here.
+    /// [`Error::NotFound`](crate::Error::NotFound), naming `dir` as given here.
     /// `local://` also refuses any directory outside `/workspace` (its only writable
     /// tree; `/tmp` is private to each command) with
-    /// [`ErrorCode::PermissionDenied`](crate::ErrorCode::PermissionDenied), naming `dir`
+    /// [`Error::PermissionDenied`](crate::Error::PermissionDenied), naming `dir`
     /// the same way; `docker://` and `fake://` take any existing directory.
     #[must_use]
     pub fn cwd(mut self, dir: impl Into<String>) -> Self {
@@ -208,7 +208,7 @@ impl Command {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput) for an empty argv or
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for an empty argv or
     /// program, a NUL byte in an argument, env name or value, or cwd, an env name that is
     /// empty or contains `=`, an argument or `NAME=value` environment string longer than
     /// [`MAX_ARG_STRLEN`] (with its NUL), or an argv and environment that together exceed
@@ -294,7 +294,7 @@ impl Command {
 ///
 /// # Errors
 ///
-/// [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput) naming the variable.
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) naming the variable.
 pub fn validate_env_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return Err(Error::invalid_input("empty env var name"));

@@ -36,22 +36,22 @@ impl DirEntry {
 }
 
 /// How many bytes [`Fs::read`](crate::Fs::read) (and `read_text`) takes from the sandbox
-/// before it stops with [`ErrorCode::TooLarge`](crate::ErrorCode): 64 MiB. Change it per
+/// before it stops with [`Error::TooLarge`](crate::Error::TooLarge): 64 MiB. Change it per
 /// call with [`Fs::read_limit`](crate::Fs::read_limit); read larger files with
 /// [`Fs::download`](crate::Fs::download). Listings are bounded by the same limit.
 pub const DEFAULT_READ_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// How many bytes [`Fs::download`](crate::Fs::download) may put on the host's disk before it
-/// stops with [`ErrorCode::TooLarge`](crate::ErrorCode) and removes what it wrote: 1 GiB.
+/// stops with [`Error::TooLarge`](crate::Error::TooLarge) and removes what it wrote: 1 GiB.
 /// Change it per call with [`Fs::download_limit`](crate::Fs::download_limit).
 pub const DEFAULT_DOWNLOAD_LIMIT: u64 = 1024 * 1024 * 1024;
 
 /// How long one file operation may take before it is stopped (its process in the sandbox
-/// killed) with [`ErrorCode::ExecutionTimeout`](crate::ErrorCode): 120 seconds. Change it
+/// killed) with [`Error::ExecutionTimeout`](crate::Error::ExecutionTimeout): 120 seconds. Change it
 /// per call with [`Fs::timeout`](crate::Fs::timeout).
 pub const DEFAULT_FS_TIMEOUT: std::time::Duration = std::time::Duration::from_mins(2);
 
 /// The most a header of an archive from the sandbox may take (a GNU long name, a pax
-/// record): 64 KiB. Longer is [`ErrorCode::TooLarge`](crate::ErrorCode).
+/// record): 64 KiB. Longer is [`Error::TooLarge`](crate::Error::TooLarge).
 #[cfg(any(feature = "local", feature = "docker"))]
 pub const MAX_ARCHIVE_HEADER: u64 = 64 * 1024;

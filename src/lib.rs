@@ -54,7 +54,7 @@
 
 #[path = "async/mod.rs"]
 mod api;
-pub mod audit;
+mod audit;
 pub mod backend;
 pub mod backends;
 pub mod dsn;
@@ -63,7 +63,7 @@ mod exec;
 mod fs;
 pub mod path;
 mod policy;
-pub mod runtime;
+mod runtime;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod sandboxd;
 mod secret;
@@ -80,7 +80,6 @@ pub use audit::{
     AuditConfig, AuditSink, JsonLinesSink, OperationKind, OperationRecord, Outcome, RecordingSink,
     TracingSink,
 };
-pub use dsn::{Dsn, register_scheme};
 pub use error::{BoxError, Error, ErrorCode, Result};
 pub use exec::{
     Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_OUTPUT_LIMIT, ExecResult, ExitStatus,
@@ -88,7 +87,7 @@ pub use exec::{
 };
 pub use fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry, FileKind};
 pub use policy::{AllowlistEntry, Capabilities, IsolationTier, NetworkPolicy, ResourceLimits};
-pub use runtime::shutdown;
+pub use runtime::{TEARDOWN_GRACE, pending_teardowns, set_teardown_grace, shutdown, teardown_grace};
 pub use secret::SecretString;
 
 /// Compiles and runs the code blocks of README.md as doc tests.

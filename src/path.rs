@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 ///
 /// # Errors
 ///
-/// [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput) naming the path.
+/// [`Error::InvalidInput`] naming the path.
 pub fn validate(path: &str) -> Result<()> {
     if path.is_empty() {
         return Err(Error::invalid_input("empty path"));

@@ -41,7 +41,7 @@ impl NetworkPolicy {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput) naming the first entry that
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) naming the first entry that
     /// is none of these.
     pub fn allowlist<I, S>(entries: I) -> Result<Self>
     where
@@ -293,7 +293,7 @@ bitflags::bitflags! {
     /// `Command::secret_env` before anything starts; sandbox-wide secrets
     /// (`SandboxBuilder::secret_env`), which every command sees by design, work everywhere.
     /// Every declared flag has a passing contract test; every undeclared one raises
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported) when used.
+    /// [`Error::CapabilityNotSupported`](crate::Error::CapabilityNotSupported) when used.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct Capabilities: u32 {
         /// Run a command to completion.

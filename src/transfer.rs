@@ -587,8 +587,7 @@ mod archive {
 
         /// Runs `fut` to completion on this thread unless the operation is cancelled first.
         fn run<T>(&self, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-            let gone =
-                || Error::provider("host", "the operation was cancelled", io::Error::other("cancelled"));
+            let gone = || Error::provider_message("host", "the operation was cancelled");
             futures_lite::future::block_on(futures_lite::future::or(fut, async {
                 loop {
                     if self.cancelled() {
@@ -866,7 +865,7 @@ mod archive {
     }
 
     fn malformed(backend: &str, abs: &str, why: &str) -> Error {
-        Error::provider(backend, format!("the archive of {abs}"), io::Error::other(why.to_owned()))
+        Error::provider_message(backend, format!("the archive of {abs}: {why}"))
     }
 
     /// The most padding accepted after the end-of-archive block.

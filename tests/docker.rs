@@ -10,7 +10,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command as OsCommand, Stdio};
 use std::time::{Duration, Instant};
 
-use sandboxio::backends::docker::{DockerBackend, ReapOptions};
+use sandboxio::backends::ReapOptions;
+use sandboxio::backends::docker::DockerBackend;
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox};
 
 const IMAGE: &str = "sandboxio/busybox:1";

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use sandboxio::backend::Backend;
+use sandboxio::dsn::Dsn;
 use sandboxio::testing::FakeBackend;
-use sandboxio::{Command, Dsn, ErrorCode, NetworkPolicy, Sandbox};
+use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox};
 use support::block_on;
 
 #[test]
@@ -62,10 +63,10 @@ fn fly_factory(_: &Dsn) -> sandboxio::Result<Arc<dyn Backend>> {
 
 #[test]
 fn dsn__third_party_schemes_register_once() {
-    sandboxio::register_scheme("flytest", fly_factory).unwrap();
-    let err = sandboxio::register_scheme("flytest", fly_factory).unwrap_err();
+    sandboxio::dsn::register_scheme("flytest", fly_factory).unwrap();
+    let err = sandboxio::dsn::register_scheme("flytest", fly_factory).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Configuration);
-    let err = sandboxio::register_scheme("docker", fly_factory).unwrap_err();
+    let err = sandboxio::dsn::register_scheme("docker", fly_factory).unwrap_err();
     assert!(err.to_string().contains("reserved"), "{err}");
     let sbx = block_on(Sandbox::builder("flytest://").unwrap().network(NetworkPolicy::deny_all()).create())
         .unwrap();
@@ -139,5 +140,40 @@ proptest! {
             ),
         }
         let _ = block_on(sbx.run(Command::shell(path)));
+    }
+}
+
+/// The feature tables of README.md and the crate docs list each first-party scheme of
+/// `dsn::FIRST_PARTY` with its feature and whether it is released.
+#[test]
+fn dsn__feature_tables_follow_the_scheme_table() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let lib_table = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! "))
+        .filter(|l| l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for (doc, text) in [("README.md", readme.as_str()), ("src/lib.rs", lib_table.as_str())] {
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .filter(|l| l.starts_with('|'))
+            .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        let header = rows.first().unwrap_or_else(|| panic!("{doc}: no table"));
+        let feature_col = header.iter().position(|h| *h == "feature").unwrap();
+        for entry in sandboxio::dsn::FIRST_PARTY {
+            let row = rows
+                .iter()
+                .find(|r| r[0].starts_with(&format!("`{}://", entry.name)))
+                .unwrap_or_else(|| panic!("{doc}: no row for {}://", entry.name));
+            let feature = entry.feature.map_or_else(|| "always on".to_owned(), |f| format!("`{f}`"));
+            assert_eq!(row[feature_col], feature, "{doc}: {}://", entry.name);
+            assert_eq!(row.last() == Some(&"planned"), !entry.released, "{doc}: {}://", entry.name);
+        }
+        let schemes = rows.iter().filter(|r| r[0].contains("://")).count();
+        assert_eq!(schemes, sandboxio::dsn::FIRST_PARTY.len(), "{doc}: a scheme row not in dsn::FIRST_PARTY");
     }
 }

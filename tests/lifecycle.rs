@@ -193,7 +193,10 @@ fn timeouts__create_timeout_raises_create_timeout() {
             .create(),
     )
     .unwrap_err();
-    assert!(matches!(err, Error::CreateTimeout { timeout } if timeout == Duration::from_secs(30)), "{err}");
+    assert!(
+        matches!(err, Error::CreateTimeout { timeout, .. } if timeout == Duration::from_secs(30)),
+        "{err}"
+    );
     assert!(fake.live_sandboxes().is_empty());
     assert_eq!(fake.now(), Duration::from_secs(30), "a virtual 30 s, finished at once");
 }

@@ -62,7 +62,7 @@ fn run__timeout_raises_execution_timeout_and_does_not_hang() {
         sbx.run(Command::shell("echo started; sleep 30; echo never").timeout(Duration::from_secs(1))),
     )
     .unwrap_err();
-    let Error::ExecutionTimeout { timeout, partial } = &err else { panic!("{err}") };
+    let Error::ExecutionTimeout { timeout, partial, .. } = &err else { panic!("{err}") };
     assert_eq!(*timeout, Duration::from_secs(1));
     assert_eq!(partial.stdout, b"started\n", "partial output is kept");
     assert_eq!(err.code(), ErrorCode::ExecutionTimeout);

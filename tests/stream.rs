@@ -260,10 +260,7 @@ mod careless {
             if std::mem::replace(&mut self.sent, true) {
                 Poll::Ready(None)
             } else {
-                Poll::Ready(Some(Err(Error::SandboxGone {
-                    id: "careless-1".into(),
-                    message: "killed".into(),
-                })))
+                Poll::Ready(Some(Err(Error::sandbox_gone("careless-1", "killed"))))
             }
         }
         fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {

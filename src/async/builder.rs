@@ -20,7 +20,7 @@ use super::sandbox::Sandbox;
 pub const DEFAULT_TTL: Duration = Duration::from_mins(10);
 
 /// The longest TTL `create()` accepts: 30 days. Longer ones are refused with
-/// [`ErrorCode::InvalidInput`](crate::ErrorCode::InvalidInput), so that expiry times stay
+/// [`Error::InvalidInput`](crate::Error::InvalidInput), so that expiry times stay
 /// representable on every provider.
 pub const MAX_TTL: Duration = Duration::from_hours(30 * 24);
 
@@ -210,7 +210,7 @@ impl<N, L> SandboxBuilder<N, L> {
 
     /// Chooses the egress policy. Required before `create()`, allowed once.
     ///
-    /// `create()` fails with [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) if the
+    /// `create()` fails with [`Error::CapabilityNotSupported`] if the
     /// backend cannot enforce the policy; it is never silently weakened.
     pub fn network(self, policy: NetworkPolicy) -> SandboxBuilder<NetworkSet, L>
     where
@@ -229,7 +229,7 @@ impl<N, L> SandboxBuilder<N, L> {
     /// `if want { b.limits(l) } else { b }` would give two. `None` sets no limit and still
     /// counts as the one call: a second `.limits(..)` does not compile either way.
     ///
-    /// `create()` fails with [`ErrorCode::Configuration`](crate::ErrorCode::Configuration),
+    /// `create()` fails with [`Error::Configuration`],
     /// before anything is provisioned, if the backend cannot apply a limit.
     ///
     /// ```
@@ -251,7 +251,7 @@ impl<N, L> SandboxBuilder<N, L> {
     }
 
     /// Requires at least this isolation tier; `create()` fails with
-    /// [`ErrorCode::IsolationUnsatisfied`](crate::ErrorCode::IsolationUnsatisfied) before
+    /// [`Error::IsolationUnsatisfied`] before
     /// provisioning if the backend's tier is lower or unknown.
     pub fn require_isolation(mut self, tier: IsolationTier) -> Self {
         self.isolation = Some(tier);
@@ -307,21 +307,21 @@ impl<N, L> SandboxBuilder<N, L> {
     /// How long the background teardown of this sandbox may take when its handle is
     /// dropped without `close()`, before it is reported orphaned (a `tracing` warning on
     /// target `sandboxio::orphan` and an `OrphanedSandbox` audit record). Default: the
-    /// process-wide [`runtime::teardown_grace`](crate::runtime::teardown_grace), 30 s.
+    /// process-wide [`teardown_grace`](crate::teardown_grace), 30 s.
     pub fn teardown_grace(mut self, grace: Duration) -> Self {
         self.teardown_grace = Some(grace);
         self
     }
 
     /// The container image (a typed backend option; `create()` raises
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) on a backend without images).
+    /// [`Error::CapabilityNotSupported`] on a backend without images).
     pub fn image(mut self, image: impl Into<String>) -> Self {
         self.image = Some(image.into());
         self
     }
 
     /// The provider template (a typed backend option; `create()` raises
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) on a backend without
+    /// [`Error::CapabilityNotSupported`] on a backend without
     /// templates).
     pub fn template(mut self, template: impl Into<String>) -> Self {
         self.template = Some(template.into());
@@ -425,13 +425,13 @@ impl<N, L> SandboxBuilder<N, L> {
     ///
     /// # Errors
     ///
-    /// Before anything is provisioned: [`ErrorCode::InvalidInput`](crate::ErrorCode) (env
-    /// names, NUL bytes, zero TTL), [`ErrorCode::IsolationUnsatisfied`](crate::ErrorCode),
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) (policy, `detached`, typed
-    /// options), [`ErrorCode::Configuration`](crate::ErrorCode) (limits the backend cannot
-    /// apply). From the backend: [`ErrorCode::CreateTimeout`](crate::ErrorCode),
-    /// [`ErrorCode::Connect`](crate::ErrorCode), [`ErrorCode::Auth`](crate::ErrorCode),
-    /// [`ErrorCode::RateLimited`](crate::ErrorCode), [`ErrorCode::Provider`](crate::ErrorCode).
+    /// Before anything is provisioned: [`Error::InvalidInput`] (env
+    /// names, NUL bytes, zero TTL), [`Error::IsolationUnsatisfied`],
+    /// [`Error::CapabilityNotSupported`] (policy, `detached`, typed
+    /// options), [`Error::Configuration`] (limits the backend cannot
+    /// apply). From the backend: [`Error::CreateTimeout`],
+    /// [`Error::Connect`], [`Error::Auth`],
+    /// [`Error::RateLimited`], [`Error::Provider`].
     ///
     /// # Cancel safety
     ///

@@ -13,32 +13,32 @@ use super::sandbox::Sandbox;
 
 /// The file system of a sandbox, from [`Sandbox::fs`]. Needs
 /// [`Capabilities::FILESYSTEM`]; every method returns
-/// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without it.
+/// [`Error::CapabilityNotSupported`](crate::Error::CapabilityNotSupported) without it.
 ///
 /// Sandbox paths may be absolute or relative; relative ones resolve against the same
 /// working directory [`Sandbox::run`] uses. A path with a `..` component or a NUL byte is
-/// refused with [`ErrorCode::InvalidInput`](crate::ErrorCode) before anything is sent.
+/// refused with [`Error::InvalidInput`](crate::Error::InvalidInput) before anything is sent.
 ///
 /// Every operation runs as the sandbox's user, inside the sandbox, and is bounded:
 ///
 /// - in time: each call has a deadline ([`DEFAULT_FS_TIMEOUT`], 120 s, or
 ///   [`Fs::timeout`]); past it the call's process in the sandbox is killed and the call
-///   fails with [`ErrorCode::ExecutionTimeout`](crate::ErrorCode). Dropping the future
+///   fails with [`Error::ExecutionTimeout`](crate::Error::ExecutionTimeout). Dropping the future
 ///   kills it too;
 /// - in what the host reads: [`Fs::read`] takes at most [`DEFAULT_READ_LIMIT`] bytes
 ///   (64 MiB, or [`Fs::read_limit`]), [`Fs::list`] a listing of at most
 ///   [`DEFAULT_READ_LIMIT`] bytes, [`Fs::download`] puts at
 ///   most [`DEFAULT_DOWNLOAD_LIMIT`] bytes on the host's disk (1 GiB, or
-///   [`Fs::download_limit`]); over a limit is [`ErrorCode::TooLarge`](crate::ErrorCode);
+///   [`Fs::download_limit`]); over a limit is [`Error::TooLarge`](crate::Error::TooLarge);
 /// - in client memory: [`Fs::upload`] and [`Fs::download`] stream, whatever the size.
 ///
 /// The limits are per call: `sandbox.fs().read_limit(1 << 30).read("big.bin")`.
 ///
 /// # Errors name the path as you wrote it
 ///
-/// A missing path is [`ErrorCode::NotFound`](crate::ErrorCode), a path the sandbox refuses
-/// [`ErrorCode::PermissionDenied`](crate::ErrorCode), a directory where a file is needed
-/// [`ErrorCode::IsADirectory`](crate::ErrorCode): on every backend, each naming the path
+/// A missing path is [`Error::NotFound`](crate::Error::NotFound), a path the sandbox refuses
+/// [`Error::PermissionDenied`](crate::Error::PermissionDenied), a directory where a file is needed
+/// [`Error::IsADirectory`](crate::Error::IsADirectory): on every backend, each naming the path
 /// exactly as it was passed (`read("./a.txt")` names `./a.txt`, not `/workspace/a.txt`).
 ///
 /// # Which paths each backend reaches
@@ -46,7 +46,7 @@ use super::sandbox::Sandbox;
 /// - `local://`: only the workspace, `/workspace` (the default working directory), which
 ///   the sandbox's user may read and write. Every other path, even a system file the
 ///   commands themselves can read such as `/etc/hostname`, is
-///   [`ErrorCode::PermissionDenied`](crate::ErrorCode): the host's `/usr` is mounted
+///   [`Error::PermissionDenied`](crate::Error::PermissionDenied): the host's `/usr` is mounted
 ///   read-only and `/tmp` is private to each command, so neither is a place to exchange
 ///   files.
 /// - `docker://`: the container's whole file system, as the image's user may read and
@@ -75,7 +75,7 @@ impl<'a> Fs<'a> {
 
     /// The same file system with `bytes` as the most [`Fs::read`] and [`Fs::read_text`]
     /// take from the sandbox (default [`DEFAULT_READ_LIMIT`], 64 MiB). A file
-    /// over it fails with [`ErrorCode::TooLarge`](crate::ErrorCode) after the host has read
+    /// over it fails with [`Error::TooLarge`] after the host has read
     /// `bytes + 1` bytes, no more.
     #[must_use]
     pub fn read_limit(self, bytes: u64) -> Self {
@@ -93,7 +93,7 @@ impl<'a> Fs<'a> {
 
     /// The same file system with `timeout` as the deadline of each call (default
     /// [`DEFAULT_FS_TIMEOUT`], 120 s). Past it, the call's process in the sandbox is
-    /// killed and the call fails with [`ErrorCode::ExecutionTimeout`](crate::ErrorCode).
+    /// killed and the call fails with [`Error::ExecutionTimeout`].
     /// A timeout longer than a year counts as a year.
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
@@ -127,17 +127,17 @@ impl<'a> Fs<'a> {
     /// Reads a whole file, byte-exact, links followed inside the sandbox. At most the read
     /// limit ([`DEFAULT_READ_LIMIT`], 64 MiB, or [`Fs::read_limit`]) is read: a larger file,
     /// or one with no end (a `/proc` or `/dev` file), fails with
-    /// [`ErrorCode::TooLarge`](crate::ErrorCode). Use [`Fs::download`] for large files.
+    /// [`Error::TooLarge`](crate::Error::TooLarge). Use [`Fs::download`] for large files.
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::NotFound`](crate::ErrorCode) (naming the path),
-    /// [`ErrorCode::IsADirectory`](crate::ErrorCode),
-    /// [`ErrorCode::PermissionDenied`](crate::ErrorCode),
-    /// [`ErrorCode::TooLarge`](crate::ErrorCode) over the read limit,
-    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a bad path or a special file,
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
+    /// [`Error::NotFound`] (naming the path),
+    /// [`Error::IsADirectory`],
+    /// [`Error::PermissionDenied`],
+    /// [`Error::TooLarge`](crate::Error::TooLarge) over the read limit,
+    /// [`Error::ExecutionTimeout`] past the deadline,
+    /// [`Error::InvalidInput`] for a bad path or a special file,
+    /// [`Error::SandboxGone`].
     ///
     /// # Cancel safety
     ///
@@ -173,7 +173,7 @@ impl<'a> Fs<'a> {
     ///
     /// # Errors
     ///
-    /// As [`Fs::read`], and [`ErrorCode::InvalidInput`](crate::ErrorCode) if the file is not
+    /// As [`Fs::read`], and [`Error::InvalidInput`] if the file is not
     /// UTF-8.
     ///
     /// # Cancel safety
@@ -207,12 +207,12 @@ impl<'a> Fs<'a> {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::PermissionDenied`](crate::ErrorCode) naming the file when the sandbox
-    /// user may not write it (or create it), [`ErrorCode::IsADirectory`](crate::ErrorCode),
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a bad path or a special file
+    /// [`Error::PermissionDenied`] naming the file when the sandbox
+    /// user may not write it (or create it), [`Error::IsADirectory`],
+    /// [`Error::InvalidInput`] for a bad path or a special file
     /// (FIFO, device, socket) at the target,
-    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
+    /// [`Error::ExecutionTimeout`] past the deadline,
+    /// [`Error::SandboxGone`].
     ///
     /// # Cancel safety
     ///
@@ -250,9 +250,9 @@ impl<'a> Fs<'a> {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::NotFound`](crate::ErrorCode) for a missing host path, the errors of
-    /// [`Fs::write`], [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
-    /// [`ErrorCode::Provider`](crate::ErrorCode) for host I/O failures.
+    /// [`Error::NotFound`] for a missing host path, the errors of
+    /// [`Fs::write`], [`Error::ExecutionTimeout`] past the deadline,
+    /// [`Error::Provider`] for host I/O failures.
     ///
     /// # Cancel safety
     ///
@@ -295,12 +295,12 @@ impl<'a> Fs<'a> {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::NotFound`](crate::ErrorCode) for a missing sandbox path,
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for an entry name that would escape or
-    /// a host target that is a link, [`ErrorCode::TooLarge`](crate::ErrorCode) over the
+    /// [`Error::NotFound`] for a missing sandbox path,
+    /// [`Error::InvalidInput`] for an entry name that would escape or
+    /// a host target that is a link, [`Error::TooLarge`] over the
     /// budget or for an archive header over 64 KiB (what this download created is removed
-    /// first), [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
-    /// [`ErrorCode::Provider`](crate::ErrorCode) for host I/O failures.
+    /// first), [`Error::ExecutionTimeout`] past the deadline,
+    /// [`Error::Provider`] for host I/O failures.
     ///
     /// # Cancel safety
     ///
@@ -337,10 +337,10 @@ impl<'a> Fs<'a> {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::NotFound`](crate::ErrorCode), [`ErrorCode::InvalidInput`](crate::ErrorCode),
-    /// [`ErrorCode::TooLarge`](crate::ErrorCode) for a listing over that bound,
-    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
+    /// [`Error::NotFound`], [`Error::InvalidInput`],
+    /// [`Error::TooLarge`] for a listing over that bound,
+    /// [`Error::ExecutionTimeout`] past the deadline,
+    /// [`Error::SandboxGone`].
     ///
     /// # Cancel safety
     ///
@@ -363,9 +363,9 @@ impl<'a> Fs<'a> {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::PermissionDenied`](crate::ErrorCode), [`ErrorCode::InvalidInput`](crate::ErrorCode),
-    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
+    /// [`Error::PermissionDenied`], [`Error::InvalidInput`],
+    /// [`Error::ExecutionTimeout`] past the deadline,
+    /// [`Error::SandboxGone`].
     ///
     /// # Cancel safety
     ///
@@ -385,10 +385,10 @@ impl<'a> Fs<'a> {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::NotFound`](crate::ErrorCode), [`ErrorCode::IsADirectory`](crate::ErrorCode)
-    /// for a non-empty directory without `recursive`, [`ErrorCode::InvalidInput`](crate::ErrorCode),
-    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) past the deadline,
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
+    /// [`Error::NotFound`], [`Error::IsADirectory`]
+    /// for a non-empty directory without `recursive`, [`Error::InvalidInput`],
+    /// [`Error::ExecutionTimeout`] past the deadline,
+    /// [`Error::SandboxGone`].
     ///
     /// # Cancel safety
     ///

@@ -52,7 +52,7 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration): a malformed DSN, an
+    /// [`Error::Configuration`]: a malformed DSN, an
     /// unknown scheme, a scheme whose Cargo feature is off, or a bad DSN option.
     ///
     /// # Examples
@@ -89,7 +89,7 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), as
+    /// [`Error::Configuration`], as
     /// [`Sandbox::builder`]: a malformed DSN, an unknown scheme, a scheme whose Cargo
     /// feature is off in this build (naming the feature), or a bad DSN option.
     pub fn capabilities_of(dsn: &str) -> Result<Capabilities> {
@@ -107,9 +107,9 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode) for a bad DSN,
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) if the backend lacks
-    /// `CONNECT`, [`ErrorCode::Connect`](crate::ErrorCode) for an unknown id.
+    /// [`Error::Configuration`] for a bad DSN,
+    /// [`Error::CapabilityNotSupported`] if the backend lacks
+    /// `CONNECT`, [`Error::Connect`] for an unknown id.
     ///
     /// # Cancel safety
     ///
@@ -248,14 +248,14 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a malformed command, including an
+    /// [`Error::InvalidInput`] for a malformed command, including an
     /// argument list the kernel would refuse (see [`Command::validate`]; nothing runs),
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `RUN`, or for a
+    /// [`Error::CapabilityNotSupported`] without `RUN`, or for a
     /// command with [`Command::secret_env`] without `COMMAND_SECRETS` (nothing runs),
-    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) (with the partial output; the
-    /// process tree is killed), [`ErrorCode::SandboxGone`](crate::ErrorCode) when the
+    /// [`Error::ExecutionTimeout`] (with the partial output; the
+    /// process tree is killed), [`Error::SandboxGone`] when the
     /// sandbox is gone before the call or dies while the command runs (killed through any
-    /// handle, expired), [`ErrorCode::Provider`](crate::ErrorCode).
+    /// handle, expired), [`Error::Provider`].
     ///
     /// A command killed by a signal is `Ok`, with [`ExitStatus::Signal`](crate::ExitStatus)
     /// (never an exit code of 128 + n); one killed for exceeding the memory limit also has
@@ -299,9 +299,9 @@ impl Sandbox {
     /// # Errors
     ///
     /// Returned before any remote work starts:
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STREAM`, or for a
+    /// [`Error::CapabilityNotSupported`] without `STREAM`, or for a
     /// command with [`Command::secret_env`] without `COMMAND_SECRETS`;
-    /// [`ErrorCode::InvalidInput`](crate::ErrorCode) for a malformed command (see
+    /// [`Error::InvalidInput`] for a malformed command (see
     /// [`Command::validate`]). Later failures arrive as stream items; a sandbox that dies
     /// while the command runs ends the stream with one `Err(SandboxGone)` item (see
     /// [`ExecStream`]).
@@ -353,9 +353,9 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `RUN_CODE`, or with a
-    /// context but without `STATEFUL_CODE`; [`ErrorCode::ExecutionTimeout`](crate::ErrorCode);
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode); [`ErrorCode::Provider`](crate::ErrorCode).
+    /// [`Error::CapabilityNotSupported`] without `RUN_CODE`, or with a
+    /// context but without `STATEFUL_CODE`; [`Error::ExecutionTimeout`];
+    /// [`Error::SandboxGone`]; [`Error::Provider`].
     ///
     /// # Cancel safety
     ///
@@ -396,9 +396,9 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STATEFUL_CODE`
-    /// (sandboxio never emulates contexts), [`ErrorCode::SandboxGone`](crate::ErrorCode),
-    /// [`ErrorCode::Provider`](crate::ErrorCode).
+    /// [`Error::CapabilityNotSupported`] without `STATEFUL_CODE`
+    /// (sandboxio never emulates contexts), [`Error::SandboxGone`],
+    /// [`Error::Provider`].
     ///
     /// # Cancel safety
     ///
@@ -419,12 +419,12 @@ impl Sandbox {
     }
 
     /// Destroys the sandbox now, whoever owns it. Idempotent: a second call does nothing
-    /// and is recorded as a no-op. Works from synchronous code too (see
-    /// [`crate::runtime`] for `Drop`).
+    /// and is recorded as a no-op. Works from synchronous code too (`Drop` tears down in
+    /// the background; [`crate::shutdown`] waits for that).
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Provider`](crate::ErrorCode) or [`ErrorCode::Connect`](crate::ErrorCode)
+    /// [`Error::Provider`] or [`Error::Connect`]
     /// if the backend could not destroy it.
     ///
     /// # Cancel safety
@@ -487,9 +487,9 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `DETACH` (the handle
+    /// [`Error::CapabilityNotSupported`] without `DETACH` (the handle
     /// is then dropped as usual, tearing an owned sandbox down);
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode).
+    /// [`Error::SandboxGone`].
     ///
     /// # Cancel safety
     ///

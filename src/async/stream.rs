@@ -33,11 +33,11 @@ use super::op::OpContext;
 ///   [`ExitStatus`](crate::ExitStatus) (a signal death is `ExitStatus::Signal(n)`).
 /// - The sandbox dies while the command runs (killed through this or any other handle,
 ///   expired): output the command wrote before may still arrive, then exactly one
-///   `Err` item with [`ErrorCode::SandboxGone`](crate::ErrorCode), then `None`. It never
+///   `Err` item with [`Error::SandboxGone`](crate::Error::SandboxGone), then `None`. It never
 ///   ends with `None` alone, as if the command had exited. [`ExecStream::wait`], before
 ///   or after, returns `Err` with `SandboxGone` too, every time it is called.
 /// - Its timeout elapses: the same, with
-///   [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) in place of `SandboxGone`.
+///   [`Error::ExecutionTimeout`](crate::Error::ExecutionTimeout) in place of `SandboxGone`.
 ///
 /// After an `Err` item the stream always ends: the next item is `None`.
 #[must_use = "a stream runs its command until it is dropped: iterate it, wait() or close() it"]
@@ -127,9 +127,9 @@ impl ExecStream {
     ///
     /// # Errors
     ///
-    /// An item is `Err` for [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) (the process
-    /// tree was killed), [`ErrorCode::SandboxGone`](crate::ErrorCode) (the sandbox died
-    /// while the command ran) or [`ErrorCode::Provider`](crate::ErrorCode); the stream ends
+    /// An item is `Err` for [`Error::ExecutionTimeout`] (the process
+    /// tree was killed), [`Error::SandboxGone`] (the sandbox died
+    /// while the command ran) or [`Error::Provider`]; the stream ends
     /// after it (the next item is `None`). See [How a stream ends](ExecStream#how-a-stream-ends).
     ///
     /// # Cancel safety
@@ -165,8 +165,8 @@ impl ExecStream {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STDIN`;
-    /// [`ErrorCode::Provider`](crate::ErrorCode) if the process is gone or closed its stdin.
+    /// [`Error::CapabilityNotSupported`] without `STDIN`;
+    /// [`Error::Provider`] if the process is gone or closed its stdin.
     ///
     /// # Cancel safety
     ///
@@ -180,7 +180,7 @@ impl ExecStream {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode) without `STDIN`.
+    /// [`Error::CapabilityNotSupported`] without `STDIN`.
     ///
     /// # Cancel safety
     ///
@@ -205,10 +205,10 @@ impl ExecStream {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::ExecutionTimeout`](crate::ErrorCode) (the process tree was killed),
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode) (the sandbox died before or while the
+    /// [`Error::ExecutionTimeout`] (the process tree was killed),
+    /// [`Error::SandboxGone`] (the sandbox died before or while the
     /// command ran, including after the stream already yielded that error),
-    /// [`ErrorCode::Provider`](crate::ErrorCode).
+    /// [`Error::Provider`].
     ///
     /// # Cancel safety
     ///
@@ -240,7 +240,7 @@ impl ExecStream {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Provider`](crate::ErrorCode) if the backend could not confirm the kill
+    /// [`Error::Provider`] if the backend could not confirm the kill
     /// (the process is still killed when the stream's backend handle is dropped).
     ///
     /// # Cancel safety

@@ -86,10 +86,9 @@ fn parse_record(bytes: &[u8]) -> Result<CodeError> {
     let text = String::from_utf8_lossy(bytes);
     let mut fields = text.split('\0');
     let (Some(name), Some(value)) = (fields.next(), fields.next()) else {
-        return Err(Error::provider(
+        return Err(Error::provider_message(
             "python",
-            "the cell's error record is malformed",
-            std::io::Error::other(format!("{} bytes", bytes.len())),
+            format!("the cell's error record is malformed ({} bytes)", bytes.len()),
         ));
     };
     let traceback = fields.map(|l| l.trim_end_matches('\n').to_owned()).collect();

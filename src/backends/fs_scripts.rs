@@ -108,18 +108,13 @@ pub(crate) fn exec_failure(backend: &str, abs: &str, stderr: &[u8]) -> Error {
     } else if said.contains("Is a directory") {
         Error::IsADirectory { path: abs.to_owned() }
     } else {
-        Error::provider(
-            backend,
-            format!("a file operation on {abs} failed"),
-            std::io::Error::other(said.trim().to_owned()),
-        )
+        Error::provider_message(backend, format!("a file operation on {abs} failed: {}", said.trim()))
     }
 }
 
 /// Parses [`LIST`]'s output.
 pub(crate) fn parse_listing(backend: &str, abs: &str, mut out: &[u8]) -> Result<Vec<DirEntry>> {
-    let malformed =
-        || Error::provider(backend, format!("listing {abs}"), std::io::Error::other("malformed listing"));
+    let malformed = || Error::provider_message(backend, format!("listing {abs}: malformed listing"));
     let mut entries = Vec::new();
     while !out.is_empty() {
         let line_end = out.iter().position(|b| *b == b'\n').ok_or_else(malformed)?;

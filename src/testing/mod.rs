@@ -80,7 +80,7 @@ pub fn sbx_fake() -> FakeHarness {
 /// builder options) of the first-party backend `backend` names: `"docker"`, `"local"`, or
 /// `"fake"` (every capability, which no real backend has). A trailing `"://"` is accepted.
 /// The backend's Cargo feature is not needed. The fake refuses everything else as the real
-/// backend would, with [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode).
+/// backend would, with [`Error::CapabilityNotSupported`](crate::Error::CapabilityNotSupported).
 ///
 /// ```
 /// use sandboxio::testing::sbx_fake_like;

@@ -216,10 +216,9 @@ pub(super) async fn start_raw(
         StartExecResults::Attached { output, input } => {
             Ok(Launched { exec_id: created.id, output, input, stdin_attached: stdin })
         }
-        StartExecResults::Detached => Err(Error::provider(
+        StartExecResults::Detached => Err(Error::provider_message(
             super::SCHEME,
-            "the engine started the exec detached",
-            std::io::Error::other("no attached stream"),
+            "the engine started the exec detached, with no attached stream",
         )),
     }
 }
@@ -433,10 +432,11 @@ pub(super) async fn exit_code(shared: &Shared, exec_id: &str) -> Result<i64> {
             return Ok(code);
         }
         if started.elapsed() > Duration::from_secs(30) {
-            return Err(Error::provider(
+            return Err(Error::provider_message(
                 super::SCHEME,
-                "the engine never reported the exec's exit code",
-                std::io::Error::other(format!("exec {exec_id} still running after its output ended")),
+                format!(
+                    "the engine never reported the exec's exit code: exec {exec_id} still running after its output ended"
+                ),
             ));
         }
         tokio::time::sleep(pause).await;

@@ -16,7 +16,7 @@
 //! # What a sandbox is
 //!
 //! One container, never pulled: the image must already be in the engine (a missing one is
-//! [`ErrorCode::Configuration`](crate::ErrorCode::Configuration), naming it). PID 1 runs
+//! [`Error::Configuration`], naming it). PID 1 runs
 //! under Docker's init with auto-remove, as sandboxio's supervisor id [`SUPERVISOR_ID`]
 //! (neither root nor the sandbox's user): a shell that arms the TTL and then reads its stdin.
 //! That stdin is the owner link: the owning process attaches to the container *before*
@@ -67,7 +67,7 @@
 //! shared `$HOME`'s start-up files, say) runs that command's code, secrets and all. A root
 //! sandbox user can rewrite the image's own `sh`, which decodes every later command's
 //! secrets: there a command carrying its own `secret_env` is refused with
-//! [`ErrorCode::CapabilityNotSupported`](crate::ErrorCode::CapabilityNotSupported)
+//! [`Error::CapabilityNotSupported`]
 //! (`COMMAND_SECRETS`); sandbox-wide secrets, which every command sees anyway, still work.
 //!
 //! Files go through execs as the sandbox's user (`cat`, `stat`, `mkdir`, `rm`, and one
@@ -109,7 +109,7 @@ use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::secret::SecretString;
 
-pub use crate::backends::{ReapOptions, ReapReport};
+use crate::backends::{ReapOptions, ReapReport};
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};
 
@@ -174,7 +174,7 @@ impl DockerBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) when `DOCKER_HOST` is
+    /// [`Error::Configuration`] when `DOCKER_HOST` is
     /// set to something other than `unix://` or `tcp://`.
     pub fn from_env() -> Result<Self> {
         Ok(Self::with_endpoint(Endpoint::from_env()?))
@@ -254,7 +254,7 @@ impl DockerBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode::Configuration) for an unknown option,
+    /// [`Error::Configuration`] for an unknown option,
     /// a bad `DOCKER_HOST`, or a runtime other than `runc`/`runsc`.
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
         dsn.reject_unknown_options(&["image", "runtime", "user"])?;
@@ -293,8 +293,8 @@ impl DockerBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Connect`](crate::ErrorCode::Connect) when the engine does not answer;
-    /// [`ErrorCode::Provider`](crate::ErrorCode::Provider) when listing fails. A container
+    /// [`Error::Connect`] when the engine does not answer;
+    /// [`Error::Provider`] when listing fails. A container
     /// that vanishes while being removed is not an error.
     ///
     /// # Cancel safety
@@ -517,10 +517,9 @@ impl Backend for DockerBackend {
                     let shared = created?.claim();
                     Ok(Box::new(DockerSandbox { shared }) as Box<dyn BackendSandbox>)
                 }
-                Some(Err(_)) => Err(Error::provider(
+                Some(Err(_)) => Err(Error::provider_message(
                     SCHEME,
-                    "the Docker runtime dropped the creation",
-                    std::io::Error::other("no result"),
+                    "the Docker runtime dropped the creation before it had a result",
                 )),
                 None => Err(Error::CreateTimeout { timeout }),
             }
@@ -662,13 +661,13 @@ async fn detach_over(
     output: &mut AttachOutput,
 ) -> Result<()> {
     use tokio::io::AsyncWriteExt as _;
-    let failed = |why: String| Error::provider(SCHEME, "detaching the sandbox", std::io::Error::other(why));
-    input.write_all(b"detach\n").await.map_err(|e| failed(e.to_string()))?;
-    input.flush().await.map_err(|e| failed(e.to_string()))?;
+    let failed = |why: String| Error::provider_message(SCHEME, format!("detaching the sandbox: {why}"));
+    input.write_all(b"detach\n").await.map_err(|e| Error::provider(SCHEME, "detaching the sandbox", e))?;
+    input.flush().await.map_err(|e| Error::provider(SCHEME, "detaching the sandbox", e))?;
     match tokio::time::timeout(std::time::Duration::from_secs(10), read_line(output)).await {
         Ok(Ok(said)) if said.starts_with(b"detached") => Ok(()),
         Ok(Ok(said)) => Err(failed(format!("PID 1 said {:?}", String::from_utf8_lossy(&said)))),
-        Ok(Err(e)) => Err(failed(e.to_string())),
+        Ok(Err(e)) => Err(Error::provider(SCHEME, "detaching the sandbox", e)),
         Err(_) => Err(failed("PID 1 did not answer within 10 s".into())),
     }
 }
@@ -995,7 +994,7 @@ impl BackendSandbox for DockerSandbox {
         });
         Box::pin(async move {
             outcome.await.unwrap_or_else(|_| {
-                Err(Error::provider(SCHEME, "the kill task ended early", std::io::Error::other("dropped")))
+                Err(Error::provider_message(SCHEME, "the kill task ended early, before it reported"))
             })
         })
     }
@@ -1044,7 +1043,7 @@ async fn kill(shared: &Shared) -> Result<KillOutcome> {
 ///
 /// # Errors
 ///
-/// As [`DockerBackend::reap`], and [`ErrorCode::SandboxGone`](crate::ErrorCode::SandboxGone)
+/// As [`DockerBackend::reap`], and [`Error::SandboxGone`]
 /// for a container that no longer exists.
 ///
 /// # Cancel safety

@@ -66,10 +66,9 @@ impl<T> Future for Task<T> {
             return Poll::Ready(Err(e));
         }
         let Some(handle) = self.inner.as_mut() else {
-            return Poll::Ready(Err(Error::provider(
+            return Poll::Ready(Err(Error::provider_message(
                 super::SCHEME,
-                "the task was already awaited",
-                std::io::Error::other("polled after completion"),
+                "the task was already awaited (polled after completion)",
             )));
         };
         match Pin::new(handle).poll(cx) {

@@ -75,8 +75,7 @@ impl DockerExecStream {
 
     async fn stdin_op(&mut self, op: impl FnOnce(oneshot::Sender<Result<()>>) -> StdinOp) -> Result<()> {
         let (ack, acked) = oneshot::channel();
-        let ended =
-            || Error::provider(super::SCHEME, "the process has ended", std::io::Error::other("ended"));
+        let ended = || Error::provider_message(super::SCHEME, "the process has ended");
         self.stdin.send(op(ack)).await.map_err(|_| ended())?;
         acked.await.map_err(|_| ended())?
     }
@@ -224,19 +223,11 @@ impl BackendExecStream for DockerExecStream {
                 }
             }
             let Some(exit) = self.exit.take() else {
-                return Err(Error::provider(
-                    super::SCHEME,
-                    "the process was terminated",
-                    std::io::Error::other("terminated"),
-                ));
+                return Err(Error::provider_message(super::SCHEME, "the process was terminated"));
             };
-            let code = exit.await.map_err(|_| {
-                Error::provider(
-                    super::SCHEME,
-                    "the process was terminated",
-                    std::io::Error::other("terminated"),
-                )
-            })??;
+            let code = exit
+                .await
+                .map_err(|_| Error::provider_message(super::SCHEME, "the process was terminated"))??;
             self.shared.check_alive()?;
             let result = ExecResult::new(i32::try_from(code).unwrap_or(-1), "", "")
                 .with_duration(self.started.elapsed());

@@ -167,7 +167,7 @@ impl LocalBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode) for an option, host or path.
+    /// [`Error::Configuration`] for an option, host or path.
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
         dsn.reject_unknown_options(&[])?;
         if !dsn.authority().is_empty() || !dsn.path().is_empty() {
@@ -241,7 +241,7 @@ impl LocalBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Provider`](crate::ErrorCode::Provider) when the workspace root cannot be
+    /// [`Error::Provider`] when the workspace root cannot be
     /// read. A workspace that vanishes meanwhile is not an error.
     ///
     /// # Cancel safety

@@ -354,11 +354,7 @@ impl Running {
                 Some(c) => {
                     c.wait().map_err(|e| crate::Error::provider("local", "waiting for bwrap failed", e))
                 }
-                None => Err(crate::Error::provider(
-                    "local",
-                    "the process was already reaped",
-                    std::io::Error::other("reaped"),
-                )),
+                None => Err(crate::Error::provider_message("local", "the process was already reaped")),
             }
         })
         .await
@@ -374,7 +370,7 @@ impl Running {
 
     /// Writes to the command's stdin on a library thread, once the gate is open.
     pub(super) async fn write_stdin(&self, data: Vec<u8>) -> crate::Result<()> {
-        let closed = || crate::Error::provider("local", "stdin is closed", std::io::Error::other("closed"));
+        let closed = || crate::Error::provider_message("local", "stdin is closed");
         let mut pipe = loop {
             let listener = self.stdin.changed.listen();
             {

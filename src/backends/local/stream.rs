@@ -93,9 +93,7 @@ impl BackendExecStream for LocalExecStream {
         Box::pin(async move {
             match &self.guard {
                 Some(guard) => guard.running.write_stdin(data.to_vec()).await,
-                None => {
-                    Err(Error::provider("local", "the process has ended", std::io::Error::other("ended")))
-                }
+                None => Err(Error::provider_message("local", "the process has ended")),
             }
         })
     }
@@ -120,11 +118,7 @@ impl BackendExecStream for LocalExecStream {
                 }
             }
             let Some(guard) = &self.guard else {
-                return Err(Error::provider(
-                    "local",
-                    "the process was terminated",
-                    std::io::Error::other("terminated"),
-                ));
+                return Err(Error::provider_message("local", "the process was terminated"));
             };
             let status = guard.running.wait().await?;
             let (status, _) = guard.outcome(status, false).await;

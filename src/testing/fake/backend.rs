@@ -173,7 +173,7 @@ impl FakeBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::Configuration`](crate::ErrorCode) for an unknown option, a bad seed, or
+    /// [`Error::Configuration`](crate::Error::Configuration) for an unknown option, a bad seed, or
     /// an authority or path (the fake has neither).
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
         static SHARED: std::sync::OnceLock<Mutex<BTreeMap<u64, FakeBackend>>> = std::sync::OnceLock::new();

@@ -66,7 +66,7 @@ impl FakeBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorCode::SandboxGone`](crate::ErrorCode::SandboxGone) for an unknown or dead sandbox.
+    /// [`Error::SandboxGone`](crate::Error::SandboxGone) for an unknown or dead sandbox.
     pub fn plant_symlink(&self, sandbox_id: &str, path: &str, target: &str) -> Result<()> {
         let mut world = self.world();
         let sandbox = world
