@@ -11,7 +11,7 @@ use super::super::ProbeKind as P;
 use super::super::Row;
 use super::super::ctx::{Ctx, Verdict, expect};
 use super::super::facade::AnySandbox;
-use super::{CANCELLATION_IS_ASYNC, Case, each_cancellation_point, poll_k};
+use super::{CANCELLATION_IS_ASYNC, Case, each_cancellation_point, no_process_outlives, poll_k};
 
 /// How long background teardown may take in these tests before it counts as an orphan.
 const GRACE: Duration = Duration::from_mins(1);
@@ -106,97 +106,45 @@ async fn mid_create(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn mid_run(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
-    if let Err(e) = cx.processes_control(&sandbox).await {
-        let _ = sandbox.close().await;
-        return Err(e);
-    }
-    let verdict = each_cancellation_point(
-        &cx,
-        |k| poll_k(sandbox.run(cx.probes.lingering_output()), k),
-        |k| cx.no_processes_owned(sandbox.id(), format!("after run() was dropped at poll {k}")),
-    )
-    .await;
-    let _ = sandbox.close().await;
-    verdict
+    no_process_outlives(&cx, "run() was dropped", |sandbox| {
+        Box::pin(sandbox.run(cx.probes.lingering_output()))
+    })
+    .await
 }
 
 async fn mid_run_code(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
-    if let Err(e) = cx.processes_control(&sandbox).await {
-        let _ = sandbox.close().await;
-        return Err(e);
-    }
     let cell = || cx.probes.code_long_cell().timeout(Duration::from_hours(2));
-    let verdict = each_cancellation_point(
-        &cx,
-        |k| poll_k(sandbox.run_code(cell()), k),
-        |k| cx.no_processes_owned(sandbox.id(), format!("after run_code() was dropped at poll {k}")),
-    )
-    .await;
-    let _ = sandbox.close().await;
-    verdict
+    no_process_outlives(&cx, "run_code() was dropped", |sandbox| Box::pin(sandbox.run_code(cell()))).await
 }
 
 async fn mid_stream(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
-    if let Err(e) = cx.processes_control(&sandbox).await {
-        let _ = sandbox.close().await;
-        return Err(e);
-    }
-    let verdict = each_cancellation_point(
-        &cx,
-        |k| {
-            let sandbox = &sandbox;
-            let cx = &cx;
-            poll_k(
-                async move {
-                    let mut stream = sandbox.stream(cx.probes.lingering_output()).ok()?;
-                    stream.wait().await.ok()
-                },
-                k,
-            )
-        },
-        |k| cx.no_processes_owned(sandbox.id(), format!("after a stream was dropped at poll {k}")),
-    )
-    .await;
-    let _ = sandbox.close().await;
-    verdict
+    no_process_outlives(&cx, "a stream was dropped", |sandbox| {
+        let command = cx.probes.lingering_output();
+        Box::pin(async move {
+            let mut stream = sandbox.stream(command).ok()?;
+            stream.wait().await.ok()
+        })
+    })
+    .await
 }
 
 async fn mid_fs(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
-    if let Err(e) = cx.processes_control(&sandbox).await {
-        let _ = sandbox.close().await;
-        return Err(e);
-    }
-    let verdict = each_cancellation_point(
-        &cx,
-        |k| {
-            let sandbox = &sandbox;
-            poll_k(
-                async move {
-                    let fs = sandbox.fs();
-                    let host =
-                        std::env::temp_dir().join(format!("sandboxio-cancel-fs-{}", std::process::id()));
-                    std::fs::create_dir_all(&host).ok()?;
-                    std::fs::write(host.join("up.bin"), [1u8; 1024]).ok()?;
-                    fs.upload(host.join("up.bin"), "cancel-up.bin").await.ok()?;
-                    fs.download("cancel-up.bin", host.join("down.bin")).await.ok()?;
-                    fs.mkdir("cancel-dir").await.ok()?;
-                    fs.write("cancel-dir/file.bin", vec![7u8; 4096]).await.ok()?;
-                    fs.list("cancel-dir").await.ok()?;
-                    fs.read("cancel-dir/file.bin").await.ok()?;
-                    fs.remove("cancel-dir", true).await.ok()
-                },
-                k,
-            )
-        },
-        |k| cx.no_processes_owned(sandbox.id(), format!("after a file operation was dropped at poll {k}")),
-    )
-    .await;
-    let _ = sandbox.close().await;
-    verdict
+    no_process_outlives(&cx, "a file operation was dropped", |sandbox| {
+        Box::pin(async move {
+            let fs = sandbox.fs();
+            let host = std::env::temp_dir().join(format!("sandboxio-cancel-fs-{}", std::process::id()));
+            std::fs::create_dir_all(&host).ok()?;
+            std::fs::write(host.join("up.bin"), [1u8; 1024]).ok()?;
+            fs.upload(host.join("up.bin"), "cancel-up.bin").await.ok()?;
+            fs.download("cancel-up.bin", host.join("down.bin")).await.ok()?;
+            fs.mkdir("cancel-dir").await.ok()?;
+            fs.write("cancel-dir/file.bin", vec![7u8; 4096]).await.ok()?;
+            fs.list("cancel-dir").await.ok()?;
+            fs.read("cancel-dir/file.bin").await.ok()?;
+            fs.remove("cancel-dir", true).await.ok()
+        })
+    })
+    .await
 }
 
 async fn teardown_bounded(cx: Arc<Ctx>) -> Verdict {

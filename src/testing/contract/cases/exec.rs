@@ -11,8 +11,8 @@ use crate::{Command, Error, ErrorCode, ExecStream, ExitStatus, StreamKind, sync}
 use super::super::ProbeKind as P;
 use super::super::Row;
 use super::super::ctx::{Ctx, Verdict, expect, expect_code, expect_eq};
-use super::super::facade::{AnySandbox, AnyStream, Facade};
-use super::{CANCELLATION_IS_ASYNC, Case, each_cancellation_point, poll_k};
+use super::super::facade::{AnyStream, Facade};
+use super::{CANCELLATION_IS_ASYNC, Case, no_process_outlives};
 
 #[expect(clippy::too_many_lines, reason = "one line per contract clause")]
 pub(super) fn cases() -> Vec<Case> {
@@ -498,30 +498,15 @@ async fn cleanup_error(cx: Arc<Ctx>) -> Verdict {
 }
 
 async fn cleanup_cancel(cx: Arc<Ctx>) -> Verdict {
-    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
-    if let Err(e) = cx.processes_control(&sandbox).await {
-        let _ = sandbox.close().await;
-        return Err(e);
-    }
-    let verdict = each_cancellation_point(
-        &cx,
-        |k| {
-            let sandbox = &sandbox;
-            let cx = &cx;
-            poll_k(
-                async move {
-                    let mut stream = sandbox.stream(cx.probes.lingering_output()).ok()?;
-                    while let Some(chunk) = stream.next_chunk().await {
-                        chunk.ok()?;
-                    }
-                    Some(())
-                },
-                k,
-            )
-        },
-        |k| cx.no_processes_owned(sandbox.id(), format!("after cancellation inside the loop at poll {k}")),
-    )
-    .await;
-    let _ = sandbox.close().await;
-    verdict
+    no_process_outlives(&cx, "cancellation inside the loop", |sandbox| {
+        let command = cx.probes.lingering_output();
+        Box::pin(async move {
+            let mut stream = sandbox.stream(command).ok()?;
+            while let Some(chunk) = stream.next_chunk().await {
+                chunk.ok()?;
+            }
+            Some(())
+        })
+    })
+    .await
 }

@@ -33,6 +33,7 @@ use crate::policy::Capabilities;
 
 use super::Row;
 use super::ctx::{Ctx, Verdict};
+use super::facade::AnySandbox;
 use super::probes::{CancellationPoints, ProbeKind};
 
 /// One contract test.
@@ -248,4 +249,30 @@ where
             }
         }
     }
+}
+
+/// The cancellation clause for one operation on an async sandbox: `op` is started on a
+/// fresh sandbox and dropped at each cancellation point ([`each_cancellation_point`]), and
+/// after each drop the `running_processes` probe must find none of the sandbox's processes
+/// left. The probe's positive control runs first. `dropped` says what was dropped, for the
+/// failure message ("after {dropped} at poll k"). The sandbox is closed whatever the verdict.
+pub(crate) async fn no_process_outlives<T>(
+    cx: &Ctx,
+    dropped: &str,
+    op: impl for<'s> Fn(&'s AnySandbox) -> BoxFuture<'s, T>,
+) -> Verdict {
+    let sandbox = AnySandbox::Async(cx.async_sandbox().await?);
+    let verdict = match cx.processes_control(&sandbox).await {
+        Ok(()) => {
+            each_cancellation_point(
+                cx,
+                |k| poll_k(op(&sandbox), k),
+                |k| cx.no_processes_owned(sandbox.id(), format!("after {dropped} at poll {k}")),
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
+    let _ = sandbox.close().await;
+    verdict
 }
