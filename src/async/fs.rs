@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::audit::OperationKind;
+use crate::backend::BackendSandbox;
 use crate::error::{Error, Result};
 use crate::exec::ExecResult;
 use crate::fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry};
@@ -124,6 +125,31 @@ impl<'a> Fs<'a> {
         .await
     }
 
+    /// One call on the sandbox path `path` ([`Fs::checked`]), recorded in the audit log as
+    /// an operation of `kind` with the call's outcome.
+    async fn call<T, Fut>(
+        self,
+        kind: OperationKind,
+        path: &str,
+        op: impl FnOnce(&'a dyn BackendSandbox) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.sandbox.context().observe(kind, self.checked(path, op)).await
+    }
+
+    /// Refuses the call before anything is sent (no filesystem capability, a bad `path`),
+    /// then runs `op` on the backend's handle under this call's deadline ([`Fs::bounded`]).
+    /// `op` is called only after the checks, so a refused call never reaches the backend.
+    async fn checked<T, Fut>(self, path: &str, op: impl FnOnce(&'a dyn BackendSandbox) -> Fut) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.check(&[path])?;
+        self.bounded(path, op(self.sandbox.backend_handle())).await
+    }
+
     /// Reads a whole file, byte-exact, links followed inside the sandbox. At most the read
     /// limit ([`DEFAULT_READ_LIMIT`], 64 MiB, or [`Fs::read_limit`]) is read: a larger file,
     /// or one with no end (a `/proc` or `/dev` file), fails with
@@ -158,15 +184,8 @@ impl<'a> Fs<'a> {
     /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
     /// ```
     pub async fn read(&self, path: &str) -> Result<Vec<u8>> {
-        let handle = self.sandbox.backend_handle();
         let limit = self.read_limit;
-        self.sandbox
-            .context()
-            .observe(OperationKind::FsRead, async {
-                self.check(&[path])?;
-                self.bounded(path, handle.read(path, limit)).await
-            })
-            .await
+        self.call(OperationKind::FsRead, path, |handle| handle.read(path, limit)).await
     }
 
     /// Reads a whole file as UTF-8 text (bounded as [`Fs::read`]).
@@ -181,13 +200,13 @@ impl<'a> Fs<'a> {
     /// Cancel safe: reading changes nothing, and dropping the future kills the reading
     /// process in the sandbox.
     pub async fn read_text(&self, path: &str) -> Result<String> {
-        let handle = self.sandbox.backend_handle();
         let limit = self.read_limit;
         self.sandbox
             .context()
             .observe(OperationKind::FsRead, async {
-                self.check(&[path])?;
-                let bytes = self.bounded(path, handle.read(path, limit)).await?;
+                // Decoded inside the observed call: a file that is not UTF-8 is recorded as
+                // this call's failure.
+                let bytes = self.checked(path, |handle| handle.read(path, limit)).await?;
                 String::from_utf8(bytes).map_err(|e| {
                     Error::invalid_input(format!(
                         "{path:?} is not UTF-8 (first bad byte at {})",
@@ -233,14 +252,7 @@ impl<'a> Fs<'a> {
     /// ```
     pub async fn write(&self, path: &str, data: impl Into<Vec<u8>>) -> Result<()> {
         let data = data.into();
-        let handle = self.sandbox.backend_handle();
-        self.sandbox
-            .context()
-            .observe(OperationKind::FsWrite, async {
-                self.check(&[path])?;
-                self.bounded(path, handle.write(path, data, None)).await
-            })
-            .await
+        self.call(OperationKind::FsWrite, path, |handle| handle.write(path, data, None)).await
     }
 
     /// Copies a host file or directory tree to `path` in the sandbox, keeping permission
@@ -274,14 +286,7 @@ impl<'a> Fs<'a> {
     /// ```
     pub async fn upload(&self, host_path: impl AsRef<Path>, path: &str) -> Result<()> {
         let host_path = host_path.as_ref();
-        let handle = self.sandbox.backend_handle();
-        self.sandbox
-            .context()
-            .observe(OperationKind::FsUpload, async {
-                self.check(&[path])?;
-                self.bounded(path, handle.upload(host_path, path)).await
-            })
-            .await
+        self.call(OperationKind::FsUpload, path, |handle| handle.upload(host_path, path)).await
     }
 
     /// Copies a sandbox file or directory tree to `host_path`, streamed (client memory
@@ -321,15 +326,8 @@ impl<'a> Fs<'a> {
     /// ```
     pub async fn download(&self, path: &str, host_path: impl AsRef<Path>) -> Result<()> {
         let host_path = host_path.as_ref();
-        let handle = self.sandbox.backend_handle();
         let budget = self.download_limit;
-        self.sandbox
-            .context()
-            .observe(OperationKind::FsDownload, async {
-                self.check(&[path])?;
-                self.bounded(path, handle.download(path, host_path, budget)).await
-            })
-            .await
+        self.call(OperationKind::FsDownload, path, |handle| handle.download(path, host_path, budget)).await
     }
 
     /// Lists a directory: name, kind, size in bytes and mode of each entry, sorted by name.
@@ -347,16 +345,9 @@ impl<'a> Fs<'a> {
     /// Cancel safe: listing changes nothing, and dropping the future kills the listing
     /// process in the sandbox.
     pub async fn list(&self, path: &str) -> Result<Vec<DirEntry>> {
-        let handle = self.sandbox.backend_handle();
-        self.sandbox
-            .context()
-            .observe(OperationKind::FsList, async {
-                self.check(&[path])?;
-                let mut entries = self.bounded(path, handle.list(path)).await?;
-                entries.sort_by(|a, b| a.name.cmp(&b.name));
-                Ok(entries)
-            })
-            .await
+        let mut entries = self.call(OperationKind::FsList, path, |handle| handle.list(path)).await?;
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
     }
 
     /// Creates a directory and its parents; an existing directory is fine.
@@ -371,14 +362,7 @@ impl<'a> Fs<'a> {
     ///
     /// Cancel safe: creating a directory again is harmless.
     pub async fn mkdir(&self, path: &str) -> Result<()> {
-        let handle = self.sandbox.backend_handle();
-        self.sandbox
-            .context()
-            .observe(OperationKind::FsMkdir, async {
-                self.check(&[path])?;
-                self.bounded(path, handle.mkdir(path)).await
-            })
-            .await
+        self.call(OperationKind::FsMkdir, path, |handle| handle.mkdir(path)).await
     }
 
     /// Removes a file, or a directory (with its contents when `recursive`).
@@ -394,13 +378,6 @@ impl<'a> Fs<'a> {
     ///
     /// Not cancel safe: part of a tree may have been removed.
     pub async fn remove(&self, path: &str, recursive: bool) -> Result<()> {
-        let handle = self.sandbox.backend_handle();
-        self.sandbox
-            .context()
-            .observe(OperationKind::FsRemove, async {
-                self.check(&[path])?;
-                self.bounded(path, handle.remove(path, recursive)).await
-            })
-            .await
+        self.call(OperationKind::FsRemove, path, |handle| handle.remove(path, recursive)).await
     }
 }
