@@ -4,30 +4,17 @@
 use std::process::ExitCode;
 
 use sandboxio::testing::FakeBackend;
-use sandboxio::testing::contract::{ContractSuite, FakeProbes};
+
+mod support;
 
 fn main() -> ExitCode {
-    let backend = FakeBackend::new();
-    ContractSuite::new(backend.clone())
-        .probes(FakeProbes::new(backend.clone()))
-        .audit_sink(backend.audit_sink())
-        .executor(|test| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("a tokio runtime")
-                .block_on(test)
-        })
-        .run_with(&one_thread())
-}
-
-/// The fake has one virtual clock for all its sandboxes: tests run side by side would
-/// advance it for each other (a timeout elsewhere simulates minutes) and expire each
-/// other's sandboxes at random. One at a time, each sees only its own time (the whole run
-/// takes well under a second).
-fn one_thread() -> sandboxio::testing::contract::Arguments {
-    let mut args = sandboxio::testing::contract::Arguments::from_args();
-    args.test_threads.get_or_insert(1);
-    args
+    let suite = support::suite(&FakeBackend::new()).executor(|test| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+            .block_on(test)
+    });
+    support::run_one_at_a_time(suite)
 }

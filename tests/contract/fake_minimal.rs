@@ -5,24 +5,12 @@ use std::process::ExitCode;
 
 use sandboxio::Capabilities;
 use sandboxio::testing::FakeBackend;
-use sandboxio::testing::contract::{ContractSuite, FakeProbes};
+
+mod support;
 
 fn main() -> ExitCode {
     // Nothing declared: sandboxes are created under allow-all, and every capability's
     // negative test runs.
     let backend = FakeBackend::new().with_capabilities(Capabilities::empty());
-    ContractSuite::new(backend.clone())
-        .probes(FakeProbes::new(backend.clone()))
-        .audit_sink(backend.audit_sink())
-        .run_with(&one_thread())
-}
-
-/// The fake has one virtual clock for all its sandboxes: tests run side by side would
-/// advance it for each other (a timeout elsewhere simulates minutes) and expire each
-/// other's sandboxes at random. One at a time, each sees only its own time (the whole run
-/// takes well under a second).
-fn one_thread() -> sandboxio::testing::contract::Arguments {
-    let mut args = sandboxio::testing::contract::Arguments::from_args();
-    args.test_threads.get_or_insert(1);
-    args
+    support::run_one_at_a_time(support::suite(&backend))
 }
