@@ -204,15 +204,15 @@ impl BackendSandbox for FakeSandbox {
                 .with_cwd(s, command.working_dir())?;
         let pid = world.spawn(&self.id);
         drop(world);
-        Ok(Box::new(stream::FakeExecStream::start(
-            self.backend.clone(),
-            self.id.clone(),
+        let spawned = stream::Spawned {
+            backend: self.backend.clone(),
+            sandbox_id: self.id.clone(),
             pid,
             command,
             launch,
-            clock,
-            early,
-        )))
+            start: clock,
+        };
+        Ok(Box::new(stream::FakeExecStream::start(spawned, early)))
     }
 
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {

@@ -54,51 +54,41 @@ impl ErrorSnapshot {
     }
 }
 
+/// What a streamed command was started as: set once, by the sandbox that spawned it.
+#[derive(Debug)]
+pub(super) struct Spawned {
+    pub(super) backend: FakeBackend,
+    pub(super) sandbox_id: String,
+    pub(super) pid: u64,
+    pub(super) command: Command,
+    pub(super) launch: Launch,
+    /// The virtual clock when it started.
+    pub(super) start: Duration,
+}
+
 #[derive(Debug)]
 pub(super) struct FakeExecStream {
-    backend: FakeBackend,
-    sandbox_id: String,
-    pid: u64,
-    command: Command,
-    launch: Launch,
-    start: Duration,
+    spawned: Spawned,
     phase: Phase,
     stdin: Vec<u8>,
     stdin_closed: bool,
 }
 
 impl FakeExecStream {
-    pub(super) fn start(
-        backend: FakeBackend,
-        sandbox_id: String,
-        pid: u64,
-        command: Command,
-        launch: Launch,
-        start: Duration,
-        early: Option<Early>,
-    ) -> Self {
+    pub(super) fn start(spawned: Spawned, early: Option<Early>) -> Self {
         // Without STDIN nobody can ever write: the process reads end-of-file at once.
-        let stdin_closed = !Backend::capabilities(&backend).contains(Capabilities::STDIN);
-        let mut stream = FakeExecStream {
-            backend,
-            sandbox_id,
-            pid,
-            command,
-            launch,
-            start,
-            phase: Phase::AwaitingStdin,
-            stdin: Vec::new(),
-            stdin_closed,
-        };
+        let stdin_closed = !Backend::capabilities(&spawned.backend).contains(Capabilities::STDIN);
+        let mut stream =
+            FakeExecStream { spawned, phase: Phase::AwaitingStdin, stdin: Vec::new(), stdin_closed };
         match early {
             Some(Early::Answer(answer)) => {
                 stream.phase =
                     Phase::Replaying { trace: scripted_trace(&answer), next: 0, applied: 0, yielded: false };
             }
             Some(Early::Fail(failure)) => {
-                let mut world = stream.backend.world();
-                let timeout = stream.command.timeout_duration();
-                stream.phase = match world.apply_failure(&stream.sandbox_id, failure, timeout) {
+                let mut world = stream.spawned.backend.world();
+                let timeout = stream.spawned.command.timeout_duration();
+                stream.phase = match world.apply_failure(&stream.spawned.sandbox_id, failure, timeout) {
                     Ok(code) => Phase::Replaying {
                         trace: scripted_trace(&ExecResult::new(code, "", "")),
                         next: 0,
@@ -109,7 +99,7 @@ impl FakeExecStream {
                 };
             }
             None => {
-                let stdin = match stream.command.stdin_bytes() {
+                let stdin = match stream.spawned.command.stdin_bytes() {
                     Some(bytes) => Stdin::Bytes(bytes.to_vec()),
                     None if stream.stdin_closed => Stdin::Bytes(Vec::new()),
                     None => Stdin::Open,
@@ -122,14 +112,14 @@ impl FakeExecStream {
 
     /// Runs the program; stays in `AwaitingStdin` if it needs stdin that is still open.
     fn simulate(&mut self, stdin: Stdin) {
-        let mut world = self.backend.world();
+        let mut world = self.spawned.backend.world();
         let outcome = simulate(
             &mut world,
-            &self.sandbox_id,
-            self.command.argv(),
+            &self.spawned.sandbox_id,
+            self.spawned.command.argv(),
             stdin,
-            &self.launch,
-            self.command.output_limit_bytes(),
+            &self.spawned.launch,
+            self.spawned.command.output_limit_bytes(),
         );
         drop(world);
         self.phase = match outcome {
@@ -140,7 +130,7 @@ impl FakeExecStream {
     }
 
     fn finish(&mut self, outcome: std::result::Result<ExecResult, ErrorSnapshot>) -> Phase {
-        self.backend.world().processes.remove(&self.pid);
+        self.spawned.backend.world().processes.remove(&self.spawned.pid);
         Phase::Done(outcome)
     }
 
@@ -155,11 +145,13 @@ impl FakeExecStream {
     /// stream is borrowed), so it stays blocked until its deadline, which the virtual clock
     /// reaches at once.
     fn block_until_deadline(&mut self) -> Error {
-        let mut world = self.backend.world();
-        world.clock = world.clock.max(self.start.saturating_add(self.launch.deadline.unwrap_or_default()));
+        let mut world = self.spawned.backend.world();
+        world.clock = world
+            .clock
+            .max(self.spawned.start.saturating_add(self.spawned.launch.deadline.unwrap_or_default()));
         drop(world);
         let partial = ExecResult::new(0, "", "").with_status(ExitStatus::Signal(9));
-        self.launch.deadline_error(&self.sandbox_id, partial)
+        self.spawned.launch.deadline_error(&self.spawned.sandbox_id, partial)
     }
 
     fn step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
@@ -187,9 +179,9 @@ impl FakeExecStream {
             Phase::Replaying { trace, next, applied, yielded } => {
                 *yielded = false;
                 let at = trace.events.get(*next).map_or(trace.elapsed, |e| e.at);
-                let mut world = self.backend.world();
-                world.clock = world.clock.max(self.start + at);
-                let sandbox = match world.alive(&self.sandbox_id) {
+                let mut world = self.spawned.backend.world();
+                world.clock = world.clock.max(self.spawned.start + at);
+                let sandbox = match world.alive(&self.spawned.sandbox_id) {
                     Ok(sandbox) => sandbox,
                     Err(e) => {
                         drop(world);
@@ -215,8 +207,9 @@ impl FakeExecStream {
                     Poll::Ready(None)
                 } else {
                     let e = self
+                        .spawned
                         .launch
-                        .deadline_error(&self.sandbox_id, result.with_status(ExitStatus::Signal(9)));
+                        .deadline_error(&self.spawned.sandbox_id, result.with_status(ExitStatus::Signal(9)));
                     self.fail(&e)
                 }
             }
@@ -301,6 +294,6 @@ impl BackendExecStream for FakeExecStream {
 impl Drop for FakeExecStream {
     fn drop(&mut self) {
         // Dropping the stream kills the process.
-        self.backend.world().processes.remove(&self.pid);
+        self.spawned.backend.world().processes.remove(&self.spawned.pid);
     }
 }
