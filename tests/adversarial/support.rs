@@ -6,6 +6,11 @@ use std::time::Duration;
 use sandboxio::{NetworkPolicy, Sandbox};
 
 pub use futures_lite::future::block_on;
+pub use shared::poll_k_times_with_pauses;
+
+/// The helpers the other integration tests share (`tests/support`).
+#[path = "../support/mod.rs"]
+mod shared;
 
 /// The image the Docker attacks use (`scripts/build-images python`).
 pub const DOCKER_IMAGE: &str = "sandboxio/python:1";
@@ -133,20 +138,6 @@ pub fn poll_once<S: futures_lite::Stream + Unpin>(stream: &mut S) -> bool {
     let waker = std::task::Waker::noop();
     let mut cx = std::task::Context::from_waker(waker);
     std::pin::Pin::new(stream).poll_next(&mut cx).is_ready()
-}
-
-/// Polls `fut` `k` times, `pause` apart, then drops it. Returns whether it completed.
-pub fn poll_k_times_with_pauses<F: std::future::Future>(fut: F, k: usize, pause: Duration) -> bool {
-    let mut fut = std::pin::pin!(fut);
-    let waker = std::task::Waker::noop();
-    let mut cx = std::task::Context::from_waker(waker);
-    for _ in 0..k {
-        if fut.as_mut().poll(&mut cx).is_ready() {
-            return true;
-        }
-        std::thread::sleep(pause);
-    }
-    false
 }
 
 /// The child side of the unread-stream proof: a stream of 1 GiB from `sandbox`, left unread

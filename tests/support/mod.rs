@@ -16,12 +16,25 @@ pub fn fake_sandbox() -> (FakeBackend, Sandbox) {
 
 /// Polls `fut` exactly `k` times, then drops it. Returns whether it completed.
 pub fn poll_k_times<F: std::future::Future>(fut: F, k: usize) -> bool {
+    poll_k_times_with_pauses(fut, k, std::time::Duration::ZERO)
+}
+
+/// Polls `fut` up to `k` times, `pause` apart (no pause when zero), then drops it. Returns
+/// whether it completed.
+pub fn poll_k_times_with_pauses<F: std::future::Future>(
+    fut: F,
+    k: usize,
+    pause: std::time::Duration,
+) -> bool {
     let mut fut = std::pin::pin!(fut);
     let waker = std::task::Waker::noop();
     let mut cx = std::task::Context::from_waker(waker);
     for _ in 0..k {
         if fut.as_mut().poll(&mut cx).is_ready() {
             return true;
+        }
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
         }
     }
     false
