@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use sandboxio::backends::ReapOptions;
 use sandboxio::backends::docker::DockerBackend;
-use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox};
+use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox, SandboxBuilder, state};
 
 const IMAGE: &str = "sandboxio/busybox:1";
 
@@ -32,14 +32,34 @@ fn docker_ready(test: &str) -> bool {
     ok
 }
 
+/// A deny-all builder on the busybox image, for the tests that set more before `create`.
+fn busybox_builder() -> SandboxBuilder<state::NetworkSet> {
+    Sandbox::builder(&format!("docker://?image={IMAGE}")).unwrap().network(NetworkPolicy::deny_all())
+}
+
 /// A deny-all sandbox from the busybox image.
 async fn busybox() -> Sandbox {
-    Sandbox::builder(&format!("docker://?image={IMAGE}"))
+    busybox_builder().create().await.unwrap()
+}
+
+/// A deny-all busybox sandbox for `test` when the engine and the image are here; `None`
+/// (the test returns) when not, as [`docker_ready`] says.
+async fn busybox_if_ready(test: &str) -> Option<Sandbox> {
+    if docker_ready(test) { Some(busybox().await) } else { None }
+}
+
+/// A deny-all sandbox from the busybox image, through the blocking facade.
+fn blocking_busybox() -> sandboxio::sync::Sandbox {
+    sandboxio::sync::Sandbox::builder(&format!("docker://?image={IMAGE}"))
         .unwrap()
         .network(NetworkPolicy::deny_all())
         .create()
-        .await
         .unwrap()
+}
+
+/// The error a deny-all `create` on `dsn` fails with.
+async fn create_error(dsn: &str) -> sandboxio::Error {
+    Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap_err()
 }
 
 fn docker(args: &[&str]) -> String {
@@ -65,12 +85,7 @@ fn wait_gone(id: &str, within: Duration) -> bool {
 #[tokio::test]
 async fn docker__a_dead_engine_is_a_quick_connect_error_naming_the_socket() {
     let started = Instant::now();
-    let err = Sandbox::builder("docker:///nonexistent/docker.sock")
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .await
-        .unwrap_err();
+    let err = create_error("docker:///nonexistent/docker.sock").await;
     assert_eq!(err.code(), ErrorCode::Connect, "{err}");
     assert!(err.to_string().contains("/nonexistent/docker.sock"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
@@ -80,12 +95,7 @@ async fn docker__a_dead_engine_is_a_quick_connect_error_naming_the_socket() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("docker.sock");
     drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
-    let err = Sandbox::builder(&format!("docker://{}", path.display()))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .await
-        .unwrap_err();
+    let err = create_error(&format!("docker://{}", path.display())).await;
     assert_eq!(err.code(), ErrorCode::Connect, "{err}");
     assert!(err.to_string().contains(path.to_str().unwrap()), "{err}");
     let _ = std::fs::remove_dir_all(dir);
@@ -104,12 +114,7 @@ async fn docker__a_missing_image_is_named_and_nothing_is_pulled() {
     if !docker_ready("docker__a_missing_image_is_named_and_nothing_is_pulled") {
         return;
     }
-    let err = Sandbox::builder("docker://?image=sandboxio/no-such-image:0")
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .await
-        .unwrap_err();
+    let err = create_error("docker://?image=sandboxio/no-such-image:0").await;
     assert_eq!(err.code(), ErrorCode::Configuration, "{err}");
     assert!(err.to_string().contains("sandboxio/no-such-image:0"), "{err}");
 }
@@ -119,13 +124,7 @@ async fn docker__hardened_by_default() {
     if !docker_ready("docker__hardened_by_default") {
         return;
     }
-    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .secret_env("SBX_TOKEN", "canary-8c1f-secret")
-        .create()
-        .await
-        .unwrap();
+    let sandbox = busybox_builder().secret_env("SBX_TOKEN", "canary-8c1f-secret").create().await.unwrap();
     let inspect = docker(&["inspect", sandbox.id()]);
     assert!(inspect.contains("\"CapDrop\": [\n                \"ALL\""), "capabilities not dropped");
     assert!(inspect.contains("no-new-privileges"), "no-new-privileges missing");
@@ -176,11 +175,7 @@ async fn docker__hardened_by_default() {
 #[test]
 #[ignore = "helper process of docker__owner_sigkill_removes_its_sandbox; runs only when that test starts it"]
 fn docker_owner_helper() {
-    let sandbox = sandboxio::sync::Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .unwrap();
+    let sandbox = blocking_busybox();
     println!("SANDBOX {}", sandbox.id());
     std::thread::sleep(Duration::from_mins(10));
 }
@@ -260,12 +255,7 @@ fn docker__smol_smoke() {
         return;
     }
     smol::block_on(async {
-        let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
-            .unwrap()
-            .network(NetworkPolicy::deny_all())
-            .create()
-            .await
-            .unwrap();
+        let sandbox = busybox().await;
         let out = sandbox.run(Command::new("echo").arg("from smol")).await.unwrap();
         assert_eq!(out.stdout, b"from smol\n");
         sandbox.close().await.unwrap();
@@ -277,11 +267,7 @@ fn docker__blocking_smoke() {
     if !docker_ready("docker__blocking_smoke") {
         return;
     }
-    let sandbox = sandboxio::sync::Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .unwrap();
+    let sandbox = blocking_busybox();
     sandbox.fs().write("note.txt", "from sync").unwrap();
     let out = sandbox.run(Command::new("cat").arg("note.txt")).unwrap();
     assert_eq!(out.stdout, b"from sync");
@@ -322,10 +308,7 @@ async fn docker__runsc_is_a_userspace_kernel_or_fails_closed() {
 
 #[tokio::test]
 async fn docker__odd_file_names_round_trip_exactly() {
-    if !docker_ready("docker__odd_file_names_round_trip_exactly") {
-        return;
-    }
-    let sandbox = busybox().await;
+    let Some(sandbox) = busybox_if_ready("docker__odd_file_names_round_trip_exactly").await else { return };
     let names = ["with space.txt", "ünïcødé-名前.txt", "-leading-dash", "semi;colon$(x)`y`'q\"&|*.txt"];
     for (i, name) in (0u8..).zip(names.iter()) {
         let path = format!("odd/{name}");
@@ -362,10 +345,10 @@ async fn docker__odd_file_names_round_trip_exactly() {
 
 #[tokio::test]
 async fn docker__a_container_removed_behind_our_back_is_sandbox_gone() {
-    if !docker_ready("docker__a_container_removed_behind_our_back_is_sandbox_gone") {
+    let Some(sandbox) = busybox_if_ready("docker__a_container_removed_behind_our_back_is_sandbox_gone").await
+    else {
         return;
-    }
-    let sandbox = busybox().await;
+    };
     docker(&["rm", "-f", sandbox.id()]);
     let err = sandbox.run(Command::new("true")).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::SandboxGone, "{err}");
@@ -380,10 +363,9 @@ async fn docker__a_container_removed_behind_our_back_is_sandbox_gone() {
 /// nothing else; see ADR 0005.)
 #[tokio::test]
 async fn docker__a_signal_death_adds_nothing_to_stderr() {
-    if !docker_ready("docker__a_signal_death_adds_nothing_to_stderr") {
+    let Some(sandbox) = busybox_if_ready("docker__a_signal_death_adds_nothing_to_stderr").await else {
         return;
-    }
-    let sandbox = busybox().await;
+    };
     let out = sandbox.run(Command::shell("echo before >&2; kill -KILL $$")).await.unwrap();
     assert_eq!(out.stderr_lossy(), "before\n", "{out:?}");
     assert_eq!(out.exit_code(), Some(137), "{out:?}");
@@ -395,10 +377,10 @@ async fn docker__a_signal_death_adds_nothing_to_stderr() {
 /// as a normal exit with code 137.
 #[tokio::test]
 async fn docker__a_container_removed_under_a_command_is_sandbox_gone() {
-    if !docker_ready("docker__a_container_removed_under_a_command_is_sandbox_gone") {
+    let Some(sandbox) = busybox_if_ready("docker__a_container_removed_under_a_command_is_sandbox_gone").await
+    else {
         return;
-    }
-    let sandbox = busybox().await;
+    };
     let mut stream = sandbox.stream(Command::shell("echo up; sleep 30")).unwrap();
     let first = stream.next_chunk().await.unwrap().unwrap();
     assert_eq!(first.data, b"up\n");
@@ -423,10 +405,7 @@ async fn docker__a_container_removed_under_a_command_is_sandbox_gone() {
 
 #[tokio::test]
 async fn docker__large_files_cross_intact() {
-    if !docker_ready("docker__large_files_cross_intact") {
-        return;
-    }
-    let sandbox = busybox().await;
+    let Some(sandbox) = busybox_if_ready("docker__large_files_cross_intact").await else { return };
     let host = std::env::temp_dir().join(format!("sbx-large-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&host);
     std::fs::create_dir_all(host.join("in")).unwrap();
@@ -451,13 +430,7 @@ async fn docker__a_timeout_leaves_no_process_even_with_no_pids_left() {
     if !docker_ready("docker__a_timeout_leaves_no_process_even_with_no_pids_left") {
         return;
     }
-    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .limits(sandboxio::ResourceLimits::new().pids(40))
-        .create()
-        .await
-        .unwrap();
+    let sandbox = busybox_builder().limits(sandboxio::ResourceLimits::new().pids(40)).create().await.unwrap();
     // 40 pids: PID 1's four (init, sh, its TTL subshell, sleep), the wrapper and the shell,
     // and 34 sleeps: none left for a killer.
     let fork_bomb = Command::shell("i=0; while [ $i -lt 34 ]; do sleep 1000 & i=$((i+1)); done; wait")
@@ -477,10 +450,11 @@ async fn docker__a_timeout_leaves_no_process_even_with_no_pids_left() {
 
 #[tokio::test]
 async fn docker__stdin_after_close_fails_fast_and_a_second_close_is_harmless() {
-    if !docker_ready("docker__stdin_after_close_fails_fast_and_a_second_close_is_harmless") {
+    let Some(sandbox) =
+        busybox_if_ready("docker__stdin_after_close_fails_fast_and_a_second_close_is_harmless").await
+    else {
         return;
-    }
-    let sandbox = busybox().await;
+    };
     let mut stream = sandbox.stream(Command::shell("cat; sleep 30")).unwrap();
     stream.write_stdin(b"hello").await.unwrap();
     stream.close_stdin().await.unwrap();
@@ -555,9 +529,7 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
         .with_sink(sandboxio::JsonLinesSink::append(&jsonl).unwrap());
     let mut errors = Vec::new();
     let (inspect, labels) = futures_lite::future::block_on(async {
-        let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}"))
-            .unwrap()
-            .network(NetworkPolicy::deny_all())
+        let sandbox = busybox_builder()
             .secret_env("SBX_TOKEN", canary)
             .metadata("team", "secrets")
             .audit(audit)
@@ -627,10 +599,11 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
 
 #[tokio::test]
 async fn docker__detaching_an_owned_sandbox_lets_it_outlive_its_handle() {
-    if !docker_ready("docker__detaching_an_owned_sandbox_lets_it_outlive_its_handle") {
+    let Some(sandbox) =
+        busybox_if_ready("docker__detaching_an_owned_sandbox_lets_it_outlive_its_handle").await
+    else {
         return;
-    }
-    let sandbox = busybox().await;
+    };
     let id = sandbox.id().to_owned();
     sandbox.detach().await.unwrap();
     let _ = sandboxio::shutdown(Duration::from_secs(10)).await;
@@ -649,11 +622,7 @@ fn docker__streams_close_from_the_blocking_facade() {
     if !docker_ready("docker__streams_close_from_the_blocking_facade") {
         return;
     }
-    let sandbox = sandboxio::sync::Sandbox::builder(&format!("docker://?image={IMAGE}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .unwrap();
+    let sandbox = blocking_busybox();
     let stream = sandbox.stream(Command::new("sleep").arg("30")).unwrap();
     stream.close().unwrap();
     let bad = sandbox.run(Command::new("true").secret_env("MY-TOKEN", "x")).unwrap_err();
