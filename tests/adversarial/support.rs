@@ -6,11 +6,10 @@ use std::time::Duration;
 use sandboxio::{NetworkPolicy, Sandbox};
 
 pub use futures_lite::future::block_on;
-pub use shared::poll_k_times_with_pauses;
 
 /// The helpers the other integration tests share (`tests/support`).
 #[path = "../support/mod.rs"]
-mod shared;
+pub mod shared;
 
 /// The image the Docker attacks use (`scripts/build-images python`).
 pub const DOCKER_IMAGE: &str = "sandboxio/python:1";

@@ -77,7 +77,11 @@ fn class_03__docker_cancellation_stress_leaves_no_survivor() {
                 }
                 2 => {
                     let k = usize::try_from(rng.below(8)).unwrap();
-                    support::poll_k_times_with_pauses(sandbox.run(command), k, Duration::from_millis(5));
+                    support::shared::poll_k_times_with_pauses(
+                        sandbox.run(command),
+                        k,
+                        Duration::from_millis(5),
+                    );
                 }
                 _ => {
                     let ms = rng.below(200);

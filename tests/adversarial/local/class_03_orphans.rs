@@ -100,7 +100,7 @@ fn class_03__cancellation_stress_leaves_no_survivor() {
                 2 => {
                     let k = usize::try_from(rng.below(8)).unwrap();
                     let run = sbx.run(Command::shell(format!("{ESCAPES}; sleep 1000")));
-                    crate::support::poll_k_times_with_pauses(run, k, Duration::from_millis(1));
+                    crate::support::shared::poll_k_times_with_pauses(run, k, Duration::from_millis(1));
                 }
                 _ => {
                     let code = sbx.run_code("import os, time\nif os.fork() == 0:\n    os.setsid(); time.sleep(1000)\ntime.sleep(1000)");
