@@ -1,5 +1,5 @@
 //! The host's side of sandboxd, the supervisor that runs inside local and Docker sandboxes:
-//! its wire protocol (the same file the binary compiles, `sandboxd/src/proto.rs`) and the
+//! its wire protocol (the same files the binary compiles, `sandboxd/src/proto/`) and the
 //! binary itself, built for this target by `build.rs` and embedded here.
 
 #[cfg_attr(
@@ -14,7 +14,7 @@ pub(crate) mod client;
 #[expect(dead_code, reason = "code contexts move onto sandboxd in the next steps of ADR 0006")]
 pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
 
-#[path = "../sandboxd/src/proto.rs"]
+#[path = "../sandboxd/src/proto/mod.rs"]
 #[expect(dead_code, reason = "the backends speak the protocol as they move onto sandboxd")]
 pub(crate) mod proto;
 

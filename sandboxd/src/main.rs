@@ -1,6 +1,6 @@
 //! sandboxd: the supervisor sandboxio runs as the first process of every sandbox.
 //!
-//! It speaks the protocol of `proto.rs` on its stdin and stdout with the sandboxio process
+//! It speaks the protocol of `proto/` on its stdin and stdout with the sandboxio process
 //! that owns the sandbox, runs each command under a shepherd (`shepherd.rs`), and ends every
 //! command and itself when that stream ends. Run it as the init of the sandbox's PID namespace:
 //! then nothing in the sandbox can signal it, and its death ends every process in the sandbox.

@@ -1,0 +1,160 @@
+//! The sandboxd wire protocol, version 1: length-framed binary messages over one byte stream.
+//!
+//! This module is compiled twice: into the `sandboxd` binary that runs inside a sandbox, and into
+//! `sandboxio` (the host side). It uses `std` only, so the binary can be built by a bare
+//! `rustc` invocation (`docs/adr/0006-sandboxd.md` says why).
+//!
+//! # Frames
+//!
+//! Every frame is a 9-byte header and a body:
+//!
+//! | bytes | field | meaning |
+//! |---|---|---|
+//! | 0..4 | `len` | body length in bytes, big-endian `u32`, at most [`MAX_BODY`] |
+//! | 4 | `kind` | the message type, [`Kind`] |
+//! | 5..9 | `id` | the command or request the frame belongs to, big-endian `u32`; 0 for the session |
+//! | 9.. | body | the message's fields, in order |
+//!
+//! Fields are big-endian integers, and byte strings as a `u32` length then the bytes. A list is
+//! a `u32` count then its items. A decoder never allocates more than the bytes it has already
+//! received: lengths and counts are checked against what remains before anything is reserved,
+//! so a hostile peer cannot make the other side allocate by lying about a size.
+//!
+//! # Sessions
+//!
+//! The host speaks first with [`Message::Hello`]; sandboxd answers [`Message::HelloAck`] or
+//! ends the session. Versions must match exactly: the host ships the binary it speaks to, so
+//! there is no negotiation. Output flows only within credit: sandboxd sends at most the bytes
+//! of stdout plus stderr that the host has granted a command with [`Message::Credit`], so a slow
+//! reader stops the producer (its pipe fills) instead of growing a buffer anywhere.
+
+use std::fmt;
+
+mod decode;
+mod encode;
+mod message;
+
+pub use decode::Decoder;
+pub use message::{Entry, Failure, FileType, Kind, Message, Pairs, Spawn, Status, StdinMode, Stream};
+
+/// The protocol version this file speaks.
+pub const VERSION: u16 = 1;
+
+/// The largest body a frame may carry, in bytes (4 MiB): a spawn with the largest argv and
+/// environment a command may have (1 MiB, `MAX_ARG_TOTAL`) fits with room to spare.
+pub const MAX_BODY: u32 = 4 * 1024 * 1024;
+
+/// The size of a frame header, in bytes.
+pub const HEADER_LEN: usize = 9;
+
+/// The largest data chunk either side puts in one [`Message::Stdin`], [`Message::Output`] or
+/// file frame, in bytes (64 KiB).
+pub const MAX_CHUNK: usize = 64 * 1024;
+
+/// Why a frame could not be decoded. Any of these ends the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtoError {
+    /// The header announced a body larger than [`MAX_BODY`].
+    TooLarge {
+        /// The announced body length, in bytes.
+        len: u32,
+    },
+    /// The `kind` byte names no message of this version.
+    UnknownKind(u8),
+    /// The body ended before a field did, or a field's length ran past the body.
+    Truncated {
+        /// The message being decoded.
+        kind: Kind,
+    },
+    /// The body had bytes left over after its last field.
+    Trailing {
+        /// The message being decoded.
+        kind: Kind,
+        /// How many bytes were left, in bytes.
+        extra: usize,
+    },
+    /// A field held a value its type does not allow (an unknown enum tag, a bool other than 0/1).
+    BadValue {
+        /// The message being decoded.
+        kind: Kind,
+        /// Which field.
+        field: &'static str,
+    },
+}
+
+impl fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooLarge { len } => {
+                write!(f, "frame body of {len} bytes is over the {MAX_BODY}-byte limit")
+            }
+            Self::UnknownKind(k) => write!(f, "unknown frame kind 0x{k:02x}"),
+            Self::Truncated { kind } => write!(f, "{kind:?} frame is truncated"),
+            Self::Trailing { kind, extra } => write!(f, "{kind:?} frame has {extra} trailing bytes"),
+            Self::BadValue { kind, field } => write!(f, "{kind:?} frame has an invalid {field}"),
+        }
+    }
+}
+
+impl std::error::Error for ProtoError {}
+
+/// A frame: the id it belongs to and its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The command or request; 0 for the session.
+    pub id: u32,
+    /// The message.
+    pub message: Message,
+}
+
+impl Frame {
+    /// A frame for `id` carrying `message`.
+    #[must_use]
+    pub fn new(id: u32, message: Message) -> Frame {
+        Frame { id, message }
+    }
+
+    /// Appends this frame's bytes to `out`.
+    ///
+    /// # Errors
+    ///
+    /// [`ProtoError::TooLarge`] if the body would be over [`MAX_BODY`]; nothing is appended then.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), ProtoError> {
+        let start = out.len();
+        out.extend_from_slice(&[0; HEADER_LEN]);
+        encode::body(&self.message, out);
+        let len = out.len() - start - HEADER_LEN;
+        match u32::try_from(len) {
+            Ok(len) if len <= MAX_BODY => {
+                out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+                out[start + 4] = self.message.kind().byte();
+                out[start + 5..start + 9].copy_from_slice(&self.id.to_be_bytes());
+                Ok(())
+            }
+            _ => {
+                out.truncate(start);
+                Err(ProtoError::TooLarge { len: u32::try_from(len).unwrap_or(u32::MAX) })
+            }
+        }
+    }
+
+    /// This frame's bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`ProtoError::TooLarge`] if the body would be over [`MAX_BODY`].
+    pub fn to_bytes(&self) -> Result<Vec<u8>, ProtoError> {
+        let mut out = Vec::new();
+        self.encode(&mut out)?;
+        Ok(out)
+    }
+
+    /// Decodes one frame from a header's `kind` and `id` and its complete body.
+    ///
+    /// # Errors
+    ///
+    /// Any [`ProtoError`] but `TooLarge`, which [`Decoder`] checks before the body arrives.
+    pub fn decode(kind: u8, id: u32, body: &[u8]) -> Result<Frame, ProtoError> {
+        Ok(Frame { id, message: decode::message(kind, body)? })
+    }
+}
