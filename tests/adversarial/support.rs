@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use sandboxio::{NetworkPolicy, Sandbox};
+#[cfg(any(feature = "local", feature = "docker"))]
+use sandboxio::NetworkPolicy;
+use sandboxio::Sandbox;
 
 pub use futures_lite::future::block_on;
 
