@@ -100,25 +100,37 @@ impl HostWriter {
         }
     }
 
+    /// What is at `path` on the host, checked before a download writes there: no link from
+    /// the root down to it, and not a link itself. When nothing is there yet, its missing
+    /// ancestors are made and `None` is returned.
+    fn existing(&mut self, path: &Path) -> Result<Option<fs::Metadata>> {
+        self.no_links_below_root(path)?;
+        match fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => Err(Error::invalid_input(format!(
+                "host target {} is a symlink; download never writes through links",
+                path.display()
+            ))),
+            Ok(meta) => Ok(Some(meta)),
+            Err(_) => {
+                if let Some(parent) = path.parent() {
+                    self.ancestors(parent)?;
+                }
+                Ok(None)
+            }
+        }
+    }
+
     /// Makes `dir` a directory on the host, never through a link. An existing directory is
     /// left exactly as it is (its mode and owner are the host's business); a new one gets
     /// `mode` masked with [`NEW_MODE_MASK`], and always owner-accessible.
     pub(crate) fn dir(&mut self, dir: &Path, mode: u32) -> Result<()> {
-        self.no_links_below_root(dir)?;
-        match fs::symlink_metadata(dir) {
-            Ok(meta) if meta.file_type().is_symlink() => Err(Error::invalid_input(format!(
-                "host target {} is a symlink; download never writes through links",
-                dir.display()
-            ))),
-            Ok(meta) if meta.is_dir() => Ok(()),
-            Ok(_) => Err(Error::invalid_input(format!(
+        match self.existing(dir)? {
+            Some(meta) if meta.is_dir() => Ok(()),
+            Some(_) => Err(Error::invalid_input(format!(
                 "host target {} exists and is not a directory",
                 dir.display()
             ))),
-            Err(_) => {
-                if let Some(parent) = dir.parent() {
-                    self.ancestors(parent)?;
-                }
+            None => {
                 let mut builder = fs::DirBuilder::new();
                 #[cfg(unix)]
                 std::os::unix::fs::DirBuilderExt::mode(&mut builder, (mode & NEW_MODE_MASK) | 0o700);
@@ -138,13 +150,8 @@ impl HostWriter {
     /// `cp` does); a new one is created exclusively with `mode` masked with
     /// [`NEW_MODE_MASK`] (and the process umask).
     pub(crate) fn file(&mut self, file: &Path, mode: u32) -> Result<fs::File> {
-        self.no_links_below_root(file)?;
-        match fs::symlink_metadata(file) {
-            Ok(meta) if meta.file_type().is_symlink() => Err(Error::invalid_input(format!(
-                "host target {} is a symlink; download never writes through links",
-                file.display()
-            ))),
-            Ok(meta) if meta.is_file() => {
+        match self.existing(file)? {
+            Some(meta) if meta.is_file() => {
                 let mut options = fs::OpenOptions::new();
                 options.write(true);
                 no_follow(&mut options);
@@ -164,14 +171,11 @@ impl HostWriter {
                 opened.set_len(0).map_err(|e| host_error(file, e))?;
                 Ok(opened)
             }
-            Ok(_) => Err(Error::invalid_input(format!(
+            Some(_) => Err(Error::invalid_input(format!(
                 "host target {} exists and is not a regular file",
                 file.display()
             ))),
-            Err(_) => {
-                if let Some(parent) = file.parent() {
-                    self.ancestors(parent)?;
-                }
+            None => {
                 let mut options = fs::OpenOptions::new();
                 // `create_new` is O_CREAT|O_EXCL: it never follows a link, nor opens a FIFO.
                 options.write(true).create_new(true);
