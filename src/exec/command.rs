@@ -151,7 +151,8 @@ impl Command {
     }
 
     /// Cap, in bytes, on the output kept per stream (stdout and stderr each). Output beyond
-    /// it is drained and dropped, and [`ExecResult::truncated`] is set. Default
+    /// it is drained and dropped, and
+    /// [`ExecResult::truncated`](crate::ExecResult::truncated) is set. Default
     /// [`DEFAULT_OUTPUT_LIMIT`].
     #[must_use]
     pub fn output_limit(mut self, bytes: usize) -> Self {
