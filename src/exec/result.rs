@@ -240,3 +240,36 @@ macro_rules! shared_outcome_methods {
 
 shared_outcome_methods!(ExecResult);
 shared_outcome_methods!(CodeResult);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_result_starts_as_the_exec_result_of_the_same_output() {
+        let code = CodeResult::new(3, "out", "err");
+        assert_eq!(code, CodeResult::from(ExecResult::new(3, "out", "err")));
+        assert_eq!(
+            (code.status, code.duration, code.oom_killed),
+            (ExitStatus::Code(3), Duration::ZERO, false)
+        );
+        assert!(code.results.is_empty() && code.error.is_none());
+    }
+
+    #[test]
+    fn the_shared_setters_and_views_act_alike_on_both_outcomes() {
+        let ten = Duration::from_millis(10);
+        let exec = ExecResult::new(0, b"a\xff".to_vec(), "b")
+            .with_status(ExitStatus::Signal(9))
+            .with_duration(ten)
+            .with_oom_killed(true);
+        let code = CodeResult::new(0, b"a\xff".to_vec(), "b")
+            .with_status(ExitStatus::Signal(9))
+            .with_duration(ten)
+            .with_oom_killed(true);
+        assert_eq!((exec.status, exec.duration, exec.oom_killed), (ExitStatus::Signal(9), ten, true));
+        assert_eq!((code.status, code.duration, code.oom_killed), (exec.status, ten, true));
+        assert_eq!((exec.stdout_lossy(), exec.stderr_lossy()), ("a\u{fffd}".into(), "b".into()));
+        assert_eq!((code.stdout_lossy(), code.stderr_lossy()), (exec.stdout_lossy(), exec.stderr_lossy()));
+    }
+}
