@@ -1,0 +1,12 @@
+//! What runs in a sandbox and what comes back: [`Command`], [`ExecResult`], [`OutputChunk`],
+//! [`Code`], [`CodeResult`].
+
+mod chunk;
+mod code;
+mod command;
+mod result;
+
+pub use chunk::{OutputChunk, StreamKind};
+pub use code::{Code, CodeContext, CodeError, MimeBundle};
+pub use command::{Command, DEFAULT_OUTPUT_LIMIT, MAX_ARG_STRLEN, MAX_ARG_TOTAL, validate_env_name};
+pub use result::{CodeResult, ExecResult, ExitStatus};

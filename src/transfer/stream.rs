@@ -1,0 +1,216 @@
+//! The tar transfers of `local://`: an archive written to, or read from, a shell script run
+//! through the sandbox's exec stream, driven on a library thread at a bounded pace.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use super::cancel::{Cancel, CancelOnDrop};
+use super::host_error;
+use super::pack::append_host_tree;
+use super::unpack::Unpacker;
+use crate::backend::BackendSandbox;
+use crate::error::{Error, Result};
+
+/// How much is written to a stream's stdin at once.
+const CHUNK: usize = 256 * 1024;
+
+/// The next chunk of `stream`, `None` at its end.
+async fn next_chunk(
+    stream: &mut Box<dyn crate::backend::BackendExecStream>,
+) -> Result<Option<crate::exec::OutputChunk>> {
+    std::future::poll_fn(|cx| stream.poll_chunk(cx)).await.transpose()
+}
+
+/// Drains what a stream has left, keeping at most `stdout_cap` bytes of stdout (more
+/// ends the drain at once, `true` returned: the caller drops the stream, which kills
+/// the process) and [`STDERR_LIMIT`](crate::backends::fs_scripts::STDERR_LIMIT) of stderr.
+async fn drain(
+    stream: &mut Box<dyn crate::backend::BackendExecStream>,
+    stdout_cap: u64,
+    out: &mut Vec<u8>,
+    err: &mut Vec<u8>,
+) -> Result<bool> {
+    use crate::backends::fs_scripts::STDERR_LIMIT;
+    while let Some(chunk) = next_chunk(stream).await? {
+        if chunk.stream == crate::exec::StreamKind::Stdout {
+            let room =
+                usize::try_from(stdout_cap.saturating_add(1)).unwrap_or(usize::MAX).saturating_sub(out.len());
+            out.extend_from_slice(&chunk.data[..chunk.data.len().min(room)]);
+            if out.len() as u64 > stdout_cap {
+                return Ok(true);
+            }
+        } else {
+            let room = STDERR_LIMIT.saturating_sub(err.len());
+            err.extend_from_slice(&chunk.data[..chunk.data.len().min(room)]);
+        }
+    }
+    Ok(false)
+}
+
+/// Runs `command` through `sandbox`'s exec stream: `stdin` written in chunks (a process
+/// that exits without reading it all is not an error: its exit says what happened),
+/// stdout kept up to `stdout_cap` bytes and stderr up to 64 KiB. Past `stdout_cap + 1`
+/// bytes the stream is dropped at once, killing the process, and the exit is `-1`.
+/// Dropping the returned future drops the stream too.
+pub(crate) async fn exec_via_stream<S: BackendSandbox + ?Sized>(
+    sandbox: &S,
+    command: crate::exec::Command,
+    stdin: Option<Vec<u8>>,
+    stdout_cap: u64,
+) -> Result<(i64, Vec<u8>, Vec<u8>)> {
+    let mut stream = sandbox.stream(command)?;
+    if let Some(data) = stdin {
+        for chunk in data.chunks(CHUNK) {
+            if stream.write_stdin(chunk).await.is_err() {
+                break;
+            }
+        }
+    }
+    let _ = stream.close_stdin().await;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    if drain(&mut stream, stdout_cap, &mut out, &mut err).await? {
+        return Ok((-1, out, err));
+    }
+    let ran = stream.wait().await?;
+    Ok((ran.exit_code().map_or(-1, i64::from), out, err))
+}
+
+/// Writes to a stream's stdin in [`CHUNK`]s, from a thread that drives the stream.
+struct StdinSink<'a> {
+    stream: &'a mut Box<dyn crate::backend::BackendExecStream>,
+    buf: Vec<u8>,
+    cancel: &'a Cancel,
+}
+
+impl StdinSink<'_> {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let (stream, buf) = (&mut *self.stream, &self.buf);
+        self.cancel.run(stream.write_stdin(buf)).map_err(io::Error::other)?;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl io::Write for StdinSink<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = data.len().min(CHUNK - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == CHUNK {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()
+    }
+}
+
+/// `upload` as one tar stream into [`UNTAR`](crate::backends::fs_scripts::UNTAR) run
+/// through `sandbox`'s exec stream: the archive is built from the host tree on a
+/// library thread, one [`CHUNK`] at a time, so client memory stays flat whatever the
+/// size. `dir` is where the archive is extracted, `name` its root entry's name.
+pub(crate) async fn upload_via_stream<S: BackendSandbox + ?Sized>(
+    sandbox: &S,
+    backend: &'static str,
+    host_path: &Path,
+    abs: &str,
+    dir: &str,
+    name: &str,
+) -> Result<()> {
+    use crate::backends::fs_scripts::{UNTAR, exec_failure};
+    let meta = fs::symlink_metadata(host_path).map_err(|e| host_error(host_path, e))?;
+    if !(meta.is_dir() || meta.is_file()) {
+        return Err(Error::invalid_input(format!(
+            "host path {} is a symlink or special file; upload never follows links",
+            host_path.display()
+        )));
+    }
+    let command = crate::exec::Command::new("/bin/sh").arg("-c").arg(UNTAR).arg("sandboxio-fs").arg(dir);
+    let mut stream = sandbox.stream(command)?;
+    let cancel = Cancel::default();
+    let _on_drop = CancelOnDrop(cancel.clone());
+    let (host, name, abs) = (host_path.to_path_buf(), name.to_owned(), abs.to_owned());
+    crate::runtime::unblock(move || {
+        let archived = {
+            let sink = StdinSink { stream: &mut stream, buf: Vec::with_capacity(CHUNK), cancel: &cancel };
+            let mut builder = tar::Builder::new(sink);
+            let appended = append_host_tree(&mut builder, &host, &name, backend);
+            // Whatever happened, the archive ends and stdin closes: `tar -x` must see
+            // end-of-file, or it waits for more until the deadline.
+            let finished = builder.into_inner().and_then(|mut sink| io::Write::flush(&mut sink));
+            appended.and(finished.map_err(|e| Error::provider(backend, "sending the archive", e)))
+        };
+        if cancel.cancelled() {
+            return archived;
+        }
+        let _ = cancel.run(stream.close_stdin());
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        cancel.run(drain(&mut stream, 64 * 1024, &mut out, &mut err))?;
+        let ran = cancel.run(stream.wait())?;
+        // A host error explains a broken upload better than what `tar` said of it.
+        archived?;
+        if ran.success() { Ok(()) } else { Err(exec_failure(backend, &abs, &err)) }
+    })
+    .await
+}
+
+/// `download` as one tar stream from [`TAR_PACED`](crate::backends::fs_scripts::TAR_PACED)
+/// run through `sandbox`'s exec stream, unpacked by an [`Unpacker`] on a library thread
+/// as it arrives, asking for each next chunk only once the last is on disk (client
+/// memory stays flat even over a transport that queues without limit; the host's disk
+/// is bounded by `budget`).
+pub(crate) async fn download_via_stream<S: BackendSandbox + ?Sized>(
+    sandbox: &S,
+    backend: &'static str,
+    abs: &str,
+    dir: &str,
+    name: &str,
+    host_path: &Path,
+    budget: u64,
+) -> Result<()> {
+    use crate::backends::fs_scripts::{PACE_CHUNK, STDERR_LIMIT, TAR_PACED, exec_failure};
+    /// How many chunks may be in flight: what the host asks for ahead of what it wrote.
+    const WINDOW: usize = 4;
+    let command =
+        crate::exec::Command::new("/bin/sh").arg("-c").arg(TAR_PACED).arg("sandboxio-fs").arg(dir).arg(name);
+    let mut stream = sandbox.stream(command)?;
+    let cancel = Cancel::default();
+    let _on_drop = CancelOnDrop(cancel.clone());
+    let (host, abs) = (host_path.to_path_buf(), abs.to_owned());
+    crate::runtime::unblock(move || {
+        // Asks for the first chunks; each chunk unpacked asks for one more, so at most
+        // WINDOW chunks are ever queued on the host, however fast the sandbox writes.
+        // (A script that has ended refuses the ask: that is not an error.)
+        let _ = cancel.run(stream.write_stdin(&[b'\n'; WINDOW]));
+        let mut unpacker = Unpacker::new(backend, &abs, &host, budget);
+        let mut err = Vec::new();
+        let mut since_ask = 0u64;
+        // An error here returns at once: the stream is dropped (killing `tar`) and the
+        // unpacker removes what it created.
+        while let Some(chunk) = cancel.run(next_chunk(&mut stream))? {
+            if chunk.stream == crate::exec::StreamKind::Stdout {
+                unpacker.push(&chunk.data)?;
+                since_ask += chunk.data.len() as u64;
+                while since_ask >= PACE_CHUNK {
+                    since_ask -= PACE_CHUNK;
+                    let _ = cancel.run(stream.write_stdin(b"\n"));
+                }
+            } else {
+                let room = STDERR_LIMIT.saturating_sub(err.len());
+                err.extend_from_slice(&chunk.data[..chunk.data.len().min(room)]);
+            }
+        }
+        let ran = cancel.run(stream.wait())?;
+        match ran.exit_code() {
+            Some(0) => unpacker.finish(),
+            Some(3) => Err(Error::NotFound { path: abs }),
+            _ => Err(exec_failure(backend, &abs, &err)),
+        }
+    })
+    .await
+}
