@@ -185,7 +185,7 @@ pub struct Spawn {
 pub enum Message {
     /// The first frame of a session, with the host's protocol version.
     Hello {
-        /// [`VERSION`] of the host.
+        /// [`VERSION`](super::VERSION) of the host.
         version: u16,
         /// The sandbox's user, as uid and gid: file operations run as this user, and so do
         /// commands whose `Spawn` names none. sandboxd's own identity when absent.
@@ -195,7 +195,7 @@ pub enum Message {
     Spawn(Spawn),
     /// Bytes for the command's stdin.
     Stdin {
-        /// At most [`MAX_CHUNK`] bytes.
+        /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes.
         data: Vec<u8>,
     },
     /// End of the command's stdin.
@@ -212,7 +212,7 @@ pub enum Message {
     },
     /// Bytes for the command's control channel (shares the stdin window).
     ControlIn {
-        /// At most [`MAX_CHUNK`] bytes.
+        /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes.
         data: Vec<u8>,
     },
     /// Liveness probe; answered with `Pong` carrying the same nonce.
@@ -236,7 +236,7 @@ pub enum Message {
     },
     /// A chunk of the file being written.
     FsData {
-        /// At most [`MAX_CHUNK`] bytes.
+        /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes.
         data: Vec<u8>,
     },
     /// The file being written is complete: rename it into place.
@@ -267,7 +267,7 @@ pub enum Message {
     },
     /// The answer to `Hello`.
     HelloAck {
-        /// [`VERSION`] of sandboxd.
+        /// [`VERSION`](super::VERSION) of sandboxd.
         version: u16,
         /// sandboxd's pid in its own PID namespace.
         pid: u32,
@@ -281,7 +281,7 @@ pub enum Message {
     Output {
         /// Which stream.
         stream: Stream,
-        /// At most [`MAX_CHUNK`] bytes, never more than the credit left.
+        /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes, never more than the credit left.
         data: Vec<u8>,
     },
     /// The command ended and every process it started is gone.
@@ -305,7 +305,7 @@ pub enum Message {
     },
     /// A chunk of the file being read.
     FsChunk {
-        /// At most [`MAX_CHUNK`] bytes.
+        /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes.
         data: Vec<u8>,
     },
     /// The file request completed.
