@@ -55,7 +55,17 @@ mod tests {
         f.write_all(binary).unwrap();
         drop(f);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o500)).unwrap();
-        let out = std::process::Command::new(&path).arg("--version").output().unwrap();
+        // Another test thread that forks while the file is open for writing holds it open in
+        // its child until that child execs: executing it meanwhile fails with ETXTBSY.
+        let out = (0..200)
+            .find_map(|_| match std::process::Command::new(&path).arg("--version").output() {
+                Err(e) if e.raw_os_error() == Some(26) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    None
+                }
+                other => Some(other.unwrap()),
+            })
+            .expect("the binary stayed busy for 2 s");
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),
