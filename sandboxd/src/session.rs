@@ -110,6 +110,10 @@ pub struct Session<W: Write> {
     /// The sandbox's user from `Hello`.
     user: Option<(u32, u32)>,
     frame: Vec<u8>,
+    /// A shepherd died without its report, so processes of its command may have been
+    /// reparented to sandboxd: each child event then looks for them, until a look finds none.
+    /// (Without this, every command's exit would cost a scan of `/proc`.)
+    orphans: bool,
 }
 
 impl<W: Write> Session<W> {
@@ -124,6 +128,7 @@ impl<W: Write> Session<W> {
             greeted: false,
             user: None,
             frame: Vec::new(),
+            orphans: false,
         }
     }
 
@@ -427,6 +432,8 @@ impl<W: Write> Session<W> {
                     message: b"the command's shepherd was killed; its processes were killed too".to_vec(),
                 });
                 kill_orphans(&self.cmds);
+                // Some may not be reparented yet: the next child events look again.
+                self.orphans = true;
                 None
             }
         };
@@ -519,8 +526,11 @@ impl<W: Write> Session<W> {
         while matches!(self.children.read(&mut byte), Ok(n) if n > 0) {}
         while let Ok(Some(_)) = sys::reap_any() {}
         // A shepherd the command killed leaves its processes to sandboxd; they are reparented
-        // before sandboxd hears of the death, so this is the place to find them.
-        kill_orphans(&self.cmds);
+        // before sandboxd hears of the death, so this is the place to find them, and the
+        // children of an orphan killed here arrive with its death's event.
+        if self.orphans {
+            self.orphans = kill_orphans(&self.cmds) > 0;
+        }
     }
 
     fn kill_everything(&mut self) {
@@ -552,13 +562,16 @@ fn signal_shepherd(cmd: &mut Cmd, signal: i32) {
 }
 
 /// Kills sandboxd's children that are no live shepherd: processes reparented to sandboxd
-/// because the command killed its shepherd.
-fn kill_orphans(cmds: &BTreeMap<u32, Cmd>) {
+/// because the command killed its shepherd. Returns how many it found.
+fn kill_orphans(cmds: &BTreeMap<u32, Cmd>) -> usize {
+    let mut found = 0;
     for pid in shepherd::children_of(sys::pid()) {
         if !cmds.values().any(|c| c.shepherd == pid && c.reports.is_some()) {
             sys::signal_process(pid, sys::SIGKILL);
+            found += 1;
         }
     }
+    found
 }
 
 fn invalid(spec: &Spawn) -> Option<&'static str> {
