@@ -7,7 +7,10 @@
     expect(dead_code, reason = "code contexts move onto sandboxd in the next steps of ADR 0006")
 )]
 pub(crate) mod cells;
-#[expect(dead_code, reason = "the backends move onto sandboxd in the next steps of ADR 0006")]
+#[cfg_attr(
+    not(feature = "docker"),
+    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
+)]
 pub(crate) mod client;
 /// The code-cell runner sandboxd starts as `python3 -u -c RUNNER` with a control channel, one
 /// per code context (its header states its wire format).
@@ -15,7 +18,10 @@ pub(crate) mod client;
 pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
 
 #[path = "../sandboxd/src/proto/mod.rs"]
-#[expect(dead_code, reason = "the backends speak the protocol as they move onto sandboxd")]
+#[allow(
+    dead_code,
+    reason = "sandboxd's half of the protocol (its decoder of host frames) is compiled here too"
+)]
 pub(crate) mod proto;
 
 /// The sandboxd binary for the target this library was built for: a static executable, so it
@@ -23,16 +29,16 @@ pub(crate) mod proto;
 /// warning); the backends then keep to their paths that do not need it.
 #[cfg(sandboxd_embedded)]
 #[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006")
+    not(any(test, feature = "docker")),
+    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
 )]
 pub(crate) const BINARY: Option<&[u8]> = Some(include_bytes!(env!("SANDBOXIO_SANDBOXD")));
 
 /// See above: the build could not make sandboxd.
 #[cfg(not(sandboxd_embedded))]
 #[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "the backends start sandboxd in the next steps of ADR 0006")
+    not(any(test, feature = "docker")),
+    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
 )]
 pub(crate) const BINARY: Option<&[u8]> = None;
 

@@ -307,14 +307,32 @@ fn parent_of(stat: &[u8]) -> Option<i32> {
 
 /// The kernel's count of out-of-memory kills in this cgroup (cgroup v2 `memory.events`), or 0
 /// where it cannot be read (no cgroup namespace, cgroup v1).
+/// The out-of-memory kills in the sandbox's memory cgroup so far: `oom_kill` of
+/// `memory.events` (cgroup v2) or of `memory.oom_control` (v1, Linux 4.13 and later); 0
+/// where neither can be read.
 fn oom_kills() -> u64 {
-    let Ok(events) = std::fs::read_to_string("/sys/fs/cgroup/memory.events") else { return 0 };
-    events.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
+    ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .and_then(|text| oom_kill_count(&text))
+        .unwrap_or(0)
+}
+
+/// The `oom_kill` count of a `memory.events` or `memory.oom_control` text.
+fn oom_kill_count(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oom_kills_are_counted_from_either_cgroup_version() {
+        assert_eq!(oom_kill_count("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\n"), Some(2));
+        assert_eq!(oom_kill_count("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n"), Some(5));
+        assert_eq!(oom_kill_count("oom_kill_disable 0\n"), None);
+    }
 
     #[test]
     fn reports_round_trip() {

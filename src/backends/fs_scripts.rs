@@ -78,7 +78,7 @@ exec tar -cf - "./$2""#;
 /// is ever in flight (the asks arrive on the script's stdin, kept as fd 3, since the loop's
 /// own stdin is `tar`'s output). `tar`'s exit status is the script's. Each chunk goes
 /// through the command's private `/tmp`.
-#[cfg(feature = "local")]
+#[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) const TAR_PACED: &str = r#"cd "$1" && [ -e "./$2" ] || { echo "No such file or directory" >&2; exit 3; }
 exec 3<&0
 { tar -cf - "./$2" 3<&-; echo $? > /tmp/.sandboxio-tar-status; } </dev/null | while read -r _ <&3; do
@@ -89,7 +89,7 @@ done
 exit "$(cat /tmp/.sandboxio-tar-status 2>/dev/null || echo 1)""#;
 
 /// The size of one chunk of [`TAR_PACED`].
-#[cfg(feature = "local")]
+#[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) const PACE_CHUNK: u64 = 1024 * 1024;
 
 /// The most a listing may take: [`DEFAULT_READ_LIMIT`](crate::DEFAULT_READ_LIMIT) bytes.

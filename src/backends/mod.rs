@@ -1,5 +1,8 @@
 //! First-party backends, each behind its Cargo feature.
 
+/// The sandboxd side of a sandbox (sandboxd runs in `docker://` containers).
+#[cfg(feature = "docker")]
+pub(crate) mod agent;
 pub mod capabilities;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod code_runner;
@@ -7,6 +10,8 @@ pub(crate) mod code_runner;
 pub(crate) mod fs_scripts;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod owner;
+#[cfg(any(feature = "local", feature = "docker"))]
+pub(crate) mod script_fs;
 
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]

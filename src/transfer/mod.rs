@@ -18,13 +18,13 @@
 //! within the budget); `stream` runs that tar path through an exec stream, with
 //! `cancel` stopping its library thread when the operation is dropped.
 
-#[cfg(feature = "local")]
+#[cfg(any(feature = "local", feature = "docker"))]
 mod cancel;
 mod host_writer;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod pack;
 mod primitives;
-#[cfg(feature = "local")]
+#[cfg(any(feature = "local", feature = "docker"))]
 mod stream;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod unpack;
@@ -39,8 +39,8 @@ use crate::error::{Error, Result};
 #[cfg(feature = "docker")]
 pub(crate) use pack::append_host_tree;
 pub(crate) use primitives::{download_via_primitives, upload_via_primitives};
-#[cfg(feature = "local")]
-pub(crate) use stream::{download_via_stream, exec_via_stream, upload_via_stream};
+#[cfg(any(feature = "local", feature = "docker"))]
+pub(crate) use stream::{StartStream, download_via_stream, exec_via_stream, upload_via_stream};
 #[cfg(feature = "docker")]
 pub(crate) use unpack::Unpacker;
 

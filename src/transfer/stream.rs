@@ -9,16 +9,25 @@ use super::cancel::{Cancel, CancelOnDrop};
 use super::host_error;
 use super::pack::append_host_tree;
 use super::unpack::Unpacker;
-use crate::backend::BackendSandbox;
+use crate::backend::BackendExecStream;
 use crate::error::{Error, Result};
+
+/// Starts a command and returns its exec stream: a sandbox's [`stream`] (or a transport's
+/// own, when the backend has more than one).
+///
+/// [`stream`]: crate::backend::BackendSandbox::stream
+pub(crate) trait StartStream:
+    FnOnce(crate::exec::Command) -> Result<Box<dyn BackendExecStream>>
+{
+}
+
+impl<F: FnOnce(crate::exec::Command) -> Result<Box<dyn BackendExecStream>>> StartStream for F {}
 
 /// How much is written to a stream's stdin at once.
 const CHUNK: usize = 256 * 1024;
 
 /// The next chunk of `stream`, `None` at its end.
-async fn next_chunk(
-    stream: &mut Box<dyn crate::backend::BackendExecStream>,
-) -> Result<Option<crate::exec::OutputChunk>> {
+async fn next_chunk(stream: &mut Box<dyn BackendExecStream>) -> Result<Option<crate::exec::OutputChunk>> {
     std::future::poll_fn(|cx| stream.poll_chunk(cx)).await.transpose()
 }
 
@@ -26,7 +35,7 @@ async fn next_chunk(
 /// ends the drain at once, `true` returned: the caller drops the stream, which kills
 /// the process) and [`STDERR_LIMIT`](crate::backends::fs_scripts::STDERR_LIMIT) of stderr.
 async fn drain(
-    stream: &mut Box<dyn crate::backend::BackendExecStream>,
+    stream: &mut Box<dyn BackendExecStream>,
     stdout_cap: u64,
     out: &mut Vec<u8>,
     err: &mut Vec<u8>,
@@ -48,18 +57,18 @@ async fn drain(
     Ok(false)
 }
 
-/// Runs `command` through `sandbox`'s exec stream: `stdin` written in chunks (a process
+/// Runs `command` through the exec stream `start` gives: `stdin` written in chunks (a process
 /// that exits without reading it all is not an error: its exit says what happened),
 /// stdout kept up to `stdout_cap` bytes and stderr up to 64 KiB. Past `stdout_cap + 1`
 /// bytes the stream is dropped at once, killing the process, and the exit is `-1`.
 /// Dropping the returned future drops the stream too.
-pub(crate) async fn exec_via_stream<S: BackendSandbox + ?Sized>(
-    sandbox: &S,
+pub(crate) async fn exec_via_stream(
+    start: impl StartStream,
     command: crate::exec::Command,
     stdin: Option<Vec<u8>>,
     stdout_cap: u64,
 ) -> Result<(i64, Vec<u8>, Vec<u8>)> {
-    let mut stream = sandbox.stream(command)?;
+    let mut stream = start(command)?;
     if let Some(data) = stdin {
         for chunk in data.chunks(CHUNK) {
             if stream.write_stdin(chunk).await.is_err() {
@@ -78,7 +87,7 @@ pub(crate) async fn exec_via_stream<S: BackendSandbox + ?Sized>(
 
 /// Writes to a stream's stdin in [`CHUNK`]s, from a thread that drives the stream.
 struct StdinSink<'a> {
-    stream: &'a mut Box<dyn crate::backend::BackendExecStream>,
+    stream: &'a mut Box<dyn BackendExecStream>,
     buf: Vec<u8>,
     cancel: &'a Cancel,
 }
@@ -114,8 +123,8 @@ impl io::Write for StdinSink<'_> {
 /// through `sandbox`'s exec stream: the archive is built from the host tree on a
 /// library thread, one [`CHUNK`] at a time, so client memory stays flat whatever the
 /// size. `dir` is where the archive is extracted, `name` its root entry's name.
-pub(crate) async fn upload_via_stream<S: BackendSandbox + ?Sized>(
-    sandbox: &S,
+pub(crate) async fn upload_via_stream(
+    start: impl StartStream,
     backend: &'static str,
     host_path: &Path,
     abs: &str,
@@ -131,7 +140,7 @@ pub(crate) async fn upload_via_stream<S: BackendSandbox + ?Sized>(
         )));
     }
     let command = crate::exec::Command::new("/bin/sh").arg("-c").arg(UNTAR).arg("sandboxio-fs").arg(dir);
-    let mut stream = sandbox.stream(command)?;
+    let mut stream = start(command)?;
     let cancel = Cancel::default();
     let _on_drop = CancelOnDrop(cancel.clone());
     let (host, name, abs) = (host_path.to_path_buf(), name.to_owned(), abs.to_owned());
@@ -164,8 +173,8 @@ pub(crate) async fn upload_via_stream<S: BackendSandbox + ?Sized>(
 /// as it arrives, asking for each next chunk only once the last is on disk (client
 /// memory stays flat even over a transport that queues without limit; the host's disk
 /// is bounded by `budget`).
-pub(crate) async fn download_via_stream<S: BackendSandbox + ?Sized>(
-    sandbox: &S,
+pub(crate) async fn download_via_stream(
+    start: impl StartStream,
     backend: &'static str,
     abs: &str,
     dir: &str,
@@ -178,7 +187,7 @@ pub(crate) async fn download_via_stream<S: BackendSandbox + ?Sized>(
     const WINDOW: usize = 4;
     let command =
         crate::exec::Command::new("/bin/sh").arg("-c").arg(TAR_PACED).arg("sandboxio-fs").arg(dir).arg(name);
-    let mut stream = sandbox.stream(command)?;
+    let mut stream = start(command)?;
     let cancel = Cancel::default();
     let _on_drop = CancelOnDrop(cancel.clone());
     let (host, abs) = (host_path.to_path_buf(), abs.to_owned());

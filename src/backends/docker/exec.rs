@@ -235,6 +235,10 @@ pub(super) async fn run_raw_as(
     user: Option<String>,
     argv: &[&str],
 ) -> Result<(i64, Vec<u8>, Vec<u8>)> {
+    if let Some(agent) = shared.agent() {
+        let ran = agent.run(&Command::new(argv[0]).args(argv[1..].iter().copied()), false).await?;
+        return Ok((ran.exit_code().map_or(-1, i64::from), ran.stdout, ran.stderr));
+    }
     let mut launched =
         start_raw(shared, user, argv.iter().map(|s| (*s).to_owned()).collect(), Vec::new(), false).await?;
     let mut out = Collected::new(usize::MAX);
@@ -599,6 +603,9 @@ pub(super) fn missing_cwd(code: i64, stderr: &[u8]) -> bool {
 
 /// `run`: to completion, with the timeout and output cap of `command`.
 pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecResult> {
+    if let Some(agent) = shared.agent() {
+        return agent.run(&command, true).await;
+    }
     let started = Instant::now();
     let mut guard = KillOnDrop::new(&shared);
     let stdin = command.stdin_bytes().map(<[u8]>::to_vec);

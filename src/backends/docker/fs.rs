@@ -52,6 +52,10 @@ async fn fs_exec(
     shared.check_alive()?;
     let command =
         Command::new("sh").arg("-c").arg(script).arg("sandboxio-fs").args(args.iter().copied()).cwd("/");
+    if let Some(agent) = shared.agent() {
+        let start = super::on_sandboxd::starter(agent);
+        return crate::transfer::exec_via_stream(start, command, stdin.map(<[u8]>::to_vec), stdout_cap).await;
+    }
     let mut guard = KillOnDrop::new(shared);
     let Launched { exec_id, mut output, mut input, stdin_attached } =
         exec::launch(shared, &mut guard, &command, stdin.is_some(), false).await?;

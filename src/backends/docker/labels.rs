@@ -24,6 +24,9 @@ pub const EXPIRES: &str = "io.sandboxio.expires";
 pub const DETACHED: &str = "io.sandboxio.detached";
 /// The user commands run as (empty: the image's root).
 pub const USER: &str = "io.sandboxio.user";
+/// How commands reach it: `sandboxd` (sandboxd as its main process) or `api` (the exec
+/// API); see [`ExecPath`](super::ExecPath).
+pub const EXEC_PATH: &str = "io.sandboxio.exec";
 /// The sandboxio version that created it.
 pub const VERSION: &str = "io.sandboxio.version";
 /// The prefix reserved for sandboxio's own labels; user metadata may not use it.

@@ -82,14 +82,17 @@
 //! `NETWORK_DENY`, the three limits, `CONNECT` and `DETACH`. Not declared: stateful code
 //! contexts, rich outputs and allowlists.
 
+mod agent;
 mod client;
 mod code;
 mod exec;
 mod fs;
 pub mod labels;
+mod on_sandboxd;
 mod reap;
 mod rt;
 mod stream;
+mod users;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -110,6 +113,7 @@ use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::secret::SecretString;
 
 use crate::backends::{ReapOptions, ReapReport};
+pub use agent::ExecPath;
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};
 
@@ -160,6 +164,7 @@ struct Inner {
     image: String,
     runtime: Option<String>,
     user: Option<String>,
+    exec_path: ExecPath,
     audit: crate::AuditConfig,
     client: tokio::sync::OnceCell<Docker>,
     /// Whether this backend value's first `create` has swept never-started leftovers.
@@ -193,6 +198,7 @@ impl DockerBackend {
                 image: DEFAULT_IMAGE.to_owned(),
                 runtime: None,
                 user: None,
+                exec_path: ExecPath::default(),
                 audit: crate::AuditConfig::new(),
                 client: tokio::sync::OnceCell::new(),
                 swept: AtomicBool::new(false),
@@ -207,6 +213,7 @@ impl DockerBackend {
             image: self.inner.image.clone(),
             runtime: self.inner.runtime.clone(),
             user: self.inner.user.clone(),
+            exec_path: self.inner.exec_path,
             audit: self.inner.audit.clone(),
             client: tokio::sync::OnceCell::new(),
             swept: AtomicBool::new(false),
@@ -238,6 +245,24 @@ impl DockerBackend {
         self.rebuild(|i| i.user = Some(user))
     }
 
+    /// The same backend reaching its sandboxes' commands through `path` (default
+    /// [`ExecPath::Sandboxd`]; a build without sandboxd uses [`ExecPath::ExecApi`]
+    /// whatever this says, and logs why).
+    #[must_use]
+    pub fn with_exec_path(self, path: ExecPath) -> Self {
+        self.rebuild(|i| i.exec_path = path)
+    }
+
+    /// The way new sandboxes' commands will run: the configured [`ExecPath`], or
+    /// [`ExecPath::ExecApi`] when this build has no sandboxd.
+    #[must_use]
+    pub fn exec_path(&self) -> ExecPath {
+        match self.inner.exec_path {
+            ExecPath::Sandboxd if !agent::available() => ExecPath::ExecApi,
+            path => path,
+        }
+    }
+
     /// The same backend writing every sandbox's audit records to `audit` as well.
     #[must_use]
     pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
@@ -257,7 +282,7 @@ impl DockerBackend {
     /// [`Error::Configuration`] for an unknown option,
     /// a bad `DOCKER_HOST`, or a runtime other than `runc`/`runsc`.
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
-        dsn.reject_unknown_options(&["image", "runtime", "user"])?;
+        dsn.reject_unknown_options(&["image", "runtime", "user", "exec"])?;
         let mut backend = if !dsn.path().is_empty() && dsn.path() != "/" {
             if !dsn.authority().is_empty() {
                 return Err(Error::configuration("docker:// takes a socket path or a host:port, not both"));
@@ -278,6 +303,9 @@ impl DockerBackend {
         }
         if let Some(user) = dsn.option("user") {
             backend = backend.with_user(user);
+        }
+        if let Some(path) = dsn.option("exec") {
+            backend = backend.with_exec_path(ExecPath::parse(path)?);
         }
         Ok(Arc::new(backend))
     }
@@ -347,6 +375,11 @@ pub(crate) struct Shared {
     /// The owner link (PID 1's stdin): dropping it ends PID 1, and so the container,
     /// unless detached.
     link: Mutex<Option<tokio::sync::mpsc::Sender<LinkOp>>>,
+    /// On the sandboxd path: the session every command, file operation and cell goes
+    /// through, and the link that carries it (the owner link, or a `connect`ed handle's own
+    /// session); closing the link ends the session.
+    agent: std::sync::OnceLock<Arc<crate::backends::agent::Agent>>,
+    session: Mutex<Option<agent::Link>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -388,6 +421,8 @@ impl Shared {
             host_view: AtomicBool::new(false),
             next_key: AtomicU64::new(0),
             link: Mutex::new(None),
+            agent: std::sync::OnceLock::new(),
+            session: Mutex::new(None),
         })
     }
 
@@ -421,11 +456,20 @@ impl Shared {
 
     fn release_link(&self) {
         drop(self.link.lock().unwrap_or_else(PoisonError::into_inner).take());
+        drop(self.session.lock().unwrap_or_else(PoisonError::into_inner).take());
     }
 
     /// Records why sandboxio is about to remove the container itself.
     fn set_gone_reason(&self, why: &'static str) {
         let _ = self.gone_reason.set(why);
+        if let Some(agent) = self.agent.get() {
+            agent.set_gone(why);
+        }
+    }
+
+    /// The sandboxd session, on the sandboxd path.
+    fn agent(&self) -> Option<&Arc<crate::backends::agent::Agent>> {
+        self.agent.get()
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -573,13 +617,30 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     let image_config = inspected.config.unwrap_or_default();
     let user = inner.user.clone().or_else(|| image_config.user.filter(|u| !u.is_empty()));
     let workdir = image_config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned());
-    let body = container_body(&spec, &image, user.as_deref(), &workdir, inner.runtime.clone())?;
+    let path = DockerBackend { inner: Arc::clone(&inner) }.exec_path();
+    let body = container_body(&spec, &image, user.as_deref(), &workdir, inner.runtime.clone(), path)?;
     let name = format!("sandboxio-{}", unique_suffix());
     let made = docker
         .create_container(Some(CreateContainerOptions { name: Some(name), platform: String::new() }), body)
         .await
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
+    let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
+    if path == ExecPath::Sandboxd {
+        let shared = Shared::new(
+            docker,
+            made.id,
+            user,
+            workdir,
+            spec.secret_env.clone(),
+            Some(spec.network.clone()),
+            spec.metadata.clone(),
+        );
+        shared.host_view.store(host_view, Ordering::Release);
+        let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &spec.env);
+        on_sandboxd::start(&shared, env, spec.detached).await?;
+        return Ok(Created { shared: Some(shared), guard });
+    }
     // The owner link exists before the container starts: PID 1's stdin is this attach
     // connection from its first instant, so an owner dying at any point after the start
     // request leaves a PID 1 that reads end-of-file and ends the container.
@@ -596,7 +657,6 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         .await
         .map_err(|e| provider("attaching to the container", e))?;
     docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
-    let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
     let shared = Shared::new(
         docker,
         made.id,
@@ -748,8 +808,10 @@ fn container_body(
     user: Option<&str>,
     workdir: &str,
     runtime: Option<String>,
+    path: ExecPath,
 ) -> Result<ContainerCreateBody> {
     let mut labels = labels::for_new(&spec.metadata, spec.ttl, spec.detached)?;
+    labels.insert(labels::EXEC_PATH.into(), path.as_str().into());
     // Commands run as this user (exec `user`); PID 1 runs as the supervisor id. `connect`
     // reads it back.
     if user.and_then(|u| u.split(':').next()).and_then(|u| u.parse::<u32>().ok()) == Some(SUPERVISOR_ID) {
@@ -780,12 +842,20 @@ fn container_body(
         ..Default::default()
     };
     let ttl_secs = spec.ttl.as_secs().max(1).to_string();
+    let (cmd, pid1_user, host_config) = match path {
+        ExecPath::ExecApi => (
+            vec!["sh".into(), "-c".into(), INIT.into(), "sandboxio-init".into(), ttl_secs],
+            format!("{SUPERVISOR_ID}:{SUPERVISOR_ID}"),
+            host_config,
+        ),
+        ExecPath::Sandboxd => on_sandboxd::pid1(spec.ttl, host_config),
+    };
     Ok(ContainerCreateBody {
         image: Some(image.to_owned()),
-        cmd: Some(vec!["sh".into(), "-c".into(), INIT.into(), "sandboxio-init".into(), ttl_secs]),
+        cmd: Some(cmd),
         entrypoint: Some(Vec::new()),
         env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-        user: Some(format!("{SUPERVISOR_ID}:{SUPERVISOR_ID}")),
+        user: Some(pid1_user),
         working_dir: Some(workdir.to_owned()),
         labels: Some(labels),
         // PID 1's stdin is the owner's attach connection, closed by the engine when that
@@ -874,6 +944,10 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         labels::metadata_of(&labels),
     );
     shared.host_view.store(host_view, Ordering::Release);
+    if labels.get(labels::EXEC_PATH).map(String::as_str) == Some(ExecPath::Sandboxd.as_str()) {
+        on_sandboxd::join_running(&shared, config.env.unwrap_or_default()).await?;
+        return Ok(shared);
+    }
     let image = config.image.clone().unwrap_or_default();
     prepare(&shared, &image).await?;
     Ok(shared)
@@ -932,6 +1006,11 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
+        if let Some(agent) = self.shared.agent() {
+            // No hop to the Docker runtime: the session's own thread does the I/O.
+            let agent = Arc::clone(agent);
+            return Box::pin(async move { agent.run(&command, true).await });
+        }
         self.on_rt(move |shared| exec::run(shared, command))
     }
 
@@ -941,6 +1020,9 @@ impl BackendSandbox for DockerSandbox {
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
         self.shared.check_alive()?;
+        if let Some(agent) = self.shared.agent() {
+            return Ok(Box::new(agent.stream_piped(&command, true)?));
+        }
         Ok(Box::new(stream::DockerExecStream::start(&self.shared, command)))
     }
 
@@ -971,6 +1053,9 @@ impl BackendSandbox for DockerSandbox {
 
     fn upload<'a>(&'a self, host_path: &'a std::path::Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
         let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
+        if let Some(agent) = self.shared.agent() {
+            return Box::pin(on_sandboxd::upload(Arc::clone(agent), host_path, path));
+        }
         self.on_rt(move |shared| async move { fs::upload(&shared, host_path, &path).await })
     }
 
@@ -981,6 +1066,9 @@ impl BackendSandbox for DockerSandbox {
         budget: u64,
     ) -> BoxFuture<'a, Result<()>> {
         let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
+        if let Some(agent) = self.shared.agent() {
+            return Box::pin(on_sandboxd::download(Arc::clone(agent), path, host_path, budget));
+        }
         self.on_rt(move |shared| async move { fs::download(&shared, &path, host_path, budget).await })
     }
 
@@ -1002,6 +1090,11 @@ impl BackendSandbox for DockerSandbox {
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         self.on_rt(move |shared| async move {
             shared.check_alive()?;
+            if let Some(agent) = shared.agent() {
+                on_sandboxd::detach(agent).await?;
+                shared.release_link();
+                return mark_detached(&shared).await;
+            }
             // Tell PID 1 first: releasing the link while it waits for the owner would end it.
             send_detach(&shared).await?;
             shared.release_link();
@@ -1022,6 +1115,9 @@ async fn mark_detached(shared: &Shared) -> Result<()> {
 }
 
 async fn kill(shared: &Shared) -> Result<KillOutcome> {
+    if let Some(agent) = shared.agent() {
+        agent.set_gone("it was killed");
+    }
     let was = !shared.killed.swap(true, Ordering::AcqRel);
     let removed = shared.docker.remove_container(&shared.id, Some(force_remove())).await;
     // The container is gone either way; the owner link is no longer needed.

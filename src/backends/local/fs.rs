@@ -11,9 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::backends::fs_scripts::{self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, WRITE};
+use crate::backend::BackendSandbox as _;
+use crate::backends::script_fs;
 use crate::error::{Error, Result};
-use crate::exec::Command;
 use crate::fs::DirEntry;
 
 use super::{LocalSandbox, SCHEME, WORKDIR};
@@ -50,25 +50,13 @@ fn workspace_path(path: &str) -> Result<String> {
     }
 }
 
-/// Runs `script` with `args` inside the sandbox, `stdin` on its stdin: `(exit code,
-/// stdout, stderr)`, stdout bounded by `stdout_cap` (past it the process is killed).
-async fn in_sandbox(
-    sandbox: &LocalSandbox,
-    script: &str,
-    args: &[&str],
-    stdin: Option<Vec<u8>>,
-    stdout_cap: u64,
-) -> Result<(i64, Vec<u8>, Vec<u8>)> {
-    let command =
-        Command::new("/bin/sh").arg("-c").arg(script).arg("sandboxio-fs").args(args.iter().copied());
-    crate::transfer::exec_via_stream(sandbox, command, stdin, stdout_cap).await
+/// Starts a command through the sandbox's exec stream.
+fn starter(sandbox: &LocalSandbox) -> impl crate::transfer::StartStream + '_ {
+    move |command| sandbox.stream(command)
 }
 
 pub(super) async fn read(sandbox: &LocalSandbox, path: &str, limit: u64) -> Result<Vec<u8>> {
-    let abs = workspace_path(path)?;
-    let take = limit.saturating_add(1).to_string();
-    let (code, out, err) = in_sandbox(sandbox, READ, &[&abs, &take], None, limit).await?;
-    fs_scripts::read_outcome(SCHEME, abs, limit, code, out, &err)
+    script_fs::read(starter(sandbox), SCHEME, workspace_path(path)?, limit).await
 }
 
 pub(super) async fn write(
@@ -81,21 +69,15 @@ pub(super) async fn write(
     if abs == WORKDIR {
         return Err(Error::IsADirectory { path: abs });
     }
-    let mode = format!("{:o}", mode.unwrap_or(0o644) & 0o777);
-    let (code, _, err) = in_sandbox(sandbox, WRITE, &[&abs, &mode], Some(data), 0).await?;
-    fs_scripts::write_outcome(SCHEME, abs, code, &err)
+    script_fs::write(starter(sandbox), SCHEME, abs, data, mode).await
 }
 
 pub(super) async fn list(sandbox: &LocalSandbox, path: &str) -> Result<Vec<DirEntry>> {
-    let abs = workspace_path(path)?;
-    let (code, out, err) = in_sandbox(sandbox, LIST, &[&abs], None, LIST_LIMIT).await?;
-    fs_scripts::list_outcome(SCHEME, abs, code, &out, &err)
+    script_fs::list(starter(sandbox), SCHEME, workspace_path(path)?).await
 }
 
 pub(super) async fn mkdir(sandbox: &LocalSandbox, path: &str) -> Result<()> {
-    let abs = workspace_path(path)?;
-    let (code, _, err) = in_sandbox(sandbox, MKDIR, &[&abs], None, 0).await?;
-    fs_scripts::mkdir_outcome(SCHEME, &abs, code, &err)
+    script_fs::mkdir(starter(sandbox), SCHEME, &workspace_path(path)?).await
 }
 
 pub(super) async fn remove(sandbox: &LocalSandbox, path: &str, recursive: bool) -> Result<()> {
@@ -103,28 +85,12 @@ pub(super) async fn remove(sandbox: &LocalSandbox, path: &str, recursive: bool) 
     if abs == WORKDIR {
         return Err(Error::PermissionDenied { path: abs });
     }
-    let flag = if recursive { "1" } else { "0" };
-    let (code, _, err) = in_sandbox(sandbox, REMOVE, &[&abs, flag], None, 0).await?;
-    fs_scripts::remove_outcome(SCHEME, abs, code, &err)
-}
-
-/// The directory an archive for `abs` is extracted in (or archived from), and its root
-/// entry's name; the workspace itself is `.` in the workspace.
-fn split(abs: &str) -> (String, String) {
-    if abs == WORKDIR {
-        return (WORKDIR.to_owned(), ".".to_owned());
-    }
-    match abs.rsplit_once('/') {
-        Some(("", name)) => ("/".to_owned(), name.to_owned()),
-        Some((parent, name)) => (parent.to_owned(), name.to_owned()),
-        None => (WORKDIR.to_owned(), abs.to_owned()),
-    }
+    script_fs::remove(starter(sandbox), SCHEME, abs, recursive).await
 }
 
 pub(super) async fn upload(sandbox: &LocalSandbox, host_path: &Path, path: &str) -> Result<()> {
     let abs = workspace_path(path)?;
-    let (dir, name) = split(&abs);
-    crate::transfer::upload_via_stream(sandbox, SCHEME, host_path, &abs, &dir, &name).await
+    script_fs::upload(starter(sandbox), SCHEME, host_path, &abs, WORKDIR).await
 }
 
 pub(super) async fn download(
@@ -134,6 +100,5 @@ pub(super) async fn download(
     budget: u64,
 ) -> Result<()> {
     let abs = workspace_path(path)?;
-    let (dir, name) = split(&abs);
-    crate::transfer::download_via_stream(sandbox, SCHEME, &abs, &dir, &name, host_path, budget).await
+    script_fs::download(starter(sandbox), SCHEME, &abs, host_path, budget, WORKDIR).await
 }

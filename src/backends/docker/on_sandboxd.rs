@@ -1,0 +1,202 @@
+//! The sandboxd path of `docker://` ([`ExecPath::Sandboxd`]): the container's PID 1, how a
+//! new sandbox starts and a `connect`ed handle joins one, and the operations that differ
+//! from the exec-API path (everything else goes through [`Agent`] where the exec-API path
+//! would start an exec).
+
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use bollard::models::HostConfig;
+
+use crate::backend::BackendExecStream;
+use crate::backends::agent::{Agent, Identity};
+use crate::backends::script_fs;
+use crate::error::{Error, Result};
+use crate::transfer::StartStream;
+
+use super::agent::{self, SANDBOXD_PATH};
+use super::client::provider;
+use super::{SCHEME, Shared};
+
+/// PID 1 of a sandboxd container: its argv, its user (root: it runs each command as the
+/// sandbox's user with a gid of its own) and its host configuration: sandboxd is the init
+/// (no Docker init in front of it, so nothing in the container can signal it), holding
+/// only `CAP_SETUID`, `CAP_SETGID` (the commands' identities) and `CAP_KILL` (ending
+/// them), on top of the hardening both paths share.
+pub(super) fn pid1(ttl: Duration, host_config: HostConfig) -> (Vec<String>, String, HostConfig) {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+    let argv = vec![SANDBOXD_PATH.to_owned(), "--ttl-ms".to_owned(), ttl_ms.to_string()];
+    let host_config = HostConfig {
+        init: Some(false),
+        cap_add: Some(vec!["SETUID".into(), "SETGID".into(), "KILL".into()]),
+        ..host_config
+    };
+    (argv, "0:0".to_owned(), host_config)
+}
+
+/// The environment commands start with: the image's variables (`K=V`, as the engine
+/// reports them), the sandbox's over them.
+pub(super) fn merged_env(image: &[String], sandbox: &[(String, String)]) -> Vec<String> {
+    let mut env: Vec<String> = image.to_vec();
+    for (k, v) in sandbox {
+        env.retain(|kv| kv.split_once('=').map_or(kv.as_str(), |(name, _)| name) != k);
+        env.push(format!("{k}={v}"));
+    }
+    env
+}
+
+/// `NAME`/value pairs of `K=V` strings, with `PATH` and `HOME` added when missing (as the
+/// engine adds them to every exec).
+fn env_pairs(env: &[String], home: &str) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> =
+        env.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+    if !pairs.iter().any(|(k, _)| k == "PATH") {
+        pairs.push(("PATH".into(), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()));
+    }
+    if !pairs.iter().any(|(k, _)| k == "HOME") {
+        pairs.push(("HOME".into(), home.to_owned()));
+    }
+    pairs
+}
+
+/// Starts a created sandboxd container: places sandboxd, attaches the owner link, starts
+/// it, and sets up the handle's session. With `detached`, detaches at once.
+pub(super) async fn start(shared: &Arc<Shared>, env: Vec<String>, detached: bool) -> Result<()> {
+    let docker = &shared.docker;
+    agent::place(docker, &shared.id).await?;
+    let user = agent::resolve_user(docker, &shared.id, shared.user.as_deref()).await?;
+    // The owner link exists before the container starts: sandboxd's stdin is this attach
+    // connection from its first instant, so an owner dying at any point after the start
+    // request leaves a sandboxd that reads end-of-file and ends the container.
+    let attach = bollard::query_parameters::AttachContainerOptions {
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        stream: true,
+        logs: false,
+        detach_keys: None,
+    };
+    let bollard::container::AttachContainerResults { output, input } = docker
+        .attach_container(&shared.id, Some(attach))
+        .await
+        .map_err(|e| provider("attaching to the container", e))?;
+    let (link, client) = agent::join(input, output, (user.uid, user.gid))?;
+    docker.start_container(&shared.id, None).await.map_err(|e| provider("starting the container", e))?;
+    agent::greet(&client, &link).await?;
+    *shared.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
+    set_up(shared, client, &user, &env).await?;
+    if detached {
+        detach(shared.agent().expect("set up above")).await?;
+        shared.release_link();
+        super::mark_detached(shared).await?;
+    }
+    Ok(())
+}
+
+/// Joins a running sandboxd container with a session of this handle's own (an exec of
+/// sandboxd): `connect`.
+pub(super) async fn join_running(shared: &Arc<Shared>, env: Vec<String>) -> Result<()> {
+    let user = agent::resolve_user(&shared.docker, &shared.id, shared.user.as_deref()).await?;
+    let (link, client) = agent::exec_session(&shared.docker, &shared.id, (user.uid, user.gid)).await?;
+    *shared.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
+    set_up(shared, client, &user, &env).await
+}
+
+/// Makes the handle's agent and learns what the image offers.
+async fn set_up(
+    shared: &Arc<Shared>,
+    client: crate::sandboxd::client::Client,
+    user: &super::users::Resolved,
+    env: &[String],
+) -> Result<()> {
+    let identity = Identity { user: (user.uid, user.gid), command_gids: true };
+    let agent = Agent::new(
+        client,
+        SCHEME,
+        shared.id.clone(),
+        shared.workdir.clone(),
+        identity,
+        env_pairs(env, &user.home),
+        shared.secret_env.clone(),
+    );
+    let agent = Arc::new(agent);
+    let _ = shared.agent.set(Arc::clone(&agent));
+    let _ = shared.resolved.set((user.uid, user.gid));
+    shared.root_user.store(user.uid == 0, std::sync::atomic::Ordering::Release);
+    // Code cells keep their error records in /tmp/.sandboxio (see `code.rs`); `python3`
+    // decides `RUN_CODE`. An image without `sh` has neither (the probe exits 127).
+    let probe = crate::exec::Command::new("sh").arg("-c").arg(
+        "mkdir -p /tmp/.sandboxio 2>/dev/null; command -v python3 >/dev/null 2>&1 && echo python; exit 0",
+    );
+    let said = agent.run(&probe, false).await?;
+    let python = said.success() && said.stdout_lossy().lines().any(|l| l == "python");
+    shared.python.store(python, std::sync::atomic::Ordering::Release);
+    Ok(())
+}
+
+/// Tells sandboxd to outlive this session (until its TTL).
+pub(super) async fn detach(agent: &Agent) -> Result<()> {
+    // TEMPORARY until the protocol's Detach lands (helper branch h/sbxd).
+    let _ = agent;
+    Err(Error::unsupported(SCHEME, "DETACH"))
+}
+
+/// Starts sandboxio's own commands (file scripts, archives) through the session, without
+/// the sandbox's secrets.
+pub(super) fn starter(agent: &Arc<Agent>) -> impl StartStream + '_ {
+    move |command| agent.stream_piped(&command, false).map(|s| Box::new(s) as Box<dyn BackendExecStream>)
+}
+
+/// `upload` through the session: one tar stream into `tar -x` in the sandbox.
+pub(super) async fn upload(agent: Arc<Agent>, host_path: PathBuf, path: String) -> Result<()> {
+    agent.check_alive()?;
+    let abs = agent.absolute(&path);
+    if abs == "/" {
+        return Err(Error::invalid_input("upload needs a target path below /"));
+    }
+    script_fs::upload(starter(&agent), SCHEME, &host_path, &abs, "/").await
+}
+
+/// `download` through the session: one tar stream from `tar -c` in the sandbox.
+pub(super) async fn download(agent: Arc<Agent>, path: String, host_path: PathBuf, budget: u64) -> Result<()> {
+    agent.check_alive()?;
+    let abs = agent.absolute(&path);
+    if abs == "/" {
+        return Err(Error::invalid_input("download needs a source path below /"));
+    }
+    script_fs::download(starter(&agent), SCHEME, &abs, &host_path, budget, "/").await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ExecPath;
+    use super::*;
+
+    #[test]
+    fn pid1_is_sandboxd_as_root_with_three_capabilities_and_no_docker_init() {
+        let base = HostConfig { cap_drop: Some(vec!["ALL".into()]), init: Some(true), ..Default::default() };
+        let (argv, user, host) = pid1(Duration::from_secs(90), base);
+        assert_eq!(argv, ["/.sandboxio/sandboxd", "--ttl-ms", "90000"]);
+        assert_eq!(user, "0:0");
+        assert_eq!(host.init, Some(false));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
+        assert_eq!(host.cap_add, Some(vec!["SETUID".to_owned(), "SETGID".to_owned(), "KILL".to_owned()]));
+        assert_eq!(ExecPath::parse("api").unwrap(), ExecPath::ExecApi);
+        assert!(ExecPath::parse("exec").is_err());
+    }
+
+    #[test]
+    fn the_sandbox_env_overrides_the_image_env_and_path_and_home_are_always_set() {
+        let env = merged_env(
+            &["PATH=/p".into(), "A=1".into()],
+            &[("A".into(), "2".into()), ("B".into(), "x=y".into())],
+        );
+        assert_eq!(env, ["PATH=/p", "A=2", "B=x=y"]);
+        let pairs = env_pairs(&env, "/home/u");
+        assert_eq!(pairs[0], ("PATH".to_owned(), "/p".to_owned()));
+        assert_eq!(pairs[2], ("B".to_owned(), "x=y".to_owned()));
+        assert_eq!(pairs[3], ("HOME".to_owned(), "/home/u".to_owned()));
+        assert!(env_pairs(&[], "/").iter().any(|(k, v)| k == "PATH" && v.contains("/usr/bin")));
+    }
+}
