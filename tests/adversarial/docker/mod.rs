@@ -14,6 +14,7 @@ mod class_08_user_by_name;
 mod class_09_command_secrets;
 mod class_10_kill_path;
 mod class_11_forged_results;
+mod class_17_attacks_on_sandboxd;
 
 use std::process::Command as OsCommand;
 
