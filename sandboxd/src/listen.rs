@@ -36,7 +36,8 @@ impl Listener {
         let before = sys::set_umask(0o177);
         let bound = UnixListener::bind(path);
         sys::set_umask(before);
-        let socket = bound.map_err(|e| io::Error::new(e.kind(), format!("cannot listen at {}: {e}", path.display())))?;
+        let socket = bound
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot listen at {}: {e}", path.display())))?;
         socket.set_nonblocking(true)?;
         Ok(Listener { socket, path: path.to_owned(), sessions: BTreeSet::new() })
     }

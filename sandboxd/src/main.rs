@@ -38,7 +38,8 @@ fn main() -> ExitCode {
     let args = match args::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
         Err(why) => {
-            let _ = writeln!(std::io::stderr(), "sandboxd: {why}\nusage: sandboxd [--ttl-ms N] [--listen PATH]");
+            let _ =
+                writeln!(std::io::stderr(), "sandboxd: {why}\nusage: sandboxd [--ttl-ms N] [--listen PATH]");
             return ExitCode::from(EXIT_USAGE);
         }
     };

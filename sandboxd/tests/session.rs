@@ -904,7 +904,8 @@ fn the_ttl_ends_every_command_and_sandboxd_exits_0() {
 #[test]
 fn bad_flags_are_refused_with_status_64_and_a_message() {
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_sandboxd")).args(args).stdin(Stdio::null()).output().unwrap();
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_sandboxd")).args(args).stdin(Stdio::null()).output().unwrap();
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     for args in [&["--ttl-ms"][..], &["--ttl-ms", "soon"], &["--ttl-ms", "-1"], &["--bogus"], &["--listen"]] {
