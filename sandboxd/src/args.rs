@@ -28,14 +28,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
                     .to_str()
                     .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
                     .and_then(|v| v.parse::<u64>().ok())
-                    .ok_or_else(|| format!("--ttl-ms takes decimal milliseconds, not {value:?}"))?;
+                    .ok_or_else(|| format!("--ttl-ms takes decimal milliseconds, not {}", value.display()))?;
                 out.ttl = Some(Duration::from_millis(ms));
             }
             Some("--listen") => {
                 let path = args.next().filter(|p| !p.is_empty()).ok_or("--listen needs a path")?;
                 out.listen = Some(PathBuf::from(path));
             }
-            _ => return Err(format!("unknown argument {arg:?}")),
+            _ => return Err(format!("unknown argument {}", arg.display())),
         }
     }
     Ok(out)

@@ -50,12 +50,9 @@ impl Listener {
     /// when [`MAX_SESSIONS`] are running). Never returns in a child.
     pub fn accept(&mut self) {
         loop {
-            let conn = match self.socket.accept() {
-                Ok((conn, _)) => conn,
-                // WouldBlock: none left. Anything else (no descriptors left, a connection
-                // reset before it was accepted) concerns that connection, not sandboxd.
-                Err(_) => return,
-            };
+            // WouldBlock: none left. Anything else (no descriptors left, a connection
+            // reset before it was accepted) concerns that connection, not sandboxd.
+            let Ok((conn, _)) = self.socket.accept() else { return };
             if self.sessions.len() >= MAX_SESSIONS {
                 drop(conn);
                 continue;

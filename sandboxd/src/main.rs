@@ -47,7 +47,7 @@ fn main() -> ExitCode {
         println!("sandboxd protocol {}", proto::VERSION);
         return ExitCode::SUCCESS;
     }
-    match serve(start, args) {
+    match serve(start, &args) {
         Ok(session::End::HostGone) => ExitCode::SUCCESS,
         Ok(session::End::Ttl) => {
             let _ = writeln!(std::io::stderr(), "sandboxd: TTL reached");
@@ -64,7 +64,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(start: Instant, args: args::Args) -> std::io::Result<session::End> {
+fn serve(start: Instant, args: &args::Args) -> std::io::Result<session::End> {
     // No ptrace, no /proc/<pid>/mem or environ for the sandbox's code, even under the same uid.
     sys::become_undumpable()?;
     // Outside a PID namespace of its own, orphans of a killed shepherd still come here.

@@ -136,10 +136,19 @@ pub struct Session<W: Write> {
     orphans: bool,
     /// Set in sandboxd's first session only.
     lifetime: Option<Lifetime>,
-    /// The host sent `Detach` in the first session: its stream's end does not end sandboxd.
-    detached: bool,
-    /// The host's stream is still open (it is polled only then).
-    host_open: bool,
+    host: Host,
+}
+
+/// The state of the host's stream.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Host {
+    /// Open; its end ends the session.
+    Attached,
+    /// Open, and the host sent `Detach` in the first session: its end ends only the
+    /// session's commands and file requests, not sandboxd.
+    Detached,
+    /// Ended after a detach: no longer polled.
+    Gone,
 }
 
 impl<W: Write> Session<W> {
@@ -157,8 +166,7 @@ impl<W: Write> Session<W> {
             frame: Vec::new(),
             orphans: false,
             lifetime: None,
-            detached: false,
-            host_open: true,
+            host: Host::Attached,
         }
     }
 
@@ -173,9 +181,9 @@ impl<W: Write> Session<W> {
         let end = loop {
             match self.turn() {
                 Ok(()) => {}
-                Err(End::HostGone) if self.detached && self.host_open => {
+                Err(End::HostGone) if self.host == Host::Detached => {
                     // Nobody can read these commands' output or results any more.
-                    self.host_open = false;
+                    self.host = Host::Gone;
                     self.kill_commands();
                 }
                 Err(end) => break end,
@@ -210,7 +218,7 @@ impl<W: Write> Session<W> {
         let timeout = self.timeout()?;
         let mut fds = vec![PollFd { fd: self.children.as_raw_fd(), events: sys::POLLIN, revents: 0 }];
         let mut slots = vec![Slot::Children];
-        if self.host_open {
+        if self.host != Host::Gone {
             fds.push(PollFd { fd: self.input.as_raw_fd(), events: sys::POLLIN, revents: 0 });
             slots.push(Slot::Host);
         }
@@ -432,7 +440,9 @@ impl<W: Write> Session<W> {
             Message::Ping { nonce } => self.send(id, Message::Pong { nonce }),
             Message::Detach if id == 0 => {
                 // In a --listen session this changes nothing: its end never ends sandboxd.
-                self.detached = self.lifetime.is_some();
+                if self.lifetime.is_some() {
+                    self.host = Host::Detached;
+                }
                 self.send(0, Message::Detached)
             }
             Message::Detach => Err(End::Protocol(format!("Detach with id {id}, not 0"))),
