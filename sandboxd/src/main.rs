@@ -2,15 +2,21 @@
 //!
 //! It speaks the protocol of `proto/` on its stdin and stdout with the sandboxio process
 //! that owns the sandbox, runs each command under a shepherd (`shepherd.rs`), and ends every
-//! command and itself when that stream ends. Run it as the init of the sandbox's PID namespace:
-//! then nothing in the sandbox can signal it, and its death ends every process in the sandbox.
-//! `docs/adr/0006-sandboxd.md` records the design.
+//! command and itself when that stream ends, unless the owner detached. Run it as the init of
+//! the sandbox's PID namespace: then nothing in the sandbox can signal it, and its death ends
+//! every process in the sandbox. `docs/adr/0006-sandboxd.md` records the design.
 //!
-//! `sandboxd --version` prints the protocol version; `sandboxd` runs one session on stdio.
+//! `sandboxd --version` prints the protocol version. `sandboxd [--ttl-ms N] [--listen PATH]`
+//! runs one session on stdio; `--ttl-ms` ends sandboxd N milliseconds after its start whatever
+//! happens, and `--listen` serves extra sessions on a Unix socket created at PATH
+//! (`listen.rs`). Exit status: 0 when the owner left or the TTL passed, 1 when sandboxd could
+//! not start, 2 when a session broke the protocol, 64 for a bad command line.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+mod args;
 mod fs;
+mod listen;
 #[expect(dead_code, reason = "the host-side half of the protocol is compiled here too")]
 mod proto;
 mod session;
@@ -22,14 +28,31 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::process::ExitCode;
+use std::time::Instant;
+
+/// `EX_USAGE` from `sysexits.h`: the command line was wrong.
+const EXIT_USAGE: u8 = 64;
 
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("--version") {
+    let start = Instant::now();
+    let args = match args::parse(std::env::args_os().skip(1)) {
+        Ok(args) => args,
+        Err(why) => {
+            let _ =
+                writeln!(std::io::stderr(), "sandboxd: {why}\nusage: sandboxd [--ttl-ms N] [--listen PATH]");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if args.version {
         println!("sandboxd protocol {}", proto::VERSION);
         return ExitCode::SUCCESS;
     }
-    match serve() {
+    match serve(start, &args) {
         Ok(session::End::HostGone) => ExitCode::SUCCESS,
+        Ok(session::End::Ttl) => {
+            let _ = writeln!(std::io::stderr(), "sandboxd: TTL reached");
+            ExitCode::SUCCESS
+        }
         Ok(end) => {
             let _ = writeln!(std::io::stderr(), "sandboxd: session ended: {end}");
             ExitCode::from(2)
@@ -41,11 +64,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve() -> std::io::Result<session::End> {
+fn serve(start: Instant, args: &args::Args) -> std::io::Result<session::End> {
     // No ptrace, no /proc/<pid>/mem or environ for the sandbox's code, even under the same uid.
     sys::become_undumpable()?;
     // Outside a PID namespace of its own, orphans of a killed shepherd still come here.
     sys::become_subreaper()?;
+    // Bound before the first frame is answered: once the host has its HelloAck, it may connect.
+    let listener = args.listen.as_deref().map(listen::Listener::bind).transpose()?;
+    // A TTL too large for the clock is no TTL.
+    let deadline = args.ttl.and_then(|ttl| start.checked_add(ttl));
     let children = File::from(sys::child_events()?);
     // The protocol stream moves off 0 and 1 (close-on-exec copies), and 0 and 1 become
     // /dev/null, so no process sandboxd starts can hold the session's stream.
@@ -54,5 +81,6 @@ fn serve() -> std::io::Result<session::End> {
     let null = File::options().read(true).write(true).open("/dev/null")?;
     sys::dup_to(std::os::fd::AsRawFd::as_raw_fd(&null), 0)?;
     sys::dup_to(std::os::fd::AsRawFd::as_raw_fd(&null), 1)?;
-    Ok(session::Session::new(input, output, children).run())
+    let lifetime = session::Lifetime { deadline, listener };
+    Ok(session::Session::first(input, output, children, lifetime).run())
 }

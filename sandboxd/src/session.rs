@@ -7,15 +7,19 @@
 //!   send that much before any acknowledgement; sandboxd returns credit frames as bytes reach
 //!   the pipe. A host that overruns the window ends the session.
 //!
-//! The session ends when the host's stream ends (the owner is gone): every command is killed
-//! and sandboxd exits, which ends the sandbox.
+//! The session ends when the host's stream ends (the owner is gone): every command is killed,
+//! and for sandboxd's first session ([`Lifetime`]) sandboxd exits, which ends the sandbox.
+//! After `Detach` the first session's end kills only that session's commands and file
+//! requests, and sandboxd runs on until its TTL, serving `--listen` connections (`listen.rs`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Instant;
 
 use crate::fs::{self, Job};
+use crate::listen::Listener;
 use crate::proto::{
     Decoder, Failure, Frame, MAX_CHUNK, Message, ProtoError, Spawn, Status, StdinMode, Stream, VERSION,
 };
@@ -33,6 +37,8 @@ pub const MAX_COMMANDS: usize = 1024;
 pub enum End {
     /// The host closed its stream.
     HostGone,
+    /// The TTL passed (sandboxd's first session only).
+    Ttl,
     /// The host broke the protocol.
     Protocol(String),
     /// An I/O error on the session's own stream or the poll loop.
@@ -43,6 +49,7 @@ impl std::fmt::Display for End {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             End::HostGone => f.write_str("the host closed the stream"),
+            End::Ttl => f.write_str("TTL reached"),
             End::Protocol(why) => write!(f, "protocol error: {why}"),
             End::Io(e) => write!(f, "I/O error: {e}"),
         }
@@ -51,8 +58,20 @@ impl std::fmt::Display for End {
 
 impl From<io::Error> for End {
     fn from(e: io::Error) -> End {
-        End::Io(e)
+        // A write that finds the stream closed is the host leaving, like a read of its end.
+        match e.kind() {
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => End::HostGone,
+            _ => End::Io(e),
+        }
     }
+}
+
+/// What only sandboxd's first session has: its end is sandboxd's end.
+pub struct Lifetime {
+    /// When sandboxd ends whatever happens; never when absent.
+    pub deadline: Option<Instant>,
+    /// Where extra sessions connect.
+    pub listener: Option<Listener>,
 }
 
 impl From<ProtoError> for End {
@@ -92,6 +111,7 @@ impl Cmd {
 enum Slot {
     Host,
     Children,
+    Listener,
     Reports(u32),
     Output(u32, usize),
     Stdin(u32),
@@ -114,9 +134,25 @@ pub struct Session<W: Write> {
     /// reparented to sandboxd: each child event then looks for them, until a look finds none.
     /// (Without this, every command's exit would cost a scan of `/proc`.)
     orphans: bool,
+    /// Set in sandboxd's first session only.
+    lifetime: Option<Lifetime>,
+    host: Host,
+}
+
+/// The state of the host's stream.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Host {
+    /// Open; its end ends the session.
+    Attached,
+    /// Open, and the host sent `Detach` in the first session: its end ends only the
+    /// session's commands and file requests, not sandboxd.
+    Detached,
+    /// Ended after a detach: no longer polled.
+    Gone,
 }
 
 impl<W: Write> Session<W> {
+    /// A session whose end ends nothing but its own commands: a `--listen` connection's.
     pub fn new(input: File, output: W, children: File) -> Session<W> {
         Session {
             input,
@@ -129,18 +165,45 @@ impl<W: Write> Session<W> {
             user: None,
             frame: Vec::new(),
             orphans: false,
+            lifetime: None,
+            host: Host::Attached,
         }
     }
 
-    /// Runs until the host leaves or breaks the protocol; kills every command before returning.
+    /// sandboxd's first session, whose end (or `lifetime`'s deadline) ends sandboxd.
+    pub fn first(input: File, output: W, children: File, lifetime: Lifetime) -> Session<W> {
+        Session { lifetime: Some(lifetime), ..Session::new(input, output, children) }
+    }
+
+    /// Runs until the host leaves (unless it detached), breaks the protocol, or the TTL
+    /// passes; kills every command, and every session child, before returning.
     pub fn run(&mut self) -> End {
         let end = loop {
-            if let Err(end) = self.turn() {
-                break end;
+            match self.turn() {
+                Ok(()) => {}
+                Err(End::HostGone) if self.host == Host::Detached => {
+                    // Nobody can read these commands' output or results any more.
+                    self.host = Host::Gone;
+                    self.kill_commands();
+                }
+                Err(end) => break end,
             }
         };
         self.kill_everything();
         end
+    }
+
+    /// How long poll may wait, in milliseconds: until the deadline, or forever (-1).
+    /// `Err(End::Ttl)` once the deadline has passed.
+    fn timeout(&self) -> Result<i32, End> {
+        let Some(deadline) = self.lifetime.as_ref().and_then(|l| l.deadline) else { return Ok(-1) };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(End::Ttl);
+        }
+        // Rounded up, so a wake-up never comes before the deadline and spins on a 0 timeout.
+        let ms = left.as_micros().div_ceil(1000);
+        Ok(i32::try_from(ms).unwrap_or(i32::MAX))
     }
 
     fn send(&mut self, id: u32, message: Message) -> Result<(), End> {
@@ -152,11 +215,17 @@ impl<W: Write> Session<W> {
     }
 
     fn turn(&mut self) -> Result<(), End> {
-        let mut fds = vec![
-            PollFd { fd: self.input.as_raw_fd(), events: sys::POLLIN, revents: 0 },
-            PollFd { fd: self.children.as_raw_fd(), events: sys::POLLIN, revents: 0 },
-        ];
-        let mut slots = vec![Slot::Host, Slot::Children];
+        let timeout = self.timeout()?;
+        let mut fds = vec![PollFd { fd: self.children.as_raw_fd(), events: sys::POLLIN, revents: 0 }];
+        let mut slots = vec![Slot::Children];
+        if self.host != Host::Gone {
+            fds.push(PollFd { fd: self.input.as_raw_fd(), events: sys::POLLIN, revents: 0 });
+            slots.push(Slot::Host);
+        }
+        if let Some(listener) = self.lifetime.as_ref().and_then(|l| l.listener.as_ref()) {
+            fds.push(PollFd { fd: listener.fd(), events: sys::POLLIN, revents: 0 });
+            slots.push(Slot::Listener);
+        }
         for (&id, cmd) in &self.cmds {
             if let Some(r) = &cmd.reports {
                 fds.push(PollFd { fd: r.as_raw_fd(), events: sys::POLLIN, revents: 0 });
@@ -182,7 +251,7 @@ impl<W: Write> Session<W> {
             .jobs
             .values()
             .any(|(job, credit)| *credit > 0 && matches!(job, Job::Read { .. } | Job::List { .. }));
-        sys::poll_fds(&mut fds, if busy { 0 } else { -1 })?;
+        sys::poll_fds(&mut fds, if busy { 0 } else { timeout })?;
         // Outputs are handled before reports so a command's last bytes go out before its exit;
         // reverse order keeps the indices of a command's output list valid while removing.
         for (fd, slot) in fds.iter().zip(&slots).rev() {
@@ -192,6 +261,11 @@ impl<W: Write> Session<W> {
             match *slot {
                 Slot::Host => self.read_host()?,
                 Slot::Children => self.reap(),
+                Slot::Listener => {
+                    if let Some(listener) = self.lifetime.as_mut().and_then(|l| l.listener.as_mut()) {
+                        listener.accept();
+                    }
+                }
                 Slot::Reports(id) => self.read_report(id)?,
                 Slot::Output(id, i) => self.read_output(id, i)?,
                 Slot::Stdin(id) => self.write_input(id, false)?,
@@ -364,6 +438,14 @@ impl<W: Write> Session<W> {
                 Ok(())
             }
             Message::Ping { nonce } => self.send(id, Message::Pong { nonce }),
+            Message::Detach if id == 0 => {
+                // In a --listen session this changes nothing: its end never ends sandboxd.
+                if self.lifetime.is_some() {
+                    self.host = Host::Detached;
+                }
+                self.send(0, Message::Detached)
+            }
+            Message::Detach => Err(End::Protocol(format!("Detach with id {id}, not 0"))),
             Message::Hello { .. } => Err(End::Protocol("a second Hello".into())),
             Message::FsRead { .. }
             | Message::FsWrite { .. }
@@ -431,7 +513,7 @@ impl<W: Write> Session<W> {
                     failure: Failure::Io,
                     message: b"the command's shepherd was killed; its processes were killed too".to_vec(),
                 });
-                kill_orphans(&self.cmds);
+                self.kill_orphans();
                 // Some may not be reparented yet: the next child events look again.
                 self.orphans = true;
                 None
@@ -520,20 +602,32 @@ impl<W: Write> Session<W> {
         Ok(())
     }
 
-    /// Reaps every child that ended: shepherds, and orphans of a killed shepherd.
+    /// Reaps every child that ended: shepherds, session children, and orphans of a killed
+    /// shepherd.
     fn reap(&mut self) {
         let mut byte = [0u8; 64];
         while matches!(self.children.read(&mut byte), Ok(n) if n > 0) {}
-        while let Ok(Some(_)) = sys::reap_any() {}
+        while let Ok(Some((pid, ended))) = sys::reap_any() {
+            if let Some(listener) = self.lifetime.as_mut().and_then(|l| l.listener.as_mut())
+                && listener.is_session(pid)
+            {
+                listener.reaped(pid);
+                // A session child that was killed could not kill its commands: their
+                // processes come here once its shepherds die with it.
+                self.orphans |= matches!(ended, Ended::Signal(_));
+            }
+        }
         // A shepherd the command killed leaves its processes to sandboxd; they are reparented
         // before sandboxd hears of the death, so this is the place to find them, and the
         // children of an orphan killed here arrive with its death's event.
         if self.orphans {
-            self.orphans = kill_orphans(&self.cmds) > 0;
+            self.orphans = self.kill_orphans() > 0;
         }
     }
 
-    fn kill_everything(&mut self) {
+    /// Kills this session's commands and file requests and waits for their shepherds, which
+    /// end only once every process of their command is gone.
+    fn kill_commands(&mut self) {
         for (_, (job, _)) in std::mem::take(&mut self.jobs) {
             fs::abandon(job, self.user);
         }
@@ -541,15 +635,46 @@ impl<W: Write> Session<W> {
             signal_shepherd(cmd, sys::SIGKILL);
             cmd.control = None;
         }
-        // Shepherds kill their commands and exit; wait for every child so nothing outlives us.
+        for (_, cmd) in std::mem::take(&mut self.cmds) {
+            // Without its report pipe the shepherd is gone or going, and may have been reaped
+            // already: its pid could name another child by now.
+            if cmd.reports.is_some() {
+                sys::wait_for(cmd.shepherd);
+            }
+        }
+    }
+
+    fn kill_everything(&mut self) {
+        self.kill_commands();
+        if let Some(listener) = self.lifetime.as_mut().and_then(|l| l.listener.as_mut()) {
+            listener.kill_sessions();
+        }
+        // Whatever is left is an orphan (a killed session child's processes, reparented here):
+        // kill until no child is left, so nothing outlives sandboxd, init or not.
         loop {
-            kill_orphans(&self.cmds);
+            self.kill_orphans();
             match sys::reap_any() {
                 Ok(Some(_)) => {}
                 Ok(None) => std::thread::sleep(std::time::Duration::from_millis(1)),
                 Err(_) => break,
             }
         }
+    }
+
+    /// Kills sandboxd's children that are neither a live shepherd nor a session child:
+    /// processes reparented to sandboxd because the command killed its shepherd, or because
+    /// a session child was killed. Returns how many it found.
+    fn kill_orphans(&self) -> usize {
+        let listener = self.lifetime.as_ref().and_then(|l| l.listener.as_ref());
+        let mut found = 0;
+        for pid in shepherd::children_of(sys::pid()) {
+            let shepherd = self.cmds.values().any(|c| c.shepherd == pid && c.reports.is_some());
+            if !shepherd && !listener.is_some_and(|l| l.is_session(pid)) {
+                sys::signal_process(pid, sys::SIGKILL);
+                found += 1;
+            }
+        }
+        found
     }
 }
 
@@ -559,19 +684,6 @@ fn signal_shepherd(cmd: &mut Cmd, signal: i32) {
     {
         cmd.control = None;
     }
-}
-
-/// Kills sandboxd's children that are no live shepherd: processes reparented to sandboxd
-/// because the command killed its shepherd. Returns how many it found.
-fn kill_orphans(cmds: &BTreeMap<u32, Cmd>) -> usize {
-    let mut found = 0;
-    for pid in shepherd::children_of(sys::pid()) {
-        if !cmds.values().any(|c| c.shepherd == pid && c.reports.is_some()) {
-            sys::signal_process(pid, sys::SIGKILL);
-            found += 1;
-        }
-    }
-    found
 }
 
 fn invalid(spec: &Spawn) -> Option<&'static str> {

@@ -193,9 +193,9 @@ fn command(spec: &Spawn) -> Command {
     cmd.stdin(Stdio::inherit()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
     let user = spec.user;
     let channel = spec.control;
-    #[expect(unsafe_code, reason = "pre_exec: setsid, dup2 and the uid switch between fork and exec")]
+    #[expect(unsafe_code, reason = "pre_exec: setsid, dup2, the uid switch and the capability drop")]
     // SAFETY: the closure runs between fork and exec in the child and calls only setsid,
-    // dup2, setgroups, setgid and setuid, which are async-signal-safe.
+    // dup2, setgroups, setgid, setuid, prctl and capset, which are async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
             sys::new_session()?;
@@ -206,7 +206,10 @@ fn command(spec: &Spawn) -> Command {
             if let Some((uid, gid)) = user {
                 sys::drop_to(uid, gid)?;
             }
-            Ok(())
+            // Last, since the uid switch needs CAP_SETUID and CAP_SETGID: a command never
+            // holds a capability, not even as uid 0 in a container whose sandboxd keeps
+            // CAP_SETUID, CAP_SETGID and CAP_KILL (the shepherd and sandboxd keep theirs).
+            sys::drop_capabilities()
         });
     }
     cmd

@@ -12,6 +12,12 @@ pub const SIGCHLD: i32 = 17;
 const PR_SET_PDEATHSIG: i32 = 1;
 const PR_SET_DUMPABLE: i32 = 4;
 const PR_SET_CHILD_SUBREAPER: i32 = 36;
+const PR_SET_NO_NEW_PRIVS: i32 = 38;
+const PR_CAP_AMBIENT: i32 = 47;
+const PR_CAP_AMBIENT_CLEAR_ALL: u64 = 4;
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets, passed as two 32-bit halves.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+const EINVAL: i32 = 22;
 const WNOHANG: i32 = 1;
 const O_NONBLOCK: i32 = 0o4000;
 const O_CLOEXEC: i32 = 0o2_000_000;
@@ -24,6 +30,22 @@ const ECHILD: i32 = 10;
 
 pub const POLLIN: i16 = 0x1;
 pub const POLLOUT: i16 = 0x4;
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+/// `struct __user_cap_data_struct`: one 32-bit half of each set.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +70,9 @@ unsafe extern "C" {
     fn signal(sig: i32, handler: usize) -> usize;
     fn write(fd: i32, buf: *const u8, count: usize) -> isize;
     fn getpid() -> i32;
+    fn getppid() -> i32;
+    fn umask(mask: u32) -> u32;
+    fn capset(header: *mut CapHeader, data: *const CapData) -> i32;
     fn setsid() -> i32;
     fn setgroups(size: usize, list: *const u32) -> i32;
     fn getgroups(size: i32, list: *mut u32) -> i32;
@@ -118,6 +143,17 @@ pub fn dup_to(fd: RawFd, target: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Closes every descriptor from 3 up but `keep`.
+pub fn close_except(keep: RawFd) -> io::Result<()> {
+    let keep = u32::try_from(keep).map_err(|_| io::Error::from_raw_os_error(EINVAL))?;
+    if keep > 3 {
+        // SAFETY: as in close_from: the caller (a freshly forked child that never returns
+        // into the code that owned these descriptors) uses none of them again.
+        check(unsafe { close_range(3, keep - 1, 0) })?;
+    }
+    close_from(keep + 1)
+}
+
 /// Closes every descriptor from `first` up.
 pub fn close_from(first: u32) -> io::Result<()> {
     // SAFETY: closing descriptors: whatever owned them must not be used after this, which the
@@ -151,6 +187,17 @@ pub fn pid() -> i32 {
     unsafe { getpid() }
 }
 
+pub fn parent_pid() -> i32 {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { getppid() }
+}
+
+/// Sets the file mode creation mask; returns the previous one.
+pub fn set_umask(mask: u32) -> u32 {
+    // SAFETY: integer argument, cannot fail.
+    unsafe { umask(mask) }
+}
+
 /// Sends `sig` to `pid`; a process that is already gone is not an error.
 pub fn signal_process(pid: i32, sig: i32) {
     // SAFETY: kill with integer arguments; failure (ESRCH) is harmless.
@@ -171,6 +218,27 @@ pub fn become_subreaper() -> io::Result<()> {
 pub fn become_undumpable() -> io::Result<()> {
     // SAFETY: prctl with integer arguments.
     check(unsafe { prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// Leaves this process with no capability and unable to gain any: sets `no_new_privs` (so an
+/// exec, even root's or a set-user-ID program's, grants nothing) and empties the ambient,
+/// effective, permitted and inheritable sets. The bounding set stays; with no permitted
+/// capability and `no_new_privs` it grants nothing. For a command just before `execve`.
+pub fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    check(unsafe { prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+    // SAFETY: prctl with integer arguments. EINVAL means a kernel without ambient capabilities
+    // (before 4.3): there is no ambient set to clear.
+    let r = unsafe { prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) };
+    if r < 0 && io::Error::last_os_error().raw_os_error() != Some(EINVAL) {
+        return Err(io::Error::last_os_error());
+    }
+    let mut header = CapHeader { version: CAPABILITY_VERSION_3, pid: 0 };
+    let empty = [CapData::default(); 2];
+    // SAFETY: a version-3 header and the two data structs version 3 reads, both live for the
+    // call; pid 0 is this thread. Lowering every set needs no privilege.
+    check(unsafe { capset(&raw mut header, empty.as_ptr()) })?;
     Ok(())
 }
 
@@ -202,6 +270,15 @@ pub fn reap_any() -> io::Result<Option<(i32, Ended)>> {
     let sig = status & 0x7f;
     let ended = if sig == 0 { Ended::Code((status >> 8) & 0xff) } else { Ended::Signal(sig) };
     Ok(Some((pid, ended)))
+}
+
+/// Waits for child `pid` to end and reaps it; returns at once if it is no child (any more).
+pub fn wait_for(pid: i32) {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status into our local.
+    while unsafe { waitpid(pid, &raw mut status, 0) } < 0
+        && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+    {}
 }
 
 pub fn no_children(e: &io::Error) -> bool {
@@ -239,6 +316,9 @@ extern "C" fn on_child(_sig: i32) {
 
 /// A pipe that becomes readable whenever a child ends: the handler writes one byte into a
 /// non-blocking pipe, so `poll()` can wait for children and descriptors at once.
+///
+/// Called again in a forked child (after it closed the inherited pipe), it points the handler
+/// at a pipe of the child's own.
 pub fn child_events() -> io::Result<OwnedFd> {
     let (r, w) = pipe()?;
     set_nonblocking(&r)?;

@@ -59,6 +59,7 @@ fn message() -> impl Strategy<Value = Message> {
         any::<i32>().prop_map(|signal| Message::Signal { signal }),
         any::<u32>().prop_map(|bytes| Message::Credit { bytes }),
         any::<u64>().prop_map(|nonce| Message::Ping { nonce }),
+        Just(Message::Detach),
         (bytes(16), any::<u64>()).prop_map(|(path, limit)| Message::FsRead { path, limit }),
         (bytes(16), any::<u32>()).prop_map(|(path, mode)| Message::FsWrite { path, mode }),
         bytes(64).prop_map(|data| Message::FsData { data }),
@@ -78,6 +79,7 @@ fn message() -> impl Strategy<Value = Message> {
             (status, any::<bool>()).prop_map(|(status, oom_killed)| Message::Exit { status, oom_killed }),
             (failure(), bytes(32)).prop_map(|(failure, message)| Message::Failed { failure, message }),
             any::<u64>().prop_map(|nonce| Message::Pong { nonce }),
+            Just(Message::Detached),
             bytes(64).prop_map(|data| Message::FsChunk { data }),
             Just(Message::FsDone),
             vec(
@@ -228,6 +230,17 @@ fn exact_bytes_of_a_spawn() {
     ]
     .concat();
     assert_eq!(f.to_bytes().unwrap(), expected);
+}
+
+#[test]
+fn detach_and_detached_are_empty_frames_and_refuse_a_body() {
+    for (message, kind) in [(Message::Detach, 0x09), (Message::Detached, 0x89)] {
+        let bytes = Frame::new(0, message.clone()).to_bytes().unwrap();
+        assert_eq!(bytes, [0, 0, 0, 0, kind, 0, 0, 0, 0]);
+        assert_eq!(decode_all(&bytes, &[1]), (vec![Frame::new(0, message.clone())], None));
+        let (_, error) = decode_all(&[0, 0, 0, 1, kind, 0, 0, 0, 0, 7], &[10]);
+        assert_eq!(error, Some(ProtoError::Trailing { kind: message.kind(), extra: 1 }));
+    }
 }
 
 #[test]

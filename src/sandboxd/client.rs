@@ -95,6 +95,8 @@ struct CmdState {
 struct State {
     ended: Option<String>,
     greeted: Option<u32>,
+    /// sandboxd answered `Detach`.
+    detached: bool,
     cmds: HashMap<u32, CmdState>,
     pongs: HashMap<u32, u64>,
 }
@@ -187,6 +189,19 @@ impl Client {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         self.send(id, Message::Ping { nonce: u64::from(id) })?;
         self.wait(|s| s.pongs.remove(&id).map(|_| Ok(())).or_else(|| s.ended.clone().map(Err))).await
+    }
+
+    /// Detaches the session: from sandboxd's `Detached` on, the end of this stream kills the
+    /// session's commands and file requests but no longer ends sandboxd, which runs until its
+    /// TTL (`--ttl-ms`). In a session on sandboxd's `--listen` socket it changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// Why the session ended before sandboxd answered.
+    #[cfg_attr(not(test), expect(dead_code, reason = "docker:// and local:// detach through it next"))]
+    pub(crate) async fn detach(&self) -> Result<(), String> {
+        self.send(0, Message::Detach)?;
+        self.wait(|s| if s.detached { Some(Ok(())) } else { s.ended.clone().map(Err) }).await
     }
 
     async fn wait<T>(&self, mut ready: impl FnMut(&mut State) -> Option<T>) -> T {
@@ -284,6 +299,7 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
         Message::Pong { nonce } => {
             state.pongs.insert(id, nonce);
         }
+        Message::Detached => state.detached = true,
         message => {
             // Frames for a command the caller dropped are discarded.
             let Some(cmd) = state.cmds.get_mut(&id) else { return Ok(()) };
@@ -715,6 +731,19 @@ mod tests {
         let missing = dir.join("missing").to_str().unwrap().as_bytes().to_vec();
         let mut read = d.client.request(Message::FsRead { path: missing, limit: 10 }).unwrap();
         assert!(matches!(block_on(read.next()), Some(Event::Failed(Failure::NotFound, _))));
+    }
+
+    #[test]
+    fn detach_is_answered_and_the_session_goes_on() {
+        let d = daemon();
+        block_on(d.client.detach()).unwrap();
+        let cmd = d.client.spawn(spec(&["echo", "still here"])).unwrap();
+        let (out, _, last) = collect(cmd);
+        assert_eq!(out, b"still here\n");
+        assert_eq!(last, Event::Exit { status: Status::Code(0), oom_killed: false });
+        // A peer that ends instead of answering: detach reports the end, it does not hang.
+        let gone = daemon_with("sh", &["-c", "head -c 12 >/dev/null"], None);
+        assert!(block_on(gone.client.detach()).is_err());
     }
 
     #[test]

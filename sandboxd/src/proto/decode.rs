@@ -133,6 +133,7 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
         Kind::Credit => Message::Credit { bytes: r.u32()? },
         Kind::Ping => Message::Ping { nonce: r.u64()? },
         Kind::ControlIn => Message::ControlIn { data: r.bytes()? },
+        Kind::Detach => Message::Detach,
         Kind::FsRead => Message::FsRead { path: r.bytes()?, limit: r.u64()? },
         Kind::FsWrite => Message::FsWrite { path: r.bytes()?, mode: r.u32()? },
         Kind::FsData => Message::FsData { data: r.bytes()? },
@@ -173,6 +174,7 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
             Message::Failed { failure, message: r.bytes()? }
         }
         Kind::Pong => Message::Pong { nonce: r.u64()? },
+        Kind::Detached => Message::Detached,
         Kind::FsChunk => Message::FsChunk { data: r.bytes()? },
         Kind::FsDone => Message::FsDone,
         Kind::FsEntries => {

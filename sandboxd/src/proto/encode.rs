@@ -84,7 +84,7 @@ pub(super) fn body(message: &Message, out: &mut Vec<u8>) {
         | Message::FsChunk { data } => {
             put_bytes(out, data);
         }
-        Message::StdinEof | Message::FsEnd | Message::FsDone => {}
+        Message::StdinEof | Message::FsEnd | Message::FsDone | Message::Detach | Message::Detached => {}
         Message::Signal { signal } => out.extend_from_slice(&signal.to_be_bytes()),
         Message::Credit { bytes } => out.extend_from_slice(&bytes.to_be_bytes()),
         Message::Ping { nonce } | Message::Pong { nonce } => out.extend_from_slice(&nonce.to_be_bytes()),

@@ -46,6 +46,8 @@ kinds! {
     Ping = 0x07,
     /// Host to sandboxd: bytes for a command's control channel.
     ControlIn = 0x08,
+    /// Host to sandboxd: the end of this stream no longer ends sandboxd.
+    Detach = 0x09,
     /// Host to sandboxd: read a file.
     FsRead = 0x10,
     /// Host to sandboxd: create or replace a file with the data frames that follow.
@@ -74,6 +76,8 @@ kinds! {
     Failed = 0x85,
     /// Sandboxd to host: the answer to `Ping`.
     Pong = 0x87,
+    /// Sandboxd to host: the answer to `Detach`.
+    Detached = 0x89,
     /// Sandboxd to host: a chunk of a file being read.
     FsChunk = 0x90,
     /// Sandboxd to host: a file request completed.
@@ -220,6 +224,11 @@ pub enum Message {
         /// Any value.
         nonce: u64,
     },
+    /// Sent with id 0: from now on the end of this session's stream kills the session's
+    /// commands and file requests but not sandboxd, which runs until its TTL. Answered with
+    /// `Detached`; in a session that is not sandboxd's first (a `--listen` connection, whose
+    /// end never ends sandboxd) it changes nothing.
+    Detach,
     /// Read a file, failing with `TooLarge` past `limit`.
     FsRead {
         /// The path, resolved inside the sandbox.
@@ -303,6 +312,8 @@ pub enum Message {
         /// The nonce of the `Ping`.
         nonce: u64,
     },
+    /// The answer to `Detach` (id 0).
+    Detached,
     /// A chunk of the file being read.
     FsChunk {
         /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes.
@@ -339,6 +350,7 @@ impl Message {
             Message::Credit { .. } => Kind::Credit,
             Message::Ping { .. } => Kind::Ping,
             Message::ControlIn { .. } => Kind::ControlIn,
+            Message::Detach => Kind::Detach,
             Message::FsRead { .. } => Kind::FsRead,
             Message::FsWrite { .. } => Kind::FsWrite,
             Message::FsData { .. } => Kind::FsData,
@@ -353,6 +365,7 @@ impl Message {
             Message::Exit { .. } => Kind::Exit,
             Message::Failed { .. } => Kind::Failed,
             Message::Pong { .. } => Kind::Pong,
+            Message::Detached => Kind::Detached,
             Message::FsChunk { .. } => Kind::FsChunk,
             Message::FsDone => Kind::FsDone,
             Message::FsEntries { .. } => Kind::FsEntries,

@@ -1,4 +1,4 @@
-//! The sandboxd wire protocol, version 1: length-framed binary messages over one byte stream.
+//! The sandboxd wire protocol, version 2: length-framed binary messages over one byte stream.
 //!
 //! This module is compiled twice: into the `sandboxd` binary that runs inside a sandbox, and into
 //! `sandboxio` (the host side). It uses `std` only, so the binary can be built by a bare
@@ -27,6 +27,10 @@
 //! there is no negotiation. Output flows only within credit: sandboxd sends at most the bytes
 //! of stdout plus stderr that the host has granted a command with [`Message::Credit`], so a slow
 //! reader stops the producer (its pipe fills) instead of growing a buffer anywhere.
+//!
+//! The end of sandboxd's first session (its stdin and stdout) ends sandboxd, unless the host
+//! sent [`Message::Detach`] and got [`Message::Detached`] first; sessions on `--listen`
+//! connections never end it. Version 2 added `Detach` and `Detached`.
 
 use std::fmt;
 
@@ -38,7 +42,7 @@ pub use decode::Decoder;
 pub use message::{Entry, Failure, FileType, Kind, Message, Pairs, Spawn, Status, StdinMode, Stream};
 
 /// The protocol version this file speaks.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 
 /// The largest body a frame may carry, in bytes (4 MiB): a spawn with the largest argv and
 /// environment a command may have (1 MiB, `MAX_ARG_TOTAL`) fits with room to spare.

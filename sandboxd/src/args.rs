@@ -1,0 +1,71 @@
+//! sandboxd's command line: `sandboxd [--ttl-ms N] [--listen PATH]`, or `sandboxd --version`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What the command line asks for.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Args {
+    /// Print the protocol version and exit.
+    pub version: bool,
+    /// How long sandboxd lives, counted from its start; forever when absent.
+    pub ttl: Option<Duration>,
+    /// Where to accept extra sessions (a Unix stream socket sandboxd creates).
+    pub listen: Option<PathBuf>,
+}
+
+/// Parses the arguments after the program name. `Err` says what is wrong, for stderr.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
+    let mut out = Args::default();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        match arg.to_str() {
+            Some("--version") => out.version = true,
+            Some("--ttl-ms") => {
+                let value = args.next().ok_or("--ttl-ms needs a number of milliseconds")?;
+                let ms = value
+                    .to_str()
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| format!("--ttl-ms takes decimal milliseconds, not {}", value.display()))?;
+                out.ttl = Some(Duration::from_millis(ms));
+            }
+            Some("--listen") => {
+                let path = args.next().filter(|p| !p.is_empty()).ok_or("--listen needs a path")?;
+                out.listen = Some(PathBuf::from(path));
+            }
+            _ => return Err(format!("unknown argument {}", arg.display())),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Args, String> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn flags_parse_and_bad_ones_are_refused() {
+        assert_eq!(parse_strs(&[]), Ok(Args::default()));
+        let args = parse_strs(&["--ttl-ms", "1500", "--listen", "/run/s.sock"]).unwrap();
+        assert_eq!(args.ttl, Some(Duration::from_millis(1500)));
+        assert_eq!(args.listen, Some(PathBuf::from("/run/s.sock")));
+        for bad in [
+            &["--ttl-ms"][..],
+            &["--ttl-ms", "-5"],
+            &["--ttl-ms", "1.5"],
+            &["--ttl-ms", ""],
+            &["--ttl-ms", "99999999999999999999999"],
+            &["--listen"],
+            &["--listen", ""],
+            &["--bogus"],
+        ] {
+            assert!(parse_strs(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}
