@@ -98,7 +98,15 @@ struct Cmd {
     channel_buf: Vec<u8>,
     credit: u64,
     exit: Option<Message>,
+    /// When the host asked for the command's end: a shepherd that has not reported by
+    /// [`KILL_GRACE`] later is killed outright (a command of the same uid, a root sandbox
+    /// user's, can stop its shepherd; then nothing else would end it).
+    kill_asked: Option<Instant>,
 }
+
+/// How long a shepherd has to end its command after a kill before sandboxd kills the
+/// shepherd itself, and the command's processes as orphans.
+const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Cmd {
     fn done(&self) -> bool {
@@ -185,6 +193,8 @@ impl<W: Write> Session<W> {
                     // Nobody can read these commands' output or results any more.
                     self.host = Host::Gone;
                     self.kill_commands();
+                    // Processes of shepherds killed outright are reparented here.
+                    self.orphans = true;
                 }
                 Err(end) => break end,
             }
@@ -196,11 +206,13 @@ impl<W: Write> Session<W> {
     /// How long poll may wait, in milliseconds: until the deadline, or forever (-1).
     /// `Err(End::Ttl)` once the deadline has passed.
     fn timeout(&self) -> Result<i32, End> {
-        let Some(deadline) = self.lifetime.as_ref().and_then(|l| l.deadline) else { return Ok(-1) };
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        let ttl = self.lifetime.as_ref().and_then(|l| l.deadline);
+        if ttl.is_some_and(|d| d <= Instant::now()) {
             return Err(End::Ttl);
         }
+        let kills = self.cmds.values().filter(|c| c.reports.is_some()).filter_map(|c| c.kill_asked);
+        let Some(deadline) = kills.map(|asked| asked + KILL_GRACE).chain(ttl).min() else { return Ok(-1) };
+        let left = deadline.saturating_duration_since(Instant::now());
         // Rounded up, so a wake-up never comes before the deadline and spins on a 0 timeout.
         let ms = left.as_micros().div_ceil(1000);
         Ok(i32::try_from(ms).unwrap_or(i32::MAX))
@@ -272,8 +284,20 @@ impl<W: Write> Session<W> {
                 Slot::Channel(id) => self.write_input(id, true)?,
             }
         }
+        self.kill_stuck_shepherds();
         self.finish_done()?;
         self.progress_jobs()
+    }
+
+    /// Kills the shepherds that did not end their command within [`KILL_GRACE`] of the
+    /// host's kill; their report pipes then close, and their processes die as orphans.
+    fn kill_stuck_shepherds(&mut self) {
+        for cmd in self.cmds.values_mut() {
+            if cmd.reports.is_some() && cmd.kill_asked.is_some_and(|asked| asked.elapsed() >= KILL_GRACE) {
+                sys::signal_process(cmd.shepherd, sys::SIGKILL);
+                cmd.kill_asked = None;
+            }
+        }
     }
 
     /// Sends one frame of every read or listing that has credit.
@@ -423,6 +447,11 @@ impl<W: Write> Session<W> {
             Message::Signal { signal } => {
                 if let Some(cmd) = self.cmds.get_mut(&id) {
                     signal_shepherd(cmd, signal);
+                    if signal == sys::SIGKILL && cmd.reports.is_some() {
+                        // A stopped shepherd could not act on it.
+                        sys::signal_process(cmd.shepherd, sys::SIGCONT);
+                        cmd.kill_asked.get_or_insert_with(Instant::now);
+                    }
                 } else if let Some((job, _)) = self.jobs.remove(&id) {
                     // A signal to a file request cancels it: the host stopped waiting.
                     fs::abandon(job, self.user);
@@ -607,7 +636,8 @@ impl<W: Write> Session<W> {
     fn reap(&mut self) {
         let mut byte = [0u8; 64];
         while matches!(self.children.read(&mut byte), Ok(n) if n > 0) {}
-        while let Ok(Some((pid, ended))) = sys::reap_any() {
+        while let Ok(Some((pid, ended))) = sys::reap_or_continue() {
+            let Some(ended) = ended else { continue };
             if let Some(listener) = self.lifetime.as_mut().and_then(|l| l.listener.as_mut())
                 && listener.is_session(pid)
             {
@@ -635,12 +665,29 @@ impl<W: Write> Session<W> {
             signal_shepherd(cmd, sys::SIGKILL);
             cmd.control = None;
         }
-        for (_, cmd) in std::mem::take(&mut self.cmds) {
-            // Without its report pipe the shepherd is gone or going, and may have been reaped
-            // already: its pid could name another child by now.
-            if cmd.reports.is_some() {
-                sys::wait_for(cmd.shepherd);
+        // Without its report pipe a shepherd is gone or going, and may have been reaped
+        // already: its pid could name another child by now.
+        let mut left: Vec<i32> = std::mem::take(&mut self.cmds)
+            .into_values()
+            .filter(|c| c.reports.is_some())
+            .map(|c| c.shepherd)
+            .collect();
+        for &pid in &left {
+            // A stopped shepherd could not act on the kill.
+            sys::signal_process(pid, sys::SIGCONT);
+        }
+        let asked = Instant::now();
+        while !left.is_empty() && asked.elapsed() < KILL_GRACE {
+            left.retain(|&pid| !sys::try_reap(pid));
+            if !left.is_empty() {
+                std::thread::sleep(std::time::Duration::from_millis(2));
             }
+        }
+        // Shepherds that did not end in time (a root command stopped its own again) are killed
+        // outright; their processes are orphans now, which the caller's sweep kills.
+        for pid in left {
+            sys::signal_process(pid, sys::SIGKILL);
+            sys::wait_for(pid);
         }
     }
 
@@ -764,5 +811,6 @@ fn start(spec: &Spawn) -> io::Result<Cmd> {
         channel_buf: Vec::new(),
         credit: 0,
         exit: None,
+        kill_asked: None,
     })
 }

@@ -7,6 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 pub const SIGKILL: i32 = 9;
+pub const SIGCONT: i32 = 18;
 pub const SIGCHLD: i32 = 17;
 
 const PR_SET_PDEATHSIG: i32 = 1;
@@ -19,6 +20,7 @@ const PR_CAP_AMBIENT_CLEAR_ALL: u64 = 4;
 const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 const EINVAL: i32 = 22;
 const WNOHANG: i32 = 1;
+const WUNTRACED: i32 = 2;
 const O_NONBLOCK: i32 = 0o4000;
 const O_CLOEXEC: i32 = 0o2_000_000;
 const F_GETFD: i32 = 1;
@@ -272,6 +274,26 @@ pub fn reap_any() -> io::Result<Option<(i32, Ended)>> {
     Ok(Some((pid, ended)))
 }
 
+/// Like [`reap_any`], and a child that was stopped is continued at once (and reported
+/// as `(pid, None)`): a command of the same uid as its shepherd (a root sandbox user's) can
+/// stop the shepherd, which then could neither report nor end the command.
+pub fn reap_or_continue() -> io::Result<Option<(i32, Option<Ended>)>> {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status into our local.
+    let pid = check(unsafe { waitpid(-1, &raw mut status, WNOHANG | WUNTRACED) })?;
+    if pid == 0 {
+        return Ok(None);
+    }
+    // A stopped child's status has 0x7f in its low byte.
+    if status & 0xff == 0x7f {
+        signal_process(pid, SIGCONT);
+        return Ok(Some((pid, None)));
+    }
+    let sig = status & 0x7f;
+    let ended = if sig == 0 { Ended::Code((status >> 8) & 0xff) } else { Ended::Signal(sig) };
+    Ok(Some((pid, Some(ended))))
+}
+
 /// Waits for child `pid` to end and reaps it; returns at once if it is no child (any more).
 pub fn wait_for(pid: i32) {
     let mut status = 0;
@@ -279,6 +301,15 @@ pub fn wait_for(pid: i32) {
     while unsafe { waitpid(pid, &raw mut status, 0) } < 0
         && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
     {}
+}
+
+/// Reaps child `pid` if it has ended, without waiting: `true` once it is reaped, or is no
+/// child (any more).
+pub fn try_reap(pid: i32) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status into our local.
+    let reaped = unsafe { waitpid(pid, &raw mut status, WNOHANG) };
+    reaped > 0 || (reaped < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted)
 }
 
 pub fn no_children(e: &io::Error) -> bool {

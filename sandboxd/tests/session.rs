@@ -442,6 +442,59 @@ fn killing_the_shepherd_ends_the_command_and_is_reported() {
 }
 
 #[test]
+fn a_command_that_stops_its_shepherd_still_ends_on_a_kill() {
+    // Same uid as its shepherd (as a root sandbox user's commands are): the command can stop
+    // it. The host's kill must still end the command and everything it started.
+    let mut c = Client::start();
+    let marker = "4015.25";
+    c.spawn(
+        1,
+        &["sh", "-c", &format!("sleep {marker} & kill -STOP $PPID; echo stopped; sleep {marker}")],
+        StdinMode::Null,
+    );
+    c.send(1, Message::Credit { bytes: 1 << 20 });
+    loop {
+        match c.recv().message {
+            Message::Output { stream: Stream::Stdout, data } if data == b"stopped\n" => break,
+            Message::Spawned { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // Positive control: the shepherd is stopped, and the command's processes run.
+    wait_for("the command's processes", || processes_with(marker).len() >= 2);
+    let started = Instant::now();
+    c.send(1, Message::Signal { signal: 9 });
+    let out = c.finish(1);
+    assert!(out.status.is_some() || out.failed.is_some(), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the kill took {:?}", started.elapsed());
+    wait_for("the command's processes to die", || processes_with(marker).is_empty());
+    assert_eq!(c.run(2, &["true"]).status, Some(Status::Code(0)), "the session is still good");
+}
+
+#[test]
+fn a_command_that_stops_its_shepherd_still_reports_its_exit() {
+    let mut c = Client::start();
+    let started = Instant::now();
+    let out = c.run(1, &["sh", "-c", "kill -STOP $PPID; exit 7"]);
+    assert_eq!(out.status, Some(Status::Code(7)), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the exit took {:?}", started.elapsed());
+}
+
+#[test]
+fn the_host_leaving_ends_a_command_that_stopped_its_shepherd() {
+    let mut c = Client::start();
+    let marker = "4016.25";
+    let out = c.run(1, &["sh", "-c", "true"]);
+    assert_eq!(out.status, Some(Status::Code(0)));
+    c.spawn(2, &["sh", "-c", &format!("sleep {marker} & kill -STOP $PPID; sleep {marker}")], StdinMode::Null);
+    wait_for("the processes to start", || processes_with(marker).len() >= 2);
+    c.to = None; // the owner's stream ends
+    let status = exit_status(&mut c, Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    wait_for("every process to end", || processes_with(marker).is_empty());
+}
+
+#[test]
 fn the_host_leaving_ends_every_command_and_sandboxd() {
     let mut c = Client::start();
     let marker = "4014.25";

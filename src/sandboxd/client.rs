@@ -198,7 +198,6 @@ impl Client {
     /// # Errors
     ///
     /// Why the session ended before sandboxd answered.
-    #[cfg_attr(not(test), expect(dead_code, reason = "docker:// and local:// detach through it next"))]
     pub(crate) async fn detach(&self) -> Result<(), String> {
         self.send(0, Message::Detach)?;
         self.wait(|s| if s.detached { Some(Ok(())) } else { s.ended.clone().map(Err) }).await
@@ -450,7 +449,7 @@ impl Cmd {
     /// # Errors
     ///
     /// Why the session or the command ended first.
-    #[cfg_attr(not(test), expect(dead_code, reason = "code contexts move onto the runner in the next step"))]
+    #[expect(dead_code, reason = "code contexts move onto the runner in the next step")]
     pub(crate) async fn send_control(&self, data: &[u8]) -> Result<(), String> {
         self.send_window(data, |data| Message::ControlIn { data }).await
     }

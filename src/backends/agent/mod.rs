@@ -269,11 +269,11 @@ impl Collected {
 /// read (a gid then is only unlikely to repeat, not unguessable).
 fn random_u64() -> u64 {
     use std::io::Read as _;
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut bytes = [0u8; 8];
     if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok() {
         return u64::from_le_bytes(bytes);
     }
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let nanos = u64::try_from(now.as_nanos() & u128::from(u64::MAX)).unwrap_or(0);
     nanos ^ COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed).rotate_left(32)

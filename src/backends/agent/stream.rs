@@ -157,7 +157,10 @@ impl AgentExecStream {
                         if stream == Stream::Stdout { StreamKind::Stdout } else { StreamKind::Stderr };
                     return Poll::Ready(Some(Ok(OutputChunk { stream, data })));
                 }
-                Some(Event::Exit { .. }) if self.timed_out => return self.timeout_error(),
+                // After the kill, whatever ends the command ends it as a timeout.
+                Some(Event::Exit { .. } | Event::Failed(..)) | None if self.timed_out => {
+                    return self.timeout_error();
+                }
                 Some(Event::Exit { status, oom_killed }) => {
                     let status = match status {
                         Status::Code(code) => ExitStatus::Code(code),

@@ -137,9 +137,7 @@ async fn set_up(
 
 /// Tells sandboxd to outlive this session (until its TTL).
 pub(super) async fn detach(agent: &Agent) -> Result<()> {
-    // TEMPORARY until the protocol's Detach lands (helper branch h/sbxd).
-    let _ = agent;
-    Err(Error::unsupported(SCHEME, "DETACH"))
+    agent.client().detach().await.map_err(|why| agent.gone_error(&why))
 }
 
 /// Starts sandboxio's own commands (file scripts, archives) through the session, without
