@@ -2,8 +2,12 @@
 //! --features docker`). Needs an engine and `sandboxio/busybox:1`
 //! (`scripts/build-images busybox`).
 //!
-//! - `exec_round_trip`: `run(true)` through sandboxio vs bollard's create/start/drain/inspect
-//!   exec on the same container;
+//! Every group measures sandboxio on its sandboxd path (the default), and where it applies
+//! on its exec-API path (`exec=api`) and raw bollard, in the same run:
+//!
+//! - `exec_round_trip`: `run(true)`; raw: bollard's create/start/drain/inspect exec on the
+//!   same container;
+//! - `write_read_1kib`: `fs().write` then `fs().read` of 1 KiB;
 //! - `create_exec_kill`: builder → `create` → `run(true)` → `kill` vs the raw sequence
 //!   (create, start, exec, remove);
 //! - `concurrent_20`: 20 sandboxes created, used and closed at once through sandboxio (and the
@@ -22,6 +26,7 @@ use sandboxio::{Command, NetworkPolicy, Sandbox};
 
 const IMAGE: &str = "sandboxio/busybox:1";
 const DSN: &str = "docker://?image=sandboxio/busybox:1";
+const DSN_EXEC_API: &str = "docker://?image=sandboxio/busybox:1&exec=api";
 const HUNDRED_MB: &str = "head -c 100000000 /dev/zero";
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -88,7 +93,11 @@ async fn raw_remove(docker: &Docker, id: &str) {
 }
 
 async fn sandbox() -> Sandbox {
-    Sandbox::builder(DSN).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap()
+    sandbox_at(DSN).await
+}
+
+async fn sandbox_at(dsn: &str) -> Sandbox {
+    Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap()
 }
 
 fn available() -> bool {
@@ -105,60 +114,99 @@ fn benches(c: &mut Criterion) {
     }
     let rt = runtime();
     let docker = rt.block_on(raw_client());
+    per_command(c, &rt, &docker);
+    per_sandbox(c, &rt, &docker);
+    let left = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", "label=io.sandboxio.managed=true"])
+        .output()
+        .unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(left.trim().is_empty(), "sandboxio containers left after the benchmarks: {left}");
+    eprintln!("leak check: no sandboxio container left");
+}
+
+/// The groups that reuse one sandbox per path: a command, a file round trip, a stream.
+fn per_command(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker) {
     let sb = rt.block_on(sandbox());
+    let api = rt.block_on(sandbox_at(DSN_EXEC_API));
     let id = sb.id().to_owned();
+    let paths = [("sandboxd", &sb), ("exec_api", &api)];
 
     let mut group = c.benchmark_group("exec_round_trip");
     group.sample_size(30);
-    group.bench_function("sandboxio", |b| {
-        b.iter(|| rt.block_on(async { assert!(sb.run(Command::new("true")).await.unwrap().success()) }));
-    });
-    group.bench_function("raw_bollard", |b| b.iter(|| rt.block_on(raw_exec(&docker, &id, &["true"]))));
+    for (name, sb) in paths {
+        group.bench_function(name, |b| {
+            b.iter(|| rt.block_on(async { assert!(sb.run(Command::new("true")).await.unwrap().success()) }));
+        });
+    }
+    group.bench_function("raw_bollard", |b| b.iter(|| rt.block_on(raw_exec(docker, &id, &["true"]))));
+    group.finish();
+
+    let mut group = c.benchmark_group("write_read_1kib");
+    group.sample_size(20);
+    for (name, sb) in paths {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    sb.fs().write("bench.bin", vec![7u8; 1024]).await.unwrap();
+                    assert_eq!(sb.fs().read("bench.bin").await.unwrap().len(), 1024);
+                });
+            });
+        });
+    }
     group.finish();
 
     let mut group = c.benchmark_group("stream_100mb");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
-    group.bench_function("sandboxio", |b| {
-        b.iter(|| {
-            rt.block_on(async {
-                let mut stream = sb.stream(Command::shell(HUNDRED_MB)).unwrap();
-                let mut bytes = 0;
-                while let Some(chunk) = stream.next().await {
-                    bytes += chunk.unwrap().data.len();
-                }
-                assert_eq!(bytes, 100_000_000);
+    for (name, sb) in paths {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let mut stream = sb.stream(Command::shell(HUNDRED_MB)).unwrap();
+                    let mut bytes = 0;
+                    while let Some(chunk) = stream.next().await {
+                        bytes += chunk.unwrap().data.len();
+                    }
+                    assert_eq!(bytes, 100_000_000);
+                });
             });
         });
-    });
+    }
     group.bench_function("raw_bollard", |b| {
         b.iter(|| {
             rt.block_on(async {
-                assert_eq!(raw_exec(&docker, &id, &["sh", "-c", HUNDRED_MB]).await, 100_000_000);
+                assert_eq!(raw_exec(docker, &id, &["sh", "-c", HUNDRED_MB]).await, 100_000_000);
             });
         });
     });
     group.finish();
     rt.block_on(sb.close()).unwrap();
+    rt.block_on(api.close()).unwrap();
+}
 
+/// The groups that create a sandbox per iteration.
+fn per_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker) {
     let mut group = c.benchmark_group("create_exec_kill");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(15));
-    group.bench_function("sandboxio", |b| {
-        b.iter(|| {
-            rt.block_on(async {
-                let sb = sandbox().await;
-                assert!(sb.run(Command::new("true")).await.unwrap().success());
-                sb.kill().await.unwrap();
+    for (name, dsn) in [("sandboxd", DSN), ("exec_api", DSN_EXEC_API)] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let sb = sandbox_at(dsn).await;
+                    assert!(sb.run(Command::new("true")).await.unwrap().success());
+                    sb.kill().await.unwrap();
+                });
             });
         });
-    });
+    }
     group.bench_function("raw_bollard", |b| {
         b.iter(|| {
             rt.block_on(async {
-                let id = raw_create(&docker).await;
-                raw_exec(&docker, &id, &["true"]).await;
-                raw_remove(&docker, &id).await;
+                let id = raw_create(docker).await;
+                raw_exec(docker, &id, &["true"]).await;
+                raw_remove(docker, &id).await;
             });
         });
     });
@@ -187,14 +235,6 @@ fn benches(c: &mut Criterion) {
         });
     });
     group.finish();
-
-    let left = std::process::Command::new("docker")
-        .args(["ps", "-aq", "--filter", "label=io.sandboxio.managed=true"])
-        .output()
-        .unwrap();
-    let left = String::from_utf8_lossy(&left.stdout);
-    assert!(left.trim().is_empty(), "sandboxio containers left after the benchmarks: {left}");
-    eprintln!("leak check: no sandboxio container left");
 }
 
 criterion_group!(docker, benches);

@@ -68,7 +68,7 @@ pub(crate) const UNTAR: &str = r#"mkdir -p "$1" && cd "$1" && umask 0 && exec ta
 
 /// Archives `$2` (a name in directory `$1`) to stdout. Whatever comes out is bounded on
 /// the host (budget, header size), so a replaced `tar` gains nothing.
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) const TAR: &str = r#"cd "$1" && [ -e "./$2" ] || { echo "No such file or directory" >&2; exit 3; }
 exec tar -cf - "./$2""#;
 

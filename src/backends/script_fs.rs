@@ -106,17 +106,19 @@ pub(crate) async fn upload(
     crate::transfer::upload_via_stream(start, scheme, host_path, abs, &dir, &name).await
 }
 
-/// Copies the sandbox tree at `abs` to `host_path` as one tar stream, within `budget`.
+/// Copies the sandbox tree at `abs` to `host_path` as one tar stream, within `budget`;
+/// `paced` for a transport without flow control of its own (see
+/// [`download_via_stream`](crate::transfer::download_via_stream)).
 pub(crate) async fn download(
     start: impl StartStream,
     scheme: &'static str,
-    abs: &str,
+    (abs, root): (&str, &str),
     host_path: &Path,
     budget: u64,
-    root: &str,
+    paced: bool,
 ) -> Result<()> {
     let (dir, name) = split(abs, root);
-    crate::transfer::download_via_stream(start, scheme, abs, &dir, &name, host_path, budget).await
+    crate::transfer::download_via_stream(start, scheme, abs, (&dir, &name), host_path, budget, paced).await
 }
 
 #[cfg(test)]

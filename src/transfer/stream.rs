@@ -168,25 +168,28 @@ pub(crate) async fn upload_via_stream(
     .await
 }
 
-/// `download` as one tar stream from [`TAR_PACED`](crate::backends::fs_scripts::TAR_PACED)
-/// run through `sandbox`'s exec stream, unpacked by an [`Unpacker`] on a library thread
-/// as it arrives, asking for each next chunk only once the last is on disk (client
-/// memory stays flat even over a transport that queues without limit; the host's disk
-/// is bounded by `budget`).
+/// `download` as one tar stream, unpacked by an [`Unpacker`] on a library thread as it
+/// arrives (the host's disk bounded by `budget`). `paced`: run
+/// [`TAR_PACED`](crate::backends::fs_scripts::TAR_PACED), asking for each next chunk only
+/// once the last is on disk, for a transport that queues without limit (client memory
+/// stays flat); else plain [`TAR`](crate::backends::fs_scripts::TAR), for a transport that
+/// pushes back on its own (sandboxd's output credit), where `TAR_PACED`'s chunk files in a
+/// shared `/tmp` would be a name other commands could plant.
 pub(crate) async fn download_via_stream(
     start: impl StartStream,
     backend: &'static str,
     abs: &str,
-    dir: &str,
-    name: &str,
+    (dir, name): (&str, &str),
     host_path: &Path,
     budget: u64,
+    paced: bool,
 ) -> Result<()> {
-    use crate::backends::fs_scripts::{PACE_CHUNK, STDERR_LIMIT, TAR_PACED, exec_failure};
+    use crate::backends::fs_scripts::{PACE_CHUNK, STDERR_LIMIT, TAR, TAR_PACED, exec_failure};
     /// How many chunks may be in flight: what the host asks for ahead of what it wrote.
     const WINDOW: usize = 4;
+    let script = if paced { TAR_PACED } else { TAR };
     let command =
-        crate::exec::Command::new("/bin/sh").arg("-c").arg(TAR_PACED).arg("sandboxio-fs").arg(dir).arg(name);
+        crate::exec::Command::new("/bin/sh").arg("-c").arg(script).arg("sandboxio-fs").arg(dir).arg(name);
     let mut stream = start(command)?;
     let cancel = Cancel::default();
     let _on_drop = CancelOnDrop(cancel.clone());
@@ -195,7 +198,9 @@ pub(crate) async fn download_via_stream(
         // Asks for the first chunks; each chunk unpacked asks for one more, so at most
         // WINDOW chunks are ever queued on the host, however fast the sandbox writes.
         // (A script that has ended refuses the ask: that is not an error.)
-        let _ = cancel.run(stream.write_stdin(&[b'\n'; WINDOW]));
+        if paced {
+            let _ = cancel.run(stream.write_stdin(&[b'\n'; WINDOW]));
+        }
         let mut unpacker = Unpacker::new(backend, &abs, &host, budget);
         let mut err = Vec::new();
         let mut since_ask = 0u64;
@@ -205,7 +210,7 @@ pub(crate) async fn download_via_stream(
             if chunk.stream == crate::exec::StreamKind::Stdout {
                 unpacker.push(&chunk.data)?;
                 since_ask += chunk.data.len() as u64;
-                while since_ask >= PACE_CHUNK {
+                while paced && since_ask >= PACE_CHUNK {
                     since_ask -= PACE_CHUNK;
                     let _ = cancel.run(stream.write_stdin(b"\n"));
                 }

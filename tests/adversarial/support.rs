@@ -16,6 +16,16 @@ pub mod shared;
 /// The image the Docker attacks use (`scripts/build-images python`).
 pub const DOCKER_IMAGE: &str = "sandboxio/python:1";
 
+/// The DSN option that picks the `docker://` exec path these tests run on: none (the
+/// default, sandboxd) unless `SANDBOXIO_TEST_DOCKER_EXEC` names one (`.ci/run` runs the
+/// Docker attacks once more with `api`).
+pub fn exec_option() -> String {
+    match std::env::var("SANDBOXIO_TEST_DOCKER_EXEC") {
+        Ok(path) if !path.is_empty() => format!("&exec={path}"),
+        _ => String::new(),
+    }
+}
+
 /// Whether a skipped control is a failure (CI sets `SANDBOXIO_STRICT=1`;
 /// `SANDBOXIO_REQUIRE_DOCKER=1` implies it for the Docker tests).
 pub fn strict() -> bool {
@@ -60,8 +70,13 @@ pub fn docker_ready(test: &str) -> bool {
 /// A `docker://` sandbox from [`DOCKER_IMAGE`] with `policy`.
 #[cfg(feature = "docker")]
 pub fn docker(policy: NetworkPolicy) -> Sandbox {
-    block_on(Sandbox::builder(&format!("docker://?image={DOCKER_IMAGE}")).unwrap().network(policy).create())
-        .unwrap()
+    block_on(
+        Sandbox::builder(&format!("docker://?image={DOCKER_IMAGE}{}", exec_option()))
+            .unwrap()
+            .network(policy)
+            .create(),
+    )
+    .unwrap()
 }
 
 /// Polls `check` every 50 ms until it holds or `within` passes; returns whether it held.

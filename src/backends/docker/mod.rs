@@ -8,79 +8,86 @@
 //! - `docker:///path/to/docker.sock` — an explicit socket; `docker://host:2375` — plain TCP;
 //! - options: `image=<name:tag>` (default [`DEFAULT_IMAGE`]; the builder's `.image()` wins),
 //!   `runtime=runsc` (gVisor; reports [`IsolationTier::UserspaceKernel`]), `user=<name|uid>`
-//!   (default: the image's configured user).
+//!   (default: the image's configured user), `exec=sandboxd|api` (how commands run, below;
+//!   default `sandboxd`).
 //!
 //! Building a backend does no I/O and starts no thread; the first `create`, `connect` or
 //! `reap` connects (bounded by [`CONNECT_TIMEOUT`]) and negotiates the API version.
 //!
-//! # What a sandbox is
+//! # Two exec paths
 //!
-//! One container, never pulled: the image must already be in the engine (a missing one is
-//! [`Error::Configuration`], naming it). PID 1 runs
-//! under Docker's init with auto-remove, as sandboxio's supervisor id [`SUPERVISOR_ID`]
-//! (neither root nor the sandbox's user): a shell that arms the TTL and then reads its stdin.
-//! That stdin is the owner link: the owning process attaches to the container *before*
-//! starting it, and the container is `StdinOnce`, so the engine closes PID 1's stdin when
-//! that connection ends, whether the owner closed it or died (even by `SIGKILL`, at any
-//! instant after the start request). End-of-file ends PID 1 and so the container, which the
-//! engine then removes: within seconds (the adversarial suite bounds it at 10 s). An owner
-//! that dies before its start request reached the engine leaves a container that never
-//! started (no process, only its writable layer); [`DockerBackend::reap`] with
-//! `owner_dead`, and the first `create` of every backend value, remove those of dead owners
-//! on this host. Every container carries the [`labels`] (`io.sandboxio.*` plus the user's
-//! metadata) that [`DockerBackend::reap`] reads.
+//! Commands reach a sandbox one of two ways ([`ExecPath`], DSN option `exec=sandboxd|api`,
+//! the label `io.sandboxio.exec` on its container):
 //!
-//! Hardening, always: every Linux capability dropped, `no-new-privileges`, a pids limit
-//! ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one; PID 1's tree takes four), and no
-//! network (`network_mode: none`, loopback only) unless the policy is allow-all. With no
-//! capability, a process can signal, trace or open `/proc/<pid>/{fd,mem,environ}` of
-//! another only when their user ids (and, for the last three, group ids) match: the
-//! sandbox's user, root included, can neither stop nor deceive PID 1, and PID 1 never
-//! executes a file after its start (only shell builtins), so a root user that rewrites the
-//! image's binaries gains nothing from it. Secrets from `secret_env` reach each command
-//! through the wrapper's stdin: never the container's or the exec's configuration (`docker
-//! inspect` does not show them, nor does bollard's debug log). A handle from `connect` does
-//! not know them.
+//! - **sandboxd** (the default): sandboxd, sandboxio's supervisor (`docs/adr/0006-sandboxd.md`),
+//!   is the container's PID 1, spoken to over the container's attach stream. A command is
+//!   one protocol round trip (about a millisecond where an exec is tens), its exit status is
+//!   exact ([`ExitStatus::Signal`](crate::ExitStatus) for a signal death), and an
+//!   out-of-memory kill is marked. Everything a command starts ends with it (a per-command
+//!   shepherd and child subreaper). See `on_sandboxd.rs` and `agent.rs` for how it is
+//!   placed and protected, and [`ExecPath::Sandboxd`].
+//! - **the exec API** ([`ExecPath::ExecApi`], `exec=api`; automatic in a build without
+//!   sandboxd): one engine exec per command under a shell wrapper, PID 1 a shell that arms the
+//!   TTL. A signal death reads as exit code 128 + n, and out-of-memory kills are not seen.
+//!   Described below.
 //!
-//! # Commands
+//! On both paths: one container, never pulled (a missing image is [`Error::Configuration`],
+//! naming it), auto-removed when PID 1 ends; the **owner link** is an attach connection made
+//! before the start of a `StdinOnce` container, so when the owning process closes it or dies
+//! (even by `SIGKILL`, at any instant after the start request) the engine closes PID 1's
+//! stdin and PID 1 ends the container within seconds (the adversarial suite bounds it at
+//! 10 s); `detach` tells PID 1 to wait for the TTL instead. An owner that dies before its
+//! start request reached the engine leaves a container that never started;
+//! [`DockerBackend::reap`] with `owner_dead`, and the first `create` of every backend value,
+//! remove those of dead owners on this host. Every container carries the [`labels`]
+//! (`io.sandboxio.*` plus the user's metadata) that [`DockerBackend::reap`] reads. A
+//! `connect`ed handle reaches a sandboxd container through a sandboxd session of its own (an
+//! exec of sandboxd): its commands end when the handle goes.
 //!
-//! Each command runs as the sandbox's user with a primary group of its own: a random gid
-//! in `1000000000..2000000000`, and no supplementary group (files it creates belong to
-//! that group; group permissions of the image's groups do not apply to it). No process can
-//! shed that gid, so it marks everything the command starts, including processes that
-//! call `setsid`, double-fork or rename themselves. When the main process exits, the
-//! wrapper kills every other process with the gid, so a background child never keeps
-//! `run()` waiting; a timeout, a dropped future or a terminated stream does the same with
-//! a second exec. Either way the host then checks through the engine's `top` (the host's
-//! `ps`, which the sandboxed code cannot write or fake) that no process with the gid is
-//! left; a kill that fails, hangs or is fought off is tried again (four tries in all), and
-//! then the whole sandbox is removed through the engine, and the operation reports
-//! [`ErrorCode::SandboxGone`](crate::ErrorCode::SandboxGone) rather than a timeout. (The
-//! killer is a new exec: a command holding every pid of the pids limit can keep it from
-//! starting, and a command can kill it; `kill()`, `close()`, the TTL and owner death never
-//! need a new process in the container.) The gid lives only in the host's memory: the kill
-//! path reads nothing the sandboxed code can write. The same gid keeps each command's
-//! processes out of every other command's reach: the kernel refuses `ptrace` and
-//! `/proc/<pid>/environ` (and `mem`, `fd`) across different gids, so a command's own
-//! `secret_env` cannot be read by the sandbox's other commands (a command given such
-//! secrets also runs with core dumps off). What this cannot stop: a command that runs a program another command may rewrite (a
-//! shared `$HOME`'s start-up files, say) runs that command's code, secrets and all. A root
-//! sandbox user can rewrite the image's own `sh`, which decodes every later command's
-//! secrets: there a command carrying its own `secret_env` is refused with
-//! [`Error::CapabilityNotSupported`]
-//! (`COMMAND_SECRETS`); sandbox-wide secrets, which every command sees anyway, still work.
+//! Hardening, always: every Linux capability dropped (on the sandboxd path PID 1 keeps
+//! `CAP_SETUID`, `CAP_SETGID` and `CAP_KILL`, and every command runs with none),
+//! `no-new-privileges`, a pids limit ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one),
+//! and no network (`network_mode: none`, loopback only) unless the policy is allow-all.
+//! Each command runs as the sandbox's user with a primary group of its own (a random gid in
+//! `1000000000..2000000000`, no supplementary group): the kernel refuses `ptrace` and
+//! `/proc/<pid>/environ` between commands, so a command's own `secret_env` stays its own.
+//! Secrets never reach the container's or an exec's configuration (`docker inspect` does not
+//! show them): on the sandboxd path they travel in the spawn request, on the exec-API path
+//! on the wrapper's stdin. A handle from `connect` does not know the sandbox-wide ones. A
+//! root sandbox user can rewrite any program another command runs, so command-scoped
+//! secrets are refused for root users ([`Error::CapabilityNotSupported`],
+//! `COMMAND_SECRETS`).
 //!
-//! Files go through execs as the sandbox's user (`cat`, `stat`, `mkdir`, `rm`, and one
-//! streamed `tar` for upload and download), so the container's own permissions, links and
-//! mounts apply. Image requirements: a POSIX `sh`, `sleep`, `cat`, `stat`, `mkdir`, `rm`,
-//! `mv`, `chmod`, `tar`, a world-writable `/tmp` and `/proc` (busybox or Debian's minbase has
-//! them); the engine's host needs `ps` (procps) for `docker top`, without which the killer's
-//! own report is trusted instead. The uid [`SUPERVISOR_ID`] cannot be the sandbox user.
+//! Files go through commands run as the sandbox's user (`sh` scripts for read, write, list,
+//! mkdir and remove, one streamed `tar` for upload and download), so the container's own
+//! permissions, links and mounts apply. Image requirements: a POSIX `sh`, `cat`, `head`,
+//! `stat`, `mkdir`, `rm`, `chmod`, `tar` and `/proc` (busybox or Debian's minbase has
+//! them); the exec-API path also needs `sleep`, a world-writable `/tmp` and, on the
+//! engine's host, `ps` (procps) for `docker top`.
+//!
+//! # The exec-API path
+//!
+//! PID 1 runs under Docker's init as sandboxio's supervisor id [`SUPERVISOR_ID`] (neither
+//! root nor the sandbox's user): a shell that arms the TTL and then reads its stdin, the owner
+//! link. With no capability, a process can signal, trace or open `/proc/<pid>/{fd,mem,environ}`
+//! of another only when their user ids match: the sandbox's user, root included, can neither
+//! stop nor deceive PID 1, and PID 1 never executes a file after its start (only shell
+//! builtins). No process can shed its command's gid, so it marks everything the command
+//! starts, including processes that call `setsid`, double-fork or rename themselves. When the
+//! main process exits, the wrapper kills every other process with the gid; a timeout, a
+//! dropped future or a terminated stream does the same with a second exec. Either way the
+//! host then checks through the engine's `top` (the host's `ps`, which the sandboxed code
+//! cannot write or fake) that no process with the gid is left; a kill that fails, hangs or is
+//! fought off is tried again (four tries in all), and then the whole sandbox is removed
+//! through the engine, and the operation reports
+//! [`ErrorCode::SandboxGone`](crate::ErrorCode::SandboxGone) rather than a timeout. The gid
+//! lives only in the host's memory: the kill path reads nothing the sandboxed code can write.
+//! The uid [`SUPERVISOR_ID`] cannot be the sandbox user.
 //!
 //! Declared capabilities: `RUN`, `RUN_CODE` (Python, one process per cell; a sandbox whose
 //! image has no `python3` does not declare it), `STREAM`, `STDIN`, `FILESYSTEM`,
-//! `NETWORK_DENY`, the three limits, `CONNECT` and `DETACH`. Not declared: stateful code
-//! contexts, rich outputs and allowlists.
+//! `NETWORK_DENY`, the three limits, `CONNECT`, `DETACH` and `COMMAND_SECRETS` (not for root
+//! users). Not declared: stateful code contexts, rich outputs and allowlists.
 
 mod agent;
 mod client;
@@ -1091,8 +1098,9 @@ impl BackendSandbox for DockerSandbox {
         self.on_rt(move |shared| async move {
             shared.check_alive()?;
             if let Some(agent) = shared.agent() {
+                // The session stays: this handle keeps working, and sandboxd now outlives it
+                // (its end ends only this handle's commands).
                 on_sandboxd::detach(agent).await?;
-                shared.release_link();
                 return mark_detached(&shared).await;
             }
             // Tell PID 1 first: releasing the link while it waits for the owner would end it.

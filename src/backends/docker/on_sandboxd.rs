@@ -87,8 +87,8 @@ pub(super) async fn start(shared: &Arc<Shared>, env: Vec<String>, detached: bool
     *shared.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
     set_up(shared, client, &user, &env).await?;
     if detached {
+        // The session stays, for this handle's commands; sandboxd outlives it.
         detach(shared.agent().expect("set up above")).await?;
-        shared.release_link();
         super::mark_detached(shared).await?;
     }
     Ok(())
@@ -163,7 +163,8 @@ pub(super) async fn download(agent: Arc<Agent>, path: String, host_path: PathBuf
     if abs == "/" {
         return Err(Error::invalid_input("download needs a source path below /"));
     }
-    script_fs::download(starter(&agent), SCHEME, &abs, &host_path, budget, "/").await
+    // sandboxd sends output only within the host's credit: no pacing needed.
+    script_fs::download(starter(&agent), SCHEME, (&abs, "/"), &host_path, budget, false).await
 }
 
 #[cfg(test)]

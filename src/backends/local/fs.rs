@@ -100,5 +100,6 @@ pub(super) async fn download(
     budget: u64,
 ) -> Result<()> {
     let abs = workspace_path(path)?;
-    script_fs::download(starter(sandbox), SCHEME, &abs, host_path, budget, WORKDIR).await
+    // The local exec stream queues what a process writes: the archive comes paced.
+    script_fs::download(starter(sandbox), SCHEME, (&abs, WORKDIR), host_path, budget, true).await
 }

@@ -112,14 +112,16 @@ fn class_03__setsid_and_double_fork_end_with_their_command() {
 }
 
 /// A program whose main thread exits while another thread keeps writing a heartbeat (the
-/// process then shows `State: Z`, and lives), built static on the host with `cc`.
+/// process then shows `State: Z`, and lives), built static on the host with `cc`. Each beat
+/// is renamed into place, so a kill between truncating and writing never leaves the
+/// heartbeat empty (which read as a failed control under load).
 const ZOMBIE_LEADER_C: &str = r#"#include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 static void *beat(void *a) {
   for (long n = 1;; n++) {
-    FILE *f = fopen("/tmp/hb", "w");
-    if (f) { fprintf(f, "%ld\n", n); fclose(f); }
+    FILE *f = fopen("/tmp/hb.new", "w");
+    if (f) { fprintf(f, "%ld\n", n); fclose(f); rename("/tmp/hb.new", "/tmp/hb"); }
     usleep(20000);
   }
   return a;

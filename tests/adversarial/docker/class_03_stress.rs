@@ -157,7 +157,7 @@ fn class_03__docker_owner_child() {
     let label = std::env::var("SBX_ADV_STRESS_LABEL").unwrap();
     loop {
         let sandbox: Sandbox = block_on(
-            Sandbox::builder(&format!("docker://?image={}", support::DOCKER_IMAGE))
+            Sandbox::builder(&format!("docker://?image={}{}", support::DOCKER_IMAGE, support::exec_option()))
                 .unwrap()
                 .network(NetworkPolicy::deny_all())
                 .metadata(LABEL, &label)

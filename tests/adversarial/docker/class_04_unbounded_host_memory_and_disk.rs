@@ -109,7 +109,7 @@ fn class_04__a_hostile_tar_cannot_make_the_host_read_a_huge_header() {
         return;
     }
     let sbx = support::block_on(
-        sandboxio::Sandbox::builder(&format!("docker://?image={ROOT_IMAGE}"))
+        sandboxio::Sandbox::builder(&format!("docker://?image={ROOT_IMAGE}{}", support::exec_option()))
             .unwrap()
             .network(NetworkPolicy::deny_all())
             .create(),

@@ -26,8 +26,9 @@ fn class_07__a_hostile_tar_cannot_write_outside_the_target() {
     }
     let sbx = support::block_on(
         sandboxio::Sandbox::builder(&format!(
-            "docker://?image={}",
-            super::class_04_unbounded_host_memory_and_disk::ROOT_IMAGE
+            "docker://?image={}{}",
+            super::class_04_unbounded_host_memory_and_disk::ROOT_IMAGE,
+            support::exec_option()
         ))
         .unwrap()
         .network(NetworkPolicy::deny_all())

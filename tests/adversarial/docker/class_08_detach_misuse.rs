@@ -34,10 +34,14 @@ fn class_08__sandboxed_code_cannot_detach_its_own_sandbox() {
         return;
     }
     let sandbox = block_on(
-        Sandbox::builder(&format!("docker://?image={}&user=0", support::DOCKER_IMAGE))
-            .unwrap()
-            .network(NetworkPolicy::deny_all())
-            .create(),
+        Sandbox::builder(&format!(
+            "docker://?image={}&user=0{}",
+            support::DOCKER_IMAGE,
+            support::exec_option()
+        ))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create(),
     )
     .unwrap();
     let id = sandbox.id().to_owned();
@@ -66,7 +70,7 @@ fn class_08__connect_refuses_containers_sandboxio_did_not_make() {
     }
     // Control: the same call attaches to a sandbox sandboxio made.
     let ours = support::docker(NetworkPolicy::deny_all());
-    let dsn = format!("docker://?image={}", support::DOCKER_IMAGE);
+    let dsn = format!("docker://?image={}{}", support::DOCKER_IMAGE, support::exec_option());
     let connected = block_on(Sandbox::connect(&dsn, ours.id()));
     assert!(connected.is_ok(), "the control: connect to a sandbox of ours failed: {connected:?}");
     drop(connected);
@@ -92,7 +96,7 @@ fn class_08__a_connected_handle_kills_only_its_own_commands() {
     }
     let owner = support::docker(NetworkPolicy::deny_all());
     let id = owner.id().to_owned();
-    let dsn = format!("docker://?image={}", support::DOCKER_IMAGE);
+    let dsn = format!("docker://?image={}{}", support::DOCKER_IMAGE, support::exec_option());
     let other = block_on(Sandbox::connect(&dsn, &id)).unwrap();
     block_on(async {
         let mut owners = owner.stream(Command::shell("echo up; exec sleep 7501")).unwrap();

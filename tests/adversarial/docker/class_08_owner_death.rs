@@ -41,9 +41,9 @@ exit 0"#;
 fn owner_child(label: &str) {
     let user = std::env::var("SBX_ADV_OWNER_USER").unwrap_or_default();
     let dsn = if user.is_empty() {
-        format!("docker://?image={}", support::DOCKER_IMAGE)
+        format!("docker://?image={}{}", support::DOCKER_IMAGE, support::exec_option())
     } else {
-        format!("docker://?image={}&user={user}", support::DOCKER_IMAGE)
+        format!("docker://?image={}&user={user}{}", support::DOCKER_IMAGE, support::exec_option())
     };
     let attack = std::env::var("SBX_ADV_OWNER_ATTACK").unwrap_or_default();
     let mut limits = sandboxio::ResourceLimits::new();

@@ -15,10 +15,14 @@ fn class_08__a_root_user_named_by_name_cannot_become_the_supervisor() {
         return;
     }
     let sandbox = block_on(
-        sandboxio::Sandbox::builder(&format!("docker://?image={}&user=root", support::DOCKER_IMAGE))
-            .unwrap()
-            .network(NetworkPolicy::deny_all())
-            .create(),
+        sandboxio::Sandbox::builder(&format!(
+            "docker://?image={}&user=root{}",
+            support::DOCKER_IMAGE,
+            support::exec_option()
+        ))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create(),
     )
     .unwrap();
     block_on(async {

@@ -41,9 +41,9 @@ fn attack(user: &str) {
     const TEST: &str = "class_09__a_commands_secret_is_invisible_to_other_commands";
     let canary = "cmd-secret-canary-3f9c";
     let dsn = if user.is_empty() {
-        format!("docker://?image={}", support::DOCKER_IMAGE)
+        format!("docker://?image={}{}", support::DOCKER_IMAGE, support::exec_option())
     } else {
-        format!("docker://?image={}&user={user}", support::DOCKER_IMAGE)
+        format!("docker://?image={}&user={user}{}", support::DOCKER_IMAGE, support::exec_option())
     };
     let sandbox =
         block_on(sandboxio::Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create())
@@ -111,7 +111,7 @@ fn class_09__a_root_user_cannot_trojan_a_later_commands_secrets() {
         return;
     }
     let (canary, sandbox_wide) = ("cmd-secret-canary-77ad", "sandbox-wide-canary-5e01");
-    let dsn = format!("docker://?image={}&user=0", support::DOCKER_IMAGE);
+    let dsn = format!("docker://?image={}&user=0{}", support::DOCKER_IMAGE, support::exec_option());
     let sandbox = block_on(
         sandboxio::Sandbox::builder(&dsn)
             .unwrap()

@@ -14,8 +14,8 @@ use crate::support::{self, block_on};
 
 fn sandbox(user: Option<&str>) -> Sandbox {
     let dsn = match user {
-        Some(user) => format!("docker://?image={}&user={user}", support::DOCKER_IMAGE),
-        None => format!("docker://?image={}", support::DOCKER_IMAGE),
+        Some(user) => format!("docker://?image={}&user={user}&exec=sandboxd", support::DOCKER_IMAGE),
+        None => format!("docker://?image={}&exec=sandboxd", support::DOCKER_IMAGE),
     };
     block_on(Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap()
 }
