@@ -598,7 +598,12 @@ pub(super) async fn launch(
 
 /// Whether a finished wrapper reports a missing working directory.
 pub(super) fn missing_cwd(code: i64, stderr: &[u8]) -> bool {
-    code == 126 && stderr == NO_CWD
+    code == 126 && is_no_cwd(stderr)
+}
+
+/// Whether `stderr` is the wrapper's report of a missing working directory.
+pub(super) fn is_no_cwd(stderr: &[u8]) -> bool {
+    stderr == NO_CWD
 }
 
 /// `run`: to completion, with the timeout and output cap of `command`.

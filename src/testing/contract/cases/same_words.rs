@@ -65,7 +65,7 @@ async fn missing_program(cx: Arc<Ctx>) -> Verdict {
 }
 
 /// A missing file or directory is `NotFound` naming the path as written, from every file
-/// operation and from a missing working directory.
+/// operation and from a missing working directory (of `run` and of `stream`).
 async fn missing_path(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
         let fs = sandbox.fs();
@@ -77,6 +77,17 @@ async fn missing_path(cx: Arc<Ctx>) -> Verdict {
         if cx.caps.contains(C::RUN) {
             let run = sandbox.run(Command::new("true").cwd("./no/such/dir")).await;
             expect_path(&run, "NotFound", "./no/such/dir", "run() in a missing working directory")?;
+        }
+        if cx.caps.contains(C::STREAM) {
+            // Refused at the start, or as the stream's first item: never as output and an exit.
+            let streamed = match sandbox.stream(Command::new("true").cwd("./no/such/dir")) {
+                Err(e) => Err(e),
+                Ok(mut stream) => match stream.next_chunk().await {
+                    Some(Err(e)) => Err(e),
+                    other => Ok(format!("{other:?}")),
+                },
+            };
+            expect_path(&streamed, "NotFound", "./no/such/dir", "stream() in a missing working directory")?;
         }
         Ok(())
     })
