@@ -22,6 +22,10 @@ pub(super) fn cases() -> Vec<Case> {
             Box::pin(missing_path(cx))
         })
         .requires(C::FILESYSTEM),
+        Case::new(Row::Errors, "errors__a_directory_read_or_written_as_a_file_is_is_a_directory", |cx| {
+            Box::pin(directory_as_file(cx))
+        })
+        .requires(C::FILESYSTEM),
         Case::new(Row::Errors, "errors__a_refused_path_is_permission_denied_naming_it_as_written", |cx| {
             Box::pin(refused_path(cx))
         })
@@ -90,6 +94,26 @@ async fn missing_path(cx: Arc<Ctx>) -> Verdict {
             expect_path(&streamed, "NotFound", "./no/such/dir", "stream() in a missing working directory")?;
         }
         Ok(())
+    })
+}
+
+/// A directory where a file is wanted (`read`, `write`) is `IsADirectory` naming it as
+/// written, and the write leaves the directory as it was.
+async fn directory_as_file(cx: Arc<Ctx>) -> Verdict {
+    with_sandbox!(cx, |sandbox| {
+        let fs = sandbox.fs();
+        fs.mkdir("adir/inner").await.map_err(|e| cx.unexpected("mkdir", &e))?;
+        let written = "./adir//";
+        let named = |result: &crate::Result<()>, what: &str| match result {
+            Err(Error::IsADirectory { path }) => expect(path == written, || {
+                format!("{what}: IsADirectory names {path:?}, not the path as written ({written:?})")
+            }),
+            other => Err(format!("{what}: expected IsADirectory, observed {other:?}")),
+        };
+        named(&fs.read(written).await.map(drop), "read() of a directory")?;
+        named(&fs.write(written, "x").await, "write() to a directory")?;
+        let kept = fs.list("adir").await.map_err(|e| cx.unexpected("list after the write", &e))?;
+        expect(kept.iter().any(|e| e.name == "inner"), || format!("the directory changed: {kept:?}"))
     })
 }
 
