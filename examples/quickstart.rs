@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --example quickstart --features local
-//! cargo run --example quickstart --features docker -- 'docker://?image=sandboxio/python:1'
+//! cargo run --example quickstart --features docker -- 'docker://?image=sandboxio/python:2'
 //! ```
 //!
 //! The DSN comes from the first argument, else `SANDBOXIO_DSN`, else `local://`. The Docker

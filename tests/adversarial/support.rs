@@ -14,7 +14,7 @@ pub use futures_lite::future::block_on;
 pub mod shared;
 
 /// The image the Docker attacks use (`scripts/build-images python`).
-pub const DOCKER_IMAGE: &str = "sandboxio/python:1";
+pub const DOCKER_IMAGE: &str = "sandboxio/python:2";
 
 /// The DSN option that picks the `docker://` exec path these tests run on: none (the
 /// default, sandboxd) unless `SANDBOXIO_TEST_DOCKER_EXEC` names one (`.ci/run` runs the

@@ -19,7 +19,7 @@ use sandboxio::testing::contract::{Canary, CancellationPoints, ContractSuite, Pr
 use sandboxio::{Command, ResourceLimits};
 
 /// The image of the run: Debian with python3 (`scripts/build-images python`).
-const IMAGE: &str = "sandboxio/python:1";
+const IMAGE: &str = "sandboxio/python:2";
 
 /// Prints memory bytes, pids, and the CPU quota and period, from cgroup v1 or v2 files.
 const LIMITS: &str = r#"c=/sys/fs/cgroup

@@ -126,9 +126,12 @@ use client::{Endpoint, provider, sandbox_error};
 
 const SCHEME: &str = "docker";
 
-/// The image used when neither the DSN nor the builder names one: Debian with `python3`, as
-/// `scripts/build-images python` builds it (so `run_code` works out of the box).
-pub const DEFAULT_IMAGE: &str = "sandboxio/python:1";
+/// The image used when neither the DSN nor the builder names one, as `scripts/build-images
+/// python` builds it (sandboxio never pulls): Debian bookworm with its `python3` (the whole
+/// standard library) and its numpy, pandas and matplotlib packages, `MPLBACKEND=Agg` in the
+/// environment, user `sandbox` (uid 1000) in `/workspace`. So `run_code` is a code
+/// interpreter out of the box.
+pub const DEFAULT_IMAGE: &str = "sandboxio/python:2";
 
 /// The pids limit applied when the caller sets none: 1024 processes.
 pub const DEFAULT_PIDS_LIMIT: u32 = 1024;
@@ -599,7 +602,7 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     let image = spec.image.clone().unwrap_or_else(|| inner.image.clone());
     if image.trim().is_empty() {
         return Err(Error::configuration(
-            "the Docker image name is empty; name one, for example sandboxio/python:1",
+            "the Docker image name is empty; name one, for example sandboxio/python:2",
         ));
     }
     let inspected = docker.inspect_image(&image).await.map_err(|e| match client::status(&e) {

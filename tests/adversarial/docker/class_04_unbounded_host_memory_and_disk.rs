@@ -70,7 +70,7 @@ fn class_04__client_memory_stays_flat_through_a_huge_read_and_a_large_upload_and
 
 /// The python image (GNU `tar`, `dash`: a `tar` found on `PATH`, unlike busybox's
 /// applets) with root as its user, built here from it (no registry).
-pub(super) const ROOT_IMAGE: &str = "sandboxio-test/python-root:1";
+pub(super) const ROOT_IMAGE: &str = "sandboxio-test/python-root:2";
 
 pub(super) fn root_image_ready(test: &str) -> bool {
     let have = |tag: &str| {
