@@ -6,34 +6,37 @@
 #![cfg(feature = "docker")]
 #![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-use std::process::Command as OsCommand;
-
 use sandboxio::backends::docker::DEFAULT_IMAGE;
 use sandboxio::{CodeResult, NetworkPolicy, Sandbox};
 
+mod support;
+
 /// What the image exists for: each must import in a fresh interpreter.
-const MODULES: &[&str] =
-    &["json", "sqlite3", "decimal", "statistics", "urllib.request", "dataclasses", "numpy", "pandas", "matplotlib"];
+const MODULES: &[&str] = &[
+    "json",
+    "sqlite3",
+    "decimal",
+    "statistics",
+    "urllib.request",
+    "dataclasses",
+    "numpy",
+    "pandas",
+    "matplotlib",
+];
 
 /// Whether the engine and the default image are here; prints why not (or panics under CI).
 fn default_image_ready(test: &str) -> bool {
-    let ok = OsCommand::new("docker")
-        .args(["image", "inspect", "-f", "{{.Id}}", DEFAULT_IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("SANDBOXIO_REQUIRE_DOCKER").map_or(true, |v| v != "1"),
-            "{test}: no Docker engine with {DEFAULT_IMAGE} (SANDBOXIO_REQUIRE_DOCKER=1)"
-        );
-        println!("[skip] {test}: no Docker engine with {DEFAULT_IMAGE} (scripts/build-images python)");
-    }
-    ok
+    support::docker_image_ready(test, DEFAULT_IMAGE, "python")
 }
 
 /// A deny-all sandbox on `docker://` plus `options` (no `image=`: the default image).
 async fn default_sandbox(options: &str) -> Sandbox {
-    Sandbox::builder(&format!("docker://{options}")).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap()
+    Sandbox::builder(&format!("docker://{options}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .await
+        .unwrap()
 }
 
 /// What a cell said, for assertion messages.
@@ -108,7 +111,10 @@ async fn default_image__matplotlib_is_agg_on_both_exec_paths() {
     }
     for path in ["sandboxd", "api"] {
         let sandbox = default_sandbox(&format!("?exec={path}")).await;
-        let out = sandbox.run_code("import os, matplotlib\nprint(os.environ.get('MPLBACKEND'), matplotlib.get_backend())").await.unwrap();
+        let out = sandbox
+            .run_code("import os, matplotlib\nprint(os.environ.get('MPLBACKEND'), matplotlib.get_backend())")
+            .await
+            .unwrap();
         assert_eq!(out.stdout_lossy(), "Agg agg\n", "exec={path}: {}", said(&out));
         sandbox.close().await.unwrap();
     }

@@ -53,18 +53,7 @@ pub fn local(policy: NetworkPolicy) -> Sandbox {
 /// under `SANDBOXIO_REQUIRE_DOCKER=1`).
 #[cfg(feature = "docker")]
 pub fn docker_ready(test: &str) -> bool {
-    let ok = std::process::Command::new("docker")
-        .args(["image", "inspect", "-f", "{{.Id}}", DOCKER_IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("SANDBOXIO_REQUIRE_DOCKER").map_or(true, |v| v != "1"),
-            "{test}: no Docker engine with {DOCKER_IMAGE} (SANDBOXIO_REQUIRE_DOCKER=1)"
-        );
-        println!("[skip] {test}: no Docker engine with {DOCKER_IMAGE} (scripts/build-images python)");
-    }
-    ok
+    shared::docker_image_ready(test, DOCKER_IMAGE, "python")
 }
 
 /// A `docker://` sandbox from [`DOCKER_IMAGE`] with `policy`.

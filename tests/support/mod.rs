@@ -39,3 +39,21 @@ pub fn poll_k_times_with_pauses<F: std::future::Future>(
     }
     false
 }
+
+/// Whether a Docker engine answers and holds `image`; when not, prints `[skip] {test}: ...`
+/// naming `scripts/build-images {target}`, or panics under `SANDBOXIO_REQUIRE_DOCKER=1` (CI),
+/// where a missing engine or image is a failure.
+pub fn docker_image_ready(test: &str, image: &str, target: &str) -> bool {
+    let ok = std::process::Command::new("docker")
+        .args(["image", "inspect", "-f", "{{.Id}}", image])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("SANDBOXIO_REQUIRE_DOCKER").map_or(true, |v| v != "1"),
+            "{test}: no Docker engine with {image} (SANDBOXIO_REQUIRE_DOCKER=1)"
+        );
+        println!("[skip] {test}: no Docker engine with {image} (scripts/build-images {target})");
+    }
+    ok
+}
