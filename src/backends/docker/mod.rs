@@ -127,10 +127,11 @@ use client::{Endpoint, provider, sandbox_error};
 const SCHEME: &str = "docker";
 
 /// The image used when neither the DSN nor the builder names one, as `scripts/build-images
-/// python` builds it (sandboxio never pulls): Debian bookworm with its `python3` (the whole
-/// standard library) and its numpy, pandas and matplotlib packages, `MPLBACKEND=Agg` in the
-/// environment, user `sandbox` (uid 1000) in `/workspace`. So `run_code` is a code
-/// interpreter out of the box.
+/// python` builds it (sandboxio never pulls): Debian bookworm with its `python3` (the
+/// standard library but the parts Debian packages apart: `ensurepip`/`venv`, `lib2to3`,
+/// `idlelib`, `dbm.gnu`) and its numpy, pandas and matplotlib packages, `MPLBACKEND=Agg` in
+/// the environment, user `sandbox` (uid 1000) in `/workspace`. So `run_code` is a code
+/// interpreter out of the box; README's "Docker images" gives its size.
 pub const DEFAULT_IMAGE: &str = "sandboxio/python:2";
 
 /// The pids limit applied when the caller sets none: 1024 processes.
