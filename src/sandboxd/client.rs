@@ -410,7 +410,6 @@ impl Cmd {
     }
 
     /// The next event, `None` after the last one.
-    #[cfg_attr(not(test), expect(dead_code, reason = "the backends poll (poll_next); tests await"))]
     pub(crate) async fn next(&mut self) -> Option<Event> {
         std::future::poll_fn(|cx| self.poll_next(cx)).await
     }
@@ -449,7 +448,6 @@ impl Cmd {
     /// # Errors
     ///
     /// Why the session or the command ended first.
-    #[expect(dead_code, reason = "code contexts move onto the runner in the next step")]
     pub(crate) async fn send_control(&self, data: &[u8]) -> Result<(), String> {
         self.send_window(data, |data| Message::ControlIn { data }).await
     }

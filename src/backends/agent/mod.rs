@@ -10,6 +10,7 @@
 //! only has to say so (`Signal`, or dropping the request). Nothing here starts a process on
 //! the host.
 
+mod code;
 mod stream;
 
 use std::sync::OnceLock;
@@ -51,6 +52,10 @@ pub(crate) struct Agent {
     secret_env: Vec<(String, SecretString)>,
     /// Why the backend ended the sandbox itself, when it did (what `SandboxGone` says).
     gone: OnceLock<String>,
+    /// Code contexts: one runner each.
+    contexts: code::Contexts,
+    /// The runners of contexts with a cell running, for `interrupt`.
+    interrupts: std::sync::Mutex<std::collections::HashMap<String, crate::sandboxd::client::CmdInput>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -75,7 +80,18 @@ impl Agent {
         env: Vec<(String, String)>,
         secret_env: Vec<(String, SecretString)>,
     ) -> Agent {
-        Agent { client, scheme, id, workdir, identity, env, secret_env, gone: OnceLock::new() }
+        Agent {
+            client,
+            scheme,
+            id,
+            workdir,
+            identity,
+            env,
+            secret_env,
+            gone: OnceLock::new(),
+            contexts: code::Contexts::default(),
+            interrupts: std::sync::Mutex::default(),
+        }
     }
 
     /// The session, for the backend's own requests (detach, ping).

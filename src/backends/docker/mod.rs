@@ -84,10 +84,13 @@
 //! lives only in the host's memory: the kill path reads nothing the sandboxed code can write.
 //! The uid [`SUPERVISOR_ID`] cannot be the sandbox user.
 //!
-//! Declared capabilities: `RUN`, `RUN_CODE` (Python, one process per cell; a sandbox whose
-//! image has no `python3` does not declare it), `STREAM`, `STDIN`, `FILESYSTEM`,
-//! `NETWORK_DENY`, the three limits, `CONNECT`, `DETACH` and `COMMAND_SECRETS` (not for root
-//! users). Not declared: stateful code contexts, rich outputs and allowlists.
+//! Declared capabilities: `RUN`, `RUN_CODE` (the image's `python3`; a sandbox whose image has
+//! none does not declare it, nor the two after it), `STATEFUL_CODE` and `RICH_OUTPUTS` (on
+//! the sandboxd path only: one persistent interpreter per code context driven by sandboxd's
+//! runner, results by MIME type, every open matplotlib figure as PNG, `Sandbox::interrupt`;
+//! on the exec-API path one process per cell and no rich results), `STREAM`, `STDIN`,
+//! `FILESYSTEM`, `NETWORK_DENY`, the three limits, `CONNECT`, `DETACH` and `COMMAND_SECRETS`
+//! (not for root users). Not declared: allowlists.
 
 mod agent;
 mod client;
@@ -994,8 +997,14 @@ impl BackendSandbox for DockerSandbox {
 
     fn capabilities(&self) -> Capabilities {
         let mut capabilities = CAPABILITIES;
+        // Code contexts and rich results need sandboxd's runner.
+        if self.shared.agent().is_none() {
+            capabilities = capabilities.difference(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS);
+        }
         if !self.shared.python.load(Ordering::Acquire) {
-            capabilities = capabilities.difference(Capabilities::RUN_CODE);
+            capabilities = capabilities.difference(
+                Capabilities::RUN_CODE | Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS,
+            );
         }
         // A root user can rewrite the `sh` that decodes a later command's secrets.
         if self.shared.root_user.load(Ordering::Acquire) {
@@ -1022,7 +1031,30 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
+        if let Some(agent) = self.shared.agent() {
+            let agent = Arc::clone(agent);
+            return Box::pin(async move { agent.run_code(&code).await });
+        }
         self.on_rt(move |shared| code::run_code(shared, code))
+    }
+
+    fn create_context(&self, language: &str) -> BoxFuture<'_, Result<crate::exec::CodeContext>> {
+        let language = language.to_owned();
+        match self.shared.agent() {
+            Some(agent) => {
+                let agent = Arc::clone(agent);
+                Box::pin(async move { agent.create_context(&language).await })
+            }
+            None => Box::pin(async { Err(Error::missing_capability(SCHEME, Capabilities::STATEFUL_CODE)) }),
+        }
+    }
+
+    fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
+        let result = match self.shared.agent() {
+            Some(agent) => agent.interrupt(context_id),
+            None => Err(Error::missing_capability(SCHEME, Capabilities::STATEFUL_CODE)),
+        };
+        Box::pin(async move { result })
     }
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
