@@ -532,7 +532,13 @@ impl Backend for DockerBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
+        match self.exec_path() {
+            ExecPath::Sandboxd => CAPABILITIES,
+            // Code contexts and rich results need sandboxd's runner.
+            ExecPath::ExecApi => {
+                CAPABILITIES.difference(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS)
+            }
+        }
     }
 
     fn isolation(&self) -> IsolationTier {
