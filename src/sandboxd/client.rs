@@ -315,7 +315,9 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
                     // MERGE_LIMIT): one wake-up and one chunk for many small frames.
                     match cmd.events.back_mut() {
                         Some(Event::Output(last, queued))
-                            if *last == stream && stream != Stream::Control && queued.len() + data.len() <= MERGE_LIMIT =>
+                            if *last == stream
+                                && stream != Stream::Control
+                                && queued.len() + data.len() <= MERGE_LIMIT =>
                         {
                             queued.extend_from_slice(&data);
                         }
