@@ -14,22 +14,13 @@ use sandboxio::backends::ReapOptions;
 use sandboxio::backends::docker::DockerBackend;
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox, SandboxBuilder, state};
 
+mod support;
+
 const IMAGE: &str = "sandboxio/busybox:1";
 
 /// Whether the engine and the image are here; prints why not (or panics under CI).
 fn docker_ready(test: &str) -> bool {
-    let ok = OsCommand::new("docker")
-        .args(["image", "inspect", "-f", "{{.Id}}", IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("SANDBOXIO_REQUIRE_DOCKER").map_or(true, |v| v != "1"),
-            "{test}: no Docker engine with {IMAGE} (SANDBOXIO_REQUIRE_DOCKER=1)"
-        );
-        println!("[skip] {test}: no Docker engine with {IMAGE} (scripts/build-images busybox)");
-    }
-    ok
+    support::docker_image_ready(test, IMAGE, "busybox")
 }
 
 /// A deny-all builder on the busybox image, for the tests that set more before `create`.

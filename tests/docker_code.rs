@@ -11,21 +11,14 @@ use std::time::{Duration, Instant};
 use futures_lite::future::block_on;
 use sandboxio::{Code, CodeContext, ErrorCode, NetworkPolicy, Sandbox};
 
+mod support;
+
 const IMAGE: &str = "sandboxio/python:1";
 
 /// A deny-all sandbox on the python image, or `None` (the test returns) without an engine
 /// or the image; a failure under `SANDBOXIO_REQUIRE_DOCKER=1`.
 fn python_sandbox(test: &str) -> Option<Sandbox> {
-    let ok = std::process::Command::new("docker")
-        .args(["image", "inspect", "-f", "{{.Id}}", IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("SANDBOXIO_REQUIRE_DOCKER").map_or(true, |v| v != "1"),
-            "{test}: no Docker engine with {IMAGE} (SANDBOXIO_REQUIRE_DOCKER=1)"
-        );
-        println!("[skip] {test}: no Docker engine with {IMAGE} (scripts/build-images python)");
+    if !support::docker_image_ready(test, IMAGE, "python") {
         return None;
     }
     let builder = Sandbox::builder(&format!("docker://?image={IMAGE}")).unwrap();

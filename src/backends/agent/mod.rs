@@ -261,19 +261,21 @@ impl Agent {
 }
 
 /// Output kept up to a per-stream cap; the rest is drained and dropped.
-struct Collected {
+pub(crate) struct Collected {
     limit: usize,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    truncated: bool,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
+    pub(crate) truncated: bool,
 }
 
 impl Collected {
-    fn new(limit: usize) -> Self {
+    /// Keeps at most `limit` bytes of each stream.
+    pub(crate) fn new(limit: usize) -> Self {
         Collected { limit, stdout: Vec::new(), stderr: Vec::new(), truncated: false }
     }
 
-    fn push(&mut self, kind: StreamKind, data: &[u8]) {
+    /// Keeps what fits of `data`, and notes when some did not.
+    pub(crate) fn push(&mut self, kind: StreamKind, data: &[u8]) {
         let buf = if kind == StreamKind::Stdout { &mut self.stdout } else { &mut self.stderr };
         let room = self.limit.saturating_sub(buf.len());
         self.truncated |= data.len() > room;

@@ -642,40 +642,9 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
     let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
-    if path == ExecPath::Sandboxd {
-        let shared = Shared::new(
-            docker,
-            made.id,
-            user,
-            workdir,
-            spec.secret_env.clone(),
-            Some(spec.network.clone()),
-            spec.metadata.clone(),
-        );
-        shared.host_view.store(host_view, Ordering::Release);
-        let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &spec.env);
-        on_sandboxd::start(&shared, env, spec.detached).await?;
-        return Ok(Created { shared: Some(shared), guard });
-    }
-    // The owner link exists before the container starts: PID 1's stdin is this attach
-    // connection from its first instant, so an owner dying at any point after the start
-    // request leaves a PID 1 that reads end-of-file and ends the container.
-    let attach = bollard::query_parameters::AttachContainerOptions {
-        stdin: true,
-        stdout: true,
-        stderr: true,
-        stream: true,
-        logs: false,
-        detach_keys: None,
-    };
-    let bollard::container::AttachContainerResults { output, input } = docker
-        .attach_container(&made.id, Some(attach))
-        .await
-        .map_err(|e| provider("attaching to the container", e))?;
-    docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
     let shared = Shared::new(
-        docker,
-        made.id,
+        docker.clone(),
+        made.id.clone(),
         user,
         workdir,
         spec.secret_env.clone(),
@@ -683,6 +652,19 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         spec.metadata.clone(),
     );
     shared.host_view.store(host_view, Ordering::Release);
+    if path == ExecPath::Sandboxd {
+        let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &spec.env);
+        on_sandboxd::start(&shared, env, spec.detached).await?;
+        return Ok(Created { shared: Some(shared), guard });
+    }
+    // The owner link exists before the container starts: PID 1's stdin is this attach
+    // connection from its first instant, so an owner dying at any point after the start
+    // request leaves a PID 1 that reads end-of-file and ends the container.
+    let bollard::container::AttachContainerResults { output, input } = docker
+        .attach_container(&made.id, Some(owner_attach()))
+        .await
+        .map_err(|e| provider("attaching to the container", e))?;
+    docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
     // Hold the link from here on: failing below drops it, and the guard removes the
     // container. (PID 1 says nothing at start: the engine may attach its output a moment
     // after the start, so the readiness check is an exec.)
@@ -695,6 +677,18 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         mark_detached(&shared).await?;
     }
     Ok(Created { shared: Some(shared), guard })
+}
+
+/// The owner link's attach: stdin (the link itself) and both outputs, live only.
+fn owner_attach() -> bollard::query_parameters::AttachContainerOptions {
+    bollard::query_parameters::AttachContainerOptions {
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        stream: true,
+        logs: false,
+        detach_keys: None,
+    }
 }
 
 /// Operations on the owner link.

@@ -67,19 +67,11 @@ pub(super) async fn start(shared: &Arc<Shared>, env: Vec<String>, detached: bool
     // The owner link exists before the container starts: sandboxd's stdin is this attach
     // connection from its first instant, so an owner dying at any point after the start
     // request leaves a sandboxd that reads end-of-file and ends the container.
-    let attach = bollard::query_parameters::AttachContainerOptions {
-        stdin: true,
-        stdout: true,
-        stderr: true,
-        stream: true,
-        logs: false,
-        detach_keys: None,
-    };
     // Three requests the engine answers independently: made at once.
     let (placed, user, attached) = tokio::join!(
         agent::place(docker, &shared.id),
         agent::resolve_user(docker, &shared.id, shared.user.as_deref()),
-        docker.attach_container(&shared.id, Some(attach)),
+        docker.attach_container(&shared.id, Some(super::owner_attach())),
     );
     placed?;
     let user = user?;
