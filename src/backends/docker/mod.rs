@@ -27,7 +27,7 @@
 //!   shepherd and child subreaper). See `on_sandboxd.rs` and `agent.rs` for how it is
 //!   placed and protected, and [`ExecPath::Sandboxd`].
 //! - **the exec API** ([`ExecPath::ExecApi`], `exec=api`; automatic in a build without
-//!   sandboxd): one engine exec per command under a shell wrapper, PID 1 a shell that arms the
+//!   sandboxd, and under gVisor unless `exec=sandboxd` asks otherwise): one engine exec per command under a shell wrapper, PID 1 a shell that arms the
 //!   TTL. A signal death reads as exit code 128 + n, and out-of-memory kills are not seen.
 //!   Described below.
 //!
@@ -174,7 +174,8 @@ struct Inner {
     image: String,
     runtime: Option<String>,
     user: Option<String>,
-    exec_path: ExecPath,
+    /// The exec path asked for (`None`: the default for this build and runtime).
+    exec_path: Option<ExecPath>,
     audit: crate::AuditConfig,
     client: tokio::sync::OnceCell<Docker>,
     /// Whether this backend value's first `create` has swept never-started leftovers.
@@ -208,7 +209,7 @@ impl DockerBackend {
                 image: DEFAULT_IMAGE.to_owned(),
                 runtime: None,
                 user: None,
-                exec_path: ExecPath::default(),
+                exec_path: None,
                 audit: crate::AuditConfig::new(),
                 client: tokio::sync::OnceCell::new(),
                 swept: AtomicBool::new(false),
@@ -255,21 +256,25 @@ impl DockerBackend {
         self.rebuild(|i| i.user = Some(user))
     }
 
-    /// The same backend reaching its sandboxes' commands through `path` (default
-    /// [`ExecPath::Sandboxd`]; a build without sandboxd uses [`ExecPath::ExecApi`]
-    /// whatever this says, and logs why).
+    /// The same backend reaching its sandboxes' commands through `path` (see
+    /// [`DockerBackend::exec_path`] for the default; a build without sandboxd uses
+    /// [`ExecPath::ExecApi`] whatever this says).
     #[must_use]
     pub fn with_exec_path(self, path: ExecPath) -> Self {
-        self.rebuild(|i| i.exec_path = path)
+        self.rebuild(|i| i.exec_path = Some(path))
     }
 
-    /// The way new sandboxes' commands will run: the configured [`ExecPath`], or
-    /// [`ExecPath::ExecApi`] when this build has no sandboxd.
+    /// The way new sandboxes' commands will run: [`ExecPath::ExecApi`] when this build has no
+    /// sandboxd; else the configured [`ExecPath`]; else [`ExecPath::ExecApi`] under gVisor
+    /// (`runtime=runsc`, where sandboxd's shepherds do not work yet) and
+    /// [`ExecPath::Sandboxd`] otherwise.
     #[must_use]
     pub fn exec_path(&self) -> ExecPath {
         match self.inner.exec_path {
-            ExecPath::Sandboxd if !agent::available() => ExecPath::ExecApi,
-            path => path,
+            _ if !agent::available() => ExecPath::ExecApi,
+            Some(path) => path,
+            None if self.inner.runtime.as_deref() == Some("runsc") => ExecPath::ExecApi,
+            None => ExecPath::Sandboxd,
         }
     }
 
