@@ -86,9 +86,22 @@ fn attack(user: &str) {
     let _ = block_on(sandbox.close());
 }
 
-/// Replaces the image's `sh` with one that, when it runs sandboxio's wrapper, appends the
-/// decoded environment to `/tmp/loot` before starting the command. Only a root sandbox user
-/// can (uid 0 owns `/bin`, and no capability is needed to write what one owns).
+/// On the sandboxd path: replaces the image's `sh` with one that appends its environment to
+/// `/tmp/loot` and then runs the real one: every later `sh` a command starts (a shell
+/// command, a script) hands it its environment, secrets included. Only a root sandbox user
+/// can (uid 0 owns `/bin`).
+const TROJAN_ANY_SH: &str = r#"set -e
+real=$(readlink -f /bin/sh)
+cp "$real" /bin/sh.real
+printf '#!/bin/sh.real\nenv >> /tmp/loot\nexec /bin/sh.real "$@"\n' > /tmp/sh.trojan
+chmod 755 /tmp/sh.trojan
+rm -f /bin/sh && cp /tmp/sh.trojan /bin/sh
+echo installed"#;
+
+/// On the exec-API path: replaces the image's `sh` with one that, when it runs sandboxio's
+/// wrapper, appends the decoded environment to `/tmp/loot` before starting the command.
+/// Only a root sandbox user can (uid 0 owns `/bin`, and no capability is needed to write
+/// what one owns).
 const TROJAN: &str = r#"set -e
 real=$(readlink -f /bin/sh)
 cp "$real" /bin/sh.real
@@ -121,16 +134,19 @@ fn class_09__a_root_user_cannot_trojan_a_later_commands_secrets() {
     )
     .unwrap();
     block_on(async {
-        let installed = sandbox.run(Command::shell(TROJAN)).await.unwrap();
+        let api = support::exec_option().contains("api");
+        let trojan = if api { TROJAN } else { TROJAN_ANY_SH };
+        let installed = sandbox.run(Command::shell(trojan)).await.unwrap();
         assert!(installed.stdout_lossy().contains("installed"), "{installed:?}");
-        // Control: a later command's wrapper runs the trojan after decoding its secrets.
-        sandbox.run(Command::new("true")).await.unwrap();
+        // Control: a later command's `sh` (the wrapper, on the exec-API path) runs the trojan
+        // with the sandbox's secrets in its environment.
+        sandbox.run(Command::shell("true")).await.unwrap();
         let loot = sandbox.run(Command::new("cat").arg("/tmp/loot")).await.unwrap();
         if !loot.stdout_lossy().contains(sandbox_wide) {
             support::skip(TEST, &format!("the trojan does not run in later wrappers: {loot:?}"));
             return;
         }
-        let victim = sandbox.run(Command::new("true").secret_env("SBX_CMD_SECRET", canary)).await;
+        let victim = sandbox.run(Command::shell("true").secret_env("SBX_CMD_SECRET", canary)).await;
         let loot = sandbox.run(Command::new("cat").arg("/tmp/loot")).await.unwrap();
         assert!(
             !loot.stdout_lossy().contains(canary),

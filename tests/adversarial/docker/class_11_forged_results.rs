@@ -1,6 +1,7 @@
-//! Class 11 on `docker://`: an earlier command cannot plant the error record a later code
-//! cell reports. First seen failing on the code before this test (record names were the
-//! handle's nonce and a counter, learnable from one record).
+//! Class 11 on `docker://`: an earlier command cannot forge what a later code cell reports.
+//! On the exec-API path that is the cell's error record (first seen failing on the code
+//! before this test: record names were the handle's nonce and a counter, learnable from one
+//! record); on the sandboxd path, the runner's control channel.
 
 use std::time::Duration;
 
@@ -24,10 +25,31 @@ const WATCHER: &str = r#"while :; do
   sleep 0.02
 done"#;
 
+/// On the sandboxd path a cell's results travel on its runner's control channel (descriptor
+/// 3 of the `python3` that runs the cells): finds every runner process and writes a forged
+/// error and end into its descriptor 3, saying `found` once it saw one and `wrote` for each
+/// write that got through.
+const CHANNEL_FORGER: &str = r#"seen=
+while :; do
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}; [ "$p" = $$ ] && continue
+    case $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) in
+      python3\ -u\ -c*)
+        [ -z "$seen" ] && { echo found; seen=1; }
+        printf 'error 30\nForgedError\nforged\ntraceback\ndone 1 0\n' > "$d/fd/3" 2>/dev/null && echo wrote ;;
+    esac
+  done
+  sleep 0.05
+done"#;
+
 #[test]
 fn class_11__an_earlier_command_cannot_forge_a_later_cells_error() {
     const TEST: &str = "class_11__an_earlier_command_cannot_forge_a_later_cells_error";
     if !support::docker_ready(TEST) {
+        return;
+    }
+    if !support::exec_option().contains("api") {
+        forge_the_runners_channel(TEST);
         return;
     }
     let sandbox = support::docker(NetworkPolicy::deny_all());
@@ -63,4 +85,68 @@ fn class_11__an_earlier_command_cannot_forge_a_later_cells_error() {
         drop(watcher);
     });
     let _ = block_on(sandbox.close());
+}
+
+/// The sandboxd path: a command that watches for runners and writes into their control
+/// channel gets nothing through, and later cells report their own results.
+fn forge_the_runners_channel(test: &str) {
+    for user in [None, Some("0")] {
+        let dsn = match user {
+            Some(user) => format!("docker://?image={}&user={user}", support::DOCKER_IMAGE),
+            None => format!("docker://?image={}", support::DOCKER_IMAGE),
+        };
+        let sandbox =
+            block_on(sandboxio::Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create())
+                .unwrap();
+        block_on(async {
+            let ctx = sandbox.create_context("python").await.unwrap();
+            let mut forger = sandbox.stream(Command::shell(CHANNEL_FORGER)).unwrap();
+            // Positive control: the forger finds the context's runner.
+            let found = futures_lite::future::or(
+                async {
+                    forger
+                        .next_chunk()
+                        .await
+                        .and_then(Result::ok)
+                        .is_some_and(|c| c.data.starts_with(b"found"))
+                },
+                async {
+                    futures_timer::Delay::new(Duration::from_secs(20)).await;
+                    false
+                },
+            )
+            .await;
+            assert!(found, "{test} (user {user:?}): the forger never found the runner");
+            for _ in 0..5 {
+                let ok = sandbox.run_code(sandboxio::Code::new("6 * 7").in_context(&ctx)).await.unwrap();
+                assert!(ok.error.is_none(), "{test} (user {user:?}): a forged error: {:?}", ok.error);
+                assert_eq!(
+                    ok.results.first().and_then(|b| b.get("text/plain")).map(Vec::as_slice),
+                    Some(&b"42"[..])
+                );
+                let raised = sandbox
+                    .run_code(sandboxio::Code::new("raise ValueError('mine')").in_context(&ctx))
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    raised.error.as_ref().map(|e| e.name.as_str()),
+                    Some("ValueError"),
+                    "{:?}",
+                    raised.error
+                );
+            }
+            let said = futures_lite::future::or(async { forger.next_chunk().await }, async {
+                futures_timer::Delay::new(Duration::from_millis(300)).await;
+                None
+            })
+            .await;
+            let said = said.and_then(Result::ok).map(|c| String::from_utf8_lossy(&c.data).into_owned());
+            assert!(
+                !said.as_deref().unwrap_or("").contains("wrote"),
+                "{test} (user {user:?}): a write got through: {said:?}"
+            );
+            drop(forger);
+        });
+        let _ = block_on(sandbox.kill());
+    }
 }
