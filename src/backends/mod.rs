@@ -1,7 +1,8 @@
 //! First-party backends, each behind its Cargo feature.
 
-/// The sandboxd side of a sandbox (sandboxd runs in `docker://` containers).
-#[cfg(feature = "docker")]
+/// The sandboxd side of a sandbox (sandboxd runs in `docker://` containers and `local://`
+/// sandboxes).
+#[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod agent;
 pub mod capabilities;
 #[cfg(any(feature = "local", feature = "docker"))]
