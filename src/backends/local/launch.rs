@@ -136,8 +136,8 @@ impl Launch<'_> {
 
 /// The host pid of sandboxd, bwrap's only child (the init of the sandbox's PID namespace).
 pub(super) fn sandboxd_pid(bwrap: &Child) -> Option<u32> {
-    let pid = bwrap.id();
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok();
+    let bwrap_pid = bwrap.id();
+    let children = std::fs::read_to_string(format!("/proc/{bwrap_pid}/task/{bwrap_pid}/children")).ok();
     if let Some(first) = children.as_deref().and_then(|c| c.split_whitespace().next()) {
         return first.parse().ok();
     }
@@ -145,8 +145,8 @@ pub(super) fn sandboxd_pid(bwrap: &Child) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
         let child: u32 = entry.file_name().to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-        let ppid: u32 = stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()?;
-        (ppid == pid).then_some(child)
+        let parent: u32 = stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()?;
+        (parent == bwrap_pid).then_some(child)
     })
 }
 

@@ -138,10 +138,14 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
         .await;
         let why = match answered {
             Some(Ok(_)) => {
-                let bwrap = starting.bwrap.take().unwrap_or_else(|| unreachable!("taken only here"));
-                let sandboxd = launch::sandboxd_pid(&bwrap).and_then(Owner::of).ok_or_else(|| {
-                    Error::provider_message(SCHEME, "sandboxd answered but is not bwrap's child")
-                })?;
+                // On an error here, `starting` ends the sandbox as it goes.
+                let sandboxd = starting.bwrap.as_ref().and_then(launch::sandboxd_pid).and_then(Owner::of);
+                let (Some(sandboxd), Some(bwrap)) = (sandboxd, starting.bwrap.take()) else {
+                    return Err(Error::provider_message(
+                        SCHEME,
+                        "sandboxd answered but is not bwrap's child",
+                    ));
+                };
                 let link = std::mem::replace(&mut starting.link, Link::Pipe(Arc::default()));
                 return Ok(Started { bwrap, client, link, sandboxd });
             }

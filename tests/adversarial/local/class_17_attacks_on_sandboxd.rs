@@ -136,7 +136,7 @@ fn class_17__a_socket_planted_in_sandboxds_place_is_refused_by_connect() {
     let first = block_on(futures_lite::StreamExt::next(&mut stream)).unwrap().unwrap();
     assert_eq!(first.data, b"planted\n", "control: the planted listener did not start");
     let refused = block_on(Sandbox::connect("local://", sandbox.id()));
-    let err = refused.err().expect("connect spoke to a socket the sandboxed code planted");
+    let Err(err) = refused else { panic!("connect spoke to a socket the sandboxed code planted") };
     assert_eq!(err.code(), ErrorCode::Connect, "{err:?}");
     assert!(err.to_string().contains("not its sandboxd"), "{err}");
     drop(stream);
