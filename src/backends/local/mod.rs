@@ -337,7 +337,7 @@ impl LocalBackend {
             None
         });
         // A dropped or failed `create()` leaves no directory behind.
-        let dir_guard = DirGuard(Some(dir.clone()));
+        let dir_guard = Undo::new(dir.clone(), |dir: PathBuf| remove_sandbox_dir(&dir));
         match bounded.await {
             // Creation that finished but took longer than allowed is a timeout too.
             Some(made) if started.elapsed() <= timeout => made?,
@@ -378,7 +378,9 @@ impl LocalBackend {
             sandboxd: started.sandboxd,
         });
         // From here a dropped `create()` destroys the sandbox (and its directory).
-        let guard = CreateGuard(Some(Arc::clone(&state)));
+        let guard = Undo::new(Arc::clone(&state), |state: Arc<State>| {
+            let _ = state.destroy("its creation was abandoned");
+        });
         dir_guard.disarm();
         let recorded = record::set(&dir, "sandboxd", &state.sandboxd.label());
         recorded.map_err(|e| Error::provider(SCHEME, "cannot record the sandbox", e))?;
@@ -432,37 +434,27 @@ impl LocalBackend {
     }
 }
 
-/// Removes a sandbox directory whose `create()` failed or was dropped before its sandbox
-/// started.
-struct DirGuard(Option<PathBuf>);
+/// Undoes part of a `create()` that failed or was dropped (its directory, or its started
+/// sandbox): runs `undo` on the value unless disarmed.
+struct Undo<T> {
+    value: Option<T>,
+    undo: fn(T),
+}
 
-impl DirGuard {
+impl<T> Undo<T> {
+    fn new(value: T, undo: fn(T)) -> Self {
+        Undo { value: Some(value), undo }
+    }
+
     fn disarm(mut self) {
-        self.0 = None;
+        self.value = None;
     }
 }
 
-impl Drop for DirGuard {
+impl<T> Drop for Undo<T> {
     fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            remove_sandbox_dir(&dir);
-        }
-    }
-}
-
-/// Destroys a sandbox whose `create()` failed or was dropped after it started.
-struct CreateGuard(Option<Arc<State>>);
-
-impl CreateGuard {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for CreateGuard {
-    fn drop(&mut self) {
-        if let Some(state) = self.0.take() {
-            state.destroy("its creation was abandoned");
+        if let Some(value) = self.value.take() {
+            (self.undo)(value);
         }
     }
 }
