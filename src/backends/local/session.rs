@@ -85,7 +85,7 @@ pub(super) struct Started {
     pub sandboxd: Owner,
 }
 
-/// A bwrap being started: killed with its session if the start fails or is dropped.
+/// A bwrap being started: its session is closed if the start fails or is dropped.
 struct Starting {
     bwrap: Option<Child>,
     link: Link,
@@ -93,10 +93,11 @@ struct Starting {
 
 impl Drop for Starting {
     fn drop(&mut self) {
-        // sandboxd (once it runs) reads end-of-file and ends; bwrap goes with it.
+        // sandboxd (once it runs) reads end-of-file and ends; bwrap goes with it. bwrap is
+        // never killed here: its namespace child waits for it during setup, and would wait
+        // forever for a bwrap killed then.
         self.link.close();
         if let Some(mut bwrap) = self.bwrap.take() {
-            let _ = bwrap.kill();
             let _ =
                 std::thread::Builder::new().name("sandboxio-local-reap".into()).spawn(move || bwrap.wait());
         }
