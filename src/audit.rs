@@ -26,6 +26,8 @@ pub enum OperationKind {
     RunCode,
     /// `Sandbox::create_context`.
     CreateContext,
+    /// `Sandbox::interrupt`.
+    Interrupt,
     /// `Sandbox::stream`, recorded when the stream ends, is closed or is dropped.
     Stream,
     /// `Fs::read`.
@@ -62,6 +64,7 @@ impl fmt::Display for OperationKind {
             OperationKind::Run => "run",
             OperationKind::RunCode => "run_code",
             OperationKind::CreateContext => "create_context",
+            OperationKind::Interrupt => "interrupt",
             OperationKind::Stream => "stream",
             OperationKind::FsRead => "fs.read",
             OperationKind::FsWrite => "fs.write",

@@ -217,6 +217,14 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Box::pin(async { Err(Error::unsupported("this backend", "STATEFUL_CODE")) })
     }
 
+    /// Interrupts the cell running in context `context_id` (a `KeyboardInterrupt` in
+    /// Python; the context keeps its state). No cell running: nothing happens. Called only
+    /// when [`Capabilities::STATEFUL_CODE`] is declared.
+    fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
+        let _ = context_id;
+        Box::pin(async { Err(Error::unsupported("this backend", "STATEFUL_CODE")) })
+    }
+
     /// Reads a whole file of at most `limit` bytes, links followed inside the sandbox.
     ///
     /// A file with more than `limit` bytes (or with no end, such as a `/proc` file) is

@@ -66,6 +66,7 @@ error_codes! {
     RateLimited = "SBX-014", "SBX-014.md";
     Provider = "SBX-015", "SBX-015.md";
     TooLarge = "SBX-016", "SBX-016.md";
+    ContextLost = "SBX-017", "SBX-017.md";
 }
 
 impl fmt::Display for ErrorCode {
@@ -227,6 +228,16 @@ pub enum Error {
         /// Which limit, and how to raise it (for example `Fs::read_limit`).
         what: String,
     },
+    /// A code context's interpreter is gone (its cell killed it, or it was killed), so the
+    /// state it held is lost; the context is never silently replaced by a fresh one.
+    #[error("[SBX-017] code context {context} is lost: {message}")]
+    #[non_exhaustive]
+    ContextLost {
+        /// The context's id.
+        context: String,
+        /// What ended its interpreter, when known.
+        message: String,
+    },
     /// Any other provider failure, with the provider's error as the source.
     #[error("[SBX-015] the {backend} backend failed: {message}")]
     #[non_exhaustive]
@@ -266,6 +277,7 @@ impl Error {
             Error::RateLimited { .. } => ErrorCode::RateLimited,
             Error::Provider { .. } => ErrorCode::Provider,
             Error::TooLarge { .. } => ErrorCode::TooLarge,
+            Error::ContextLost { .. } => ErrorCode::ContextLost,
         }
     }
 
@@ -303,6 +315,11 @@ impl Error {
     #[must_use]
     pub fn execution_timeout(timeout: Duration, partial: ExecResult) -> Self {
         Error::ExecutionTimeout { timeout, partial: Box::new(partial) }
+    }
+
+    /// An [`Error::ContextLost`] for code context `context`, saying why.
+    pub fn context_lost(context: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::ContextLost { context: context.into(), message: message.into() }
     }
 
     /// An [`Error::SandboxGone`] for sandbox `id`, saying why when known.

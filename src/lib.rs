@@ -46,8 +46,8 @@
 //! |---|---|---|---|
 //! | `fake://` | in-memory fake ([`testing::FakeBackend`]) | always on | available |
 //! | – | the backend contract suite (`testing::contract`) | `contract` | available |
-//! | `local://` | Linux namespaces via bubblewrap ([`backends::local`]) | `local` | available |
-//! | `docker://` | Docker engine over bollard ([`backends::docker`]) | `docker` | available |
+//! | `local://` | Linux namespaces via bubblewrap (`backends::local`) | `local` | available |
+//! | `docker://` | Docker engine over bollard (`backends::docker`) | `docker` | available |
 //! | `e2b://` | E2B | `e2b` | planned |
 //! | `modal://` | Modal | `modal` | planned |
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -3,8 +3,8 @@
 //! binary itself, built for this target by `build.rs` and embedded here.
 
 #[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "code contexts move onto sandboxd in the next steps of ADR 0006")
+    not(feature = "docker"),
+    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
 )]
 pub(crate) mod cells;
 #[cfg_attr(
@@ -14,14 +14,14 @@ pub(crate) mod cells;
 pub(crate) mod client;
 /// The code-cell runner sandboxd starts as `python3 -u -c RUNNER` with a control channel, one
 /// per code context (its header states its wire format).
-#[expect(dead_code, reason = "code contexts move onto sandboxd in the next steps of ADR 0006")]
+#[cfg_attr(
+    not(feature = "docker"),
+    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
+)]
 pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
 
 #[path = "../sandboxd/src/proto/mod.rs"]
-#[allow(
-    dead_code,
-    reason = "sandboxd's half of the protocol (its decoder of host frames) is compiled here too"
-)]
+#[allow(dead_code, reason = "sandboxd's own half of the protocol is compiled here too")]
 pub(crate) mod proto;
 
 /// The sandboxd binary for the target this library was built for: a static executable, so it

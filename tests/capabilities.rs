@@ -41,10 +41,11 @@ fn capabilities__the_first_party_sets_need_no_feature() {
     assert_eq!(capabilities::of_scheme("e2b"), None);
     // docker:// offers everything local:// does, and more.
     assert!(DOCKER.contains(LOCAL) && DOCKER != LOCAL);
-    for missing in [Capabilities::STATEFUL_CODE, Capabilities::RICH_OUTPUTS, Capabilities::NETWORK_ALLOWLIST]
-    {
-        assert!(!DOCKER.contains(missing) && !LOCAL.contains(missing), "{missing}");
-    }
+    assert!(
+        !DOCKER.contains(Capabilities::NETWORK_ALLOWLIST) && !LOCAL.contains(Capabilities::NETWORK_ALLOWLIST)
+    );
+    // Code contexts and rich results come from sandboxd's runner on docker://.
+    assert!(DOCKER.contains(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS));
 }
 
 #[test]
@@ -52,10 +53,15 @@ fn fake_harness__the_default_mirrors_docker_and_says_so() {
     let harness = sbx_fake();
     assert_eq!(harness.mirrors, Some("docker"));
     assert_eq!(harness.sandbox.capabilities(), DOCKER);
-    // The two-cell stateful test that passed on the old fake and fails on every real
-    // backend now fails here too.
-    let context = block_on(harness.sandbox.create_context("python")).unwrap_err();
-    assert_eq!(context.code(), ErrorCode::CapabilityNotSupported);
+    // docker:// keeps state across cells (sandboxd's runner); so does its mirror, and a
+    // mirror of a backend without contexts refuses them.
+    let context = block_on(harness.sandbox.create_context("python")).unwrap();
+    assert_eq!(context.language, "python");
+    if !LOCAL.contains(Capabilities::STATEFUL_CODE) {
+        let local = sbx_fake_like("local://");
+        let refused = block_on(local.sandbox.create_context("python")).unwrap_err();
+        assert_eq!(refused.code(), ErrorCode::CapabilityNotSupported);
+    }
     // docker:// takes an image; so does its mirror.
     let with_image =
         Sandbox::builder_with(harness.backend.clone()).network(NetworkPolicy::deny_all()).image("x");

@@ -14,22 +14,13 @@ use sandboxio::backends::ReapOptions;
 use sandboxio::backends::docker::DockerBackend;
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox, SandboxBuilder, state};
 
+mod support;
+
 const IMAGE: &str = "sandboxio/busybox:1";
 
 /// Whether the engine and the image are here; prints why not (or panics under CI).
 fn docker_ready(test: &str) -> bool {
-    let ok = OsCommand::new("docker")
-        .args(["image", "inspect", "-f", "{{.Id}}", IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("SANDBOXIO_REQUIRE_DOCKER").map_or(true, |v| v != "1"),
-            "{test}: no Docker engine with {IMAGE} (SANDBOXIO_REQUIRE_DOCKER=1)"
-        );
-        println!("[skip] {test}: no Docker engine with {IMAGE} (scripts/build-images busybox)");
-    }
-    ok
+    support::docker_image_ready(test, IMAGE, "busybox")
 }
 
 /// A deny-all builder on the busybox image, for the tests that set more before `create`.
@@ -119,12 +110,19 @@ async fn docker__a_missing_image_is_named_and_nothing_is_pulled() {
     assert!(err.to_string().contains("sandboxio/no-such-image:0"), "{err}");
 }
 
+/// The exec-API path's hardening (`exec=api`); the sandboxd path's is the next test's.
 #[tokio::test]
 async fn docker__hardened_by_default() {
     if !docker_ready("docker__hardened_by_default") {
         return;
     }
-    let sandbox = busybox_builder().secret_env("SBX_TOKEN", "canary-8c1f-secret").create().await.unwrap();
+    let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}&exec=api"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .secret_env("SBX_TOKEN", "canary-8c1f-secret")
+        .create()
+        .await
+        .unwrap();
     let inspect = docker(&["inspect", sandbox.id()]);
     assert!(inspect.contains("\"CapDrop\": [\n                \"ALL\""), "capabilities not dropped");
     assert!(inspect.contains("no-new-privileges"), "no-new-privileges missing");
@@ -168,6 +166,43 @@ async fn docker__hardened_by_default() {
     let still = sandbox.run(Command::new("true")).await.unwrap();
     assert!(still.success());
     assert_eq!(pid1_tree(), 4, "PID 1's tree was touched: {}", docker(&["top", sandbox.id()]));
+    sandbox.close().await.unwrap();
+}
+
+/// The sandboxd path's hardening: PID 1 is sandboxd, root with `CAP_SETUID`, `CAP_SETGID`
+/// and `CAP_KILL` only and no Docker init in front of it; commands run as the image's user
+/// with no capability; the secret is in no configuration the engine shows.
+#[tokio::test]
+async fn docker__hardened_by_default_on_the_sandboxd_path() {
+    if !docker_ready("docker__hardened_by_default_on_the_sandboxd_path") {
+        return;
+    }
+    let sandbox = busybox_builder().secret_env("SBX_TOKEN", "canary-8c1f-secret").create().await.unwrap();
+    let inspect = docker(&["inspect", sandbox.id()]);
+    assert!(inspect.contains("\"CapDrop\": [\n                \"ALL\""), "capabilities not dropped");
+    for cap in ["SETUID", "SETGID", "KILL"] {
+        assert!(inspect.contains(&format!("\"{cap}\"")), "{cap} not added: {inspect}");
+    }
+    assert!(inspect.contains("\"Init\": false"), "a Docker init in front of sandboxd");
+    assert!(inspect.contains("no-new-privileges"), "no-new-privileges missing");
+    assert!(inspect.contains("\"io.sandboxio.exec\": \"sandboxd\""), "the exec path label");
+    assert!(!inspect.contains("canary-8c1f-secret"), "the secret is in docker inspect");
+    let pid1 = docker(&["top", sandbox.id(), "-eo", "pid,uid,args"]);
+    let first = pid1.lines().nth(1).unwrap_or_default().to_owned();
+    assert!(first.contains(" 0 ") && first.contains("/.sandboxio/sandboxd --ttl-ms"), "{pid1}");
+    let out = sandbox
+        .run(Command::shell(
+            "id -u; printf %s \"$SBX_TOKEN\"; grep -E 'Cap(Eff|Prm)|NoNewPrivs' /proc/self/status",
+        ))
+        .await
+        .unwrap();
+    let text = out.stdout_lossy();
+    assert!(text.starts_with("1000\ncanary-8c1f-secret"), "{text}");
+    assert!(
+        text.contains("CapEff:\t0000000000000000") && text.contains("CapPrm:\t0000000000000000"),
+        "{text}"
+    );
+    assert!(text.contains("NoNewPrivs:\t1"), "{text}");
     sandbox.close().await.unwrap();
 }
 
@@ -358,18 +393,29 @@ async fn docker__a_container_removed_behind_our_back_is_sandbox_gone() {
     sandbox.kill().await.unwrap();
 }
 
-/// A command killed by a signal: the wrapper shell's own report (`Killed`) is not added to
-/// the command's stderr. (The status is still the exit code 128 + n: the exec API reports
-/// nothing else; see ADR 0005.)
+/// A command killed by a signal: nothing is added to the command's stderr (on the exec-API
+/// path, the wrapper shell's own report, `Killed`, is kept out of it). The status is the
+/// signal on the sandboxd path, and exit code 128 + n on the exec-API path (the exec API
+/// reports nothing else).
 #[tokio::test]
 async fn docker__a_signal_death_adds_nothing_to_stderr() {
-    let Some(sandbox) = busybox_if_ready("docker__a_signal_death_adds_nothing_to_stderr").await else {
+    if !docker_ready("docker__a_signal_death_adds_nothing_to_stderr") {
         return;
-    };
-    let out = sandbox.run(Command::shell("echo before >&2; kill -KILL $$")).await.unwrap();
-    assert_eq!(out.stderr_lossy(), "before\n", "{out:?}");
-    assert_eq!(out.exit_code(), Some(137), "{out:?}");
-    sandbox.close().await.unwrap();
+    }
+    for (exec, status) in
+        [("sandboxd", sandboxio::ExitStatus::Signal(9)), ("api", sandboxio::ExitStatus::Code(137))]
+    {
+        let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}&exec={exec}"))
+            .unwrap()
+            .network(NetworkPolicy::deny_all())
+            .create()
+            .await
+            .unwrap();
+        let out = sandbox.run(Command::shell("echo before >&2; kill -KILL $$")).await.unwrap();
+        assert_eq!(out.stderr_lossy(), "before\n", "{exec}: {out:?}");
+        assert_eq!(out.status, status, "{exec}: {out:?}");
+        sandbox.close().await.unwrap();
+    }
 }
 
 /// A container removed while a command runs (here through the CLI, as another handle's
@@ -625,7 +671,14 @@ fn docker__streams_close_from_the_blocking_facade() {
     let sandbox = blocking_busybox();
     let stream = sandbox.stream(Command::new("sleep").arg("30")).unwrap();
     stream.close().unwrap();
-    let bad = sandbox.run(Command::new("true").secret_env("MY-TOKEN", "x")).unwrap_err();
-    assert_eq!(bad.code(), ErrorCode::InvalidInput, "{bad}");
     sandbox.close().unwrap();
+    // The exec-API path exports secrets from a shell: their names must be shell names.
+    let api = sandboxio::sync::Sandbox::builder(&format!("docker://?image={IMAGE}&exec=api"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .unwrap();
+    let bad = api.run(Command::new("true").secret_env("MY-TOKEN", "x")).unwrap_err();
+    assert_eq!(bad.code(), ErrorCode::InvalidInput, "{bad}");
+    api.close().unwrap();
 }

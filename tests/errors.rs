@@ -137,6 +137,7 @@ fn errors__every_variant_has_a_constructor() {
         (Error::provider("docker", "exec failed", io()), ErrorCode::Provider),
         (Error::provider_message("docker", "the stream ended early"), ErrorCode::Provider),
         (Error::too_large("/workspace/big", 10, "`Fs::read_limit`"), ErrorCode::TooLarge),
+        (Error::context_lost("ctx-1", "its interpreter ended"), ErrorCode::ContextLost),
     ];
     let codes: BTreeSet<ErrorCode> = built.iter().map(|(_, c)| *c).collect();
     assert_eq!(codes.len(), ErrorCode::ALL.len(), "a variant without a constructor here");

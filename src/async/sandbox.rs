@@ -412,6 +412,39 @@ impl Sandbox {
             .await
     }
 
+    /// Interrupts the cell running in `context`: Python raises `KeyboardInterrupt` in it,
+    /// and the context keeps its state (the interrupted cell's `run_code` returns with that
+    /// error). With no cell running, nothing happens.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CapabilityNotSupported`] without `STATEFUL_CODE`;
+    /// [`Error::NotFound`] for a context this sandbox does not have;
+    /// [`Error::ContextLost`]; [`Error::SandboxGone`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the interrupt is sent at once or not at all.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// let ctx = sandbox.create_context("python").await?;
+    /// sandbox.interrupt(&ctx).await?; // no cell is running: nothing happens
+    /// # Ok::<(), sandboxio::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn interrupt(&self, context: &CodeContext) -> Result<()> {
+        self.ctx
+            .observe(OperationKind::Interrupt, async {
+                self.require(Capabilities::STATEFUL_CODE)?;
+                self.handle.interrupt(&context.id).await
+            })
+            .await
+    }
+
     /// The sandbox's file system.
     #[must_use]
     pub fn fs(&self) -> Fs<'_> {

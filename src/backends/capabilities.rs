@@ -25,10 +25,13 @@ pub const LOCAL: Capabilities = Capabilities::RUN
     .union(Capabilities::CONNECT)
     .union(Capabilities::DETACH);
 
-/// `docker://` (feature `docker`): containers through the Docker engine. No allowlist, no
-/// stateful code or rich outputs.
+/// `docker://` (feature `docker`): containers through the Docker engine. No allowlist.
+/// Stateful code and rich outputs come from sandboxd's runner: a sandbox on the exec-API
+/// path, or whose image has no `python3`, narrows them off (with `RUN_CODE` for the latter).
 pub const DOCKER: Capabilities = Capabilities::RUN
     .union(Capabilities::RUN_CODE)
+    .union(Capabilities::STATEFUL_CODE)
+    .union(Capabilities::RICH_OUTPUTS)
     .union(Capabilities::STREAM)
     .union(Capabilities::STDIN)
     .union(Capabilities::FILESYSTEM)

@@ -101,7 +101,9 @@ pub(crate) const STDERR_LIMIT: usize = 64 * 1024;
 /// Maps a failed file exec by what the tool said.
 pub(crate) fn exec_failure(backend: &str, abs: &str, stderr: &[u8]) -> Error {
     let said = String::from_utf8_lossy(stderr);
-    if said.contains("No such file") || said.contains("Not a directory") || said.contains("not a directory") {
+    // dash says "Directory nonexistent" where busybox and coreutils say "No such file".
+    let missing = ["No such file", "Directory nonexistent", "Not a directory", "not a directory"];
+    if missing.iter().any(|words| said.contains(words)) {
         Error::NotFound { path: abs.to_owned() }
     } else if said.contains("ermission denied") || said.contains("Read-only file system") {
         Error::PermissionDenied { path: abs.to_owned() }
@@ -212,5 +214,24 @@ pub(crate) fn remove_outcome(backend: &str, abs: String, code: i64, err: &[u8]) 
         3 => Err(Error::NotFound { path: abs }),
         4 => Err(Error::IsADirectory { path: abs }),
         _ => Err(exec_failure(backend, &abs, err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exec_failure;
+    use crate::ErrorCode;
+
+    #[test]
+    fn what_the_tools_say_maps_to_typed_errors() {
+        let code = |said: &str| exec_failure("docker", "/p", said.as_bytes()).code();
+        assert_eq!(
+            code("sandboxio-fs: 11: cannot create /proc/x: Directory nonexistent"),
+            ErrorCode::NotFound
+        );
+        assert_eq!(code("cat: /p: No such file or directory"), ErrorCode::NotFound);
+        assert_eq!(code("sh: can't create /p: Permission denied"), ErrorCode::PermissionDenied);
+        assert_eq!(code("cat: read error: Is a directory"), ErrorCode::IsADirectory);
+        assert_eq!(code("something else"), ErrorCode::Provider);
     }
 }

@@ -62,9 +62,9 @@ impl Deref for FakeHarness {
 /// ([`capabilities::DOCKER`] and the `image` option): `sbx_fake_like("docker")`.
 ///
 /// Docker is the widest of the shipped real backends (it offers everything `local://`
-/// does, plus limits, connect and detach), so what this fake refuses no real backend
-/// offers: a test that needs stateful code contexts, rich outputs or an allowlist must say
-/// so with `sbx_fake_like("fake")`. Only capabilities and options are mirrored: the
+/// does, plus limits, connect, detach, code contexts and rich outputs), so what this fake
+/// refuses no real backend offers: a test that needs an allowlist must say so with
+/// `sbx_fake_like("fake")`. Only capabilities and options are mirrored: the
 /// isolation tier stays [`IsolationTier::None`](crate::IsolationTier::None), because the
 /// fake isolates nothing.
 ///

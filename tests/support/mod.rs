@@ -39,3 +39,21 @@ pub fn poll_k_times_with_pauses<F: std::future::Future>(
     }
     false
 }
+
+/// Whether a Docker engine answers and has `image`; prints why not and returns `false`, or
+/// panics when `SANDBOXIO_REQUIRE_DOCKER=1` (CI). `build` names the `scripts/build-images`
+/// argument that makes the image.
+pub fn docker_image_ready(test: &str, image: &str, build: &str) -> bool {
+    let ok = std::process::Command::new("docker")
+        .args(["image", "inspect", "-f", "{{.Id}}", image])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("SANDBOXIO_REQUIRE_DOCKER").map_or(true, |v| v != "1"),
+            "{test}: no Docker engine with {image} (SANDBOXIO_REQUIRE_DOCKER=1)"
+        );
+        println!("[skip] {test}: no Docker engine with {image} (scripts/build-images {build})");
+    }
+    ok
+}

@@ -10,6 +10,7 @@
 //! only has to say so (`Signal`, or dropping the request). Nothing here starts a process on
 //! the host.
 
+mod code;
 mod stream;
 
 use std::sync::OnceLock;
@@ -55,6 +56,10 @@ pub(crate) struct Agent {
     secret_env: Vec<(String, SecretString)>,
     /// Why the backend ended the sandbox itself, when it did (what `SandboxGone` says).
     gone: OnceLock<String>,
+    /// Code contexts: one runner each.
+    contexts: code::Contexts,
+    /// The runners of contexts with a cell running, for `interrupt`.
+    interrupts: std::sync::Mutex<std::collections::HashMap<String, crate::sandboxd::client::CmdInput>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -79,7 +84,18 @@ impl Agent {
         env: Vec<(String, String)>,
         secret_env: Vec<(String, SecretString)>,
     ) -> Agent {
-        Agent { client, scheme, id, workdir, identity, env, secret_env, gone: OnceLock::new() }
+        Agent {
+            client,
+            scheme,
+            id,
+            workdir,
+            identity,
+            env,
+            secret_env,
+            gone: OnceLock::new(),
+            contexts: code::Contexts::default(),
+            interrupts: std::sync::Mutex::default(),
+        }
     }
 
     /// The session, for the backend's own requests (detach, ping).
@@ -249,19 +265,21 @@ impl Agent {
 }
 
 /// Output kept up to a per-stream cap; the rest is drained and dropped.
-struct Collected {
+pub(crate) struct Collected {
     limit: usize,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    truncated: bool,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
+    pub(crate) truncated: bool,
 }
 
 impl Collected {
-    fn new(limit: usize) -> Self {
+    /// Keeps at most `limit` bytes of each stream.
+    pub(crate) fn new(limit: usize) -> Self {
         Collected { limit, stdout: Vec::new(), stderr: Vec::new(), truncated: false }
     }
 
-    fn push(&mut self, kind: StreamKind, data: &[u8]) {
+    /// Keeps what fits of `data`, and notes when some did not.
+    pub(crate) fn push(&mut self, kind: StreamKind, data: &[u8]) {
         let buf = if kind == StreamKind::Stdout { &mut self.stdout } else { &mut self.stderr };
         let room = self.limit.saturating_sub(buf.len());
         self.truncated |= data.len() > room;

@@ -32,7 +32,10 @@ pub(crate) struct AgentExecStream {
     /// A `stat` of the working directory, after a start that failed with `NotFound`.
     stat: Option<Cmd>,
     program: String,
+    /// The working directory, absolute (what is asked of sandboxd) and as the caller wrote it
+    /// (what a `NotFound` names).
     cwd: String,
+    cwd_written: String,
     /// Chunks made up on the host (a missing program's words), sent before the end.
     pending: VecDeque<OutputChunk>,
     /// The timeout, and its timer while it runs; after it fired, the wait for the kill.
@@ -63,6 +66,7 @@ impl AgentExecStream {
             stat: None,
             program: command.argv().first().cloned().unwrap_or_default(),
             cwd,
+            cwd_written: command.working_dir().unwrap_or(".").to_owned(),
             pending: VecDeque::new(),
             deadline: command.timeout_duration().map(|d| (d, Box::pin(futures_timer::Delay::new(d)))),
             timed_out: false,
@@ -128,7 +132,7 @@ impl AgentExecStream {
                         self.end(Some((ExitStatus::Code(127), false)));
                     }
                     Some(Event::Gone(why)) => return self.fail(self.agent.gone_error(&why)),
-                    _ => return self.fail(Error::NotFound { path: self.cwd.clone() }),
+                    _ => return self.fail(Error::NotFound { path: self.cwd_written.clone() }),
                 }
                 continue;
             }

@@ -47,6 +47,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt as _};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, StreamKind};
 
+pub(super) use crate::backends::agent::Collected;
+
 use super::Shared;
 use super::client::{provider, sandbox_error, status};
 use super::rt;
@@ -448,27 +450,6 @@ pub(super) async fn exit_code(shared: &Shared, exec_id: &str) -> Result<i64> {
     }
 }
 
-/// Output kept up to a per-stream cap; the rest is drained and dropped.
-pub(super) struct Collected {
-    limit: usize,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub truncated: bool,
-}
-
-impl Collected {
-    pub(super) fn new(limit: usize) -> Self {
-        Collected { limit, stdout: Vec::new(), stderr: Vec::new(), truncated: false }
-    }
-
-    fn push(&mut self, kind: StreamKind, data: &[u8]) {
-        let buf = if kind == StreamKind::Stdout { &mut self.stdout } else { &mut self.stderr };
-        let room = self.limit.saturating_sub(buf.len());
-        self.truncated |= data.len() > room;
-        buf.extend_from_slice(&data[..data.len().min(room)]);
-    }
-}
-
 /// Reads frames until the stream ends, collecting them and telling `each` about them.
 pub(super) async fn drain(
     output: &mut Output,
@@ -598,7 +579,12 @@ pub(super) async fn launch(
 
 /// Whether a finished wrapper reports a missing working directory.
 pub(super) fn missing_cwd(code: i64, stderr: &[u8]) -> bool {
-    code == 126 && stderr == NO_CWD
+    code == 126 && is_no_cwd(stderr)
+}
+
+/// Whether `stderr` is the wrapper's report of a missing working directory.
+pub(super) fn is_no_cwd(stderr: &[u8]) -> bool {
+    stderr == NO_CWD
 }
 
 /// `run`: to completion, with the timeout and output cap of `command`.

@@ -27,7 +27,7 @@
 //!   shepherd and child subreaper). See `on_sandboxd.rs` and `agent.rs` for how it is
 //!   placed and protected, and [`ExecPath::Sandboxd`].
 //! - **the exec API** ([`ExecPath::ExecApi`], `exec=api`; automatic in a build without
-//!   sandboxd): one engine exec per command under a shell wrapper, PID 1 a shell that arms the
+//!   sandboxd, and under gVisor unless `exec=sandboxd` asks otherwise): one engine exec per command under a shell wrapper, PID 1 a shell that arms the
 //!   TTL. A signal death reads as exit code 128 + n, and out-of-memory kills are not seen.
 //!   Described below.
 //!
@@ -84,10 +84,13 @@
 //! lives only in the host's memory: the kill path reads nothing the sandboxed code can write.
 //! The uid [`SUPERVISOR_ID`] cannot be the sandbox user.
 //!
-//! Declared capabilities: `RUN`, `RUN_CODE` (Python, one process per cell; a sandbox whose
-//! image has no `python3` does not declare it), `STREAM`, `STDIN`, `FILESYSTEM`,
-//! `NETWORK_DENY`, the three limits, `CONNECT`, `DETACH` and `COMMAND_SECRETS` (not for root
-//! users). Not declared: stateful code contexts, rich outputs and allowlists.
+//! Declared capabilities: `RUN`, `RUN_CODE` (the image's `python3`; a sandbox whose image has
+//! none does not declare it, nor the two after it), `STATEFUL_CODE` and `RICH_OUTPUTS` (on
+//! the sandboxd path only: one persistent interpreter per code context driven by sandboxd's
+//! runner, results by MIME type, every open matplotlib figure as PNG, `Sandbox::interrupt`;
+//! on the exec-API path one process per cell and no rich results), `STREAM`, `STDIN`,
+//! `FILESYSTEM`, `NETWORK_DENY`, the three limits, `CONNECT`, `DETACH` and `COMMAND_SECRETS`
+//! (not for root users). Not declared: allowlists.
 
 mod agent;
 mod client;
@@ -171,7 +174,8 @@ struct Inner {
     image: String,
     runtime: Option<String>,
     user: Option<String>,
-    exec_path: ExecPath,
+    /// The exec path asked for (`None`: the default for this build and runtime).
+    exec_path: Option<ExecPath>,
     audit: crate::AuditConfig,
     client: tokio::sync::OnceCell<Docker>,
     /// Whether this backend value's first `create` has swept never-started leftovers.
@@ -205,7 +209,7 @@ impl DockerBackend {
                 image: DEFAULT_IMAGE.to_owned(),
                 runtime: None,
                 user: None,
-                exec_path: ExecPath::default(),
+                exec_path: None,
                 audit: crate::AuditConfig::new(),
                 client: tokio::sync::OnceCell::new(),
                 swept: AtomicBool::new(false),
@@ -252,21 +256,25 @@ impl DockerBackend {
         self.rebuild(|i| i.user = Some(user))
     }
 
-    /// The same backend reaching its sandboxes' commands through `path` (default
-    /// [`ExecPath::Sandboxd`]; a build without sandboxd uses [`ExecPath::ExecApi`]
-    /// whatever this says, and logs why).
+    /// The same backend reaching its sandboxes' commands through `path` (see
+    /// [`DockerBackend::exec_path`] for the default; a build without sandboxd uses
+    /// [`ExecPath::ExecApi`] whatever this says).
     #[must_use]
     pub fn with_exec_path(self, path: ExecPath) -> Self {
-        self.rebuild(|i| i.exec_path = path)
+        self.rebuild(|i| i.exec_path = Some(path))
     }
 
-    /// The way new sandboxes' commands will run: the configured [`ExecPath`], or
-    /// [`ExecPath::ExecApi`] when this build has no sandboxd.
+    /// The way new sandboxes' commands will run: [`ExecPath::ExecApi`] when this build has no
+    /// sandboxd; else the configured [`ExecPath`]; else [`ExecPath::ExecApi`] under gVisor
+    /// (`runtime=runsc`, where sandboxd's shepherds do not work yet) and
+    /// [`ExecPath::Sandboxd`] otherwise.
     #[must_use]
     pub fn exec_path(&self) -> ExecPath {
         match self.inner.exec_path {
-            ExecPath::Sandboxd if !agent::available() => ExecPath::ExecApi,
-            path => path,
+            _ if !agent::available() => ExecPath::ExecApi,
+            Some(path) => path,
+            None if self.inner.runtime.as_deref() == Some("runsc") => ExecPath::ExecApi,
+            None => ExecPath::Sandboxd,
         }
     }
 
@@ -529,7 +537,13 @@ impl Backend for DockerBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
+        match self.exec_path() {
+            ExecPath::Sandboxd => CAPABILITIES,
+            // Code contexts and rich results need sandboxd's runner.
+            ExecPath::ExecApi => {
+                CAPABILITIES.difference(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS)
+            }
+        }
     }
 
     fn isolation(&self) -> IsolationTier {
@@ -633,40 +647,9 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
     let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
-    if path == ExecPath::Sandboxd {
-        let shared = Shared::new(
-            docker,
-            made.id,
-            user,
-            workdir,
-            spec.secret_env.clone(),
-            Some(spec.network.clone()),
-            spec.metadata.clone(),
-        );
-        shared.host_view.store(host_view, Ordering::Release);
-        let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &spec.env);
-        on_sandboxd::start(&shared, env, spec.detached).await?;
-        return Ok(Created { shared: Some(shared), guard });
-    }
-    // The owner link exists before the container starts: PID 1's stdin is this attach
-    // connection from its first instant, so an owner dying at any point after the start
-    // request leaves a PID 1 that reads end-of-file and ends the container.
-    let attach = bollard::query_parameters::AttachContainerOptions {
-        stdin: true,
-        stdout: true,
-        stderr: true,
-        stream: true,
-        logs: false,
-        detach_keys: None,
-    };
-    let bollard::container::AttachContainerResults { output, input } = docker
-        .attach_container(&made.id, Some(attach))
-        .await
-        .map_err(|e| provider("attaching to the container", e))?;
-    docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
     let shared = Shared::new(
-        docker,
-        made.id,
+        docker.clone(),
+        made.id.clone(),
         user,
         workdir,
         spec.secret_env.clone(),
@@ -674,6 +657,19 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         spec.metadata.clone(),
     );
     shared.host_view.store(host_view, Ordering::Release);
+    if path == ExecPath::Sandboxd {
+        let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &spec.env);
+        on_sandboxd::start(&shared, env, spec.detached).await?;
+        return Ok(Created { shared: Some(shared), guard });
+    }
+    // The owner link exists before the container starts: PID 1's stdin is this attach
+    // connection from its first instant, so an owner dying at any point after the start
+    // request leaves a PID 1 that reads end-of-file and ends the container.
+    let bollard::container::AttachContainerResults { output, input } = docker
+        .attach_container(&made.id, Some(owner_attach()))
+        .await
+        .map_err(|e| provider("attaching to the container", e))?;
+    docker.start_container(&made.id, None).await.map_err(|e| provider("starting the container", e))?;
     // Hold the link from here on: failing below drops it, and the guard removes the
     // container. (PID 1 says nothing at start: the engine may attach its output a moment
     // after the start, so the readiness check is an exec.)
@@ -686,6 +682,18 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         mark_detached(&shared).await?;
     }
     Ok(Created { shared: Some(shared), guard })
+}
+
+/// The owner link's attach: stdin (the link itself) and both outputs, live only.
+fn owner_attach() -> bollard::query_parameters::AttachContainerOptions {
+    bollard::query_parameters::AttachContainerOptions {
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        stream: true,
+        logs: false,
+        detach_keys: None,
+    }
 }
 
 /// Operations on the owner link.
@@ -994,8 +1002,14 @@ impl BackendSandbox for DockerSandbox {
 
     fn capabilities(&self) -> Capabilities {
         let mut capabilities = CAPABILITIES;
+        // Code contexts and rich results need sandboxd's runner.
+        if self.shared.agent().is_none() {
+            capabilities = capabilities.difference(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS);
+        }
         if !self.shared.python.load(Ordering::Acquire) {
-            capabilities = capabilities.difference(Capabilities::RUN_CODE);
+            capabilities = capabilities.difference(
+                Capabilities::RUN_CODE | Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS,
+            );
         }
         // A root user can rewrite the `sh` that decodes a later command's secrets.
         if self.shared.root_user.load(Ordering::Acquire) {
@@ -1022,7 +1036,30 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
+        if let Some(agent) = self.shared.agent() {
+            let agent = Arc::clone(agent);
+            return Box::pin(async move { agent.run_code(&code).await });
+        }
         self.on_rt(move |shared| code::run_code(shared, code))
+    }
+
+    fn create_context(&self, language: &str) -> BoxFuture<'_, Result<crate::exec::CodeContext>> {
+        let language = language.to_owned();
+        match self.shared.agent() {
+            Some(agent) => {
+                let agent = Arc::clone(agent);
+                Box::pin(async move { agent.create_context(&language).await })
+            }
+            None => Box::pin(async { Err(Error::missing_capability(SCHEME, Capabilities::STATEFUL_CODE)) }),
+        }
+    }
+
+    fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
+        let result = match self.shared.agent() {
+            Some(agent) => agent.interrupt(context_id),
+            None => Err(Error::missing_capability(SCHEME, Capabilities::STATEFUL_CODE)),
+        };
+        Box::pin(async move { result })
     }
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {

@@ -64,23 +64,19 @@ fn env_pairs(env: &[String], home: &str) -> Vec<(String, String)> {
 /// it, and sets up the handle's session. With `detached`, detaches at once.
 pub(super) async fn start(shared: &Arc<Shared>, env: Vec<String>, detached: bool) -> Result<()> {
     let docker = &shared.docker;
-    agent::place(docker, &shared.id).await?;
-    let user = agent::resolve_user(docker, &shared.id, shared.user.as_deref()).await?;
     // The owner link exists before the container starts: sandboxd's stdin is this attach
     // connection from its first instant, so an owner dying at any point after the start
     // request leaves a sandboxd that reads end-of-file and ends the container.
-    let attach = bollard::query_parameters::AttachContainerOptions {
-        stdin: true,
-        stdout: true,
-        stderr: true,
-        stream: true,
-        logs: false,
-        detach_keys: None,
-    };
-    let bollard::container::AttachContainerResults { output, input } = docker
-        .attach_container(&shared.id, Some(attach))
-        .await
-        .map_err(|e| provider("attaching to the container", e))?;
+    // Three requests the engine answers independently: made at once.
+    let (placed, user, attached) = tokio::join!(
+        agent::place(docker, &shared.id),
+        agent::resolve_user(docker, &shared.id, shared.user.as_deref()),
+        docker.attach_container(&shared.id, Some(super::owner_attach())),
+    );
+    placed?;
+    let user = user?;
+    let bollard::container::AttachContainerResults { output, input } =
+        attached.map_err(|e| provider("attaching to the container", e))?;
     let (link, client) = agent::join(input, output, (user.uid, user.gid))?;
     docker.start_container(&shared.id, None).await.map_err(|e| provider("starting the container", e))?;
     agent::greet(&client, &link).await?;

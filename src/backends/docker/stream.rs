@@ -86,10 +86,10 @@ async fn pump(
     command: Command,
     mut guard: KillOnDrop,
     chunks: mpsc::Sender<Result<OutputChunk>>,
-    mut stdin_rx: mpsc::Receiver<StdinOp>,
+    stdin_rx: mpsc::Receiver<StdinOp>,
     exit: oneshot::Sender<Result<i64>>,
 ) -> Result<()> {
-    let Launched { exec_id, mut output, mut input, .. } =
+    let Launched { exec_id, mut output, input, .. } =
         match exec::launch(&shared, &mut guard, &command, true, true).await {
             Ok(launched) => launched,
             Err(e) => {
@@ -98,33 +98,14 @@ async fn pump(
                 return Ok(());
             }
         };
-    // Stdin is written beside the output pump. After a close, later writes fail at once
-    // and a second close is harmless; the task ends with the pump (dropped stream too).
-    let _writer = exec::AbortOnDrop(tokio::spawn(async move {
-        let mut open = true;
-        while let Some(op) = stdin_rx.recv().await {
-            match op {
-                StdinOp::Data(data, ack) if open => {
-                    let wrote = input.write_all(&data).await.and(input.flush().await);
-                    let _ = ack.send(wrote.map_err(|e| Error::provider(super::SCHEME, "writing stdin", e)));
-                }
-                StdinOp::Data(_, ack) => {
-                    let _ = ack.send(Err(Error::invalid_input("stdin was already closed")));
-                }
-                StdinOp::Close(ack) => {
-                    if open {
-                        let _ = input.shutdown().await;
-                        open = false;
-                    }
-                    let _ = ack.send(Ok(()));
-                }
-            }
-        }
-        // Keep the write half until the pump ends.
-        std::future::pending::<()>().await;
-    }));
+    let _writer = stdin_writer(input, stdin_rx);
     let deadline = command.timeout_duration();
+    // The wrapper's report of a missing working directory (its only output, then exit 126)
+    // is held back until the exit says whether it was that report (then the stream ends with
+    // `NotFound`) or the command's own first words (then they go out as they are).
+    let mut held: Option<OutputChunk> = None;
     let read = async {
+        let mut first = true;
         while let Some(frame) = output.next().await {
             let chunk = match frame {
                 Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
@@ -136,6 +117,19 @@ async fn pump(
                 Ok(LogOutput::StdIn { .. }) => continue,
                 Err(e) => Err(sandbox_error(&shared.id, "reading the command's output", e)),
             };
+            if std::mem::take(&mut first)
+                && let Ok(c) = &chunk
+                && c.stream == StreamKind::Stderr
+                && exec::is_no_cwd(&c.data)
+            {
+                held = chunk.ok();
+                continue;
+            }
+            if let Some(earlier) = held.take()
+                && chunks.send(Ok(earlier)).await.is_err()
+            {
+                return false;
+            }
             let failed = chunk.is_err();
             if chunks.send(chunk).await.is_err() || failed {
                 return false; // the consumer is gone, or the read failed: the guard kills
@@ -179,10 +173,49 @@ async fn pump(
                 let gone = Error::SandboxGone { id: id.clone(), message: message.clone() };
                 let _ = chunks.send(Err(gone)).await;
             }
+            if let Some(words) = held.take() {
+                if matches!(code, Ok(126)) {
+                    let path = command.working_dir().unwrap_or(".").to_owned();
+                    let _ = chunks.send(Err(Error::NotFound { path })).await;
+                    return Ok(());
+                }
+                let _ = chunks.send(Ok(words)).await;
+            }
             let _ = exit.send(code);
         }
     }
     Ok(())
+}
+
+/// Writes stdin beside the output pump. After a close, later writes fail at once and a
+/// second close is harmless; the task ends with the pump (dropped stream too).
+fn stdin_writer(
+    mut input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    mut stdin_rx: mpsc::Receiver<StdinOp>,
+) -> exec::AbortOnDrop {
+    exec::AbortOnDrop(tokio::spawn(async move {
+        let mut open = true;
+        while let Some(op) = stdin_rx.recv().await {
+            match op {
+                StdinOp::Data(data, ack) if open => {
+                    let wrote = input.write_all(&data).await.and(input.flush().await);
+                    let _ = ack.send(wrote.map_err(|e| Error::provider(super::SCHEME, "writing stdin", e)));
+                }
+                StdinOp::Data(_, ack) => {
+                    let _ = ack.send(Err(Error::invalid_input("stdin was already closed")));
+                }
+                StdinOp::Close(ack) => {
+                    if open {
+                        let _ = input.shutdown().await;
+                        open = false;
+                    }
+                    let _ = ack.send(Ok(()));
+                }
+            }
+        }
+        // Keep the write half until the pump ends.
+        std::future::pending::<()>().await;
+    }))
 }
 
 impl BackendExecStream for DockerExecStream {

@@ -286,6 +286,21 @@ impl BackendSandbox for FakeSandbox {
         })
     }
 
+    fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
+        let context_id = context_id.to_owned();
+        Box::pin(async move {
+            future::yield_now().await;
+            let mut world = self.world();
+            world.record(OperationKind::Interrupt, &self.id, |_| {});
+            // The fake runs each cell to its end at once: there is never a cell to interrupt.
+            if world.alive(&self.id)?.contexts.contains_key(&context_id) {
+                Ok(())
+            } else {
+                Err(Error::NotFound { path: format!("code context {context_id}") })
+            }
+        })
+    }
+
     fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         let path = path.to_owned();
         Box::pin(async move {

@@ -22,6 +22,10 @@ pub(super) fn cases() -> Vec<Case> {
             Box::pin(missing_path(cx))
         })
         .requires(C::FILESYSTEM),
+        Case::new(Row::Errors, "errors__a_directory_read_or_written_as_a_file_is_is_a_directory", |cx| {
+            Box::pin(directory_as_file(cx))
+        })
+        .requires(C::FILESYSTEM),
         Case::new(Row::Errors, "errors__a_refused_path_is_permission_denied_naming_it_as_written", |cx| {
             Box::pin(refused_path(cx))
         })
@@ -65,7 +69,7 @@ async fn missing_program(cx: Arc<Ctx>) -> Verdict {
 }
 
 /// A missing file or directory is `NotFound` naming the path as written, from every file
-/// operation and from a missing working directory.
+/// operation and from a missing working directory (of `run` and of `stream`).
 async fn missing_path(cx: Arc<Ctx>) -> Verdict {
     with_sandbox!(cx, |sandbox| {
         let fs = sandbox.fs();
@@ -78,7 +82,38 @@ async fn missing_path(cx: Arc<Ctx>) -> Verdict {
             let run = sandbox.run(Command::new("true").cwd("./no/such/dir")).await;
             expect_path(&run, "NotFound", "./no/such/dir", "run() in a missing working directory")?;
         }
+        if cx.caps.contains(C::STREAM) {
+            // Refused at the start, or as the stream's first item: never as output and an exit.
+            let streamed = match sandbox.stream(Command::new("true").cwd("./no/such/dir")) {
+                Err(e) => Err(e),
+                Ok(mut stream) => match stream.next_chunk().await {
+                    Some(Err(e)) => Err(e),
+                    other => Ok(format!("{other:?}")),
+                },
+            };
+            expect_path(&streamed, "NotFound", "./no/such/dir", "stream() in a missing working directory")?;
+        }
         Ok(())
+    })
+}
+
+/// A directory where a file is wanted (`read`, `write`) is `IsADirectory` naming it as
+/// written, and the write leaves the directory as it was.
+async fn directory_as_file(cx: Arc<Ctx>) -> Verdict {
+    with_sandbox!(cx, |sandbox| {
+        let fs = sandbox.fs();
+        fs.mkdir("adir/inner").await.map_err(|e| cx.unexpected("mkdir", &e))?;
+        let written = "./adir//";
+        let named = |result: &crate::Result<()>, what: &str| match result {
+            Err(Error::IsADirectory { path }) => expect(path == written, || {
+                format!("{what}: IsADirectory names {path:?}, not the path as written ({written:?})")
+            }),
+            other => Err(format!("{what}: expected IsADirectory, observed {other:?}")),
+        };
+        named(&fs.read(written).await.map(drop), "read() of a directory")?;
+        named(&fs.write(written, "x").await, "write() to a directory")?;
+        let kept = fs.list("adir").await.map_err(|e| cx.unexpected("list after the write", &e))?;
+        expect(kept.iter().any(|e| e.name == "inner"), || format!("the directory changed: {kept:?}"))
     })
 }
 
