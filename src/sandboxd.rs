@@ -3,8 +3,8 @@
 //! binary itself, built for this target by `build.rs` and embedded here.
 
 #[cfg_attr(
-    not(feature = "docker"),
-    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
+    not(any(feature = "docker", feature = "local")),
+    expect(dead_code, reason = "only the backends that run sandboxd run cells on its runner")
 )]
 pub(crate) mod cells;
 #[cfg_attr(
@@ -15,8 +15,8 @@ pub(crate) mod client;
 /// The code-cell runner sandboxd starts as `python3 -u -c RUNNER` with a control channel, one
 /// per code context (its header states its wire format).
 #[cfg_attr(
-    not(feature = "docker"),
-    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
+    not(any(feature = "docker", feature = "local")),
+    expect(dead_code, reason = "only the backends that run sandboxd run cells on its runner")
 )]
 pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
 

@@ -12,12 +12,15 @@ use crate::policy::Capabilities;
 /// `NETWORK_ALLOWLIST`).
 pub const FAKE: Capabilities = Capabilities::all();
 
-/// `local://` (feature `local`): one bubblewrap sandbox with sandboxd as its init. No
-/// resource limits (bubblewrap makes namespaces, not a cgroup), no allowlist, no stateful
-/// code or rich outputs, and no command-scoped secrets (the user namespace maps one uid, so
-/// every command of a sandbox is the same user and may read another's environment).
+/// `local://` (feature `local`): one bubblewrap sandbox with sandboxd as its init; code
+/// contexts and rich outputs from sandboxd's runner on the host's Python. No resource limits
+/// (bubblewrap makes namespaces, not a cgroup), no allowlist, and no command-scoped secrets
+/// (the user namespace maps one uid, so every command of a sandbox is the same user and may
+/// read another's environment).
 pub const LOCAL: Capabilities = Capabilities::RUN
     .union(Capabilities::RUN_CODE)
+    .union(Capabilities::STATEFUL_CODE)
+    .union(Capabilities::RICH_OUTPUTS)
     .union(Capabilities::STREAM)
     .union(Capabilities::STDIN)
     .union(Capabilities::FILESYSTEM)

@@ -5,7 +5,8 @@
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod agent;
 pub mod capabilities;
-#[cfg(any(feature = "local", feature = "docker"))]
+/// `run_code` on `docker://`'s exec-API path (sandboxd's runner does it elsewhere).
+#[cfg(feature = "docker")]
 pub(crate) mod code_runner;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod fs_scripts;

@@ -38,12 +38,6 @@ fn starter(sandbox: &LocalSandbox) -> impl crate::transfer::StartStream + '_ {
     }
 }
 
-/// Reads the file at the absolute path `abs` anywhere in the sandbox (sandboxio's own
-/// files, such as a code cell's error record).
-pub(super) async fn read_any(sandbox: &LocalSandbox, abs: &str, limit: u64) -> Result<Vec<u8>> {
-    script_fs::read(starter(sandbox), SCHEME, abs.to_owned(), limit).await
-}
-
 pub(super) async fn read(sandbox: &LocalSandbox, path: &str, limit: u64) -> Result<Vec<u8>> {
     script_fs::read(starter(sandbox), SCHEME, workspace_path(path)?, limit).await
 }

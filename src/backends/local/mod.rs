@@ -33,14 +33,13 @@
 //! workspace: any other path is [`Error::PermissionDenied`]. See
 //! `docs/adr/0004-local-backend.md` for the choices and their limits.
 //!
-//! Declared capabilities: `RUN`, `RUN_CODE` (the host's `/usr/bin/python3`, one process per
-//! cell; the structured error comes from the exception object through a record file, never
-//! from parsing output; a host without it does not declare it), `STREAM`, `STDIN`,
-//! `FILESYSTEM`, `NETWORK_DENY`, `CONNECT`, `DETACH`. Isolation tier:
+//! Declared capabilities: `RUN`, `RUN_CODE`, `STATEFUL_CODE` and `RICH_OUTPUTS` (sandboxd's
+//! runner on the host's `/usr/bin/python3` and its packages: one interpreter per code
+//! context, results by MIME type; a host without it declares none of the three), `STREAM`,
+//! `STDIN`, `FILESYSTEM`, `NETWORK_DENY`, `CONNECT`, `DETACH`. Isolation tier:
 //! [`IsolationTier::Process`]. Not declared (and so refused): command-scoped secrets (the
 //! user namespace maps one uid and one gid, so every command of a sandbox is the same user
-//! and can read another's `/proc/<pid>/environ`), stateful code contexts, rich outputs,
-//! allowlists and resource limits.
+//! and can read another's `/proc/<pid>/environ`), allowlists and resource limits.
 
 mod binary;
 mod dirs;
@@ -59,11 +58,10 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
 use crate::backends::agent::{Agent, Identity};
-use crate::backends::code_runner;
 use crate::backends::owner::Owner;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
-use crate::exec::{Code, CodeResult, Command, ExecResult};
+use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult};
 use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 
@@ -85,7 +83,8 @@ pub const ROOT_CALLER_SANDBOX_UID: u32 = 2_000_000_000;
 /// How long a kill waits for the sandbox's processes to be gone.
 const KILL_BOUND: Duration = Duration::from_secs(5);
 
-/// The interpreter code cells run with: the host's system Python.
+/// The interpreter code cells run with (sandboxd's runner, `python3` on the sandbox's
+/// `PATH`): the host's system Python.
 const PYTHON: &str = "/usr/bin/python3";
 
 /// The `PATH` every command starts with.
@@ -620,7 +619,8 @@ impl BackendSandbox for LocalSandbox {
         if Path::new(PYTHON).is_file() {
             CAPABILITIES
         } else {
-            CAPABILITIES.difference(Capabilities::RUN_CODE)
+            CAPABILITIES
+                .difference(Capabilities::RUN_CODE | Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS)
         }
     }
 
@@ -630,23 +630,22 @@ impl BackendSandbox for LocalSandbox {
 
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
         Box::pin(async move {
-            let started = Instant::now();
-            // In the sandbox's private `/tmp`, under a name no earlier command can guess.
-            let record = format!("/tmp/.sandboxio-cell-{}{}.error", dirs::random_hex(), dirs::random_hex());
-            let command = code_runner::command(SCHEME, PYTHON, &code, &record)?;
-            let ran = self.run_command(&command).await?;
-            let mut error = None;
-            if ran.exit_code() != Some(0) {
-                match fs::read_any(self, &record, crate::DEFAULT_OUTPUT_LIMIT as u64).await {
-                    Ok(bytes) => error = Some(bytes),
-                    // Exited non-zero without raising (`sys.exit(3)`): no structured error.
-                    Err(e) if e.code() == crate::ErrorCode::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-                let _ = self.state.agent.run(&Command::new("rm").arg("-f").arg(&record), false).await;
-            }
-            code_runner::result(ran, error.as_deref(), started.elapsed())
+            self.state.check_alive()?;
+            self.state.agent.run_code(&code).await
         })
+    }
+
+    fn create_context(&self, language: &str) -> BoxFuture<'_, Result<CodeContext>> {
+        let language = language.to_owned();
+        Box::pin(async move {
+            self.state.check_alive()?;
+            self.state.agent.create_context(&language).await
+        })
+    }
+
+    fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
+        let result = self.state.check_alive().and_then(|()| self.state.agent.interrupt(context_id));
+        Box::pin(async move { result })
     }
 
     fn metadata(&self) -> BTreeMap<String, String> {
