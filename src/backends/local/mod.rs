@@ -8,7 +8,7 @@
 //! program is sandboxd (`crate::sandboxd`, written once per process to a file bound
 //! read-only into every sandbox, `binary.rs`), the init of the sandbox's PID namespace,
 //! spoken to over bwrap's stdin and stdout (`session.rs`). sandboxd is no host daemon: it
-//! lives inside the sandbox and ends with it. Every `run`, `stream`, `run_code` and file
+//! lives inside the sandbox and ends with it. Every `run`, `stream`, code cell and file
 //! operation is a request on that session (`backends::agent`): a command's end, timeout, kill or
 //! dropped stream ends everything it started (even after `setsid` or a double fork), its
 //! environment, secrets included, travels in frames and never reaches a host process's
