@@ -3,7 +3,9 @@
 //! engine and `sandboxio/busybox:1`, only `local://` is measured, and it says so).
 //!
 //! - `create_exec_kill`: builder → `create` → `run(true)` → `kill`;
-//! - `exec_round_trip`: `run(true)` on a live sandbox.
+//! - `exec_round_trip`: `run(true)` on a live sandbox, next to `bare_bwrap`: one bare
+//!   `bwrap --unshare-all` running `true` per iteration (the baseline for `local://`, which
+//!   pays one `bwrap` per sandbox, not per command).
 
 use std::time::Duration;
 
@@ -69,7 +71,18 @@ fn benches(c: &mut Criterion) {
         });
         rt.block_on(sb.close()).unwrap();
     }
+    group.bench_function("bare_bwrap", |b| b.iter(|| assert!(bare_bwrap().success())));
     group.finish();
+}
+
+/// One bare `bwrap --unshare-all` running `true`: the host's `/usr` read-only and the usual
+/// `/bin` link, nothing else (bench-only; what a fresh sandbox per command costs at least).
+fn bare_bwrap() -> std::process::ExitStatus {
+    std::process::Command::new("bwrap")
+        .args(["--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin"])
+        .args(["--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--", "/usr/bin/true"])
+        .status()
+        .unwrap()
 }
 
 criterion_group!(local, benches);

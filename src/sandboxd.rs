@@ -3,20 +3,20 @@
 //! binary itself, built for this target by `build.rs` and embedded here.
 
 #[cfg_attr(
-    not(feature = "docker"),
-    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
+    not(any(feature = "docker", feature = "local")),
+    expect(dead_code, reason = "only the backends that run sandboxd run cells on its runner")
 )]
 pub(crate) mod cells;
 #[cfg_attr(
-    not(feature = "docker"),
-    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
+    not(any(feature = "docker", feature = "local")),
+    expect(dead_code, reason = "only the backends that run sandboxd use its client")
 )]
 pub(crate) mod client;
 /// The code-cell runner sandboxd starts as `python3 -u -c RUNNER` with a control channel, one
 /// per code context (its header states its wire format).
 #[cfg_attr(
-    not(feature = "docker"),
-    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
+    not(any(feature = "docker", feature = "local")),
+    expect(dead_code, reason = "only the backends that run sandboxd run cells on its runner")
 )]
 pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
 
@@ -29,16 +29,16 @@ pub(crate) mod proto;
 /// warning); the backends then keep to their paths that do not need it.
 #[cfg(sandboxd_embedded)]
 #[cfg_attr(
-    not(any(test, feature = "docker")),
-    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
+    not(any(test, feature = "docker", feature = "local")),
+    expect(dead_code, reason = "only the backends that run sandboxd need the binary")
 )]
 pub(crate) const BINARY: Option<&[u8]> = Some(include_bytes!(env!("SANDBOXIO_SANDBOXD")));
 
 /// See above: the build could not make sandboxd.
 #[cfg(not(sandboxd_embedded))]
 #[cfg_attr(
-    not(any(test, feature = "docker")),
-    expect(dead_code, reason = "local:// moves onto sandboxd in the next step of ADR 0006")
+    not(any(test, feature = "docker", feature = "local")),
+    expect(dead_code, reason = "only the backends that run sandboxd need the binary")
 )]
 pub(crate) const BINARY: Option<&[u8]> = None;
 

@@ -15,14 +15,27 @@
 #                    "item MIME N\n" + data            COUNT times (text is UTF-8, PNG raw bytes)
 #                    "error N\n" + name "\n" value "\n" traceback (UTF-8)
 #                    "done COUNT 0\n"                  the cell ended; COUNT is its number
-# Only the standard library's ast, io, os, signal, sys and traceback are needed.
+# Only the standard library's ast, io, os, signal, sys and traceback are needed (json when present).
 
-import ast
-import io
-import os
-import signal
 import sys
-import traceback
+
+# The runner's own modules come from the standard library, never from the working directory,
+# where an earlier cell may have planted a `traceback.py` (or `json.py`) to take the runner
+# over; the cells get the usual path back (they may import their own modules from there).
+CELL_PATH = sys.path[:]
+RUNNER_PATH = [p for p in sys.path if p not in ("", ".", __import__("posix").getcwd())]
+sys.path[:] = RUNNER_PATH
+import ast  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import traceback  # noqa: E402
+
+try:
+    import json  # noqa: E402
+except ImportError:  # a minimal image without the json module
+    json = None
+sys.path[:] = CELL_PATH
 
 CTRL = 3
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -72,9 +85,7 @@ def as_bytes(mime, value):
     if isinstance(value, str):
         return value.encode()
     if mime == "application/json":
-        try:
-            import json
-        except ImportError:  # a minimal image without the json module
+        if json is None:
             return repr(value).encode()
         return json.dumps(value).encode()
     return str(value).encode()
@@ -132,6 +143,15 @@ def flush_figures():
 
 
 def report_error(exc):
+    # Whatever traceback imports lazily comes from the standard library too.
+    cell_path, sys.path[:] = sys.path[:], RUNNER_PATH
+    try:
+        report_error_text(exc)
+    finally:
+        sys.path[:] = cell_path
+
+
+def report_error_text(exc):
     frames = traceback.extract_tb(exc.__traceback__)
     # Drop the runner's own frames (this file runs as `python3 -c`, so as "<string>"): the
     # traceback starts in the cell.

@@ -12,17 +12,21 @@ use crate::policy::Capabilities;
 /// `NETWORK_ALLOWLIST`).
 pub const FAKE: Capabilities = Capabilities::all();
 
-/// `local://` (feature `local`): commands under bubblewrap. No resource limits (bubblewrap
-/// puts a command in namespaces, not in a cgroup), no allowlist, no connect or detach, no
-/// stateful code or rich outputs.
+/// `local://` (feature `local`): one bubblewrap sandbox with sandboxd as its init; code
+/// contexts and rich outputs from sandboxd's runner on the host's Python. No resource limits
+/// (bubblewrap makes namespaces, not a cgroup), no allowlist, and no command-scoped secrets
+/// (the user namespace maps one uid, so every command of a sandbox is the same user and may
+/// read another's environment).
 pub const LOCAL: Capabilities = Capabilities::RUN
     .union(Capabilities::RUN_CODE)
+    .union(Capabilities::STATEFUL_CODE)
+    .union(Capabilities::RICH_OUTPUTS)
     .union(Capabilities::STREAM)
     .union(Capabilities::STDIN)
     .union(Capabilities::FILESYSTEM)
     .union(Capabilities::NETWORK_DENY)
-    // Each command runs in its own PID namespace: no other command can read its environ.
-    .union(Capabilities::COMMAND_SECRETS);
+    .union(Capabilities::CONNECT)
+    .union(Capabilities::DETACH);
 
 /// `docker://` (feature `docker`): containers through the Docker engine. No allowlist.
 /// Stateful code and rich outputs come from sandboxd's runner: a sandbox on the exec-API

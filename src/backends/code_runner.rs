@@ -1,5 +1,5 @@
-//! `run_code` for Python without a kernel, shared by `docker://` and `local://`: one
-//! `python3` process per cell, run like any command (so a timeout or a cancel kills the
+//! `run_code` for Python without a kernel, on `docker://`'s exec-API path (sandboxd's
+//! runner serves cells everywhere else): one `python3` process per cell, run like any command (so a timeout or a cancel kills the
 //! cell's whole process tree).
 //!
 //! The cell's source arrives on stdin; [`RUNNER`] compiles and executes it, letting its

@@ -1,10 +1,12 @@
 //! First-party backends, each behind its Cargo feature.
 
-/// The sandboxd side of a sandbox (sandboxd runs in `docker://` containers).
-#[cfg(feature = "docker")]
+/// The sandboxd side of a sandbox (sandboxd runs in `docker://` containers and `local://`
+/// sandboxes).
+#[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod agent;
 pub mod capabilities;
-#[cfg(any(feature = "local", feature = "docker"))]
+/// `run_code` on `docker://`'s exec-API path (sandboxd's runner does it elsewhere).
+#[cfg(feature = "docker")]
 pub(crate) mod code_runner;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod fs_scripts;

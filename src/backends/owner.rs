@@ -23,6 +23,15 @@ impl Owner {
         })
     }
 
+    /// Process `pid` of this host, as it runs now (`None` when it does not).
+    #[cfg_attr(
+        not(feature = "local"),
+        expect(dead_code, reason = "only local:// records a process other than its owner")
+    )]
+    pub(crate) fn of(pid: u32) -> Option<Owner> {
+        Some(Owner { host: hostname(), pid, start: process_start(pid)? })
+    }
+
     pub(crate) fn label(&self) -> String {
         format!("{}:{}:{}", self.host, self.pid, self.start)
     }

@@ -87,9 +87,10 @@ pub fn sbx_fake() -> FakeHarness {
 /// use sandboxio::{Capabilities, ErrorCode};
 ///
 /// let local = sbx_fake_like("local");
-/// assert!(!local.sandbox.capabilities().contains(Capabilities::STATEFUL_CODE));
-/// let context = futures_lite::future::block_on(local.sandbox.create_context("python"));
-/// assert_eq!(context.unwrap_err().code(), ErrorCode::CapabilityNotSupported);
+/// assert!(!local.sandbox.capabilities().contains(Capabilities::COMMAND_SECRETS));
+/// let secret = sandboxio::Command::new("true").secret_env("TOKEN", "x");
+/// let ran = futures_lite::future::block_on(local.sandbox.run(secret));
+/// assert_eq!(ran.unwrap_err().code(), ErrorCode::CapabilityNotSupported);
 /// ```
 ///
 /// # Panics

@@ -13,6 +13,8 @@
 )]
 
 mod fs_attacks;
+#[cfg(any(feature = "local", feature = "docker"))]
+mod sandboxd_attacks;
 mod support;
 
 #[cfg(feature = "docker")]

@@ -1,5 +1,5 @@
 //! The part of a sandbox that talks to sandboxd, shared by every backend that runs it
-//! (`docker://` today): commands, streams and file operations over one
+//! (`docker://` and `local://`): commands, streams and file operations over one
 //! [`Client`] session. A backend provides the session (how it reaches sandboxd: a
 //! container's attach stream, a `bwrap` child's pipes) and the sandbox's identity; this
 //! module turns sandboxio's operations into protocol requests and sandboxd's answers into
@@ -37,6 +37,10 @@ pub(crate) struct Identity {
     /// secrets are out of the others' reach. Needs a sandboxd that may set any gid (root
     /// in a container); a user namespace that maps one gid cannot.
     pub command_gids: bool,
+    /// Ask sandboxd to run each command as [`Identity::user`] (sandboxd is root in a
+    /// container). `false`: sandboxd already is the user and holds no capability to change
+    /// identity (in a user namespace that maps one uid), and commands run as it does.
+    pub switch_user: bool,
 }
 
 /// One sandbox's sandboxd session and what every request needs.
@@ -161,7 +165,7 @@ impl Agent {
             secrets: secret_pairs,
             cwd: Some(bytes(&self.absolute(command.working_dir().unwrap_or(".")))),
             stdin,
-            user: Some(self.command_user()),
+            user: self.identity.switch_user.then(|| self.command_user()),
             control: false,
         }
     }

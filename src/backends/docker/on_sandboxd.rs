@@ -106,7 +106,7 @@ async fn set_up(
     user: &super::users::Resolved,
     env: &[String],
 ) -> Result<()> {
-    let identity = Identity { user: (user.uid, user.gid), command_gids: true };
+    let identity = Identity { user: (user.uid, user.gid), command_gids: true, switch_user: true };
     let agent = Agent::new(
         client,
         SCHEME,

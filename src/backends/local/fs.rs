@@ -1,44 +1,22 @@
 //! File operations on a local sandbox's workspace. Only paths under `/workspace` exist for
-//! the API; each operation runs *inside* the sandbox, as a command in its namespaces (the
-//! scripts shared with `docker://`), so a link the sandboxed code plants, or swaps in
-//! mid-operation, resolves in the sandbox's own view (read-only system directories, its
-//! workspace and `/tmp`), never on the host.
+//! the API; each operation runs *inside* the sandbox, as a command through its sandboxd
+//! session (the scripts shared with `docker://`), so a link the sandboxed code plants, or
+//! swaps in mid-operation, resolves in the sandbox's own view (read-only system
+//! directories, its workspace and `/tmp`), never on the host.
 //!
 //! Everything crosses through the command's exec stream: what the host reads back is
-//! bounded (a read by its limit, a listing by [`fs_scripts::LIST_LIMIT`], a download by its
+//! bounded (a read by its limit, a listing by `fs_scripts::LIST_LIMIT`, a download by its
 //! budget), `upload` and `download` stream one tar archive one chunk at a time, and
 //! dropping an operation drops the stream, which kills its process.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::backend::BackendSandbox as _;
+use crate::backend::BackendExecStream;
 use crate::backends::script_fs;
 use crate::error::{Error, Result};
 use crate::fs::DirEntry;
 
 use super::{LocalSandbox, SCHEME, WORKDIR};
-
-/// The host path of sandbox path `abs` (absolute, normalised), refusing paths outside the
-/// workspace and any symlink on the way. Used only to check a working directory before a
-/// command starts (the command itself resolves it inside the sandbox).
-pub(super) fn host_path(workspace: &Path, abs: &str) -> Result<PathBuf> {
-    let rest = abs.strip_prefix(WORKDIR).ok_or_else(|| Error::PermissionDenied { path: abs.to_owned() })?;
-    if !(rest.is_empty() || rest.starts_with('/')) {
-        return Err(Error::PermissionDenied { path: abs.to_owned() });
-    }
-    let mut host = workspace.to_path_buf();
-    for component in rest.split('/').filter(|c| !c.is_empty()) {
-        host.push(component);
-        if let Ok(meta) = std::fs::symlink_metadata(&host)
-            && meta.file_type().is_symlink()
-        {
-            return Err(Error::invalid_input(format!(
-                "{abs:?} goes through a symbolic link, which is never followed on the host"
-            )));
-        }
-    }
-    Ok(host)
-}
 
 /// The workspace path `path` stands for, or `PermissionDenied` outside the workspace.
 fn workspace_path(path: &str) -> Result<String> {
@@ -50,9 +28,14 @@ fn workspace_path(path: &str) -> Result<String> {
     }
 }
 
-/// Starts a command through the sandbox's exec stream.
+/// Starts sandboxio's own commands (the file scripts, archives) through the session,
+/// without the sandbox's secrets.
 fn starter(sandbox: &LocalSandbox) -> impl crate::transfer::StartStream + '_ {
-    move |command| sandbox.stream(command)
+    move |command| {
+        sandbox.state.check_alive()?;
+        let stream = sandbox.state.agent.stream_piped(&command, false)?;
+        Ok(Box::new(stream) as Box<dyn BackendExecStream>)
+    }
 }
 
 pub(super) async fn read(sandbox: &LocalSandbox, path: &str, limit: u64) -> Result<Vec<u8>> {
@@ -100,6 +83,6 @@ pub(super) async fn download(
     budget: u64,
 ) -> Result<()> {
     let abs = workspace_path(path)?;
-    // The local exec stream queues what a process writes: the archive comes paced.
-    script_fs::download(starter(sandbox), SCHEME, (&abs, WORKDIR), host_path, budget, true).await
+    // sandboxd sends output only within the host's credit: no pacing needed.
+    script_fs::download(starter(sandbox), SCHEME, (&abs, WORKDIR), host_path, budget, false).await
 }

@@ -1,72 +1,77 @@
-//! `local://`: a daemonless sandbox built from Linux namespaces with `bwrap`
-//! (bubblewrap). Feature `local`.
+//! `local://`: a sandbox built from Linux namespaces with `bwrap` (bubblewrap), one `bwrap`
+//! per sandbox with sandboxd as its init. Feature `local`.
 //!
-//! Each command runs in fresh user, mount, PID, network, IPC and UTS namespaces, with the
-//! host's `/usr` read-only, a private `/tmp`, a read-only `/proc`, the sandbox's own
-//! `/etc/passwd` and `/etc/group`, and the sandbox's workspace (a host directory) bound at
-//! `/workspace`, its working directory. A command starts behind a gate (see
-//! `process.rs`): its environment, secrets included, travels on a pipe into the namespaces
-//! and never reaches a host process's environment or argv, and nothing runs before every
-//! parent-death link is armed. Every process a command starts carries a mark in its mount
-//! table that it cannot remove, so a command's end, timeout, kill or dropped stream, and
-//! `close()`, kill everything it started (even after `setsid` or a double fork), and
-//! `--die-with-parent` ends every command when the owner process dies, even by `SIGKILL`.
+//! `create` starts the sandbox's one `bwrap` (`launch.rs`): fresh user, mount, PID, network,
+//! IPC and UTS namespaces, the host's `/usr` read-only, a private `/tmp`, a read-only
+//! `/proc`, the sandbox's own `/etc/passwd` and `/etc/group`, the sandbox's workspace (a
+//! host directory) at `/workspace`, its working directory, and a read-only root. Its
+//! program is sandboxd (`crate::sandboxd`, written once per process to a file bound
+//! read-only into every sandbox, `binary.rs`), the init of the sandbox's PID namespace,
+//! spoken to over bwrap's stdin and stdout (`session.rs`). sandboxd is no host daemon: it
+//! lives inside the sandbox and ends with it. Every `run`, `stream`, code cell and file
+//! operation is a request on that session (`backends::agent`): a command's end, timeout, kill or
+//! dropped stream ends everything it started (even after `setsid` or a double fork), its
+//! environment, secrets included, travels in frames and never reaches a host process's
+//! environment or argv, and its exit status is exact (a signal death is
+//! [`ExitStatus::Signal`](crate::ExitStatus)).
+//!
+//! **Lifetime.** The session is the owner link: when the owner closes it (`close()`,
+//! `kill()`, the last handle dropped) or dies, even by `SIGKILL`, sandboxd kills every
+//! process of the sandbox and exits, and bwrap with it. `kill()` also kills sandboxd itself
+//! (its PID namespace's init: everything in it dies with it). `detach()` tells sandboxd to
+//! outlive the owner until the sandbox's TTL (`--ttl-ms`); `connect(id)` reaches it from
+//! another process of the same host user through sandboxd's socket in the sandbox's
+//! directory, which only that user can enter (see `session.rs` for how a socket the code
+//! plants is refused).
+//!
 //! A root caller's sandboxes run as the dedicated host uid [`ROOT_CALLER_SANDBOX_UID`],
 //! never as the host's uid 0. The network is a namespace with only loopback unless the
-//! policy is allow-all. Every command also runs under a seccomp filter (x86-64 and aarch64:
-//! kernel keyrings, BPF, perf, modules, mounts, file handles and the like fail with
-//! `EPERM`), with `no_new_privs`, with every capability dropped, and cannot create nested
-//! user namespaces (`--disable-userns`). Env var names must be shell names. File operations
-//! reach only the workspace: any other path is [`Error::PermissionDenied`]. See
+//! policy is allow-all. The whole sandbox, sandboxd included, runs under a seccomp filter
+//! (x86-64 and aarch64: kernel keyrings, BPF, perf, modules, mounts, file handles and the
+//! like fail with `EPERM`), with `no_new_privs`, with every capability dropped, and cannot
+//! create nested user namespaces (`--disable-userns`). File operations reach only the
+//! workspace: any other path is [`Error::PermissionDenied`]. See
 //! `docs/adr/0004-local-backend.md` for the choices and their limits.
 //!
-//! Declared capabilities: `RUN`, `RUN_CODE` (the host's `/usr/bin/python3`, one process per
-//! cell; the structured error comes from the exception object through a record file, never
-//! from parsing output; a host without it does not declare it), `STREAM`, `STDIN`,
-//! `FILESYSTEM`, `NETWORK_DENY`. Isolation tier: [`IsolationTier::Process`]. Not declared
-//! (and so refused): stateful code contexts, rich outputs, allowlists, resource limits,
-//! connect and detach.
+//! Declared capabilities: `RUN`, `RUN_CODE`, `STATEFUL_CODE` and `RICH_OUTPUTS` (sandboxd's
+//! runner on the host's `/usr/bin/python3` and its packages: one interpreter per code
+//! context, results by MIME type; a host without it declares none of the three), `STREAM`,
+//! `STDIN`, `FILESYSTEM`, `NETWORK_DENY`, `CONNECT`, `DETACH`. Isolation tier:
+//! [`IsolationTier::Process`]. Not declared (and so refused): command-scoped secrets (the
+//! user namespace maps one uid and one gid, so every command of a sandbox is the same user
+//! and can read another's `/proc/<pid>/environ`), allowlists and resource limits.
 
+mod binary;
+mod dirs;
 mod fs;
-mod process;
+mod launch;
+mod record;
 mod seccomp;
-mod stream;
+mod session;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command as OsCommand;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
-use crate::backends::code_runner;
+use crate::backends::agent::{Agent, Identity};
+use crate::backends::owner::Owner;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
-use crate::exec::{Code, CodeResult, Command, ExecResult, ExitStatus, StreamKind};
+use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult};
 use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 
-use process::{Piece, Running};
+use dirs::{current_gid, current_uid, remove_sandbox_dir, run_as};
+use session::Link;
 
 const SCHEME: &str = "local";
 
 /// The path of the workspace inside every local sandbox.
 pub const WORKDIR: &str = "/workspace";
-
-/// Where each command's mark is mounted (`<MARK_ROOT>/<sandbox id>/<n>`, see
-/// [`process::marked`]), and where a code cell finds its private record directory.
-const MARK_ROOT: &str = "/run/sandboxio";
-
-/// Each command's private directory inside the sandbox: a fresh host directory bound for
-/// that one command, where the waiter writes the command's exit status and a code cell its
-/// error record; no other command or cell can see it, so none can plant what it reports.
-const PRIVATE_DIR: &str = "/run/sandboxio-private";
-
-/// The waiter that gives a command's exact exit status (a signal death is not an exit code
-/// 128 + n, whatever bwrap's own exit code says): the host's perl (Debian's `perl-base` is
-/// essential, so always there), when it has one.
-const PERL: &str = "/usr/bin/perl";
 
 /// The host uid and gid a root caller's sandboxes run as: never the host's uid 0 (whose
 /// files `/proc/sys` and `core_pattern` are), and a number no distribution assigns to a
@@ -75,24 +80,15 @@ const PERL: &str = "/usr/bin/perl";
 /// sandbox's workspace; no host account has it.
 pub const ROOT_CALLER_SANDBOX_UID: u32 = 2_000_000_000;
 
-/// The launcher's first part under bash: close every descriptor above 2.
-const LAUNCH_CLOSE_ALL: &str = r#"for __d in /proc/$$/fd/*; do __n=${__d##*/}; [ "$__n" -gt 2 ] 2>/dev/null && eval "exec $__n>&-"; done
-"#;
-
-/// The launcher's first part under a POSIX `sh`, which can name descriptors 0 to 9 only.
-const LAUNCH_CLOSE_LOW: &str = "exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-\n";
-
-/// The launcher's second part: `$1` the filter (empty: none), `$2` bwrap, then its argv.
-/// bwrap starts with an empty environment (`env -i`): the shell's own variables (`SHLVL`,
-/// `PWD`, `_`) would otherwise reach the sandbox.
-const LAUNCH: &str = r#"f=$1; shift
-if [ -n "$f" ]; then exec /usr/bin/env -i "$@" 3<"$f"; else exec /usr/bin/env -i "$@"; fi"#;
-
-/// How long a kill keeps looking for a command's processes before it reports survivors.
+/// How long a kill waits for the sandbox's processes to be gone.
 const KILL_BOUND: Duration = Duration::from_secs(5);
 
-/// The interpreter code cells run with: the host's system Python.
+/// The interpreter code cells run with (sandboxd's runner, `python3` on the sandbox's
+/// `PATH`): the host's system Python.
 const PYTHON: &str = "/usr/bin/python3";
+
+/// The `PATH` every command starts with.
+const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 // What `local://` sandboxes can do: one definition, in `crate::backends::capabilities`.
 use crate::backends::capabilities::LOCAL as CAPABILITIES;
@@ -114,18 +110,27 @@ struct Inner {
     seccomp: OnceLock<Option<PathBuf>>,
 }
 
-/// One sandbox's state, shared by its handles, its timer and its processes.
+/// One sandbox as a handle sees it, shared by the handle, its timer and the backend.
 #[derive(Debug)]
 struct State {
     id: String,
     dir: PathBuf,
-    spec: CreateSpec,
+    metadata: BTreeMap<String, String>,
+    /// `None` for a `connect`ed handle (the record does not keep it).
+    network: Option<NetworkPolicy>,
+    /// What `stored_config` shows (the spec, secrets redacted).
+    config: String,
     expires: Instant,
     /// Set by [`LocalBackend::expire`]: the TTL is over now.
     expired_early: AtomicBool,
     alive: AtomicBool,
-    processes: Mutex<HashMap<u64, Arc<Running>>>,
-    next_process: AtomicU64,
+    agent: Arc<Agent>,
+    link: Link,
+    /// The sandbox's bwrap, for the handle that started it.
+    bwrap: Mutex<Option<Child>>,
+    sandboxd: Owner,
+    /// The inode of the sandbox's PID namespace (the processes probe).
+    pid_namespace: Option<u64>,
 }
 
 impl LocalBackend {
@@ -176,30 +181,25 @@ impl LocalBackend {
         Ok(Arc::new(LocalBackend::new()))
     }
 
-    fn host(&self) -> Host<'_> {
-        Host {
-            bwrap: &self.inner.bwrap,
-            seccomp: self.inner.seccomp.get().and_then(Option::as_deref),
-            run_as: run_as(),
-        }
-    }
-
     fn sandboxes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<State>>> {
         self.inner.sandboxes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Descriptions of the processes of a sandbox still running on this host, found by a
-    /// mark in their mount table that sandboxed code cannot remove, wherever they were
-    /// re-parented, and after the sandbox was killed (the contract suite's orphan probe):
-    /// empty means none. Reads `/proc`: processes of another user are not seen.
+    /// Descriptions (`pid N (comm)`) of the processes of a sandbox still running on this
+    /// host, found by the sandbox's PID namespace, wherever they were re-parented, and after
+    /// the sandbox was killed (the contract suite's orphan probe): empty means none.
+    /// sandboxd's own processes (named `sandboxd`) are not listed. Reads `/proc`: processes
+    /// of another user are not seen.
     #[must_use]
     pub fn running_processes(&self, sandbox_id: &str) -> Vec<String> {
-        // By the mark every process of the sandbox carries, not by the backend's own list:
-        // a process re-parented to init, or left by a killed sandbox, is found too.
-        process::marked::find(&format!("{MARK_ROOT}/{sandbox_id}/"), true)
-            .into_iter()
-            .map(|(pid, comm)| format!("pid {pid} ({comm})"))
-            .collect()
+        let known = self.sandboxes().get(sandbox_id).and_then(|s| s.pid_namespace);
+        let namespace = known.or_else(|| {
+            let sandboxd = record::sandboxd(&record::read(&self.inner.root.join(sandbox_id))?)?;
+            let namespace = launch::pid_namespace(sandboxd.pid)?;
+            // Read after the namespace: the pid was still the sandbox's sandboxd then.
+            (Owner::of(sandboxd.pid)? == sandboxd).then_some(namespace)
+        });
+        namespace.map(launch::processes_in).unwrap_or_default()
     }
 
     /// Ids of this backend's live sandboxes whose metadata has `key` = `value`.
@@ -207,7 +207,7 @@ impl LocalBackend {
     pub fn live_sandboxes_labelled(&self, key: &str, value: &str) -> Vec<String> {
         self.sandboxes()
             .values()
-            .filter(|s| s.is_alive() && s.spec.metadata.get(key).is_some_and(|v| v == value))
+            .filter(|s| s.is_alive() && s.metadata.get(key).is_some_and(|v| v == value))
             .map(|s| s.id.clone())
             .collect()
     }
@@ -216,7 +216,7 @@ impl LocalBackend {
     /// `[redacted]`).
     #[must_use]
     pub fn stored_config(&self, sandbox_id: &str) -> Option<String> {
-        self.sandboxes().get(sandbox_id).map(|s| format!("{:?}", s.spec))
+        self.sandboxes().get(sandbox_id).map(|s| s.config.clone())
     }
 
     /// Ends a sandbox's TTL now, as if it had expired (its commands are killed and its
@@ -231,13 +231,13 @@ impl LocalBackend {
         was
     }
 
-    /// Removes the workspaces of local sandboxes past their TTL and, with
-    /// [`ReapOptions::owner_dead`](crate::backends::ReapOptions::owner_dead), of owned sandboxes whose owner process on this host is
-    /// gone, after killing any of their processes still found on this host (by the mark
-    /// each carries; normally none is left: they die with their owner, `bwrap
-    /// --die-with-parent`). Judged by
-    /// the record written beside each workspace (owner pid *and* start time), so a running
-    /// process never loses its sandboxes to another's sweep.
+    /// Removes the local sandboxes past their TTL and, with
+    /// [`ReapOptions::owner_dead`](crate::backends::ReapOptions::owner_dead), the owned
+    /// (not detached) sandboxes whose owner process on this host is gone: kills their
+    /// sandboxd if it still runs (normally it ended with its owner's session, or at its
+    /// TTL), then removes their directory. Judged by the record written beside each
+    /// workspace (owner pid *and* start time), so a running process never loses its
+    /// sandboxes to another's sweep, and a detached sandbox is kept until its TTL.
     ///
     /// # Errors
     ///
@@ -260,25 +260,17 @@ impl LocalBackend {
             for entry in entries.flatten() {
                 let id = entry.file_name().to_string_lossy().into_owned();
                 let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                if !is_dir || live.contains(&id) || !sweepable(&entry.path(), options.owner_dead) {
+                if !is_dir || live.contains(&id) || !record::sweepable(&entry.path(), options.owner_dead) {
                     report.kept += usize::from(is_dir);
                     continue;
                 }
-                // Whatever of it still runs first (a bwrap orphaned while its owner died
-                // can wait forever for a parent that is gone), found by its mark.
-                let _ = process::marked::kill_all(&format!("{MARK_ROOT}/{id}/"), true, KILL_BOUND);
+                if let Some(sandboxd) = record::read(&entry.path()).as_deref().and_then(record::sandboxd) {
+                    session::kill(&sandboxd);
+                    wait_gone(&sandboxd);
+                }
                 remove_sandbox_dir(&entry.path());
                 if !entry.path().exists() {
                     report.removed.push(id);
-                }
-            }
-            // Processes of sandboxes whose directory is gone (a bwrap child orphaned while
-            // its owner died can wait forever): nothing else would ever find them.
-            for (id, workspace) in process::marked::bwraps(&format!("{MARK_ROOT}/")) {
-                let gone = workspace.parent().is_none_or(|dir| !dir.exists());
-                if gone && !live.contains(&id) {
-                    let left = process::marked::kill_all(&format!("{MARK_ROOT}/{id}/"), true, KILL_BOUND);
-                    tracing::info!(sandbox = %id, survivors = left.len(), "reap killed the processes of a sandbox whose directory is gone");
                 }
             }
             Ok(report)
@@ -301,140 +293,199 @@ impl LocalBackend {
     /// The labels recorded with a sandbox.
     #[must_use]
     pub fn labels(&self, sandbox_id: &str) -> Option<BTreeMap<String, String>> {
-        self.sandboxes().get(sandbox_id).map(|s| s.spec.metadata.clone())
+        self.sandboxes().get(sandbox_id).map(|s| s.metadata.clone())
+    }
+
+    /// The uid and gid of the sandbox user, as the host and the sandbox both see them (the
+    /// user namespace maps it to itself).
+    fn sandbox_user() -> (u32, u32) {
+        run_as().unwrap_or_else(|| (current_uid(), current_gid()))
+    }
+
+    /// The session's agent: commands run as sandboxd does (the user namespace maps one uid
+    /// and one gid, so sandboxd could not switch), with `PATH`, `HOME` and the sandbox's
+    /// variables.
+    fn agent(id: &str, client: crate::sandboxd::client::Client, spec: Option<&CreateSpec>) -> Arc<Agent> {
+        let identity = Identity { user: Self::sandbox_user(), command_gids: false, switch_user: false };
+        let mut env = vec![("PATH".to_owned(), PATH.to_owned()), ("HOME".to_owned(), WORKDIR.to_owned())];
+        let mut secrets = Vec::new();
+        if let Some(spec) = spec {
+            env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            secrets.extend(spec.secret_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        Arc::new(Agent::new(client, SCHEME, id.to_owned(), WORKDIR.to_owned(), identity, env, secrets))
+    }
+
+    async fn create_sandbox(&self, spec: CreateSpec) -> Result<LocalSandbox> {
+        if !self.inner.bwrap.is_file() {
+            return Err(spawn_error(&self.inner.bwrap, std::io::ErrorKind::NotFound.into()));
+        }
+        // Unguessable, and without the owner's pid.
+        let id = format!("local-{}", dirs::random_hex());
+        let dir = self.inner.root.join(&id);
+        let started = Instant::now();
+        let timeout = spec.create_timeout;
+        let (root, made_dir) = (self.inner.root.clone(), dir.clone());
+        let made = crate::runtime::unblock(move || {
+            dirs::ensure_private_root(&root)?;
+            dirs::make_sandbox_dir(&made_dir)
+                .map_err(|e| Error::provider(SCHEME, "cannot create the workspace", e))
+        });
+        let bounded = futures_lite::future::or(async { Some(made.await) }, async {
+            futures_timer::Delay::new(timeout).await;
+            None
+        });
+        // A dropped or failed `create()` leaves no directory behind.
+        let dir_guard = Undo::new(dir.clone(), |dir: PathBuf| remove_sandbox_dir(&dir));
+        match bounded.await {
+            // Creation that finished but took longer than allowed is a timeout too.
+            Some(made) if started.elapsed() <= timeout => made?,
+            _ => return Err(Error::CreateTimeout { timeout }),
+        }
+        record::write_record(&dir, &spec)?;
+        if self.inner.seccomp.get().is_none() {
+            let root = self.inner.root.clone();
+            let filter = crate::runtime::unblock(move || seccomp::install(&root)).await?;
+            drop(self.inner.seccomp.set(filter));
+        }
+        let root = self.inner.root.clone();
+        let sandboxd = crate::runtime::unblock(move || binary::installed(&root)).await?;
+        let launch = launch::Launch {
+            bwrap: &self.inner.bwrap,
+            seccomp: self.inner.seccomp.get().and_then(Option::as_deref),
+            run_as: run_as(),
+            dir: &dir,
+            sandboxd: &sandboxd,
+            network: &spec.network,
+            ttl: spec.ttl,
+        };
+        let left = timeout.saturating_sub(started.elapsed());
+        let started = session::start(&launch, left).await?;
+        let state = Arc::new(State {
+            id: id.clone(),
+            dir: dir.clone(),
+            metadata: spec.metadata.clone(),
+            network: Some(spec.network.clone()),
+            config: format!("{spec:?}"),
+            expires: Instant::now() + spec.ttl,
+            expired_early: AtomicBool::new(false),
+            alive: AtomicBool::new(true),
+            agent: Self::agent(&id, started.client, Some(&spec)),
+            link: started.link,
+            pid_namespace: launch::pid_namespace(started.sandboxd.pid),
+            bwrap: Mutex::new(Some(started.bwrap)),
+            sandboxd: started.sandboxd,
+        });
+        // From here a dropped `create()` destroys the sandbox (and its directory).
+        let guard = Undo::new(Arc::clone(&state), |state: Arc<State>| {
+            let _ = state.destroy("its creation was abandoned");
+        });
+        dir_guard.disarm();
+        let recorded = record::set(&dir, "sandboxd", &state.sandboxd.label());
+        recorded.map_err(|e| Error::provider(SCHEME, "cannot record the sandbox", e))?;
+        if spec.detached {
+            state.agent.client().detach().await.map_err(|why| state.agent.gone_error(&why))?;
+        }
+        guard.disarm();
+        self.sandboxes().insert(id, Arc::clone(&state));
+        start_ttl_timer(&state);
+        Ok(LocalSandbox { backend: self.clone(), state })
+    }
+
+    async fn connect_sandbox(&self, id: &str) -> Result<LocalSandbox> {
+        let unknown = || Error::connect(SCHEME, format!("no sandbox {id}"));
+        let well_formed = id
+            .strip_prefix("local-")
+            .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !well_formed {
+            return Err(unknown());
+        }
+        let dir = self.inner.root.join(id);
+        let text = record::read(&dir).ok_or_else(unknown)?;
+        let gone = |message: &str| Error::SandboxGone { id: id.to_owned(), message: message.to_owned() };
+        if record::expired(&text) {
+            return Err(gone("its TTL expired"));
+        }
+        let sandboxd = record::sandboxd(&text).ok_or_else(unknown)?;
+        if sandboxd.is_dead_here() != Some(false) {
+            return Err(gone("its sandboxd is not running"));
+        }
+        let (client, link) = session::connect(id, &dir, &sandboxd).await?;
+        let ttl_left = record::field(&text, "expires")
+            .and_then(|e| e.parse::<u64>().ok())
+            .map_or(0, |at| at.saturating_sub(crate::backends::owner::unix_now()));
+        let state = Arc::new(State {
+            id: id.to_owned(),
+            dir,
+            metadata: BTreeMap::new(),
+            network: None,
+            config: String::new(),
+            expires: Instant::now() + Duration::from_secs(ttl_left),
+            expired_early: AtomicBool::new(false),
+            alive: AtomicBool::new(true),
+            agent: Self::agent(id, client, None),
+            link,
+            bwrap: Mutex::new(None),
+            pid_namespace: launch::pid_namespace(sandboxd.pid),
+            sandboxd,
+        });
+        Ok(LocalSandbox { backend: self.clone(), state })
     }
 }
 
-/// Whether `name` can be `export`ed by the gate: a shell name, not one of the gate's own
-/// `__sbx_` variables.
-fn shell_name(name: &str) -> bool {
-    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with("__sbx_")
+/// Undoes part of a `create()` that failed or was dropped (its directory, or its started
+/// sandbox): runs `undo` on the value unless disarmed.
+struct Undo<T> {
+    value: Option<T>,
+    undo: fn(T),
 }
 
-/// Makes sure the root of this user's workspaces is a real directory that this user owns and
-/// no one else can change: another local user must never plant or swap files there (the
-/// seccomp filter, or a workspace). `0700`, or for a root caller `0710` with the group of
-/// [`ROOT_CALLER_SANDBOX_UID`]: its sandboxes must pass through it, and no other host user
-/// may (a sandbox can open its own workspace up, even plant a setuid program there; a
-/// host user who could reach it would become the sandbox uid).
-fn ensure_private_root(root: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
-    let refuse = |why: String| Error::Configuration { message: why, source: None };
-    match std::fs::DirBuilder::new().mode(0o700).create(root) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Error::provider(SCHEME, format!("cannot create {}", root.display()), e)),
+impl<T> Undo<T> {
+    fn new(value: T, undo: fn(T)) -> Self {
+        Undo { value: Some(value), undo }
     }
-    let meta = std::fs::symlink_metadata(root)
-        .map_err(|e| Error::provider(SCHEME, "cannot inspect the workspace root", e))?;
-    if meta.file_type().is_symlink() || !meta.is_dir() || meta.uid() != current_uid() {
-        return Err(refuse(format!(
-            "the local workspace root {} is not a directory owned by this user; remove it (another user may have planted it)",
-            root.display()
-        )));
-    }
-    passable_by_the_sandbox_only(root, &meta)
-        .map_err(|e| Error::provider(SCHEME, "cannot make the workspace root private", e))?;
-    if meta.permissions().mode() & 0o777 != private_mode() {
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(private_mode()))
-            .map_err(|e| Error::provider(SCHEME, "cannot make the workspace root private", e))?;
-    }
-    Ok(())
-}
 
-/// The mode of the directories between the host and a workspace: `0710` (group: the
-/// sandbox's) for a root caller, `0700` otherwise.
-fn private_mode() -> u32 {
-    if run_as().is_some() { 0o710 } else { 0o700 }
-}
-
-/// Gives a directory root made the sandbox's group (root callers only), so that the sandbox
-/// and no other host user can pass through it.
-fn passable_by_the_sandbox_only(dir: &Path, meta: &std::fs::Metadata) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt as _;
-    match run_as() {
-        Some((_, gid)) if meta.gid() != gid => std::os::unix::fs::lchown(dir, None, Some(gid)),
-        _ => Ok(()),
+    fn disarm(mut self) {
+        self.value = None;
     }
 }
 
-/// The host uid and gid sandboxed code runs as when it is not the caller's own: `Some` for
-/// a root caller.
-fn run_as() -> Option<(u32, u32)> {
-    (current_uid() == 0).then_some((ROOT_CALLER_SANDBOX_UID, ROOT_CALLER_SANDBOX_UID))
-}
-
-/// The host uid sandboxed processes run as: [`ROOT_CALLER_SANDBOX_UID`] for a root caller,
-/// the caller's own otherwise.
-fn sandbox_uid() -> u32 {
-    run_as().map_or_else(current_uid, |(uid, _)| uid)
-}
-
-/// Makes `path` (a directory sandboxio just created, in a directory the sandbox cannot
-/// write) the sandbox user's, `0700`. Never follows a link.
-fn hand_over(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    if !std::fs::symlink_metadata(path)?.is_dir() {
-        return Err(std::io::Error::other("not a directory sandboxio made"));
+impl<T> Drop for Undo<T> {
+    fn drop(&mut self) {
+        if let Some(value) = self.value.take() {
+            (self.undo)(value);
+        }
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
-    if let Some((uid, gid)) = run_as() {
-        std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+}
+
+/// Waits (at most [`KILL_BOUND`]) until `process` is gone.
+fn wait_gone(process: &Owner) {
+    let deadline = Instant::now() + KILL_BOUND;
+    while process.is_dead_here() == Some(false) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
     }
-    Ok(())
 }
 
-/// The sandbox's own `/etc/passwd` and `/etc/group`: root, nobody, and `sandbox` for the
-/// uid the code runs as (the host's user database is not shown).
-fn user_database(dir: &Path) -> std::io::Result<()> {
-    let (uid, gid) = run_as().unwrap_or_else(|| (current_uid(), current_gid()));
-    std::fs::write(
-        dir.join("passwd"),
-        format!(
-            "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/workspace:/bin/sh\n"
-        ),
-    )?;
-    std::fs::write(dir.join("group"), format!("root:x:0:\nnogroup:x:65534:\nsandbox:x:{gid}:\n"))
-}
-
-/// 16 random hex digits from the kernel (sandbox ids: unguessable, and no owner pid in them).
-fn random_hex() -> String {
-    use std::io::Read as _;
-    let mut bytes = [0u8; 8];
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_err() {
-        use std::hash::{BuildHasher as _, Hasher as _};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
-        );
-        bytes = h.finish().to_ne_bytes();
-    }
-    bytes.iter().fold(String::with_capacity(16), |mut hex, b| {
-        use std::fmt::Write as _;
-        let _ = write!(hex, "{b:02x}");
-        hex
-    })
-}
-
-/// What every command of a backend is started with.
-struct Host<'a> {
-    bwrap: &'a Path,
-    seccomp: Option<&'a Path>,
-    run_as: Option<(u32, u32)>,
-}
-
-/// The real user id of this process (workspaces are kept per user, so that users on one
-/// host never share or block each other's directory).
-fn current_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
-}
-
-fn current_gid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").map_or(0, |m| m.gid())
+/// Destroys the sandbox at its expiry, even if no handle is left.
+fn start_ttl_timer(state: &Arc<State>) {
+    let weak = Arc::downgrade(state);
+    let expires = state.expires;
+    let _ = std::thread::Builder::new().name("sandboxio-local-ttl".into()).spawn(move || {
+        loop {
+            let now = Instant::now();
+            if now >= expires {
+                break;
+            }
+            std::thread::sleep((expires - now).min(Duration::from_secs(1)));
+            match weak.upgrade() {
+                Some(state) if state.alive.load(Ordering::Acquire) => {}
+                _ => return,
+            }
+        }
+        if let Some(state) = weak.upgrade() {
+            state.destroy("its TTL expired");
+        }
+    });
 }
 
 impl Default for LocalBackend {
@@ -450,376 +501,50 @@ impl State {
             && Instant::now() < self.expires
     }
 
-    fn workspace(&self) -> PathBuf {
-        self.dir.join("workspace")
-    }
-
     fn check_alive(&self) -> Result<()> {
-        if self.is_alive() {
-            return Ok(());
+        if !self.is_alive() {
+            if self.alive.load(Ordering::Acquire) {
+                self.destroy("its TTL expired");
+            }
+            return Err(self.agent.gone_error("it was killed"));
         }
-        if self.alive.load(Ordering::Acquire) {
-            self.destroy();
-            return Err(Error::SandboxGone { id: self.id.clone(), message: "its TTL expired".into() });
-        }
-        Err(Error::SandboxGone { id: self.id.clone(), message: "it was killed".into() })
+        self.agent.check_alive()
     }
 
-    /// Kills every command, and every process any of them left wherever it was re-parented
-    /// (found by the sandbox's marks, [`process::marked`]), then removes the sandbox's
-    /// directory: the record is marked expired first and removed last, so a removal that
-    /// fails still leaves something [`LocalBackend::reap`] finds. Returns whether it was
-    /// alive. Blocks for as long as the kill takes (a few milliseconds; at most
-    /// [`KILL_BOUND`]).
-    fn destroy(&self) -> bool {
+    /// Ends the sandbox: closes the session, kills sandboxd (every process of the sandbox
+    /// dies with its PID namespace's init), waits for it (at most [`KILL_BOUND`]), then
+    /// removes the sandbox's directory. Returns whether it was alive. Blocks for as long as
+    /// that takes (a few milliseconds).
+    fn destroy(&self, why: &str) -> bool {
         let was = self.alive.swap(false, Ordering::AcqRel);
-        let processes: Vec<Arc<Running>> =
-            self.processes.lock().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, p)| p).collect();
-        for p in &processes {
-            p.kill();
-        }
-        let left = process::marked::kill_all(&self.mark_prefix(), true, KILL_BOUND);
-        if !left.is_empty() {
-            tracing::error!(sandbox = %self.id, ?left, "local:// processes survived SIGKILL past the bound");
+        self.agent.set_gone(why);
+        self.link.close();
+        session::kill(&self.sandboxd);
+        match self.bwrap.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            // bwrap exits once its child, the init, has reaped the whole namespace.
+            Some(mut bwrap) => drop(bwrap.wait()),
+            None => wait_gone(&self.sandboxd),
         }
         if was {
             remove_sandbox_dir(&self.dir);
         }
         was
     }
-
-    /// The start of every mark of this sandbox's commands.
-    fn mark_prefix(&self) -> String {
-        format!("{MARK_ROOT}/{}/", self.id)
-    }
-
-    /// A new command's private directory (see [`PRIVATE_DIR`]), owned by the uid the code
-    /// runs as.
-    fn new_private(&self) -> Result<PathBuf> {
-        let private = self.dir.join("private").join(random_hex());
-        std::fs::create_dir(&private)
-            .and_then(|()| hand_over(&private))
-            .map_err(|e| Error::provider(SCHEME, "cannot create the command's private directory", e))?;
-        Ok(private)
-    }
-
-    /// A new command's mark.
-    fn next_mark(&self) -> String {
-        format!("{}{}", self.mark_prefix(), self.next_process.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// The `bwrap` command line for `command` and the environment block its gate reads
-    /// (see [`process`]): no value the caller gave is in the host process's environment or
-    /// argv. `mark` is the command's mount-point mark ([`process::marked`]); `private` is
-    /// the command's own directory, bound at [`PRIVATE_DIR`].
-    fn bwrap(
-        &self,
-        host: &Host<'_>,
-        command: &Command,
-        mark: &str,
-        private: &Path,
-    ) -> Result<(OsCommand, Vec<u8>)> {
-        // A host shell closes every descriptor the owner process left open without
-        // close-on-exec (a directory fd there would be a way out of every namespace), opens
-        // the seccomp filter on fd 3 and becomes bwrap (same pid, so killing it still kills
-        // bwrap). bash (essential on Debian) can close any descriptor; a POSIX `sh` only
-        // 3 to 9.
-        let (shell, close) = if Path::new("/bin/bash").is_file() {
-            ("/bin/bash", LAUNCH_CLOSE_ALL)
-        } else {
-            ("/bin/sh", LAUNCH_CLOSE_LOW)
-        };
-        let mut cmd = OsCommand::new(shell);
-        cmd.arg("-c").arg(format!("{close}{LAUNCH}")).arg("sandboxio-local");
-        cmd.arg(host.seccomp.map_or(Path::new(""), |f| f)).arg(host.bwrap);
-        if host.seccomp.is_some() {
-            cmd.args(["--seccomp", "3"]);
-        }
-        // Nothing of the owner's working directory reaches the launcher's `PWD`.
-        cmd.current_dir("/");
-        cmd.env_clear();
-        if let Some((uid, gid)) = host.run_as {
-            // A root caller's sandboxes never run as the host's uid 0 (std also drops the
-            // supplementary groups when root sets a uid).
-            std::os::unix::process::CommandExt::uid(&mut cmd, uid);
-            std::os::unix::process::CommandExt::gid(&mut cmd, gid);
-        }
-        // The mark first: every process of the command carries it from bwrap's first mount.
-        cmd.arg("--tmpfs").arg(mark);
-        // No capabilities inside, even when the caller is root (uid 0 maps to itself then).
-        cmd.args(["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]);
-        if self.spec.network == NetworkPolicy::AllowAll {
-            cmd.arg("--share-net");
-        }
-        cmd.args(["--die-with-parent", "--new-session", "--hostname", "sandbox"]);
-        cmd.args(["--ro-bind", "/usr", "/usr"]);
-        for (link, target) in
-            [("/bin", "usr/bin"), ("/sbin", "usr/sbin"), ("/lib", "usr/lib"), ("/lib64", "usr/lib64")]
-        {
-            if Path::new(link).exists() {
-                cmd.args(["--symlink", target, link]);
-            }
-        }
-        for etc in ["/etc/alternatives", "/etc/ssl", "/etc/resolv.conf", "/etc/hosts"] {
-            cmd.args(["--ro-bind-try", etc, etc]);
-        }
-        // The sandbox's own user database, not the host's.
-        for file in ["passwd", "group"] {
-            cmd.arg("--ro-bind").arg(self.dir.join(file)).arg(format!("/etc/{file}"));
-        }
-        // `/proc` read-only: kernel settings (`/proc/sys`, even the sandbox's own IPC and PID
-        // namespaces' ones) cannot be changed from inside, whatever uid the code has.
-        cmd.args(["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
-        cmd.arg("--bind").arg(self.workspace()).arg(WORKDIR);
-        cmd.arg("--bind").arg(private).arg(PRIVATE_DIR);
-        let cwd = crate::path::resolve(WORKDIR, command.working_dir().unwrap_or("."));
-        if !cwd.starts_with(WORKDIR) {
-            return Err(Error::PermissionDenied { path: cwd });
-        }
-        let host_cwd = fs::host_path(&self.workspace(), &cwd)?;
-        if !host_cwd.is_dir() {
-            return Err(Error::NotFound { path: cwd });
-        }
-        cmd.arg("--chdir").arg(&cwd);
-        let mut vars: Vec<(&str, &str)> =
-            vec![("PATH", "/usr/local/bin:/usr/bin:/bin"), ("HOME", WORKDIR), ("PWD", cwd.as_str())];
-        for (k, v) in self.spec.env.iter().chain(command.env_vars()) {
-            vars.push((k, v));
-        }
-        for (k, v) in self.spec.secret_env.iter().chain(command.secret_env_vars()) {
-            vars.push((k, v.expose_secret()));
-        }
-        if let Some((name, _)) = vars.iter().find(|(k, _)| !shell_name(k)) {
-            return Err(Error::invalid_input(format!(
-                "env var name {name:?}: local:// needs letters, digits and '_', not starting with a digit or __sbx_"
-            )));
-        }
-        let block = process::env_block(vars);
-        let waiter = if Path::new(PERL).is_file() { process::WAITER } else { "" };
-        cmd.args(["--", "/bin/sh", "-c", process::GATE, "sandboxio", waiter]).args(command.argv());
-        Ok((cmd, block))
-    }
-
-    fn register(&self, running: &Arc<Running>) -> u64 {
-        let key = self.next_process.fetch_add(1, Ordering::Relaxed);
-        self.processes.lock().unwrap_or_else(PoisonError::into_inner).insert(key, Arc::clone(running));
-        key
-    }
-
-    fn unregister(&self, key: u64) {
-        self.processes.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
-    }
 }
 
-/// Kills a command and forgets it when the operation running it ends or is dropped. A
-/// command that did not end on its own is killed by its mark as well, on a short-lived
-/// thread, so that nothing it started survives, whatever it was re-parented to.
-pub(super) struct ProcessGuard {
-    state: Arc<State>,
-    running: Arc<Running>,
-    key: u64,
-    mark: String,
-    private: PathBuf,
-}
-
-impl ProcessGuard {
-    fn new(state: &Arc<State>, running: Running, mark: String, private: PathBuf) -> Self {
-        let running = Arc::new(running);
-        let key = state.register(&running);
-        ProcessGuard { state: Arc::clone(state), running, key, mark, private }
-    }
-
-    /// Kills the command and waits until no process carries its mark (at most
-    /// [`KILL_BOUND`]).
-    async fn kill_and_wait(&self) {
-        self.running.kill();
-        let mark = self.mark.clone();
-        let _ =
-            crate::runtime::unblock(move || Ok(process::marked::kill_all(&mark, false, KILL_BOUND))).await;
-    }
-
-    /// The command's exit status once bwrap has exited with `bwrap`: the waiter's exact
-    /// report from the private directory (a signal death is `Signal(n)`), or bwrap's own
-    /// when there is none (no waiter on this host, or bwrap was killed); and, with
-    /// `record`, a code cell's error record. Both are read without following links and
-    /// with a bound.
-    async fn outcome(&self, bwrap: std::process::ExitStatus, record: bool) -> (ExitStatus, Option<Vec<u8>>) {
-        let private = self.private.clone();
-        let read = crate::runtime::unblock(move || {
-            let status = read_record(&private.join("status"), 64);
-            let record = if record { read_record(&private.join("error"), 1 << 20) } else { None };
-            Ok((status, record))
-        })
-        .await;
-        let (status, record) = read.unwrap_or((None, None));
-        let exact = status.as_deref().and_then(parse_status);
-        (exact.unwrap_or_else(|| exit_status(bwrap)), record)
-    }
-}
-
-/// The waiter's report: `exit <code>` or `signal <n>`.
-fn parse_status(bytes: &[u8]) -> Option<ExitStatus> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let (kind, n) = text.trim().split_once(' ')?;
-    let n: i32 = n.parse().ok()?;
-    match kind {
-        "exit" if (0..=255).contains(&n) => Some(ExitStatus::Code(n)),
-        "signal" if (1..=64).contains(&n) => Some(ExitStatus::Signal(n)),
-        _ => None,
-    }
-}
-
-impl Drop for ProcessGuard {
+impl Drop for State {
+    /// The handle's session ends: for an owner that did not detach, sandboxd then ends the
+    /// sandbox (`kill` normally did already); bwrap is waited for off this thread.
     fn drop(&mut self) {
-        let ended = !self.running.is_running();
-        self.running.kill();
-        self.state.unregister(self.key);
-        let private = std::mem::take(&mut self.private);
-        if ended {
-            let _ = remove_tree(&private);
-            return;
-        }
-        let mark = std::mem::take(&mut self.mark);
-        let _ = std::thread::Builder::new().name("sandboxio-local-kill".into()).spawn(move || {
-            process::marked::kill_all(&mark, false, KILL_BOUND);
-            let _ = remove_tree(&private);
-        });
-    }
-}
-
-/// The file beside a sandbox's workspace that [`LocalBackend::reap`] reads: its owner, the
-/// end of its TTL, whether it is detached, and its metadata (values escaped).
-const RECORD_FILE: &str = "sandbox";
-
-fn write_record(dir: &Path, spec: &CreateSpec) -> Result<()> {
-    use std::fmt::Write as _;
-    let owner = crate::backends::owner::Owner::current();
-    let expires = crate::backends::owner::unix_now() + spec.ttl.as_secs();
-    let mut text = format!("owner {}\nexpires {expires}\ndetached {}\n", owner.label(), spec.detached);
-    for (k, v) in &spec.metadata {
-        let _ = writeln!(text, "label {k:?}={v:?}");
-    }
-    // Written whole or not at all: a sweep in another process must never read half of it.
-    let tmp = dir.join(format!(".{RECORD_FILE}.tmp"));
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, dir.join(RECORD_FILE)))
-        .map_err(|e| Error::provider(SCHEME, "cannot record the sandbox", e))
-}
-
-/// Whether the sandbox recorded in `dir` should be swept: past its TTL, or (with
-/// `owner_dead`) owned by a process on this host that is gone. A directory with no record
-/// is left alone.
-fn sweepable(dir: &Path, owner_dead: bool) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join(RECORD_FILE)) else { return false };
-    let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' '));
-    let expired = field("expires")
-        .and_then(|e| e.parse::<u64>().ok())
-        .is_some_and(|at| at <= crate::backends::owner::unix_now());
-    let detached = field("detached") == Some("true");
-    let dead = field("owner").and_then(crate::backends::owner::Owner::parse).and_then(|o| o.is_dead_here())
-        == Some(true);
-    expired || (owner_dead && !detached && dead)
-}
-
-/// Marks the record in `dir` expired (so that [`LocalBackend::reap`] sweeps whatever a
-/// failed removal leaves), removes the workspace and the rest, and the record last.
-fn remove_sandbox_dir(dir: &Path) {
-    let record = dir.join(RECORD_FILE);
-    if let Ok(text) = std::fs::read_to_string(&record) {
-        let expired: String = text
-            .lines()
-            .map(|l| if l.starts_with("expires ") { "expires 0".to_owned() } else { l.to_owned() })
-            .map(|l| l + "\n")
-            .collect();
-        let tmp = dir.join(format!(".{RECORD_FILE}.tmp"));
-        let _ = std::fs::write(&tmp, expired).and_then(|()| std::fs::rename(&tmp, &record));
-    }
-    for part in ["workspace", "private"] {
-        if remove_tree(&dir.join(part)).is_err() {
-            return;
+        self.link.close();
+        if let Some(mut bwrap) = self.bwrap.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+            let _ =
+                std::thread::Builder::new().name("sandboxio-local-reap".into()).spawn(move || bwrap.wait());
         }
     }
-    let _ = remove_tree(dir);
 }
 
-/// Removes a tree the sandboxed code wrote, without following links. Code can leave
-/// directories it made unwritable or unreadable (`chmod 0`): for a caller that is not root
-/// (and so owns them) they get `0700` back first; root needs no permission, and never
-/// changes a mode by path in a tree the sandbox wrote. A tree deeper than the descriptors
-/// `std`'s removal may hold goes to `rm -rf`, which removes trees of any depth.
-fn remove_tree(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Ok(()) => return Ok(()),
-        Err(_) => {}
-    }
-    if run_as().is_none() {
-        // Iterative: the code decides how deep the tree is.
-        let mut dirs = Vec::new();
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-            dirs.push(path.to_path_buf());
-        }
-        while let Some(dir) = dirs.pop() {
-            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                dirs.extend(
-                    entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()),
-                );
-            }
-        }
-    }
-    match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Ok(()) => return Ok(()),
-        Err(_) => {}
-    }
-    let removed = OsCommand::new("/bin/rm")
-        .arg("-rf")
-        .arg("--one-file-system")
-        .arg("--")
-        .arg(path)
-        .env_clear()
-        .status()?;
-    if removed.success() && !path.exists() {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(format!("rm -rf could not remove {}", path.display())))
-    }
-}
-
-/// A file a command left in its private directory, read on the host without following a
-/// link it may have put in its place, and at most `max` bytes of it. `None` when there is no
-/// regular file.
-fn read_record(host: &Path, max: u64) -> Option<Vec<u8>> {
-    use std::io::Read as _;
-    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
-    let meta = std::fs::symlink_metadata(host).ok().filter(std::fs::Metadata::is_file)?;
-    // Never through a link, and never blocking on a FIFO swapped in after the check.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(host)
-        .ok()?;
-    let opened = file.metadata().ok()?;
-    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    file.take(max).read_to_end(&mut bytes).ok()?;
-    Some(bytes)
-}
-
-fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => ExitStatus::Code(code),
-        (None, Some(sig)) => ExitStatus::Signal(sig),
-        (None, None) => ExitStatus::Code(-1),
-    }
-}
-
-fn spawn_error(bwrap: &Path, e: std::io::Error) -> Error {
+pub(super) fn spawn_error(bwrap: &Path, e: std::io::Error) -> Error {
     if e.kind() == std::io::ErrorKind::NotFound {
         return Error::Configuration {
             message: format!(
@@ -850,155 +575,13 @@ impl Backend for LocalBackend {
     }
 
     fn create(&self, spec: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
-        Box::pin(async move {
-            if !self.inner.bwrap.is_file() {
-                return Err(spawn_error(&self.inner.bwrap, std::io::ErrorKind::NotFound.into()));
-            }
-            // Unguessable, and without the owner's pid (sandboxed code sees its id in its
-            // mount table).
-            let id = format!("local-{}", random_hex());
-            let dir = self.inner.root.join(&id);
-            let timeout = spec.create_timeout;
-            let (root, made_dir) = (self.inner.root.clone(), dir.clone());
-            let made = crate::runtime::unblock(move || {
-                ensure_private_root(&root)?;
-                make_sandbox_dir(&made_dir)
-                    .map_err(|e| Error::provider(SCHEME, "cannot create the workspace", e))
-            });
-            let bounded = futures_lite::future::or(async { Some(made.await) }, async {
-                futures_timer::Delay::new(timeout).await;
-                None
-            });
-            let started = Instant::now();
-            match bounded.await {
-                // Creation that finished but took longer than allowed is a timeout too.
-                Some(made) if started.elapsed() <= timeout => made?,
-                _ => {
-                    remove_sandbox_dir(&dir);
-                    return Err(Error::CreateTimeout { timeout });
-                }
-            }
-            let expires = Instant::now() + spec.ttl;
-            if let Err(e) = write_record(&dir, &spec) {
-                remove_sandbox_dir(&dir);
-                return Err(e);
-            }
-            let state = Arc::new(State {
-                id: id.clone(),
-                dir,
-                spec,
-                expires,
-                expired_early: AtomicBool::new(false),
-                alive: AtomicBool::new(true),
-                processes: Mutex::new(HashMap::new()),
-                next_process: AtomicU64::new(0),
-            });
-            // From here a dropped `create()` destroys what it made.
-            let guard = CreateGuard(Some(Arc::clone(&state)));
-            if self.inner.seccomp.get().is_none() {
-                let root = self.inner.root.clone();
-                let filter = crate::runtime::unblock(move || seccomp::install(&root)).await?;
-                drop(self.inner.seccomp.set(filter));
-            }
-            preflight(&self.host(), &state).await?;
-            guard.disarm();
-            self.sandboxes().insert(id.clone(), Arc::clone(&state));
-            start_ttl_timer(&state);
-            Ok(Box::new(LocalSandbox { backend: self.clone(), state }) as Box<dyn BackendSandbox>)
-        })
+        Box::pin(async move { Ok(Box::new(self.create_sandbox(spec).await?) as Box<dyn BackendSandbox>) })
     }
-}
 
-/// Destroys a sandbox whose `create()` failed or was dropped before it was handed over.
-struct CreateGuard(Option<Arc<State>>);
-
-impl CreateGuard {
-    fn disarm(mut self) {
-        self.0 = None;
+    fn connect(&self, id: &str) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+        let id = id.to_owned();
+        Box::pin(async move { Ok(Box::new(self.connect_sandbox(&id).await?) as Box<dyn BackendSandbox>) })
     }
-}
-
-impl Drop for CreateGuard {
-    fn drop(&mut self) {
-        if let Some(state) = self.0.take() {
-            state.destroy();
-        }
-    }
-}
-
-/// Makes a sandbox's directory: the workspace and the commands' private directories, owned by the uid
-/// the code runs as, and the sandbox's own user database.
-fn make_sandbox_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    std::fs::DirBuilder::new().mode(0o700).create(dir)?;
-    // A root caller's sandbox user must pass through it to reach the workspace; no other
-    // host user may.
-    passable_by_the_sandbox_only(dir, &std::fs::symlink_metadata(dir)?)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(private_mode()))?;
-    std::fs::create_dir(dir.join("workspace"))?;
-    hand_over(&dir.join("workspace"))?;
-    // The commands' private directories are made (and handed over) by the host inside a
-    // directory the sandbox cannot write: it can never swap one for a link between the
-    // host's `mkdir` and its `chown`.
-    std::fs::create_dir(dir.join("private"))?;
-    passable_by_the_sandbox_only(&dir.join("private"), &std::fs::symlink_metadata(dir.join("private"))?)?;
-    std::fs::set_permissions(dir.join("private"), std::fs::Permissions::from_mode(private_mode()))?;
-    user_database(dir)
-}
-
-/// Starts `true` in the sandbox's namespaces once, so that a host that cannot create them
-/// fails `create()` with a configuration error saying why, not every later command.
-async fn preflight(host: &Host<'_>, state: &Arc<State>) -> Result<()> {
-    let mark = state.next_mark();
-    let private = state.new_private()?;
-    let (cmd, block) = state.bwrap(host, &Command::new("true"), &mark, &private)?;
-    let running = process::spawn(cmd, block, true).map_err(|e| spawn_error(host.bwrap, e))?;
-    let guard = ProcessGuard::new(state, running, mark, private);
-    let running = &guard.running;
-    let mut stderr = Vec::new();
-    loop {
-        match running.pieces.pop().await {
-            Piece::End => break,
-            Piece::Output(StreamKind::Stderr, data) => stderr.extend(data),
-            Piece::Output(StreamKind::Stdout, _) => {}
-        }
-    }
-    let status = running.wait().await?;
-    if status.success() {
-        return Ok(());
-    }
-    let said = String::from_utf8_lossy(&stderr).trim().to_owned();
-    // bwrap says "Unknown option --disable-userns" (or another option) when it is too old.
-    if said.contains("Unknown option") {
-        return Err(Error::configuration(format!(
-            "this bwrap is too old for local:// ({said}); it needs bubblewrap 0.8 or newer (--disable-userns)"
-        )));
-    }
-    Err(Error::configuration(format!(
-        "bwrap cannot create the sandbox's namespaces on this host ({said}); if unprivileged user namespaces are disabled, enable them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or use docker://"
-    )))
-}
-
-/// Destroys the sandbox at its expiry, even if no handle is left.
-fn start_ttl_timer(state: &Arc<State>) {
-    let weak = Arc::downgrade(state);
-    let expires = state.expires;
-    let _ = std::thread::Builder::new().name("sandboxio-local-ttl".into()).spawn(move || {
-        loop {
-            let now = Instant::now();
-            if now >= expires {
-                break;
-            }
-            std::thread::sleep((expires - now).min(Duration::from_secs(1)));
-            match weak.upgrade() {
-                Some(state) if state.alive.load(Ordering::Acquire) => {}
-                _ => return,
-            }
-        }
-        if let Some(state) = weak.upgrade() {
-            state.destroy();
-        }
-    });
 }
 
 /// One local sandbox handle.
@@ -1009,106 +592,21 @@ pub(super) struct LocalSandbox {
 }
 
 impl LocalSandbox {
-    /// Runs `command` to its end (or its timeout); with `record`, also returns the error
-    /// record a code cell left in its private directory.
-    async fn run_with(&self, command: Command, record: bool) -> Result<(ExecResult, Option<Vec<u8>>)> {
-        let started = Instant::now();
-        let guard = self.start(&command, command.stdin_bytes().is_some())?;
-        let running = Arc::clone(&guard.running);
-        let limit = command.output_limit_bytes();
-        let mut out = (Vec::new(), Vec::new());
-        let mut truncated = false;
-        // Output is taken while stdin is fed: a command that writes before it reads would
-        // otherwise fill the bounded queue and wait on us while we wait on it.
-        let feed = async {
-            if let Some(data) = command.stdin_bytes() {
-                // A command that exits without reading all its stdin is not an error.
-                let _ = running.write_stdin(data.to_vec()).await;
-                running.close_stdin();
-            }
-        };
-        let collect = async {
-            loop {
-                match running.pieces.pop().await {
-                    Piece::End => break,
-                    Piece::Output(stream, data) => {
-                        let buf = if stream == StreamKind::Stdout { &mut out.0 } else { &mut out.1 };
-                        let room = limit.saturating_sub(buf.len());
-                        truncated |= data.len() > room;
-                        buf.extend_from_slice(&data[..data.len().min(room)]);
-                    }
-                }
-            }
-        };
-        let both = futures_lite::future::zip(feed, collect);
-        let deadline = command.timeout_duration();
-        let timed_out = if let Some(d) = deadline {
-            futures_lite::future::or(
-                async {
-                    both.await;
-                    false
-                },
-                async {
-                    futures_timer::Delay::new(d).await;
-                    true
-                },
-            )
-            .await
+    /// `Err` unless `command`'s working directory is in the workspace.
+    fn check_cwd(command: &Command) -> Result<()> {
+        let cwd = crate::path::resolve(WORKDIR, command.working_dir().unwrap_or("."));
+        if cwd == WORKDIR || cwd.starts_with(&format!("{WORKDIR}/")) {
+            Ok(())
         } else {
-            both.await;
-            false
-        };
-        if timed_out {
-            // Keep what was already read, then end everything the command started before
-            // reporting the timeout.
-            while let Some(Piece::Output(stream, data)) = running.pieces.try_pop() {
-                let buf = if stream == StreamKind::Stdout { &mut out.0 } else { &mut out.1 };
-                let room = limit.saturating_sub(buf.len());
-                truncated |= data.len() > room;
-                buf.extend_from_slice(&data[..data.len().min(room)]);
-            }
-            guard.kill_and_wait().await;
-            let partial = ExecResult::new(0, out.0, out.1)
-                .with_status(ExitStatus::Signal(9))
-                .with_truncated(truncated)
-                .with_duration(started.elapsed());
-            drop(guard);
-            return Err(Error::ExecutionTimeout {
-                timeout: deadline.unwrap_or_default(),
-                partial: Box::new(partial),
-            });
+            Err(Error::PermissionDenied { path: cwd })
         }
-        let status = running.wait().await?;
-        let (status, record) = guard.outcome(status, record).await;
-        drop(guard);
-        self.state.check_alive()?;
-        let result = ExecResult::new(0, out.0, out.1)
-            .with_status(status)
-            .with_truncated(truncated)
-            .with_duration(started.elapsed());
-        Ok((result, record))
     }
 
-    /// Starts `command` (its stdin ends after the environment block unless `pipe_stdin`).
-    fn start(&self, command: &Command, pipe_stdin: bool) -> Result<ProcessGuard> {
+    /// Runs `command` with the sandbox's and its own secrets.
+    async fn run_command(&self, command: &Command) -> Result<ExecResult> {
         self.state.check_alive()?;
-        let host = self.backend.host();
-        let mark = self.state.next_mark();
-        let private = self.state.new_private()?;
-        let (cmd, block) = match self.state.bwrap(&host, command, &mark, &private) {
-            Ok(made) => made,
-            Err(e) => {
-                let _ = remove_tree(&private);
-                return Err(e);
-            }
-        };
-        match process::spawn(cmd, block, !pipe_stdin) {
-            Ok(running) => Ok(ProcessGuard::new(&self.state, running, mark, private)),
-            Err(e) => {
-                let _ = remove_tree(&private);
-                Err(spawn_error(host.bwrap, e))
-            }
-        }
+        Self::check_cwd(command)?;
+        self.state.agent.run(command, true).await
     }
 }
 
@@ -1121,36 +619,47 @@ impl BackendSandbox for LocalSandbox {
         if Path::new(PYTHON).is_file() {
             CAPABILITIES
         } else {
-            CAPABILITIES.difference(Capabilities::RUN_CODE)
+            CAPABILITIES
+                .difference(Capabilities::RUN_CODE | Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS)
         }
     }
 
     fn network_policy(&self) -> Option<NetworkPolicy> {
-        Some(self.state.spec.network.clone())
+        self.state.network.clone()
     }
 
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
         Box::pin(async move {
-            let started = Instant::now();
-            // The record is read from the cell's private directory, bound for this cell
-            // alone: no other command or cell can plant it.
-            let command = code_runner::command(SCHEME, PYTHON, &code, &format!("{PRIVATE_DIR}/error"))?;
-            let (ran, record) = self.run_with(command, true).await?;
-            code_runner::result(ran, record.as_deref(), started.elapsed())
+            self.state.check_alive()?;
+            self.state.agent.run_code(&code).await
         })
     }
 
+    fn create_context(&self, language: &str) -> BoxFuture<'_, Result<CodeContext>> {
+        let language = language.to_owned();
+        Box::pin(async move {
+            self.state.check_alive()?;
+            self.state.agent.create_context(&language).await
+        })
+    }
+
+    fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
+        let result = self.state.check_alive().and_then(|()| self.state.agent.interrupt(context_id));
+        Box::pin(async move { result })
+    }
+
     fn metadata(&self) -> BTreeMap<String, String> {
-        self.state.spec.metadata.clone()
+        self.state.metadata.clone()
     }
 
     fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
-        Box::pin(async move { self.run_with(command, false).await.map(|(result, _)| result) })
+        Box::pin(async move { self.run_command(&command).await })
     }
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
-        let guard = self.start(&command, true)?;
-        Ok(Box::new(stream::LocalExecStream::new(guard, &command)))
+        self.state.check_alive()?;
+        Self::check_cwd(&command)?;
+        Ok(Box::new(self.state.agent.stream_piped(&command, true)?))
     }
 
     fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
@@ -1189,10 +698,21 @@ impl BackendSandbox for LocalSandbox {
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
         Box::pin(async move {
             let state = Arc::clone(&self.state);
-            let was = crate::runtime::unblock(move || Ok(state.destroy())).await?;
+            let was = crate::runtime::unblock(move || Ok(state.destroy("it was killed"))).await?;
             // A killed sandbox is forgotten; its handles keep their own state.
             self.backend.sandboxes().remove(&self.state.id);
             Ok(if was { KillOutcome::Killed } else { KillOutcome::AlreadyGone })
+        })
+    }
+
+    fn detach(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            self.state.check_alive()?;
+            let agent = &self.state.agent;
+            agent.client().detach().await.map_err(|why| agent.gone_error(&why))?;
+            // `reap` must never take a detached sandbox for an orphan.
+            record::set(&self.state.dir, "detached", "true")
+                .map_err(|e| Error::provider(SCHEME, "cannot record the sandbox detached", e))
         })
     }
 }

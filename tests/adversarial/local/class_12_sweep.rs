@@ -33,34 +33,66 @@ fn class_12__close_while_busy_with_locked_directories_leaves_no_workspace() {
     assert!(!left, "close() left {} behind (reap then removed {:?})", dir.display(), report.removed);
 }
 
-/// A stand-in for a bwrap child orphaned while its owner died, whose sandbox directory is
-/// gone: a process of the uid sandboxes run as, with a sandbox's mark in its argv.
-fn orphan(id: &str) -> std::process::Child {
-    let argv = format!("--tmpfs /run/sandboxio/{id}/0 --bind /nonexistent/{id}/workspace /workspace");
-    let mut cmd = if crate::support::is_root() {
-        let mut c = std::process::Command::new("setpriv");
-        c.args(["--reuid", "2000000000", "--regid", "2000000000", "--clear-groups", "--", "/bin/sh"]);
-        c
-    } else {
-        std::process::Command::new("/bin/sh")
-    };
-    cmd.args(["-c", "sleep 300", "bwrap"]).args(argv.split(' '));
-    cmd.spawn().unwrap()
+/// Rewrites the owner in a sandbox's record to a process of this host that is gone (pid
+/// 2^22 + 1 is above the kernel's `pid_max` limit, so no process ever has it).
+fn orphan(dir: &std::path::Path) {
+    let record = dir.join("sandbox");
+    let text = std::fs::read_to_string(&record).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_owned();
+    let forged: String = text
+        .lines()
+        .map(|l| if l.starts_with("owner ") { format!("owner {host}:4194305:1\n") } else { format!("{l}\n") })
+        .collect();
+    std::fs::write(&record, forged).unwrap();
+}
+
+/// The host pid of a sandbox's sandboxd, from its record.
+fn sandboxd_pid(dir: &std::path::Path) -> u32 {
+    let text = std::fs::read_to_string(dir.join("sandbox")).unwrap();
+    let label = text.lines().find_map(|l| l.strip_prefix("sandboxd ")).expect("no sandboxd in the record");
+    label.rsplit(':').nth(1).unwrap().parse().unwrap()
 }
 
 #[test]
-fn class_12__reap_kills_processes_of_sandboxes_whose_directory_is_gone() {
-    let id = format!("local-0rphan{}", std::process::id());
-    let mut child = orphan(&id);
+fn class_12__reap_ends_a_dead_owners_sandbox_and_keeps_a_detached_one_until_its_ttl() {
     let backend = LocalBackend::new();
-    // Positive control: the stand-in carries the mark the backend finds.
+    let create = |detached: bool| {
+        block_on(
+            sandboxio::Sandbox::builder_with(backend.clone())
+                .network(NetworkPolicy::deny_all())
+                .detached(detached)
+                .create(),
+        )
+        .unwrap()
+    };
+    let (owned, detached) = (create(false), create(true));
+    let (owned_dir, detached_dir) = (local_root().join(owned.id()), local_root().join(detached.id()));
+    for dir in [&owned_dir, &detached_dir] {
+        orphan(dir);
+    }
+    let owned_pid = sandboxd_pid(&owned_dir);
+    assert!(std::path::Path::new(&format!("/proc/{owned_pid}")).exists(), "control: sandboxd is not running");
+    // Another process's sweep: this backend's own sandboxes are never its to take.
+    let mut options = ReapOptions::new();
+    options.owner_dead = true;
+    let report = block_on(LocalBackend::new().reap(options)).unwrap();
+    // Positive control: the forged dead owner makes the owned sandbox an orphan.
     assert!(
-        eventually(Duration::from_secs(5), || !backend.running_processes(&id).is_empty()),
-        "control: the orphan's mark is not found"
+        report.removed.contains(&owned.id().to_owned()),
+        "control: reap kept {} ({report:?})",
+        owned.id()
     );
-    block_on(backend.reap(ReapOptions::default())).unwrap();
-    let gone = eventually(Duration::from_secs(5), || child.try_wait().is_ok_and(|s| s.is_some()));
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(gone, "reap left a process of a sandbox whose directory is gone");
+    assert!(
+        eventually(Duration::from_secs(5), || !std::path::Path::new(&format!("/proc/{owned_pid}")).exists()),
+        "reap removed the directory of {} but left its sandboxd running",
+        owned.id()
+    );
+    assert!(
+        !report.removed.contains(&detached.id().to_owned()),
+        "reap removed a detached sandbox before its TTL"
+    );
+    let out = block_on(detached.run(Command::new("echo").arg("alive"))).unwrap();
+    assert_eq!(out.stdout, b"alive\n");
+    let _ = block_on(owned.kill());
+    let _ = block_on(detached.kill());
 }

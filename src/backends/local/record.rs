@@ -1,0 +1,109 @@
+//! The record beside each sandbox's workspace that `LocalBackend::reap` and `connect` read:
+//! its owner, the end of its TTL, whether it is detached, its sandboxd process, and its
+//! metadata (values escaped). Written whole or not at all (temporary file and rename), so a
+//! sweep in another process never reads half of it.
+
+use std::path::Path;
+
+use crate::backend::CreateSpec;
+use crate::backends::owner::Owner;
+use crate::error::{Error, Result};
+
+use super::SCHEME;
+
+/// The record's file name in a sandbox's directory.
+const RECORD_FILE: &str = "sandbox";
+
+pub(super) fn write_record(dir: &Path, spec: &CreateSpec) -> Result<()> {
+    use std::fmt::Write as _;
+    let owner = Owner::current();
+    let expires = crate::backends::owner::unix_now() + spec.ttl.as_secs();
+    let mut text = format!("owner {}\nexpires {expires}\ndetached {}\n", owner.label(), spec.detached);
+    for (k, v) in &spec.metadata {
+        let _ = writeln!(text, "label {k:?}={v:?}");
+    }
+    replace(dir, &text).map_err(|e| Error::provider(SCHEME, "cannot record the sandbox", e))
+}
+
+/// Whether the sandbox recorded in `dir` should be swept: past its TTL, or (with
+/// `owner_dead`) owned by a process on this host that is gone. A directory with no record
+/// is left alone.
+pub(super) fn sweepable(dir: &Path, owner_dead: bool) -> bool {
+    let Some(text) = read(dir) else { return false };
+    let detached = field(&text, "detached") == Some("true");
+    let dead = field(&text, "owner").and_then(Owner::parse).and_then(|o| o.is_dead_here()) == Some(true);
+    expired(&text) || (owner_dead && !detached && dead)
+}
+
+/// The record's text (at most 64 KiB), if there is one.
+pub(super) fn read(dir: &Path) -> Option<String> {
+    let bytes = read_record(&dir.join(RECORD_FILE), 64 * 1024)?;
+    String::from_utf8(bytes).ok()
+}
+
+/// The value of field `name` in a record's text.
+pub(super) fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+}
+
+/// Whether a record's TTL is over.
+pub(super) fn expired(text: &str) -> bool {
+    field(text, "expires")
+        .and_then(|e| e.parse::<u64>().ok())
+        .is_none_or(|at| at <= crate::backends::owner::unix_now())
+}
+
+/// The sandbox's sandboxd process on this host (its pid and start time), once recorded.
+pub(super) fn sandboxd(text: &str) -> Option<Owner> {
+    field(text, "sandboxd").and_then(Owner::parse)
+}
+
+/// Sets field `name` of the record in `dir` to `value` (added when missing).
+pub(super) fn set(dir: &Path, name: &str, value: &str) -> std::io::Result<()> {
+    let text = read(dir).ok_or_else(|| std::io::Error::other("the sandbox has no record"))?;
+    let line = format!("{name} {value}");
+    let mut found = false;
+    let mut out: String = text
+        .lines()
+        .map(|l| {
+            if field(l, name).is_some() {
+                found = true;
+                format!("{line}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    if !found {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    replace(dir, &out)
+}
+
+fn replace(dir: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{RECORD_FILE}.tmp"));
+    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, dir.join(RECORD_FILE)))
+}
+
+/// A file a command left in its private directory, read on the host without following a
+/// link it may have put in its place, and at most `max` bytes of it. `None` when there is no
+/// regular file.
+fn read_record(host: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let meta = std::fs::symlink_metadata(host).ok().filter(std::fs::Metadata::is_file)?;
+    // Never through a link, and never blocking on a FIFO swapped in after the check.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(host)
+        .ok()?;
+    let opened = file.metadata().ok()?;
+    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}

@@ -1,0 +1,252 @@
+//! The session with a sandbox's sandboxd: over bwrap's pipes for the owner (started with
+//! the sandbox), or over sandboxd's `--listen` socket for a `connect`ed handle.
+//!
+//! **The owner's link.** sandboxd's stdin is a pipe whose only writer is the owner: when the
+//! owner closes it ([`Link::close`]: `close()`, `kill()`, the last handle gone) or dies,
+//! sandboxd kills every process of the sandbox and exits, unless the owner detached first.
+//!
+//! **The socket** is created by sandboxd in its directory ([`launch::RUN_DIR`]), bound from
+//! the sandbox's host directory, which sits in the caller's private root: another process
+//! of the same host user reaches it, no other user can. The sandbox's code (as sandboxd's
+//! uid) can also reach that directory and could put a socket of its own in the real one's
+//! place, so a connection is trusted only when the kernel says its listener is the
+//! sandbox's sandboxd process, recorded at `create` (pid and start time): a planted socket
+//! is refused, and the worst it can do is deny `connect`.
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, ChildStdin};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::backends::owner::Owner;
+use crate::error::{Error, Result};
+use crate::sandboxd::client::Client;
+
+use super::SCHEME;
+use super::launch::{self, Launch};
+
+/// How many times a start whose sandboxd was busy (`ETXTBSY`, see `binary.rs`) is retried.
+const TEXT_BUSY_TRIES: usize = 20;
+
+/// The most bytes of bwrap's and sandboxd's stderr kept for an error message.
+const DIAGNOSTICS_LIMIT: usize = 4096;
+
+/// How long a `connect`ed session may take to answer `Hello`.
+const CONNECT_HELLO: Duration = Duration::from_secs(10);
+
+/// The host's end of a session's input: closing it ends the session (see the module docs).
+#[derive(Debug)]
+pub(super) enum Link {
+    /// bwrap's stdin (the owner's session).
+    Pipe(Arc<Mutex<Option<ChildStdin>>>),
+    /// A connection to sandboxd's socket.
+    Socket(UnixStream),
+}
+
+impl Link {
+    /// Ends the session's input (idempotent).
+    pub(super) fn close(&self) {
+        match self {
+            Link::Pipe(pipe) => drop(pipe.lock().unwrap_or_else(PoisonError::into_inner).take()),
+            Link::Socket(stream) => {
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+            }
+        }
+    }
+}
+
+/// The writer the client sends frames through: bwrap's stdin until [`Link::close`].
+struct PipeWriter(Arc<Mutex<Option<ChildStdin>>>);
+
+impl Write for PipeWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.0.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+            Some(pipe) => pipe.write(buf),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.0.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+            Some(pipe) => pipe.flush(),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+}
+
+/// A sandbox whose sandboxd answered `Hello`.
+pub(super) struct Started {
+    pub bwrap: Child,
+    pub client: Client,
+    pub link: Link,
+    /// sandboxd on the host.
+    pub sandboxd: Owner,
+}
+
+/// A bwrap being started: its session is closed if the start fails or is dropped.
+struct Starting {
+    bwrap: Option<Child>,
+    link: Link,
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        // sandboxd (once it runs) reads end-of-file and ends; bwrap goes with it. bwrap is
+        // never killed here: its namespace child waits for it during setup, and would wait
+        // forever for a bwrap killed then.
+        self.link.close();
+        if let Some(mut bwrap) = self.bwrap.take() {
+            let _ =
+                std::thread::Builder::new().name("sandboxio-local-reap".into()).spawn(move || bwrap.wait());
+        }
+    }
+}
+
+/// Starts the sandbox's bwrap with sandboxd as its init and waits (at most `timeout`) for
+/// sandboxd's answer to `Hello`. The session names no user: sandboxd already is the sandbox's
+/// user, and could not switch (see `Identity::switch_user`).
+///
+/// # Errors
+///
+/// [`Error::Configuration`] when bwrap cannot make the namespaces here (too old, user
+/// namespaces disabled) or is not installed; [`Error::CreateTimeout`] past `timeout`;
+/// [`Error::Provider`] for anything else, with what bwrap and sandboxd said.
+pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Started> {
+    let started = std::time::Instant::now();
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut command = launch.command();
+        let mut bwrap = command.spawn().map_err(|e| super::spawn_error(launch.bwrap, e))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (bwrap.stdin.take(), bwrap.stdout.take(), bwrap.stderr.take())
+        else {
+            return Err(Error::provider_message(SCHEME, "bwrap's stdio is not piped"));
+        };
+        let pipe = Arc::new(Mutex::new(Some(stdin)));
+        let mut starting = Starting { bwrap: Some(bwrap), link: Link::Pipe(Arc::clone(&pipe)) };
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let stderr_done = keep_stderr(stderr, Arc::clone(&said));
+        let client = Client::start(stdout, PipeWriter(pipe), None)
+            .map_err(|e| Error::provider(SCHEME, "starting the sandboxd session", e))?;
+        let left = timeout.saturating_sub(started.elapsed());
+        let answered = futures_lite::future::or(async { Some(client.hello().await) }, async {
+            futures_timer::Delay::new(left).await;
+            None
+        })
+        .await;
+        let why = match answered {
+            Some(Ok(_)) => {
+                // On an error here, `starting` ends the sandbox as it goes.
+                let sandboxd = starting.bwrap.as_ref().and_then(launch::sandboxd_pid).and_then(Owner::of);
+                let (Some(sandboxd), Some(bwrap)) = (sandboxd, starting.bwrap.take()) else {
+                    return Err(Error::provider_message(
+                        SCHEME,
+                        "sandboxd answered but is not bwrap's child",
+                    ));
+                };
+                let link = std::mem::replace(&mut starting.link, Link::Pipe(Arc::default()));
+                return Ok(Started { bwrap, client, link, sandboxd });
+            }
+            Some(Err(why)) => why,
+            None => return Err(Error::CreateTimeout { timeout }),
+        };
+        // sandboxd ended before it answered: bwrap failed, or could not run it. Its words are
+        // complete once its stderr closes.
+        drop(starting);
+        let _ = crate::runtime::unblock(move || Ok(stderr_done.recv())).await;
+        let said =
+            String::from_utf8_lossy(&said.lock().unwrap_or_else(PoisonError::into_inner)).trim().to_owned();
+        if super::binary::is_text_busy(&said) && tries < TEXT_BUSY_TRIES {
+            futures_timer::Delay::new(Duration::from_millis(10)).await;
+            continue;
+        }
+        return Err(start_error(&said, &why));
+    }
+}
+
+/// Reads `stderr` to its end on a thread, keeping its first [`DIAGNOSTICS_LIMIT`] bytes in
+/// `said`; the receiver hears when it is done.
+fn keep_stderr(
+    mut stderr: impl std::io::Read + Send + 'static,
+    said: Arc<Mutex<Vec<u8>>>,
+) -> std::sync::mpsc::Receiver<()> {
+    let (done, finished) = std::sync::mpsc::channel();
+    let _ = std::thread::Builder::new().name("sandboxio-local-stderr".into()).spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+            let mut kept = said.lock().unwrap_or_else(PoisonError::into_inner);
+            let room = DIAGNOSTICS_LIMIT.saturating_sub(kept.len());
+            kept.extend_from_slice(&buf[..n.min(room)]);
+        }
+        let _ = done.send(());
+    });
+    finished
+}
+
+/// The error for a sandbox whose sandboxd never answered.
+fn start_error(said: &str, why: &str) -> Error {
+    // bwrap says "Unknown option --disable-userns" (or another option) when it is too old.
+    if said.contains("Unknown option") {
+        return Error::configuration(format!(
+            "this bwrap is too old for local:// ({said}); it needs bubblewrap 0.8 or newer (--disable-userns, --as-pid-1)"
+        ));
+    }
+    if said.starts_with("bwrap:") {
+        return Error::configuration(format!(
+            "bwrap cannot create the sandbox's namespaces on this host ({said}); if unprivileged user namespaces are disabled, enable them (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or use docker://"
+        ));
+    }
+    Error::provider_message(
+        SCHEME,
+        format!("sandboxd did not start in the sandbox ({why}); it said: {said:?}"),
+    )
+}
+
+/// A session of a `connect`ed handle on the socket in the sandbox directory `dir`, whose
+/// sandboxd must be `sandboxd` (see the module docs).
+///
+/// # Errors
+///
+/// [`Error::Connect`] when the socket cannot be reached or its listener is not the
+/// sandbox's sandboxd; [`Error::SandboxGone`] when sandboxd ends before it answers.
+pub(super) async fn connect(id: &str, dir: &Path, sandboxd: &Owner) -> Result<(Client, Link)> {
+    let refused = |why: String| Error::connect(SCHEME, format!("sandbox {id}: {why}"));
+    let socket = dir.join("run").join(launch::SOCKET);
+    let stream =
+        UnixStream::connect(&socket).map_err(|e| refused(format!("cannot reach its sandboxd ({e})")))?;
+    let peer = rustix::net::sockopt::socket_peercred(&stream)
+        .map_err(|e| refused(format!("cannot identify its socket's listener ({e})")))?;
+    let listener = u32::try_from(peer.pid.as_raw_nonzero().get()).ok().and_then(Owner::of);
+    if listener.as_ref() != Some(sandboxd) {
+        return Err(refused("the process listening on its socket is not its sandboxd".into()));
+    }
+    let io = |e| Error::provider(SCHEME, "starting the sandboxd session", e);
+    let client =
+        Client::start(stream.try_clone().map_err(io)?, stream.try_clone().map_err(io)?, None).map_err(io)?;
+    let answered = futures_lite::future::or(async { Some(client.hello().await) }, async {
+        futures_timer::Delay::new(CONNECT_HELLO).await;
+        None
+    })
+    .await;
+    match answered {
+        Some(Ok(_)) => Ok((client, Link::Socket(stream))),
+        Some(Err(why)) => {
+            Err(Error::SandboxGone { id: id.to_owned(), message: format!("its sandboxd ended ({why})") })
+        }
+        None => Err(refused(format!("its sandboxd did not answer within {} s", CONNECT_HELLO.as_secs()))),
+    }
+}
+
+/// Kills sandboxd (and with it every process of the sandbox: it is their PID namespace's
+/// init) through a pidfd, so a pid reused since cannot be hit.
+pub(super) fn kill(sandboxd: &Owner) {
+    let Some(pid) = i32::try_from(sandboxd.pid).ok().and_then(rustix::process::Pid::from_raw) else { return };
+    let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else { return };
+    // Checked after the pidfd is open: from here the pid cannot be reused under us.
+    if Owner::of(sandboxd.pid).as_ref() == Some(sandboxd) {
+        let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+    }
+}
