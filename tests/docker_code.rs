@@ -156,3 +156,27 @@ fn code__a_cell_whose_run_code_was_dropped_loses_its_context_and_nothing_hangs()
     });
     let _ = block_on(sandbox.kill());
 }
+
+#[test]
+fn code__a_matplotlib_figure_is_a_png_and_a_dataframe_is_html() {
+    let Some(sandbox) = python_sandbox("code__a_matplotlib_figure_is_a_png") else { return };
+    block_on(async {
+        let ctx = sandbox.create_context("python").await.unwrap();
+        let plot = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nprint('plotted')";
+        let out = sandbox.run_code(Code::new(plot).in_context(&ctx)).await.unwrap();
+        assert!(out.success(), "{out:?}");
+        assert_eq!(out.stdout_lossy(), "plotted\n");
+        let png = out.results.iter().find_map(|b| b.get("image/png")).expect("a PNG result");
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG: {:?}", &png[..png.len().min(8)]);
+        let frame = "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})";
+        let out = sandbox.run_code(Code::new(frame).in_context(&ctx)).await.unwrap();
+        let bundle = out.results.first().expect("the cell's value");
+        let html = String::from_utf8_lossy(bundle.get("text/html").expect("an HTML form"));
+        assert!(html.contains("<table") && html.contains("<td>x</td>"), "{html}");
+        assert!(bundle.contains_key("text/plain"));
+        // The figure was closed after its cell: a later cell returns no stale PNG.
+        let later = sandbox.run_code(Code::new("1 + 1").in_context(&ctx)).await.unwrap();
+        assert!(later.results.iter().all(|b| !b.contains_key("image/png")), "{later:?}");
+    });
+    let _ = block_on(sandbox.kill());
+}
