@@ -525,6 +525,16 @@ impl<W: Write> Session<W> {
                 cmd.exit = Some(spawn_failure(errno));
                 None
             }
+            Some(Report::SetupFailed(errno)) => {
+                cmd.reports = None;
+                let why = io::Error::from_raw_os_error(errno);
+                let message = format!(
+                    "sandboxd could not set up the command's shepherd (it needs a child subreaper, \
+                     which gVisor 20221219 refuses outside init): {why}"
+                );
+                cmd.exit = Some(Message::Failed { failure: Failure::Io, message: message.into_bytes() });
+                None
+            }
             Some(Report::Exited { ended, oom_killed }) => {
                 cmd.reports = None;
                 let status = match ended {
