@@ -956,6 +956,7 @@ fn the_ttl_ends_every_command_and_sandboxd_exits_0() {
 /// in the write for good, and the sandbox outlived its TTL.)
 #[test]
 fn a_host_that_stops_reading_does_not_hold_sandboxd_past_its_ttl() {
+    const TTL: Duration = Duration::from_millis(1500);
     if std::env::var("SANDBOXD_TEST_WRAP").is_ok_and(|w| w.contains("docker")) {
         // `docker run -i` buffers the container's output itself and cannot exit before the
         // test reads it: the wrapper, not sandboxd, would be measured.
@@ -964,7 +965,6 @@ fn a_host_that_stops_reading_does_not_hold_sandboxd_past_its_ttl() {
         );
         return;
     }
-    const TTL: Duration = Duration::from_millis(1500);
     let marker = "ttl-flood-7731";
     let started = Instant::now();
     let mut child = sandboxd(&["--ttl-ms", "1500"])
