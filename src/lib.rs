@@ -58,6 +58,8 @@ mod audit;
 pub mod backend;
 pub mod backends;
 pub mod dsn;
+#[cfg(feature = "egress")]
+mod egress;
 mod error;
 mod exec;
 mod fs;

@@ -8,7 +8,8 @@
 //! every port; see CHANGELOG.md.
 //!
 //! **Deny wins.** An entry written with a leading `!` denies what it matches, whatever an
-//! allowing entry says: `["*.github.com", "!gist.github.com"]`.
+//! allowing entry says: `["*.github.com", "!gist.github.com"]`. A denying entry without a
+//! port denies every port.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -201,6 +202,8 @@ impl std::str::FromStr for AllowlistEntry {
                 let port: u16 = port.parse().map_err(|_| bad("port is not a number in 0..=65535 or *"))?;
                 (target, AllowlistPorts::One(port))
             }
+            // A denying entry without a port denies every port: `!evil.test` means all of it.
+            None if deny => (s, AllowlistPorts::Any),
             None => (s, AllowlistPorts::Default),
         };
         let target = target.strip_suffix('.').unwrap_or(target);

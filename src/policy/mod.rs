@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::error::Result;
 
-mod allowlist;
+pub(crate) mod allowlist;
 
 pub use allowlist::{ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget};
 
@@ -46,7 +46,8 @@ impl NetworkPolicy {
     ///   brackets when a port follows);
     /// - ports: an entry without one covers **443 only** ([`ALLOWLIST_DEFAULT_PORT`]); `:80` or any
     ///   other number covers that port, `:*` every port;
-    /// - `!` denies: a destination matched by any denying entry is refused whatever allows it.
+    /// - `!` denies: a destination matched by any denying entry is refused whatever allows it;
+    ///   a denying entry without a port denies every port.
     ///
     /// How a backend enforces it (and what it cannot see) is its own to say; a backend that
     /// cannot enforce it refuses the policy at `create()`. Allowing a multi-tenant domain (a

@@ -1,0 +1,269 @@
+//! The gate itself: one proxy connection from the sandbox, judged and then relayed.
+//!
+//! For each connection: read the request head ([`request`]), admit the destination
+//! ([`decide::admit`]), resolve a name on the host and keep only the vetted addresses
+//! ([`decide::vet`]), dial one of them, then either open the tunnel and check the TLS
+//! `ClientHello`'s server name against the `CONNECT` host ([`sni`]), or forward the one
+//! plain-HTTP request. Every refusal is answered at once (`400`, `403` or `502` with an
+//! `X-Sandboxio-Egress` header naming the reason) or, once a tunnel is open, by closing it;
+//! and every decision is reported as an [`Event`]. Nothing waits without a deadline before
+//! the relay starts.
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::address::Host;
+use super::decide::{self, Reason, Refusal};
+use super::request::{self, MAX_HEAD, ProxyRequest};
+use super::sni::{self, Hello, MAX_HELLO};
+use crate::policy::AllowlistEntry;
+
+/// Looks names up for the gate: the host's resolver in production, a table in tests.
+pub(crate) trait Resolve: Send + Sync + 'static {
+    /// The addresses of `name`, in preference order.
+    fn lookup<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
+}
+
+/// The host's own resolver (`getaddrinfo` through tokio).
+pub(crate) struct SystemResolver;
+
+impl Resolve for SystemResolver {
+    fn lookup<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>> {
+        Box::pin(async move { Ok(tokio::net::lookup_host((name, 0)).await?.map(|a| a.ip()).collect()) })
+    }
+}
+
+/// What the gate decided about one connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// Relayed to `addr`.
+    Allowed { host: String, port: u16, addr: SocketAddr },
+    /// Refused, with the reason's word and the words for a person.
+    Refused { host: String, port: u16, reason: &'static str, detail: String },
+}
+
+/// A gate's policy and machinery, shared by its connections.
+pub(crate) struct Gate {
+    pub(crate) entries: Vec<AllowlistEntry>,
+    pub(crate) resolver: Arc<dyn Resolve>,
+    /// Told of every decision (the sandbox's audit trail).
+    pub(crate) events: Arc<dyn Fn(Event) + Send + Sync>,
+    /// How long a client has to send its request head, and its `ClientHello`.
+    pub(crate) read_timeout: Duration,
+    /// How long a lookup, and a dial of one address, may take.
+    pub(crate) dial_timeout: Duration,
+}
+
+impl Gate {
+    /// A gate for `entries` with the host's resolver, reporting to `events`, with 10-second
+    /// deadlines.
+    pub(crate) fn new(entries: Vec<AllowlistEntry>, events: Arc<dyn Fn(Event) + Send + Sync>) -> Gate {
+        Gate {
+            entries,
+            resolver: Arc::new(SystemResolver),
+            events,
+            read_timeout: Duration::from_secs(10),
+            dial_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Serves one client connection to its end.
+    pub(crate) async fn serve<S>(&self, mut client: S)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let (request, leftover) = match self.read_head(&mut client).await {
+            Ok(read) => read,
+            Err(refusal) => {
+                self.refuse(&mut client, "", 0, refusal).await;
+                return;
+            }
+        };
+        let (host, port) = match &request {
+            ProxyRequest::Connect { host, port } | ProxyRequest::Http { host, port, .. } => {
+                (host.clone(), *port)
+            }
+        };
+        let upstream = match self.open(&host, port).await {
+            Ok(open) => open,
+            Err(refusal) => {
+                self.refuse(&mut client, &host, port, refusal).await;
+                return;
+            }
+        };
+        let (target, mut upstream, addr) = upstream;
+        let first = match request {
+            ProxyRequest::Connect { .. } => {
+                if client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
+                    return;
+                }
+                match self.check_hello(&mut client, &target, leftover).await {
+                    Ok(hello) => hello,
+                    Err(refusal) => {
+                        // The tunnel is open: the refusal is the connection's end.
+                        self.report_refusal(&host, port, &refusal);
+                        return;
+                    }
+                }
+            }
+            ProxyRequest::Http { head, .. } => [head, leftover].concat(),
+        };
+        (self.events)(Event::Allowed { host: target.to_string(), port, addr });
+        if upstream.write_all(&first).await.is_err() {
+            return;
+        }
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    }
+
+    /// Reads the request head, with what came after it.
+    async fn read_head<S: AsyncRead + Unpin>(
+        &self,
+        client: &mut S,
+    ) -> Result<(ProxyRequest, Vec<u8>), Refusal> {
+        let mut buf = Vec::with_capacity(1024);
+        let end = tokio::time::timeout(self.read_timeout, async {
+            loop {
+                if let Some(end) = request::head_end(&buf) {
+                    return Ok(end);
+                }
+                if buf.len() >= MAX_HEAD {
+                    return Err(format!("a request head over {MAX_HEAD} bytes"));
+                }
+                let mut chunk = [0u8; 4096];
+                let n = client.read(&mut chunk).await.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err("the client closed the connection before its request head ended".to_owned());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        })
+        .await
+        .map_err(|_| format!("no request head within {:?}", self.read_timeout))
+        .and_then(|r| r)
+        .map_err(|why| Refusal::new(Reason::Malformed, why))?;
+        let request = request::parse(&buf[..end]).map_err(|why| Refusal::new(Reason::Malformed, why))?;
+        Ok((request, buf[end..].to_vec()))
+    }
+
+    /// Admits, resolves, vets and dials: the canonical host, the connection, and its address.
+    async fn open(&self, host: &str, port: u16) -> Result<(Host, TcpStream, SocketAddr), Refusal> {
+        let target = decide::admit(&self.entries, host, port)?;
+        let addrs = match &target {
+            Host::Ip(ip) => vec![*ip],
+            Host::Name(name) => {
+                let found = tokio::time::timeout(self.dial_timeout, self.resolver.lookup(name))
+                    .await
+                    .map_err(|_| {
+                        Refusal::new(
+                            Reason::Unresolved,
+                            format!("looking up {name} took over {:?}", self.dial_timeout),
+                        )
+                    })?
+                    .map_err(|e| Refusal::new(Reason::Unresolved, format!("looking up {name}: {e}")))?;
+                decide::vet(&self.entries, name, port, &found)?
+            }
+        };
+        let mut last = String::new();
+        for ip in addrs {
+            let addr = SocketAddr::new(ip, port);
+            match tokio::time::timeout(self.dial_timeout, TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => return Ok((target, stream, addr)),
+                Ok(Err(e)) => last = format!("{addr}: {e}"),
+                Err(_) => last = format!("{addr}: no answer within {:?}", self.dial_timeout),
+            }
+        }
+        Err(Refusal::new(
+            Reason::Unreachable,
+            format!("{target}:{port} did not accept the connection ({last})"),
+        ))
+    }
+
+    /// Reads the tunnel's first flight and checks its server name against `target`: the
+    /// bytes to send on.
+    async fn check_hello<S: AsyncRead + Unpin>(
+        &self,
+        client: &mut S,
+        target: &Host,
+        mut buf: Vec<u8>,
+    ) -> Result<Vec<u8>, Refusal> {
+        let hello = tokio::time::timeout(self.read_timeout, async {
+            loop {
+                match sni::client_hello(&buf) {
+                    Hello::Incomplete if buf.len() < MAX_HELLO => {}
+                    Hello::Incomplete => return Hello::Malformed("a ClientHello over 64 KiB"),
+                    done => return done,
+                }
+                let mut chunk = [0u8; 4096];
+                match client.read(&mut chunk).await {
+                    Ok(0) | Err(_) => {
+                        return Hello::Malformed("the client closed the tunnel before its ClientHello ended");
+                    }
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+        })
+        .await
+        .unwrap_or(Hello::Malformed("no ClientHello in time"));
+        let Host::Name(name) = target else {
+            // An address block was listed: the address is the decision, whatever is spoken.
+            return Ok(buf);
+        };
+        let mismatch = |why: String| Err(Refusal::new(Reason::SniMismatch, why));
+        match hello {
+            Hello::Tls { ech: true, .. } => mismatch(format!(
+                "the ClientHello for {name} offers Encrypted Client Hello, which hides the name it wants"
+            )),
+            Hello::Tls { sni: Some(sni), .. } if sni.strip_suffix('.').unwrap_or(&sni) == name => Ok(buf),
+            Hello::Tls { sni: Some(sni), .. } => {
+                mismatch(format!("the tunnel to {name} carries TLS for {sni}"))
+            }
+            Hello::Tls { sni: None, .. } => {
+                mismatch(format!("the tunnel to {name} carries TLS without a server name"))
+            }
+            Hello::NotTls => mismatch(format!("the tunnel to {name} does not start with a TLS ClientHello")),
+            Hello::Malformed(why) => mismatch(format!("the tunnel to {name}: {why}")),
+            Hello::Incomplete => mismatch(format!("the tunnel to {name}: an incomplete ClientHello")),
+        }
+    }
+
+    fn report_refusal(&self, host: &str, port: u16, refusal: &Refusal) {
+        (self.events)(Event::Refused {
+            host: host.to_owned(),
+            port,
+            reason: refusal.reason.as_str(),
+            detail: refusal.detail.clone(),
+        });
+    }
+
+    /// Answers a refusal before any tunnel exists, and reports it.
+    async fn refuse<S: AsyncWrite + Unpin>(&self, client: &mut S, host: &str, port: u16, refusal: Refusal) {
+        self.report_refusal(host, port, &refusal);
+        let status = refusal.reason.status();
+        let text = match status {
+            400 => "Bad Request",
+            403 => "Forbidden",
+            _ => "Bad Gateway",
+        };
+        let body = format!("sandboxio egress gate: {}\n", refusal.detail);
+        let response = format!(
+            "HTTP/1.1 {status} {text}\r\nX-Sandboxio-Egress: refused; reason={}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            refusal.reason.as_str(),
+            body.len()
+        );
+        let _ = client.write_all(response.as_bytes()).await;
+        let _ = client.shutdown().await;
+    }
+}

@@ -1,0 +1,32 @@
+//! The egress gate: how a sandbox under [`NetworkPolicy::allowlist`](crate::NetworkPolicy::allowlist)
+//! reaches the listed destinations and nothing else.
+//!
+//! The gate runs in sandboxio's own process, one per sandbox, and speaks HTTP `CONNECT` and
+//! plain-HTTP proxying to the sandbox's clients. It decides on the destination the client
+//! names, never on what the sandbox resolved: names are looked up by the host, every address
+//! they give must be public or listed, and only those vetted addresses are dialled. A tunnel
+//! must then start with a TLS `ClientHello` whose server name is the host the tunnel was
+//! opened for.
+//!
+//! - [`address`]: host names and IP addresses in every spelling, and non-public addresses;
+//! - [`decide`]: the decision as pure functions;
+//! - [`request`]: the proxy request head;
+//! - [`sni`]: the `ClientHello`'s server name;
+//! - [`gate`]: one connection, judged and relayed.
+//!
+//! What it cannot see: a TLS session whose inner `Host` differs from its server name (domain
+//! fronting through a CDN that serves both) reaches whatever the listed name's servers
+//! forward it to. Only terminating TLS would close that, which the gate does not do.
+
+// Built and tested ahead of its users: local:// and docker:// start a gate per sandbox once
+// sandboxd relays the sandbox's proxy port to it and they declare NETWORK_ALLOWLIST (issue #14).
+#![cfg_attr(not(test), allow(dead_code))]
+
+pub(crate) mod address;
+pub(crate) mod decide;
+pub(crate) mod gate;
+pub(crate) mod request;
+pub(crate) mod sni;
+
+#[cfg(test)]
+mod tests;

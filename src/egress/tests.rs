@@ -1,0 +1,288 @@
+//! The gate end to end over an in-memory client connection, against servers on loopback and
+//! a resolver table that counts its lookups. Each refusal sits next to its positive control.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::net::TcpListener;
+
+use super::gate::{Event, Gate, Resolve};
+use super::sni::tests::hello;
+
+/// A resolver answering from a table, counting every lookup by name.
+#[derive(Default)]
+struct Table {
+    names: HashMap<String, Vec<IpAddr>>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Resolve for Table {
+    fn lookup<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>> {
+        self.asked.lock().unwrap().push(name.to_owned());
+        let found = self.names.get(name).cloned();
+        Box::pin(async move { found.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such name")) })
+    }
+}
+
+/// A TCP server on loopback that records what each connection sent (until it paused for
+/// 200 ms or closed) and answers `reply`.
+struct Server {
+    addr: SocketAddr,
+    received: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+async fn server(reply: &'static [u8]) -> Server {
+    server_on("127.0.0.1", reply).await
+}
+
+async fn server_on(ip: &str, reply: &'static [u8]) -> Server {
+    let listener = TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&received);
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let log = Arc::clone(&log);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while let Ok(Ok(n)) =
+                    tokio::time::timeout(Duration::from_millis(200), conn.read(&mut buf)).await
+                {
+                    if n == 0 {
+                        break;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
+                // A connection that sent nothing (the gate dials before it reads the tunnel's
+                // ClientHello) is not recorded.
+                if !got.is_empty() {
+                    log.lock().unwrap().push(got);
+                }
+                let _ = conn.write_all(reply).await;
+            });
+        }
+    });
+    Server { addr, received }
+}
+
+struct Setup {
+    gate: Arc<Gate>,
+    table: Arc<Table>,
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+fn setup(entries: &[&str], names: &[(&str, &str)]) -> Setup {
+    let table = Arc::new(Table {
+        names: names.iter().map(|(n, ip)| ((*n).to_owned(), vec![ip.parse().unwrap()])).collect(),
+        asked: Mutex::default(),
+    });
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&events);
+    let mut gate = Gate::new(
+        entries.iter().map(|e| e.parse().unwrap()).collect(),
+        Arc::new(move |e| log.lock().unwrap().push(e)),
+    );
+    gate.resolver = Arc::clone(&table) as Arc<dyn Resolve>;
+    gate.read_timeout = Duration::from_millis(500);
+    gate.dial_timeout = Duration::from_secs(2);
+    Setup { gate: Arc::new(gate), table, events }
+}
+
+/// A client connection served by the gate.
+fn connect(gate: &Arc<Gate>) -> DuplexStream {
+    let (client, served) = tokio::io::duplex(256 * 1024);
+    let gate = Arc::clone(gate);
+    tokio::spawn(async move { gate.serve(served).await });
+    client
+}
+
+/// Everything the client receives until the gate closes, within 5 s.
+async fn read_all(client: &mut DuplexStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut out)).await;
+    out
+}
+
+/// Sends a request head and reads the gate's answer head (up to its blank line).
+async fn ask(client: &mut DuplexStream, head: &str) -> String {
+    client.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout(Duration::from_secs(5), client.read(&mut byte)).await {
+            Ok(Ok(1)) => got.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+fn reason_of(answer: &str) -> Option<&str> {
+    answer.lines().find_map(|l| l.strip_prefix("X-Sandboxio-Egress: refused; reason="))
+}
+
+#[tokio::test]
+async fn a_tunnel_to_a_listed_name_carries_tls_for_that_name_and_no_other() {
+    let up = server(b"welcome").await;
+    let port = up.addr.port();
+    let s = setup(&["allowed.test:*", "127.0.0.1/32:*"], &[("allowed.test", "127.0.0.1")]);
+    // The positive control: CONNECT, then a ClientHello naming the same host, reaches the
+    // server byte for byte, and its answer comes back.
+    let mut c = connect(&s.gate);
+    let answer = ask(&mut c, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let flight = hello(Some("allowed.test"), false);
+    c.write_all(&flight).await.unwrap();
+    assert_eq!(read_all(&mut c).await, b"welcome");
+    assert_eq!(up.received.lock().unwrap().as_slice(), &[flight]);
+    // The same tunnel with TLS for another name: closed, and the server got nothing.
+    for (sni, ech) in [(Some("other.test"), false), (None, false), (Some("allowed.test"), true)] {
+        let mut c = connect(&s.gate);
+        let answer = ask(&mut c, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        c.write_all(&hello(sni, ech)).await.unwrap();
+        assert_eq!(read_all(&mut c).await, b"", "{sni:?} ech={ech}");
+    }
+    // Not TLS at all: closed too.
+    let mut c = connect(&s.gate);
+    ask(&mut c, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
+    c.write_all(b"SSH-2.0-probe\r\n").await.unwrap();
+    assert_eq!(read_all(&mut c).await, b"");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(up.received.lock().unwrap().len(), 1, "a refused tunnel reached the server");
+    let events = s.events.lock().unwrap();
+    assert!(matches!(&events[0], Event::Allowed { host, .. } if host == "allowed.test"));
+    assert_eq!(
+        events.iter().filter(|e| matches!(e, Event::Refused { reason: "sni-mismatch", .. })).count(),
+        4
+    );
+}
+
+#[tokio::test]
+async fn unlisted_names_ports_and_addresses_are_refused_at_once() {
+    // The server is on 127.0.0.2, the address allowed.test resolves to and the only one listed:
+    // every spelling of 127.0.0.1 and ::1 names an address no entry lists.
+    let up = server_on("127.0.0.2", b"welcome").await;
+    let port = up.addr.port();
+    let s = setup(
+        &[&format!("allowed.test:{port}"), &format!("127.0.0.2:{port}")],
+        &[("allowed.test", "127.0.0.2"), ("other.test", "127.0.0.2")],
+    );
+    // The control: the listed name on its port.
+    let mut c = connect(&s.gate);
+    assert!(
+        ask(&mut c, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n"))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let cases = [
+        (format!("other.test:{port}"), "not-listed"),
+        (format!("allowed.test:{}", port.wrapping_add(1).max(1)), "not-listed"),
+        (format!("127.1:{port}"), "not-listed"),
+        (format!("2130706433:{port}"), "not-listed"),
+        (format!("0x7f000001:{port}"), "not-listed"),
+        (format!("[::1]:{port}"), "not-listed"),
+        (format!("[::ffff:127.0.0.1]:{port}"), "not-listed"),
+        (format!("127.0.0.3:{port}"), "not-listed"),
+        (format!("local host:{port}"), "malformed-request"),
+    ];
+    for (authority, reason) in cases {
+        let mut c = connect(&s.gate);
+        let answer = ask(&mut c, &format!("CONNECT {authority} HTTP/1.1\r\n\r\n")).await;
+        assert_eq!(reason_of(&answer), Some(reason), "{authority}: {answer}");
+        assert!(
+            answer.starts_with(if reason == "malformed-request" { "HTTP/1.1 400" } else { "HTTP/1.1 403" }),
+            "{answer}"
+        );
+    }
+    // The control for literals: the listed address, in any spelling, is the address.
+    for spelling in ["127.0.0.2", "2130706434", "127.2", "[::ffff:127.0.0.2]"] {
+        let mut c = connect(&s.gate);
+        let answer = ask(&mut c, &format!("CONNECT {spelling}:{port} HTTP/1.1\r\n\r\n")).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{spelling}: {answer}");
+    }
+    // A refused name was never looked up: only the listed one was.
+    assert_eq!(s.table.asked.lock().unwrap().as_slice(), &["allowed.test".to_owned()]);
+}
+
+#[tokio::test]
+async fn a_listed_name_that_resolves_to_a_private_address_needs_the_address_listed() {
+    let up = server(b"welcome").await;
+    let port = up.addr.port();
+    let names = [("allowed.test", "127.0.0.1")];
+    let s = setup(&[&format!("allowed.test:{port}")], &names);
+    let mut c = connect(&s.gate);
+    let answer = ask(&mut c, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
+    assert_eq!(reason_of(&answer), Some("non-public-address"), "{answer}");
+    let body = String::from_utf8(read_all(&mut c).await).unwrap();
+    assert!(body.contains("127.0.0.1, a loopback address"), "{body}");
+    // The control: the same name with its address listed.
+    let s = setup(&[&format!("allowed.test:{port}"), "127.0.0.0/8:*"], &names);
+    let mut c = connect(&s.gate);
+    assert!(
+        ask(&mut c, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n"))
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+}
+
+#[tokio::test]
+async fn a_plain_request_reaches_its_host_rewritten_and_a_mismatched_host_header_does_not() {
+    let up = server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await;
+    let port = up.addr.port();
+    let s = setup(&[&format!("mirror.test:{port}"), "127.0.0.1/32:*"], &[("mirror.test", "127.0.0.1")]);
+    let mut c = connect(&s.gate);
+    c.write_all(format!("GET http://mirror.test:{port}/simple/ HTTP/1.1\r\nHost: mirror.test:{port}\r\nProxy-Connection: keep-alive\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let answer = read_all(&mut c).await;
+    assert!(answer.ends_with(b"\r\n\r\nok"), "{}", String::from_utf8_lossy(&answer));
+    let got = up.received.lock().unwrap()[0].clone();
+    assert_eq!(
+        String::from_utf8(got).unwrap(),
+        format!("GET /simple/ HTTP/1.1\r\nHost: mirror.test:{port}\r\nConnection: close\r\n\r\n")
+    );
+    let mut c = connect(&s.gate);
+    let answer =
+        ask(&mut c, &format!("GET http://mirror.test:{port}/ HTTP/1.1\r\nHost: other.test\r\n\r\n")).await;
+    assert_eq!(reason_of(&answer), Some("malformed-request"), "{answer}");
+}
+
+#[tokio::test]
+async fn slow_oversized_and_unreachable_requests_end_promptly() {
+    let s = setup(&["allowed.test:*", "127.0.0.1/32:*"], &[("allowed.test", "127.0.0.1")]);
+    // A head that never ends: refused after the read timeout, not held open.
+    let mut c = connect(&s.gate);
+    c.write_all(b"CONNECT allowed.test:1 HTTP/1.1\r\n").await.unwrap();
+    let answer = String::from_utf8(read_all(&mut c).await).unwrap();
+    assert_eq!(reason_of(&answer), Some("malformed-request"), "{answer}");
+    // A head over the limit.
+    let mut c = connect(&s.gate);
+    let huge = format!("CONNECT allowed.test:1 HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+    let _ = c.write_all(huge.as_bytes()).await;
+    let answer = String::from_utf8(read_all(&mut c).await).unwrap();
+    assert!(answer.contains("over 16384 bytes"), "{answer}");
+    // A listed destination where nothing listens: 502.
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut c = connect(&s.gate);
+    let answer = ask(&mut c, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    assert_eq!(reason_of(&answer), Some("unreachable"));
+    // A name the resolver does not know: 502 too.
+    let s = setup(&["*.test:*"], &[]);
+    let mut c = connect(&s.gate);
+    let answer = ask(&mut c, "CONNECT nowhere.test:443 HTTP/1.1\r\n\r\n").await;
+    assert_eq!(reason_of(&answer), Some("unresolved"), "{answer}");
+}
