@@ -270,7 +270,7 @@ mod tests {
             (
                 "!gist.github.com",
                 AllowlistTarget::Name("gist.github.com".into()),
-                AllowlistPorts::Default,
+                AllowlistPorts::Any,
                 true,
             ),
             (
