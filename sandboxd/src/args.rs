@@ -1,4 +1,5 @@
-//! sandboxd's command line: `sandboxd [--ttl-ms N] [--listen PATH]`, or `sandboxd --version`.
+//! sandboxd's command line: `sandboxd [--ttl-ms N] [--listen PATH]`, `sandboxd --version`, or
+//! `sandboxd relay ADDR PATH` (`relay.rs`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -13,12 +14,30 @@ pub struct Args {
     pub ttl: Option<Duration>,
     /// Where to accept extra sessions (a Unix stream socket sandboxd creates).
     pub listen: Option<PathBuf>,
+    /// `relay ADDR PATH`: relay TCP connections on `ADDR` to the Unix socket at `PATH`
+    /// instead of supervising.
+    pub relay: Option<(String, PathBuf)>,
 }
 
 /// Parses the arguments after the program name. `Err` says what is wrong, for stderr.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     let mut out = Args::default();
-    let mut args = args.into_iter();
+    let mut args = args.into_iter().peekable();
+    if args.peek().is_some_and(|a| a == "relay") {
+        args.next();
+        let (Some(addr), Some(path), None) = (args.next(), args.next(), args.next()) else {
+            return Err(
+                "relay takes a TCP address and a Unix socket path: relay 127.0.0.1:3128 /run/egress.sock"
+                    .into(),
+            );
+        };
+        let addr = addr.into_string().map_err(|a| format!("relay address {} is not UTF-8", a.display()))?;
+        if addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(format!("relay address {addr:?} is not an IP address and port"));
+        }
+        out.relay = Some((addr, PathBuf::from(path)));
+        return Ok(out);
+    }
     while let Some(arg) = args.next() {
         match arg.to_str() {
             Some("--version") => out.version = true,
@@ -55,7 +74,13 @@ mod tests {
         let args = parse_strs(&["--ttl-ms", "1500", "--listen", "/run/s.sock"]).unwrap();
         assert_eq!(args.ttl, Some(Duration::from_millis(1500)));
         assert_eq!(args.listen, Some(PathBuf::from("/run/s.sock")));
+        let relay = parse_strs(&["relay", "127.0.0.1:3128", "/run/e.sock"]).unwrap();
+        assert_eq!(relay.relay, Some(("127.0.0.1:3128".to_owned(), PathBuf::from("/run/e.sock"))));
         for bad in [
+            &["relay"][..],
+            &["relay", "localhost:3128", "/s"],
+            &["relay", "127.0.0.1:3128"],
+            &["relay", "127.0.0.1:3128", "/s", "extra"],
             &["--ttl-ms"][..],
             &["--ttl-ms", "-5"],
             &["--ttl-ms", "1.5"],

@@ -6,6 +6,8 @@
 //! the sandbox's PID namespace: then nothing in the sandbox can signal it, and its death ends
 //! every process in the sandbox. `docs/adr/0006-sandboxd.md` records the design.
 //!
+//! `sandboxd relay ADDR PATH` relays TCP connections on `ADDR` to the Unix socket `PATH`
+//! (`relay.rs`: the sandbox's way to the egress gate), and needs nothing else.
 //! `sandboxd --version` prints the protocol version. `sandboxd [--ttl-ms N] [--listen PATH]`
 //! runs one session on stdio; `--ttl-ms` ends sandboxd N milliseconds after its start whatever
 //! happens, and `--listen` serves extra sessions on a Unix socket created at PATH
@@ -19,6 +21,7 @@ mod fs;
 mod listen;
 #[expect(dead_code, reason = "the host-side half of the protocol is compiled here too")]
 mod proto;
+mod relay;
 mod session;
 mod shepherd;
 #[expect(unsafe_code, reason = "the Linux calls std lacks, each unsafe block with its SAFETY comment")]
@@ -38,14 +41,21 @@ fn main() -> ExitCode {
     let args = match args::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
         Err(why) => {
-            let _ =
-                writeln!(std::io::stderr(), "sandboxd: {why}\nusage: sandboxd [--ttl-ms N] [--listen PATH]");
+            let _ = writeln!(
+                std::io::stderr(),
+                "sandboxd: {why}\nusage: sandboxd [--ttl-ms N] [--listen PATH] | sandboxd relay ADDR PATH"
+            );
             return ExitCode::from(EXIT_USAGE);
         }
     };
     if args.version {
         println!("sandboxd protocol {}", proto::VERSION);
         return ExitCode::SUCCESS;
+    }
+    if let Some((addr, path)) = &args.relay {
+        let e = relay::run(addr, path).err().unwrap_or_else(|| std::io::Error::other("the relay stopped"));
+        let _ = writeln!(std::io::stderr(), "sandboxd relay: {e}");
+        return ExitCode::from(1);
     }
     match serve(start, &args) {
         Ok(session::End::HostGone) => ExitCode::SUCCESS,

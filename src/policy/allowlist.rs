@@ -267,12 +267,7 @@ mod tests {
                 AllowlistPorts::One(8443),
                 false,
             ),
-            (
-                "!gist.github.com",
-                AllowlistTarget::Name("gist.github.com".into()),
-                AllowlistPorts::Any,
-                true,
-            ),
+            ("!gist.github.com", AllowlistTarget::Name("gist.github.com".into()), AllowlistPorts::Any, true),
             (
                 "10.0.0.0/8",
                 AllowlistTarget::Cidr("10.0.0.0".parse().unwrap(), 8),

@@ -1,0 +1,203 @@
+//! `sandboxd relay`: forwards every TCP connection accepted on a loopback address inside the
+//! sandbox to a Unix socket, byte for byte, in both directions.
+//!
+//! It carries the sandbox's proxy traffic to the egress gate, which sandboxio binds into the
+//! sandbox as a Unix socket: tools read `HTTPS_PROXY=http://127.0.0.1:PORT` and speak TCP, and
+//! the sandbox's network namespace has no route anywhere else. The relay decides nothing and
+//! holds no privilege: it runs as a command of the sandbox, as the sandbox's user, and code in
+//! the sandbox could reach the socket without it. Every decision is the gate's.
+//!
+//! One process, one thread, one `poll` loop; at most [`MAX_CONNECTIONS`] pairs, each with a
+//! fixed [`BUFFER`] per direction, so its memory is bounded whatever the clients do.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use crate::sys::{self, PollFd};
+
+/// The most connections relayed at once; more wait in the listener's backlog.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Bytes buffered per direction of a connection.
+pub const BUFFER: usize = 64 * 1024;
+
+/// One direction of a pair: bytes read from one side, waiting to be written to the other.
+#[derive(Default)]
+struct Half {
+    buf: Vec<u8>,
+    /// The reading side ended; once `buf` is written, the writing side is shut.
+    eof: bool,
+    shut: bool,
+}
+
+impl Half {
+    fn wants_read(&self) -> bool {
+        !self.eof && self.buf.len() < BUFFER
+    }
+
+    fn wants_write(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    fn done(&self) -> bool {
+        self.shut
+    }
+}
+
+struct Pair {
+    tcp: TcpStream,
+    unix: UnixStream,
+    /// TCP to Unix, and Unix to TCP.
+    up: Half,
+    down: Half,
+}
+
+/// Runs the relay until the listener fails: accepts on `listen`, connects each client to
+/// `to`.
+///
+/// # Errors
+///
+/// Binding the listener, or polling, failed.
+pub fn run(listen: &str, to: &Path) -> io::Result<()> {
+    let listener = TcpListener::bind(listen)?;
+    listener.set_nonblocking(true)?;
+    let mut pairs: Vec<Pair> = Vec::new();
+    loop {
+        let mut fds = Vec::with_capacity(1 + 2 * pairs.len());
+        let accepting = pairs.len() < MAX_CONNECTIONS;
+        fds.push(PollFd {
+            fd: listener.as_raw_fd(),
+            events: if accepting { sys::POLLIN } else { 0 },
+            revents: 0,
+        });
+        for p in &pairs {
+            let tcp = interest(&p.up, &p.down);
+            let unix = interest(&p.down, &p.up);
+            // A side nothing is asked of is left out (a negative descriptor): poll reports a
+            // hang-up whatever was asked, which would wake this loop for ever.
+            fds.push(PollFd { fd: if tcp == 0 { -1 } else { p.tcp.as_raw_fd() }, events: tcp, revents: 0 });
+            fds.push(PollFd {
+                fd: if unix == 0 { -1 } else { p.unix.as_raw_fd() },
+                events: unix,
+                revents: 0,
+            });
+        }
+        sys::poll_fds(&mut fds, -1)?;
+        for (i, p) in pairs.iter_mut().enumerate() {
+            if fds[1 + 2 * i].revents != 0 || fds[2 + 2 * i].revents != 0 {
+                pump(p);
+            }
+        }
+        pairs.retain(|p| !(p.up.done() && p.down.done()));
+        if fds[0].revents != 0 {
+            accept(&listener, to, &mut pairs);
+        }
+    }
+}
+
+/// What a side waits for: reading while its outgoing half has room, writing while its
+/// incoming half has bytes.
+fn interest(reading: &Half, writing: &Half) -> i16 {
+    let mut events = 0;
+    if reading.wants_read() {
+        events |= sys::POLLIN;
+    }
+    if writing.wants_write() {
+        events |= sys::POLLOUT;
+    }
+    events
+}
+
+fn accept(listener: &TcpListener, to: &Path, pairs: &mut Vec<Pair>) {
+    while pairs.len() < MAX_CONNECTIONS {
+        let Ok((tcp, _)) = listener.accept() else { return };
+        // A gate that is gone refuses the client at once (its connection closes).
+        let Ok(unix) = UnixStream::connect(to) else { continue };
+        if tcp.set_nonblocking(true).is_err() || unix.set_nonblocking(true).is_err() {
+            continue;
+        }
+        pairs.push(Pair { tcp, unix, up: Half::default(), down: Half::default() });
+    }
+}
+
+/// Moves what can move without blocking, in both directions.
+fn pump(p: &mut Pair) {
+    transfer(&mut p.tcp, &mut p.up, &mut p.unix);
+    transfer(&mut p.unix, &mut p.down, &mut p.tcp);
+}
+
+/// Reads from `from` into `half` and writes `half` to `to`, then shuts `to`'s write side
+/// once `from` ended and everything is written. An error on either side ends both halves.
+fn transfer<R, W>(from: &mut R, half: &mut Half, to: &mut W)
+where
+    R: Read + Shut,
+    W: Write + Shut,
+{
+    if half.wants_read() {
+        let start = half.buf.len();
+        half.buf.resize(BUFFER, 0);
+        match from.read(&mut half.buf[start..]) {
+            Ok(0) => {
+                half.buf.truncate(start);
+                half.eof = true;
+            }
+            Ok(n) => half.buf.truncate(start + n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                half.buf.truncate(start);
+            }
+            Err(_) => {
+                half.buf.clear();
+                half.eof = true;
+            }
+        }
+    }
+    while half.wants_write() {
+        match to.write(&half.buf) {
+            Ok(n) if n > 0 => {
+                half.buf.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                break;
+            }
+            Ok(_) | Err(_) => {
+                // The other side is gone: nothing more can be delivered either way.
+                half.buf.clear();
+                half.eof = true;
+                from.shut_read();
+            }
+        }
+    }
+    if half.eof && half.buf.is_empty() && !half.shut {
+        to.shut_write();
+        half.shut = true;
+    }
+}
+
+/// Half-closing a stream, the same for both socket kinds.
+trait Shut {
+    fn shut_write(&mut self);
+    fn shut_read(&mut self);
+}
+
+impl Shut for TcpStream {
+    fn shut_write(&mut self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+
+    fn shut_read(&mut self) {
+        let _ = self.shutdown(Shutdown::Read);
+    }
+}
+
+impl Shut for UnixStream {
+    fn shut_write(&mut self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+
+    fn shut_read(&mut self) {
+        let _ = self.shutdown(Shutdown::Read);
+    }
+}
