@@ -12,7 +12,8 @@
 //! - [`decide`]: the decision as pure functions;
 //! - [`request`]: the proxy request head;
 //! - [`sni`]: the `ClientHello`'s server name;
-//! - [`gate`]: one connection, judged and relayed.
+//! - [`gate`]: one connection, judged and relayed;
+//! - [`server`]: a gate on a Unix socket, on the gate's own runtime.
 //!
 //! What it cannot see: a TLS session whose inner `Host` differs from its server name (domain
 //! fronting through a CDN that serves both) reaches whatever the listed name's servers
@@ -20,12 +21,13 @@
 
 // Built and tested ahead of its users: local:// and docker:// start a gate per sandbox once
 // sandboxd relays the sandbox's proxy port to it and they declare NETWORK_ALLOWLIST (issue #14).
-#![cfg_attr(not(test), allow(dead_code))]
+#![allow(dead_code)]
 
 pub(crate) mod address;
 pub(crate) mod decide;
 pub(crate) mod gate;
 pub(crate) mod request;
+pub(crate) mod server;
 pub(crate) mod sni;
 
 #[cfg(test)]

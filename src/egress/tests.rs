@@ -286,3 +286,93 @@ async fn slow_oversized_and_unreachable_requests_end_promptly() {
     let answer = ask(&mut c, "CONNECT nowhere.test:443 HTTP/1.1\r\n\r\n").await;
     assert_eq!(reason_of(&answer), Some("unresolved"), "{answer}");
 }
+
+/// The whole way out as a sandbox will use it: a TCP client on loopback, `sandboxd relay`,
+/// the gate on its Unix socket, the destination. Then the gate goes, and the way out with it.
+#[cfg(any(feature = "local", feature = "docker"))]
+#[test]
+fn through_sandboxd_relay_to_the_gate_and_closed_when_the_gate_goes() {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::fs::PermissionsExt;
+
+    let Some(binary) = crate::sandboxd::BINARY else {
+        eprintln!("[skip] through_sandboxd_relay...: this build has no sandboxd");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("sandboxio-egress-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sandboxd = dir.join("sandboxd");
+    std::fs::write(&sandboxd, binary).unwrap();
+    std::fs::set_permissions(&sandboxd, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The destination, on 127.0.0.2: it answers "welcome" to whatever it is sent.
+    let upstream = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = upstream.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in upstream.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                if matches!(conn.read(&mut buf), Ok(n) if n > 0) {
+                    let _ = conn.write_all(b"welcome");
+                }
+            });
+        }
+    });
+    let s = setup(
+        &[&format!("allowed.test:{port}"), &format!("127.0.0.2:{port}")],
+        &[("allowed.test", "127.0.0.2")],
+    );
+    let socket = dir.join("gate.sock");
+    let gate = Arc::try_unwrap(s.gate).ok().expect("the only reference");
+    let server = super::server::GateServer::start(&socket, gate).unwrap();
+    let relay_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut relay = std::process::Command::new(&sandboxd)
+        .args(["relay", &format!("127.0.0.1:{relay_port}")])
+        .arg(&socket)
+        .spawn()
+        .unwrap();
+    let open = || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(c) = std::net::TcpStream::connect(("127.0.0.1", relay_port)) {
+                c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                return c;
+            }
+            assert!(std::time::Instant::now() < deadline, "the relay never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let head = |c: &mut std::net::TcpStream| {
+        let mut got = Vec::new();
+        let mut byte = [0u8; 1];
+        while !got.ends_with(b"\r\n\r\n") && matches!(c.read(&mut byte), Ok(1)) {
+            got.push(byte[0]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    // Allowed: the tunnel opens and carries TLS for the listed name.
+    let mut c = open();
+    c.write_all(format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes()).unwrap();
+    assert!(head(&mut c).starts_with("HTTP/1.1 200"));
+    c.write_all(&hello(Some("allowed.test"), false)).unwrap();
+    let mut reply = Vec::new();
+    let _ = c.read_to_end(&mut reply);
+    assert_eq!(reply, b"welcome");
+    // Refused: the gate's answer comes back through the relay.
+    let mut c = open();
+    c.write_all(format!("CONNECT other.test:{port} HTTP/1.1\r\n\r\n").as_bytes()).unwrap();
+    let answer = head(&mut c);
+    assert_eq!(reason_of(&answer), Some("not-listed"), "{answer}");
+    // The gate goes: the next connection is closed at once, and nothing is answered.
+    drop(server);
+    assert!(!socket.exists(), "the gate's socket was left behind");
+    let mut c = open();
+    let _ = c.write_all(format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes());
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    let _ = relay.kill();
+    let _ = relay.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

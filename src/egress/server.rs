@@ -1,0 +1,86 @@
+//! A gate listening on a Unix socket: the way out that a backend binds into one sandbox.
+//!
+//! The gate runs on its own runtime in sandboxio's process (two worker threads named
+//! `sandboxio-egress`, started with the first gate), so it serves the sandbox whatever
+//! executor the caller uses, or none. Dropping the [`GateServer`] stops it: the listener and
+//! every connection it relays end, and the socket file is removed. A sandbox whose gate is
+//! gone has no way out at all (fails closed).
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use tokio::net::UnixListener;
+use tokio::task::JoinSet;
+
+use super::gate::Gate;
+
+fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("sandboxio-egress")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| io::Error::other(format!("cannot start the egress runtime: {e}")))
+}
+
+/// A running gate; dropping it stops the gate and removes its socket.
+#[derive(Debug)]
+pub(crate) struct GateServer {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl GateServer {
+    /// Binds a Unix socket at `path` (which must not exist), open to every uid (the
+    /// directory around it decides who can reach it), and serves `gate` on it.
+    ///
+    /// # Errors
+    ///
+    /// The runtime or the socket could not be set up.
+    pub(crate) fn start(path: &Path, gate: Gate) -> io::Result<GateServer> {
+        let rt = runtime()?;
+        let listener = {
+            let _entered = rt.enter();
+            UnixListener::bind(path)?
+        };
+        // The sandbox's user may be another uid than this process's (a root caller's
+        // sandboxes run as an unprivileged one): the socket itself lets anyone connect.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+        let gate = Arc::new(gate);
+        let task = rt.spawn(async move {
+            // The connections live in the set, so aborting this task ends them too.
+            let mut connections = JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, _)) => {
+                            let gate = Arc::clone(&gate);
+                            connections.spawn(async move { gate.serve(stream).await });
+                        }
+                        Err(e) => {
+                            tracing::warn!(target: "sandboxio::egress", error = %e, "the egress gate stopped accepting");
+                            return;
+                        }
+                    },
+                    Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                }
+            }
+        });
+        Ok(GateServer { path: path.to_owned(), task })
+    }
+}
+
+impl Drop for GateServer {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
