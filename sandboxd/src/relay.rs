@@ -56,7 +56,7 @@ struct Pair {
 }
 
 /// Runs the relay until the listener fails: accepts on `listen`, connects each client to
-/// `to`.
+/// `to`. Prints `listening` and a newline on stdout once clients can connect.
 ///
 /// # Errors
 ///
@@ -64,6 +64,9 @@ struct Pair {
 pub fn run(listen: &str, to: &Path) -> io::Result<()> {
     let listener = TcpListener::bind(listen)?;
     listener.set_nonblocking(true)?;
+    let mut stdout = io::stdout();
+    stdout.write_all(b"listening\n")?;
+    stdout.flush()?;
     let mut pairs: Vec<Pair> = Vec::new();
     loop {
         let mut fds = Vec::with_capacity(1 + 2 * pairs.len());

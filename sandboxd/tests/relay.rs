@@ -29,9 +29,13 @@ fn relay(port: u16, socket: &Path) -> Relay {
         .args(["relay", &format!("127.0.0.1:{port}")])
         .arg(socket)
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let relay = Relay(child);
+    let mut relay = Relay(child);
+    let mut said = [0u8; 10];
+    relay.0.stdout.take().unwrap().read_exact(&mut said).unwrap();
+    assert_eq!(&said, b"listening\n");
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "the relay never listened");

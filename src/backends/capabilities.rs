@@ -7,14 +7,12 @@
 
 use crate::policy::Capabilities;
 
-/// `fake://`, the in-memory [`FakeBackend`](crate::testing::FakeBackend): every capability,
-/// including some no shipped real backend offers (`STATEFUL_CODE`, `RICH_OUTPUTS`,
-/// `NETWORK_ALLOWLIST`).
+/// `fake://`, the in-memory [`FakeBackend`](crate::testing::FakeBackend): every capability.
 pub const FAKE: Capabilities = Capabilities::all();
 
 /// `local://` (feature `local`): one bubblewrap sandbox with sandboxd as its init; code
 /// contexts and rich outputs from sandboxd's runner on the host's Python. No resource limits
-/// (bubblewrap makes namespaces, not a cgroup), no allowlist, and no command-scoped secrets
+/// (bubblewrap makes namespaces, not a cgroup), and no command-scoped secrets
 /// (the user namespace maps one uid, so every command of a sandbox is the same user and may
 /// read another's environment).
 pub const LOCAL: Capabilities = Capabilities::RUN
@@ -25,6 +23,7 @@ pub const LOCAL: Capabilities = Capabilities::RUN
     .union(Capabilities::STDIN)
     .union(Capabilities::FILESYSTEM)
     .union(Capabilities::NETWORK_DENY)
+    .union(Capabilities::NETWORK_ALLOWLIST)
     .union(Capabilities::CONNECT)
     .union(Capabilities::DETACH);
 

@@ -199,6 +199,11 @@ impl Gate {
         target: &Host,
         mut buf: Vec<u8>,
     ) -> Result<Vec<u8>, Refusal> {
+        let Host::Name(name) = target else {
+            // An address block was listed: the address is the decision, whatever is spoken
+            // (and a server that speaks first, as SSH's does, must not wait for the client).
+            return Ok(buf);
+        };
         let hello = tokio::time::timeout(self.read_timeout, async {
             loop {
                 match sni::client_hello(&buf) {
@@ -217,10 +222,6 @@ impl Gate {
         })
         .await
         .unwrap_or(Hello::Malformed("no ClientHello in time"));
-        let Host::Name(name) = target else {
-            // An address block was listed: the address is the decision, whatever is spoken.
-            return Ok(buf);
-        };
         let mismatch = |why: String| Err(Refusal::new(Reason::SniMismatch, why));
         match hello {
             Hello::Tls { ech: true, .. } => mismatch(format!(

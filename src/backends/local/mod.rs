@@ -26,9 +26,9 @@
 //!
 //! A root caller's sandboxes run as the dedicated host uid [`ROOT_CALLER_SANDBOX_UID`],
 //! never as the host's uid 0. The network is a namespace with only loopback unless the
-//! policy is allow-all. The whole sandbox, sandboxd included, runs under a seccomp filter
-//! (x86-64 and aarch64: kernel keyrings, BPF, perf, modules, mounts, file handles and the
-//! like fail with `EPERM`), with `no_new_privs`, with every capability dropped, and cannot
+//! policy is allow-all; under an allowlist its one way out is the egress gate. The whole
+//! sandbox, sandboxd included, runs under a seccomp filter (x86-64 and aarch64: kernel
+//! keyrings, BPF, perf, modules, mounts, file handles and the like fail with `EPERM`), with `no_new_privs`, with every capability dropped, and cannot
 //! create nested user namespaces (`--disable-userns`). File operations reach only the
 //! workspace: any other path is [`Error::PermissionDenied`]. See
 //! `docs/adr/0004-local-backend.md` for the choices and their limits.
@@ -36,13 +36,15 @@
 //! Declared capabilities: `RUN`, `RUN_CODE`, `STATEFUL_CODE` and `RICH_OUTPUTS` (sandboxd's
 //! runner on the host's `/usr/bin/python3` and its packages: one interpreter per code
 //! context, results by MIME type; a host without it declares none of the three), `STREAM`,
-//! `STDIN`, `FILESYSTEM`, `NETWORK_DENY`, `CONNECT`, `DETACH`. Isolation tier:
+//! `STDIN`, `FILESYSTEM`, `NETWORK_DENY`, `NETWORK_ALLOWLIST` (an egress gate in the owner's
+//! process, reached through a relay inside: `egress.rs`), `CONNECT`, `DETACH`. Isolation tier:
 //! [`IsolationTier::Process`]. Not declared (and so refused): command-scoped secrets (the
 //! user namespace maps one uid and one gid, so every command of a sandbox is the same user
-//! and can read another's `/proc/<pid>/environ`), allowlists and resource limits.
+//! and can read another's `/proc/<pid>/environ`) and resource limits.
 
 mod binary;
 mod dirs;
+mod egress;
 mod fs;
 mod launch;
 mod record;
@@ -131,6 +133,9 @@ struct State {
     sandboxd: Owner,
     /// The inode of the sandbox's PID namespace (the processes probe).
     pid_namespace: Option<u64>,
+    /// The gate and relay of a sandbox under an allowlist (`egress.rs`), held by the handle
+    /// that created it.
+    egress: Mutex<Option<egress::Egress>>,
 }
 
 impl LocalBackend {
@@ -310,6 +315,10 @@ impl LocalBackend {
         let mut env = vec![("PATH".to_owned(), PATH.to_owned()), ("HOME".to_owned(), WORKDIR.to_owned())];
         let mut secrets = Vec::new();
         if let Some(spec) = spec {
+            if matches!(spec.network, NetworkPolicy::Allowlist(_)) {
+                // Before the sandbox's own variables, which may set their own proxy.
+                env.extend(egress::proxy_env());
+            }
             env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
             secrets.extend(spec.secret_env.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
@@ -359,6 +368,12 @@ impl LocalBackend {
             network: &spec.network,
             ttl: spec.ttl,
         };
+        // The gate listens before the sandbox starts: its socket is in the `run` directory
+        // bound into it. A failed `create()` drops it (and its socket) here.
+        let gate = match &spec.network {
+            NetworkPolicy::Allowlist(entries) => Some(egress::serve_gate(&dir, &id, entries)?),
+            _ => None,
+        };
         let left = timeout.saturating_sub(started.elapsed());
         let started = session::start(&launch, left).await?;
         let state = Arc::new(State {
@@ -375,12 +390,17 @@ impl LocalBackend {
             pid_namespace: launch::pid_namespace(started.sandboxd.pid),
             bwrap: Mutex::new(Some(started.bwrap)),
             sandboxd: started.sandboxd,
+            egress: Mutex::new(None),
         });
         // From here a dropped `create()` destroys the sandbox (and its directory).
         let guard = Undo::new(Arc::clone(&state), |state: Arc<State>| {
             let _ = state.destroy("its creation was abandoned");
         });
         dir_guard.disarm();
+        if let Some(gate) = gate {
+            let started = egress::start_relay(&state.agent, gate).await?;
+            *state.egress.lock().unwrap_or_else(PoisonError::into_inner) = Some(started);
+        }
         let recorded = record::set(&dir, "sandboxd", &state.sandboxd.label());
         recorded.map_err(|e| Error::provider(SCHEME, "cannot record the sandbox", e))?;
         if spec.detached {
@@ -428,6 +448,7 @@ impl LocalBackend {
             bwrap: Mutex::new(None),
             pid_namespace: launch::pid_namespace(sandboxd.pid),
             sandboxd,
+            egress: Mutex::new(None),
         });
         Ok(LocalSandbox { backend: self.clone(), state })
     }
@@ -518,6 +539,7 @@ impl State {
     fn destroy(&self, why: &str) -> bool {
         let was = self.alive.swap(false, Ordering::AcqRel);
         self.agent.set_gone(why);
+        drop(self.egress.lock().unwrap_or_else(PoisonError::into_inner).take());
         self.link.close();
         session::kill(&self.sandboxd);
         match self.bwrap.lock().unwrap_or_else(PoisonError::into_inner).take() {

@@ -1,0 +1,136 @@
+//! `local://` under [`NetworkPolicy::allowlist`](crate::NetworkPolicy::allowlist): the sandbox's
+//! network namespace has only loopback, as under deny-all; its one way out is the egress gate
+//! (`crate::egress`), which this process serves on a Unix socket in the sandbox's `run`
+//! directory (bound at `/run/sandboxio` inside). A `sandboxd relay` command listens on
+//! [`RELAY_ADDR`] inside and carries each connection to that socket, and every command gets
+//! the proxy variables common tools read ([`proxy_env`]).
+//!
+//! The gate lives in the handle that created the sandbox: when that handle is dropped, or
+//! its process exits, the sandbox has no way out any more (it fails closed), even if it was
+//! detached; a `connect`ed handle has none.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backends::agent::Agent;
+use crate::backends::agent::AgentExecStream;
+use crate::egress::gate::{Event, Gate};
+use crate::egress::server::GateServer;
+use crate::error::{Error, Result};
+use crate::exec::Command;
+use crate::policy::AllowlistEntry;
+
+use super::SCHEME;
+use super::launch::{RUN_DIR, SANDBOXD_PATH};
+
+/// Where the relay listens inside the sandbox.
+pub(super) const RELAY_ADDR: &str = "127.0.0.1:3128";
+
+/// The proxy URL commands are given.
+const PROXY_URL: &str = "http://127.0.0.1:3128";
+
+/// The gate's socket, in the sandbox's `run` directory.
+const SOCKET: &str = "egress.sock";
+
+/// How long the relay may take to listen.
+const RELAY_START: Duration = Duration::from_secs(10);
+
+/// The proxy variables every command of an allowlisted sandbox starts with: the forms curl,
+/// wget, Python (`urllib`, pip, requests), Node's npm and Go read. `NO_PROXY` is empty: no
+/// destination bypasses the gate (none could: there is no route).
+pub(super) fn proxy_env() -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> =
+        ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]
+            .iter()
+            .map(|k| ((*k).to_owned(), PROXY_URL.to_owned()))
+            .collect();
+    env.extend(
+        ["npm_config_proxy", "npm_config_https_proxy"]
+            .iter()
+            .map(|k| ((*k).to_owned(), PROXY_URL.to_owned())),
+    );
+    env.extend(["NO_PROXY", "no_proxy"].iter().map(|k| ((*k).to_owned(), String::new())));
+    env
+}
+
+/// A sandbox's way out: its gate and the relay command inside.
+pub(super) struct Egress {
+    _gate: GateServer,
+    _relay: AgentExecStream,
+}
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Egress").finish_non_exhaustive()
+    }
+}
+
+/// Serves a gate for `entries` in the sandbox directory `dir` (before the sandbox starts:
+/// the `run` directory is bound into it).
+///
+/// # Errors
+///
+/// [`Error::Provider`] when the socket or the gate's runtime cannot be set up.
+pub(super) fn serve_gate(dir: &Path, id: &str, entries: &[AllowlistEntry]) -> Result<GateServer> {
+    let sandbox = id.to_owned();
+    let events = Arc::new(move |event: Event| match event {
+        Event::Allowed { host, port, addr } => {
+            tracing::info!(target: "sandboxio::egress", sandbox = %sandbox, %host, port, %addr, "egress allowed");
+        }
+        Event::Refused { host, port, reason, detail } => {
+            tracing::warn!(target: "sandboxio::egress", sandbox = %sandbox, %host, port, reason, %detail, "egress refused");
+        }
+    });
+    let gate = Gate::new(entries.to_vec(), events);
+    GateServer::start(&dir.join("run").join(SOCKET), gate)
+        .map_err(|e| Error::provider(SCHEME, "cannot start the sandbox's egress gate", e))
+}
+
+/// Starts the relay inside the sandbox and waits until it listens.
+///
+/// # Errors
+///
+/// [`Error::Provider`] when it does not say it listens within 10 seconds.
+pub(super) async fn start_relay(agent: &Arc<Agent>, gate: GateServer) -> Result<Egress> {
+    let command = Command::new(SANDBOXD_PATH).args(["relay", RELAY_ADDR, &format!("{RUN_DIR}/{SOCKET}")]);
+    let mut relay = agent.stream(&command, false)?;
+    let first = futures_lite::future::or(
+        async { std::future::poll_fn(|cx| relay.poll_next_chunk(cx)).await },
+        async {
+            futures_timer::Delay::new(RELAY_START).await;
+            None
+        },
+    )
+    .await;
+    match first {
+        Some(Ok(chunk)) if chunk.data.starts_with(b"listening") => Ok(Egress { _gate: gate, _relay: relay }),
+        other => Err(Error::provider_message(
+            SCHEME,
+            format!("the egress relay did not start in the sandbox: {other:?}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_proxy_variable_names_the_relay_and_nothing_bypasses_it() {
+        let env = proxy_env();
+        for key in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+            "npm_config_https_proxy",
+        ] {
+            assert!(env.contains(&(key.to_owned(), "http://127.0.0.1:3128".to_owned())), "{key}");
+        }
+        assert!(env.contains(&("NO_PROXY".to_owned(), String::new())));
+        assert_eq!(RELAY_ADDR, PROXY_URL.trim_start_matches("http://"));
+    }
+}

@@ -1,0 +1,216 @@
+//! `local://` under an allowlist, tried from inside the sandbox: the listed destination is
+//! reached through the proxy the sandbox is given, and nothing else is reached by any route.
+//! Each refusal is checked in the same sandbox as its positive control.
+#![cfg(feature = "local")]
+#![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
+
+use std::io::Read as _;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use sandboxio::{Command, NetworkPolicy, Sandbox};
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    futures_lite::future::block_on(f)
+}
+
+/// A TCP server on `ip` that counts its connections and answers "canary" to each.
+fn canary(ip: &str) -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind((ip, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            seen.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                use std::io::Write as _;
+                let _ = conn.write_all(b"canary");
+                let mut sink = [0u8; 64];
+                let _ = conn.read(&mut sink);
+            });
+        }
+    });
+    (port, count)
+}
+
+/// A Python probe: `CONNECT target` through `$HTTPS_PROXY`; prints the gate's status line
+/// and, once the tunnel is open, the first bytes the destination sent.
+fn through_proxy(target: &str) -> Command {
+    Command::new("/usr/bin/python3").arg("-c").arg(format!(
+        r#"import os, socket
+host, port = os.environ["HTTPS_PROXY"].split("://", 1)[1].rstrip("/").rsplit(":", 1)
+c = socket.create_connection((host, int(port)), 5)
+c.sendall(b"CONNECT {target} HTTP/1.1\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head:
+    chunk = c.recv(1)
+    if not chunk:
+        break
+    head += chunk
+print(head.split(b"\r\n")[0].decode())
+for line in head.split(b"\r\n"):
+    if line.lower().startswith(b"x-sandboxio-egress"):
+        print(line.decode())
+if head.startswith(b"HTTP/1.1 200"):
+    c.settimeout(5)
+    print(c.recv(64).decode())"#
+    ))
+}
+
+fn run(sbx: &Sandbox, command: Command) -> String {
+    let out = block_on(sbx.run(command)).unwrap();
+    format!("{}{}", out.stdout_lossy(), out.stderr_lossy())
+}
+
+#[test]
+fn local_egress__a_listed_address_is_reached_through_the_proxy_and_nothing_else_is() {
+    let (port, seen) = canary("127.0.0.2");
+    let (other_port, other_seen) = canary("127.0.0.1");
+    let policy = NetworkPolicy::allowlist([format!("127.0.0.2:{port}")]).unwrap();
+    let sbx = block_on(Sandbox::builder("local://").unwrap().network(policy).create()).unwrap();
+    // The positive control: the listed address, through the gate, end to end.
+    let out = run(&sbx, through_proxy(&format!("127.0.0.2:{port}")));
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(out.contains("canary"), "the tunnel did not reach the canary: {out}");
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    // Refused by the gate, each with its reason: another port, another address, odd
+    // spellings of loopback, a name (nothing lists one).
+    for (target, reason) in [
+        (format!("127.0.0.2:{}", port.wrapping_add(1).max(1)), "not-listed"),
+        (format!("127.0.0.1:{other_port}"), "not-listed"),
+        (format!("2130706433:{other_port}"), "not-listed"),
+        (format!("127.1:{other_port}"), "not-listed"),
+        (format!("[::1]:{other_port}"), "not-listed"),
+        (format!("localhost:{other_port}"), "not-listed"),
+    ] {
+        let out = run(&sbx, through_proxy(&target));
+        assert!(out.starts_with("HTTP/1.1 403"), "{target}: {out}");
+        assert!(out.contains(&format!("reason={reason}")), "{target}: {out}");
+    }
+    // No route around the gate: direct TCP to the listed address, UDP anywhere, and DNS.
+    let direct =
+        format!("import socket; socket.create_connection(('127.0.0.2', {port}), 2); print('direct reached')");
+    let out = run(&sbx, Command::new("/usr/bin/python3").arg("-c").arg(direct));
+    assert!(!out.contains("direct reached"), "{out}");
+    let udp = "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('8.8.8.8', 53)); print('udp sent')";
+    let out = run(&sbx, Command::new("/usr/bin/python3").arg("-c").arg(udp));
+    assert!(!out.contains("udp sent"), "{out}");
+    let dns = "import socket; socket.getaddrinfo('example.com', 443); print('resolved')";
+    let out = run(&sbx, Command::new("/usr/bin/python3").arg("-c").arg(dns));
+    assert!(!out.contains("resolved"), "{out}");
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "the listed canary saw a connection that was refused");
+    assert_eq!(other_seen.load(Ordering::SeqCst), 0, "an unlisted destination was reached");
+    block_on(sbx.close()).unwrap();
+}
+
+#[test]
+fn local_egress__commands_get_the_proxy_and_the_way_out_ends_with_the_handle() {
+    let (port, _) = canary("127.0.0.2");
+    let policy = NetworkPolicy::allowlist([format!("127.0.0.2:{port}")]).unwrap();
+    let sbx = block_on(Sandbox::builder("local://").unwrap().network(policy).create()).unwrap();
+    let out = run(&sbx, Command::shell("echo $HTTPS_PROXY $https_proxy $ALL_PROXY"));
+    assert_eq!(out.trim(), "http://127.0.0.1:3128 http://127.0.0.1:3128 http://127.0.0.1:3128");
+    // Under deny-all there is no proxy to use.
+    let denied =
+        block_on(Sandbox::builder("local://").unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
+    assert_eq!(run(&denied, Command::shell("echo \"[$HTTPS_PROXY]\"")).trim(), "[]");
+    block_on(denied.close()).unwrap();
+    let root = std::env::temp_dir().join(format!("sandboxio-local-{}", host_uid()));
+    let socket = root.join(sbx.id()).join("run").join("egress.sock");
+    assert!(socket.exists(), "no gate socket at {}", socket.display());
+    block_on(sbx.close()).unwrap();
+    assert!(!socket.exists(), "the gate's socket outlived the sandbox");
+}
+
+/// This process's uid, from `/proc/self/status` (no libc in the tests).
+fn host_uid() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A TCP server on `ip` that records the first bytes each connection sends (connections that
+/// send nothing are not recorded: the gate dials before it has read a tunnel's `ClientHello`).
+fn recorder(ip: &str) -> (u16, Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+    let listener = TcpListener::bind((ip, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let seen = Arc::clone(&seen);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 512];
+                if let Ok(n @ 1..) = conn.read(&mut buf) {
+                    seen.lock().unwrap().push(buf[..n].to_vec());
+                }
+            });
+        }
+    });
+    (port, log)
+}
+
+/// A Python probe: a TLS handshake naming `server_name` through a `CONNECT` to `target`
+/// (the handshake itself fails: the destination is no TLS server; what matters is whether
+/// the `ClientHello` got through). Prints the gate's status line.
+fn tls_through_proxy(target: &str, server_name: &str) -> Command {
+    Command::new("/usr/bin/python3").arg("-c").arg(format!(
+        r#"import os, socket, ssl
+host, port = os.environ["HTTPS_PROXY"].split("://", 1)[1].rstrip("/").rsplit(":", 1)
+c = socket.create_connection((host, int(port)), 5)
+c.sendall(b"CONNECT {target} HTTP/1.1\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head:
+    chunk = c.recv(1)
+    if not chunk:
+        break
+    head += chunk
+print(head.split(b"\r\n")[0].decode())
+if head.startswith(b"HTTP/1.1 200"):
+    c.settimeout(3)
+    try:
+        ssl.create_default_context().wrap_socket(c, server_hostname={server_name:?})
+    except Exception as e:
+        print(type(e).__name__)"#
+    ))
+}
+
+#[test]
+fn local_egress__a_listed_name_is_resolved_on_the_host_vetted_and_held_to_its_tls_name() {
+    // `localhost` resolves (on the host, from its /etc/hosts) to loopback, which is not public.
+    let (port, received) = recorder("127.0.0.1");
+    let name_only = NetworkPolicy::allowlist([format!("localhost:{port}")]).unwrap();
+    let sbx = block_on(Sandbox::builder("local://").unwrap().network(name_only).create()).unwrap();
+    let out = run(&sbx, tls_through_proxy(&format!("localhost:{port}"), "localhost"));
+    assert!(out.starts_with("HTTP/1.1 403"), "a name resolving to loopback was let through: {out}");
+    block_on(sbx.close()).unwrap();
+    // With the address listed too: the name is reachable, for TLS that names it.
+    let both = NetworkPolicy::allowlist([format!("localhost:{port}"), format!("127.0.0.1:{port}")]).unwrap();
+    let sbx = block_on(Sandbox::builder("local://").unwrap().network(both).create()).unwrap();
+    let out = run(&sbx, tls_through_proxy(&format!("localhost:{port}"), "localhost"));
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let wait = || {
+        for _ in 0..100 {
+            if !received.lock().unwrap().is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait();
+    {
+        let got = received.lock().unwrap();
+        assert_eq!(got.len(), 1, "the ClientHello naming localhost did not arrive");
+        assert_eq!(got[0][0], 22, "not a TLS handshake record: {:?}", &got[0][..8.min(got[0].len())]);
+    }
+    // TLS naming another host through the same tunnel: it never reaches the destination.
+    let out = run(&sbx, tls_through_proxy(&format!("localhost:{port}"), "other.test"));
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(received.lock().unwrap().len(), 1, "a ClientHello for another name was relayed");
+    block_on(sbx.close()).unwrap();
+}
