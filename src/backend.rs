@@ -31,7 +31,7 @@ use crate::audit::AuditConfig;
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, OutputChunk};
 use crate::fs::DirEntry;
-use crate::policy::{Capabilities, IsolationTier, NetworkPolicy, ResourceLimits};
+use crate::policy::{Capabilities, IsolationTier, NetworkEnforcement, NetworkPolicy, ResourceLimits};
 use crate::secret::SecretString;
 
 /// A boxed, sendable future, the return type of the async adapter methods.
@@ -175,6 +175,12 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
 
     /// The network policy in effect, when the backend knows it (a connected handle may not).
     fn network_policy(&self) -> Option<NetworkPolicy> {
+        None
+    }
+
+    /// How that policy is enforced, when the backend knows it (see
+    /// [`NetworkEnforcement`]). The default says nothing: a backend reports only what it does.
+    fn network_enforcement(&self) -> Option<NetworkEnforcement> {
         None
     }
 

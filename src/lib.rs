@@ -89,8 +89,8 @@ pub use exec::{
 };
 pub use fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry, FileKind};
 pub use policy::{
-    ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget, Capabilities, IsolationTier,
-    NetworkPolicy, ResourceLimits,
+    ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget, Capabilities, EgressMechanism,
+    IsolationTier, NetworkEnforcement, NetworkPolicy, ResourceLimits,
 };
 pub use runtime::{TEARDOWN_GRACE, pending_teardowns, set_teardown_grace, shutdown, teardown_grace};
 pub use secret::SecretString;

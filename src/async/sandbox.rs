@@ -200,6 +200,27 @@ impl Sandbox {
         self.ctx.policy.as_ref()
     }
 
+    /// How the network policy is enforced: the mechanisms that decide, whether DNS is
+    /// reachable from inside, whether UDP can leave, and whether domain fronting could pass
+    /// an allowlist. `None` when the backend does not say (a connected handle that does not
+    /// know its policy, a third-party backend that does not report it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sandboxio::{EgressMechanism, NetworkPolicy, Sandbox};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// let enforcement = sandbox.network_enforcement().expect("the fake reports it");
+    /// assert_eq!(enforcement.mechanisms, [EgressMechanism::Simulated]);
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
+    #[must_use]
+    pub fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+        self.handle.network_enforcement()
+    }
+
     /// The metadata labels of the sandbox.
     #[must_use]
     pub fn metadata(&self) -> &BTreeMap<String, String> {

@@ -6,8 +6,10 @@ use std::fmt;
 use crate::error::Result;
 
 pub(crate) mod allowlist;
+mod enforcement;
 
 pub use allowlist::{ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget};
+pub use enforcement::{EgressMechanism, NetworkEnforcement};
 
 /// The egress policy of a sandbox. There is no default: the builder's `create()` compiles
 /// only once one is chosen, and [`NetworkPolicy::deny_all`] is the one to reach for.

@@ -1027,6 +1027,14 @@ impl BackendSandbox for DockerSandbox {
         self.shared.network.clone()
     }
 
+    fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+        // `network_mode: none` under deny-all; docker:// refuses allowlists.
+        Some(match self.shared.network.as_ref()? {
+            NetworkPolicy::AllowAll => crate::NetworkEnforcement::unrestricted(),
+            _ => crate::NetworkEnforcement::no_route(),
+        })
+    }
+
     fn metadata(&self) -> BTreeMap<String, String> {
         self.shared.metadata.clone()
     }

@@ -650,6 +650,14 @@ impl BackendSandbox for LocalSandbox {
         self.state.network.clone()
     }
 
+    fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+        Some(match self.state.network.as_ref()? {
+            NetworkPolicy::AllowAll => crate::NetworkEnforcement::unrestricted(),
+            NetworkPolicy::Allowlist(_) => crate::NetworkEnforcement::egress_gate(),
+            _ => crate::NetworkEnforcement::no_route(),
+        })
+    }
+
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
         Box::pin(async move {
             self.state.check_alive()?;

@@ -141,6 +141,10 @@ impl BackendSandbox for FakeSandbox {
         self.world().sandboxes.get(&self.id).map(|s| s.spec.network.clone())
     }
 
+    fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+        Some(crate::NetworkEnforcement::simulated())
+    }
+
     fn metadata(&self) -> BTreeMap<String, String> {
         self.world().sandboxes.get(&self.id).map(|s| s.spec.metadata.clone()).unwrap_or_default()
     }
