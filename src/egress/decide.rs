@@ -11,8 +11,8 @@
 
 use std::net::IpAddr;
 
-use super::address::{Host, non_public, parse_host};
 use crate::policy::AllowlistEntry;
+use crate::policy::address::{Host, non_public, parse_host};
 
 /// Why the gate refused a connection: a stable machine word (sent in the refusal's header and
 /// audit record) and the words for a person.

@@ -19,11 +19,11 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::address::Host;
 use super::decide::{self, Reason, Refusal};
 use super::request::{self, MAX_HEAD, ProxyRequest};
 use super::sni::{self, Hello, MAX_HELLO};
 use crate::policy::AllowlistEntry;
+use crate::policy::address::Host;
 
 /// Looks names up for the gate: the host's resolver in production, a table in tests.
 pub(crate) trait Resolve: Send + Sync + 'static {

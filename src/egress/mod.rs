@@ -8,7 +8,8 @@
 //! must then start with a TLS `ClientHello` whose server name is the host the tunnel was
 //! opened for.
 //!
-//! - [`address`]: host names and IP addresses in every spelling, and non-public addresses;
+//! - `crate::policy::address`: host names and IP addresses in every spelling, and
+//!   non-public addresses;
 //! - [`decide`]: the decision as pure functions;
 //! - [`request`]: the proxy request head;
 //! - [`sni`]: the `ClientHello`'s server name;
@@ -23,7 +24,6 @@
 // sandboxd relays the sandbox's proxy port to it and they declare NETWORK_ALLOWLIST (issue #14).
 #![allow(dead_code)]
 
-pub(crate) mod address;
 pub(crate) mod decide;
 pub(crate) mod gate;
 pub(crate) mod request;

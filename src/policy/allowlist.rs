@@ -14,6 +14,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
+use super::address::Host;
 use crate::error::{Error, Result};
 
 /// The port an entry that names none covers: HTTPS.
@@ -97,18 +98,17 @@ impl AllowlistEntry {
         if !self.ports.covers(port) {
             return false;
         }
-        let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        match &self.target {
-            AllowlistTarget::Name(name) => *name == host,
-            AllowlistTarget::Suffix(suffix) => {
+        // The host as the gate reads it: a canonical name, or the address any IP spelling
+        // (`127.1`, `2130706433`, `[::ffff:127.0.0.1]`) stands for.
+        match (&self.target, super::address::parse_host(host)) {
+            (AllowlistTarget::Name(name), Some(Host::Name(host))) => *name == host,
+            (AllowlistTarget::Suffix(suffix), Some(Host::Name(host))) => {
                 host.len() > suffix.len() + 1
                     && host.ends_with(suffix.as_str())
                     && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
             }
-            AllowlistTarget::Cidr(net, prefix) => {
-                host.parse::<IpAddr>().is_ok_and(|ip| cidr_contains(*net, *prefix, ip))
-            }
+            (AllowlistTarget::Cidr(net, prefix), Some(Host::Ip(ip))) => cidr_contains(*net, *prefix, ip),
+            _ => false,
         }
     }
 

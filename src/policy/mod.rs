@@ -5,6 +5,7 @@ use std::fmt;
 
 use crate::error::Result;
 
+pub(crate) mod address;
 pub(crate) mod allowlist;
 mod enforcement;
 

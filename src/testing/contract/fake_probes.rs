@@ -59,7 +59,7 @@ impl Probes for FakeProbes {
     }
 
     fn canary(&self) -> Option<Canary> {
-        Some(Canary { host: "canary.sandboxio.test".to_owned(), port: 8080 })
+        Some(Canary { host: "192.0.2.80".to_owned(), port: 8080 })
     }
 
     fn limits_in_effect(&self, sandbox_id: &str) -> Option<ProbeFuture<ResourceLimits>> {

@@ -180,10 +180,13 @@ pub trait Probes: Send + Sync + 'static {
         Command::shell("echo 1; sleep 1; echo 2; sleep 3600")
     }
 
-    /// Exits 0 if a TCP connection to `host:port` succeeds within a few seconds, non-zero
-    /// otherwise. Default: `nc -z -w 3 host port` (needs `nc` in the image; where it is
-    /// missing, the deny and allowlist tests' positive control cannot run and they skip,
-    /// or fail a strict run: override this probe, for example with Python's `socket`).
+    /// Exits 0 if `host:port` is reached within a few seconds by the way out the sandbox is
+    /// given, non-zero otherwise. `host` is passed on as written (an IP address in any
+    /// spelling, or a name). Default: `nc -z -w 3 host port`, a direct TCP connection (needs
+    /// `nc` in the image; where it is missing, the deny and allowlist tests' positive control
+    /// cannot run and they skip, or fail a strict run). Override it where the way out is
+    /// something else: a backend whose allowlist is enforced by a proxy (`local://` sets
+    /// `HTTPS_PROXY`) must probe through it, for example a `CONNECT host:port` answered `200`.
     fn egress(&self, host: &str, port: u16) -> Command {
         Command::new("nc").arg("-z").arg("-w").arg("3").arg(host).arg(port.to_string())
     }

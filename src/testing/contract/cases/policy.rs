@@ -27,6 +27,18 @@ pub(super) fn cases() -> Vec<Case> {
         Case::new(Row::Policy, "policy__allowlist_permits_only_listed_hosts", |cx| Box::pin(allowlist(cx)))
             .requires(C::RUN | C::NETWORK_ALLOWLIST)
             .probes(&[P::Canary]),
+        Case::new(Row::Policy, "policy__allowlist_covers_only_the_listed_port", |cx| {
+            Box::pin(listed_port(cx))
+        })
+        .requires(C::RUN | C::NETWORK_ALLOWLIST)
+        .probes(&[P::Canary]),
+        Case::new(
+            Row::Policy,
+            "policy__allowlist_judges_an_ip_literal_by_its_address_in_any_spelling",
+            |cx| Box::pin(literal_spellings(cx)),
+        )
+        .requires(C::RUN | C::NETWORK_ALLOWLIST)
+        .probes(&[P::Canary]),
         Case::new(Row::Policy, "policy__resource_caps_are_applied", |cx| Box::pin(caps_applied(cx)))
             .requires_any(ANY_LIMIT)
             .probes(&[P::LimitsInEffect]),
@@ -102,6 +114,58 @@ async fn allowlist(cx: Arc<Ctx>) -> Verdict {
     let other = NetworkPolicy::allowlist(["unlisted.sandboxio.invalid"]).map_err(|e| e.to_string())?;
     let reached = egress(&cx, other, &canary.host, canary.port).await?;
     expect(!reached, || "expected the canary unreachable under an allowlist that does not list it".to_owned())
+}
+
+async fn listed_port(cx: Arc<Ctx>) -> Verdict {
+    let canary = cx.probes.canary().ok_or("no canary")?;
+    cx.egress_control(&canary).await?;
+    let entry = |port: u16| NetworkPolicy::allowlist([format!("{}:{port}", bracketed(&canary.host))]);
+    // The positive control: the canary's own port, listed.
+    let listed = entry(canary.port).map_err(|e| e.to_string())?;
+    let reached = egress(&cx, listed, &canary.host, canary.port).await?;
+    expect(reached, || format!("expected {}:{} reachable when listed", canary.host, canary.port))?;
+    let other = entry(if canary.port == 1 { 2 } else { canary.port - 1 }).map_err(|e| e.to_string())?;
+    let reached = egress(&cx, other, &canary.host, canary.port).await?;
+    expect(!reached, || {
+        format!("expected {}:{} refused when only another port of it is listed", canary.host, canary.port)
+    })
+}
+
+/// An IPv6 address in brackets, as an allowlist entry with a port needs it.
+fn bracketed(host: &str) -> String {
+    if host.contains(':') { format!("[{host}]") } else { host.to_owned() }
+}
+
+/// The other spellings of an IPv4 address clients and resolvers accept: one decimal number,
+/// one hexadecimal number, and the IPv4-mapped IPv6 form.
+fn spellings(ip: std::net::Ipv4Addr) -> Vec<String> {
+    let n = u32::from(ip);
+    vec![n.to_string(), format!("0x{n:08x}"), format!("[::ffff:{ip}]")]
+}
+
+async fn literal_spellings(cx: Arc<Ctx>) -> Verdict {
+    let canary = cx.probes.canary().ok_or("no canary")?;
+    let Ok(ip) = canary.host.parse::<std::net::Ipv4Addr>() else {
+        return Err(cx.control_unavailable(format!(
+            "the canary's host {:?} is not an IPv4 address, whose other spellings this test tries",
+            canary.host
+        )));
+    };
+    cx.egress_control(&canary).await?;
+    // The positive control: the canary's address, listed, is reached in every spelling.
+    let listed = NetworkPolicy::allowlist([format!("{ip}/32:{}", canary.port)]).map_err(|e| e.to_string())?;
+    for spelling in spellings(ip) {
+        let reached = egress(&cx, listed.clone(), &spelling, canary.port).await?;
+        expect(reached, || format!("expected the listed canary reached as {spelling}:{}", canary.port))?;
+    }
+    // Not listed (only a name is): refused in every spelling.
+    let unlisted = NetworkPolicy::allowlist([format!("unlisted.sandboxio.invalid:{}", canary.port)])
+        .map_err(|e| e.to_string())?;
+    for spelling in std::iter::once(ip.to_string()).chain(spellings(ip)) {
+        let reached = egress(&cx, unlisted.clone(), &spelling, canary.port).await?;
+        expect(!reached, || format!("expected the unlisted canary refused as {spelling}:{}", canary.port))?;
+    }
+    Ok(())
 }
 
 async fn caps_applied(cx: Arc<Ctx>) -> Verdict {

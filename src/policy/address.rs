@@ -1,5 +1,6 @@
 //! Destinations as a client names them: a host name, or an IP address in any spelling the
-//! C library's `inet_aton` accepts, and what kind of address an IP is.
+//! C library's `inet_aton` accepts, and what kind of address an IP is. Allowlist matching
+//! and the egress gate both read hosts through [`parse_host`].
 //!
 //! Clients and resolvers accept odd IPv4 spellings (`127.1`, `2130706433`, `0x7f000001`,
 //! `0177.0.0.1`): a gate that treats those as names lets a sandbox name loopback while the
@@ -8,7 +9,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::policy::allowlist::valid_host_name;
+use super::allowlist::valid_host_name;
 
 /// A destination host, canonical: a lower-case name without a trailing dot, or an address.
 #[derive(Debug, Clone, PartialEq, Eq)]
