@@ -439,7 +439,9 @@ impl Error {
             Error::RateLimited { backend, retry_after, .. } => Error::rate_limited(backend, *retry_after),
             Error::TooLarge { path, limit, what } => Error::too_large(path, *limit, what),
             Error::ContextLost { context, message } => Error::context_lost(context, message),
-            Error::Provider { backend, message, source } => Error::provider_message(backend, cause(message, source)),
+            Error::Provider { backend, message, source } => {
+                Error::provider_message(backend, cause(message, source))
+            }
         }
     }
 

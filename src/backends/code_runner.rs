@@ -65,8 +65,11 @@ pub(crate) fn command(backend: &str, python3: &str, code: &Code, record: &str) -
     }
     // `-u`: unbuffered, so what the cell prints leaves the interpreter as it prints it (the
     // cell streams).
-    let mut command =
-        Command::new(python3).arg("-u").arg("-c").arg(runner(record)).stdin(code.source().as_bytes().to_vec());
+    let mut command = Command::new(python3)
+        .arg("-u")
+        .arg("-c")
+        .arg(runner(record))
+        .stdin(code.source().as_bytes().to_vec());
     if let Some(timeout) = code.timeout_duration() {
         command = command.timeout(timeout);
     }

@@ -236,7 +236,7 @@ impl Agent {
         let _forget = Forget { agent: self, id: context };
         let mut deadline = code.timeout_duration().map(|d| started + d);
         let mut interrupted = false;
-            let mut cell = Cell::default();
+        let mut cell = Cell::default();
         loop {
             let event = match deadline {
                 Some(at) => with_deadline(at, runner.cmd.next()).await,
@@ -274,8 +274,8 @@ impl Agent {
                                 Ok(true) => {
                                     if interrupted {
                                         let timeout = code.timeout_duration().unwrap_or_default();
-                                        let partial =
-                                            ExecResult::new(0, "", "").with_status(ExitStatus::Signal(SIGINT));
+                                        let partial = ExecResult::new(0, "", "")
+                                            .with_status(ExitStatus::Signal(SIGINT));
                                         let e =
                                             Error::ExecutionTimeout { timeout, partial: Box::new(partial) };
                                         return Ran { result: Err(e), runner: Some(runner) };

@@ -113,8 +113,8 @@ use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
 
 use crate::backend::{
-    BackendCodeStream, collect_cell,
-    Backend, BackendExecStream, BackendOption, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
+    Backend, BackendCodeStream, BackendExecStream, BackendOption, BackendSandbox, BoxFuture, CreateSpec,
+    KillOutcome, collect_cell,
 };
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};

@@ -57,7 +57,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::backend::{
-    Backend, BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome, collect_cell,
+    Backend, BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
+    collect_cell,
 };
 use crate::backends::agent::{Agent, Identity};
 use crate::backends::owner::Owner;
