@@ -55,6 +55,26 @@ impl Drop for ProcessGuard<'_> {
     }
 }
 
+/// Marks a context lost when the cell running in it is dropped before its end.
+struct LoseOnDrop<'a> {
+    backend: &'a FakeBackend,
+    sandbox: &'a str,
+    /// `None` once the cell has ended (or for a cell outside any context).
+    context: Option<&'a str>,
+}
+
+impl Drop for LoseOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(context) = self.context
+            && let Some(sandbox) = self.backend.world().sandboxes.get_mut(self.sandbox)
+        {
+            let why =
+                "a cell's run_code or run_code_stream was dropped mid-cell, which killed the interpreter";
+            sandbox.lost_contexts.insert(context.to_owned(), why.to_owned());
+        }
+    }
+}
+
 impl FakeSandbox {
     pub(super) fn new(backend: FakeBackend, id: String) -> Self {
         FakeSandbox { backend, id, recorded: true }
@@ -154,6 +174,11 @@ impl FakeSandbox {
                 let status = world.apply_failure(&self.id, failure, code.timeout_duration())?;
                 return Ok(CodeResult::new(status, "", ""));
             }
+            if let Some(why) =
+                code.context_id().and_then(|c| world.alive(&self.id).ok()?.lost_contexts.get(c))
+            {
+                return Err(Error::context_lost(code.context_id().unwrap_or_default(), why.clone()));
+            }
             let clock = world.clock;
             if let Some(answer) = scripted(&world.code_scripts, code.source()) {
                 (Ok(answer), clock)
@@ -176,7 +201,10 @@ impl FakeSandbox {
             Err(simulated) => simulated,
         };
         let _running = ProcessGuard { backend: &self.backend, pid };
+        // As a real backend's interpreter, a context's dies with a cell dropped mid-way.
+        let mut lose = LoseOnDrop { backend: &self.backend, sandbox: &self.id, context: code.context_id() };
         self.replay(&trace, start, Some(sink)).await?;
+        lose.context = None;
         let outcome = match end {
             Ok(outcome) => outcome,
             Err(Some(killed)) => {
@@ -334,7 +362,11 @@ impl BackendSandbox for FakeSandbox {
             let mut world = self.world();
             world.record(OperationKind::Interrupt, &self.id, |_| {});
             // The fake runs each cell to its end at once: there is never a cell to interrupt.
-            if world.alive(&self.id)?.contexts.contains_key(&context_id) {
+            let sandbox = world.alive(&self.id)?;
+            if let Some(why) = sandbox.lost_contexts.get(&context_id) {
+                return Err(Error::context_lost(&context_id, why.clone()));
+            }
+            if sandbox.contexts.contains_key(&context_id) {
                 Ok(())
             } else {
                 Err(Error::NotFound { path: format!("code context {context_id}") })
