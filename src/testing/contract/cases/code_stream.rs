@@ -71,7 +71,7 @@ async fn before_the_end(cx: Arc<Ctx>) -> Verdict {
         while !stdout.ends_with(b"a\n") {
             match stream.next_chunk().await {
                 Some(Ok(chunk)) if chunk.stream == StreamKind::Stdout => {
-                    stdout.extend_from_slice(&chunk.data)
+                    stdout.extend_from_slice(&chunk.data);
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(cx.unexpected("the stream before the gate", &e)),
