@@ -3,7 +3,6 @@
 use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime};
 
 use futures_core::Stream;
 
@@ -12,7 +11,7 @@ use crate::backend::{BackendCodeStream, CellEvent};
 use crate::error::Result;
 use crate::exec::{CodeResult, OutputChunk};
 
-use super::op::OpContext;
+use super::op::{LateRecord, OpContext};
 
 /// A running code cell, from [`Sandbox::run_code_stream`](crate::Sandbox::run_code_stream).
 ///
@@ -50,18 +49,15 @@ pub struct CodeStream {
     /// Whether the sandbox declares `RICH_OUTPUTS` (rich results are dropped otherwise, as
     /// `run_code` drops them).
     rich: bool,
-    ctx: OpContext,
-    started_at: SystemTime,
-    started: Instant,
+    audit: LateRecord,
     /// How the cell ended, once it has: kept so that `wait` says the same every time.
     ended: Option<Result<CodeResult>>,
-    recorded: bool,
 }
 
 impl fmt::Debug for CodeStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CodeStream")
-            .field("sandbox_id", &self.ctx.sandbox_id)
+            .field("sandbox_id", &self.audit.ctx.sandbox_id)
             .field("ended", &self.ended.is_some())
             .finish_non_exhaustive()
     }
@@ -70,26 +66,7 @@ impl fmt::Debug for CodeStream {
 #[sandboxio_macros::blocking_facade]
 impl CodeStream {
     pub(crate) fn new(inner: Box<dyn BackendCodeStream>, rich: bool, ctx: OpContext) -> Self {
-        CodeStream {
-            inner,
-            rich,
-            ctx,
-            started_at: SystemTime::now(),
-            started: Instant::now(),
-            ended: None,
-            recorded: false,
-        }
-    }
-
-    fn record(&mut self, outcome: Outcome) {
-        if std::mem::replace(&mut self.recorded, true) {
-            return;
-        }
-        let mut record = self.ctx.record_template(OperationKind::RunCodeStream);
-        record.started_at = self.started_at;
-        record.duration = self.started.elapsed();
-        record.outcome = outcome;
-        self.ctx.audit.emit(&record);
+        CodeStream { inner, rich, audit: LateRecord::new(ctx, OperationKind::RunCodeStream), ended: None }
     }
 
     /// The next chunk of the cell's output, or `None` once the cell has ended.
@@ -155,12 +132,12 @@ impl Stream for CodeStream {
                     result.results.clear();
                 }
                 self.ended = Some(Ok(result));
-                self.record(Outcome::Ok);
+                self.audit.record(Outcome::Ok);
                 Poll::Ready(None)
             }
             Poll::Ready(CellEvent::Ended(Err(e))) => {
                 self.ended = Some(Err(e.again()));
-                self.record(Outcome::Error(e.code()));
+                self.audit.record(Outcome::Error(e.code()));
                 Poll::Ready(Some(Err(e)))
             }
         }
@@ -171,6 +148,6 @@ impl Drop for CodeStream {
     fn drop(&mut self) {
         // The backend stream interrupts its cell in its own Drop.
         let outcome = if self.ended.is_some() { Outcome::Ok } else { Outcome::Cancelled };
-        self.record(outcome);
+        self.audit.record(outcome);
     }
 }
