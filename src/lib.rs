@@ -87,7 +87,10 @@ pub use exec::{
     MAX_ARG_STRLEN, MAX_ARG_TOTAL, MimeBundle, OutputChunk, StreamKind,
 };
 pub use fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry, FileKind};
-pub use policy::{AllowlistEntry, Capabilities, IsolationTier, NetworkPolicy, ResourceLimits};
+pub use policy::{
+    ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget, Capabilities, IsolationTier,
+    NetworkPolicy, ResourceLimits,
+};
 pub use runtime::{TEARDOWN_GRACE, pending_teardowns, set_teardown_grace, shutdown, teardown_grace};
 pub use secret::SecretString;
 

@@ -341,6 +341,45 @@ async fn docker__runsc_is_a_userspace_kernel_or_fails_closed() {
     }
 }
 
+/// sandboxd forced under gVisor: where gVisor lets a shepherd become a child subreaper (releases
+/// after 20221219) commands run; where it does not, `create` fails with the reason (a provider
+/// error naming the subreaper, not "the shepherd was killed") and leaves no container.
+#[tokio::test]
+async fn docker__sandboxd_under_runsc_runs_or_says_why() {
+    if !docker_ready("docker__sandboxd_under_runsc_runs_or_says_why") {
+        return;
+    }
+    if !docker(&["info", "-f", "{{json .Runtimes}}"]).contains("\"runsc\"") {
+        eprintln!("[skip] docker__sandboxd_under_runsc_runs_or_says_why: the engine has no runsc");
+        return;
+    }
+    let created = Sandbox::builder(&format!("docker://?image={IMAGE}&runtime=runsc&exec=sandboxd"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .metadata("test", "runsc-sandboxd")
+        .create()
+        .await;
+    match created {
+        Ok(sandbox) => {
+            let out = sandbox.run(Command::shell("echo up")).await.unwrap();
+            assert_eq!(out.stdout, b"up\n");
+            sandbox.close().await.unwrap();
+        }
+        Err(err) => {
+            assert_eq!(err.code(), ErrorCode::Provider, "{err}");
+            assert!(err.to_string().contains("child subreaper"), "{err}");
+        }
+    }
+    // A failed create removes its container in the background: give it a moment.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut left = docker(&["ps", "-aq", "--filter", "label=test=runsc-sandboxd"]);
+    while !left.trim().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        left = docker(&["ps", "-aq", "--filter", "label=test=runsc-sandboxd"]);
+    }
+    assert!(left.trim().is_empty(), "a container was left: {left}");
+}
+
 #[tokio::test]
 async fn docker__odd_file_names_round_trip_exactly() {
     let Some(sandbox) = busybox_if_ready("docker__odd_file_names_round_trip_exactly").await else { return };

@@ -126,7 +126,7 @@ enum Slot {
     Channel(u32),
 }
 
-pub struct Session<W: Write> {
+pub struct Session<W: Write + AsRawFd> {
     input: File,
     output: W,
     decoder: Decoder,
@@ -159,7 +159,7 @@ enum Host {
     Gone,
 }
 
-impl<W: Write> Session<W> {
+impl<W: Write + AsRawFd> Session<W> {
     /// A session whose end ends nothing but its own commands: a `--listen` connection's.
     pub fn new(input: File, output: W, children: File) -> Session<W> {
         Session {
@@ -221,7 +221,35 @@ impl<W: Write> Session<W> {
     fn send(&mut self, id: u32, message: Message) -> Result<(), End> {
         self.frame.clear();
         Frame::new(id, message).encode(&mut self.frame)?;
-        self.output.write_all(&self.frame)?;
+        self.write_frame()
+    }
+
+    /// Writes the encoded frame. Where the stream is non-blocking (the first session's, see
+    /// `main.rs`), a host that stops reading is waited for only until the TTL: it cannot hold
+    /// sandboxd, and so the sandbox, past its deadline.
+    fn write_frame(&mut self) -> Result<(), End> {
+        let mut done = 0;
+        while done < self.frame.len() {
+            match self.output.write(&self.frame[done..]) {
+                Ok(0) => return Err(End::HostGone),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let ttl = self.lifetime.as_ref().and_then(|l| l.deadline);
+                    let timeout = match ttl {
+                        Some(d) if d <= Instant::now() => return Err(End::Ttl),
+                        Some(d) => {
+                            let ms = d.saturating_duration_since(Instant::now()).as_micros().div_ceil(1000);
+                            i32::try_from(ms).unwrap_or(i32::MAX)
+                        }
+                        None => -1,
+                    };
+                    let mut fds = [PollFd { fd: self.output.as_raw_fd(), events: sys::POLLOUT, revents: 0 }];
+                    sys::poll_fds(&mut fds, timeout)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         self.output.flush()?;
         Ok(())
     }
@@ -523,6 +551,16 @@ impl<W: Write> Session<W> {
             Some(Report::SpawnFailed(errno)) => {
                 cmd.reports = None;
                 cmd.exit = Some(spawn_failure(errno));
+                None
+            }
+            Some(Report::SetupFailed(errno)) => {
+                cmd.reports = None;
+                let why = io::Error::from_raw_os_error(errno);
+                let message = format!(
+                    "sandboxd could not set up the command's shepherd (it needs a child subreaper, \
+                     which gVisor 20221219 refuses outside init): {why}"
+                );
+                cmd.exit = Some(Message::Failed { failure: Failure::Io, message: message.into_bytes() });
                 None
             }
             Some(Report::Exited { ended, oom_killed }) => {

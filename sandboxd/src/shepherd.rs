@@ -33,6 +33,10 @@ pub enum Report {
     SpawnFailed(i32),
     /// The command's first process ended this way, and every process it started is gone.
     Exited { ended: Ended, oom_killed: bool },
+    /// The shepherd's own machinery failed (the kernel refused a call it needs: gVisor's
+    /// release 20221219 refuses `PR_SET_CHILD_SUBREAPER` to any process but init); the
+    /// `errno`. Before `Spawned`, the command was never started.
+    SetupFailed(i32),
 }
 
 impl Report {
@@ -42,6 +46,7 @@ impl Report {
             Report::SpawnFailed(errno) => (2, errno, false),
             Report::Exited { ended: Ended::Code(c), oom_killed } => (3, c, oom_killed),
             Report::Exited { ended: Ended::Signal(s), oom_killed } => (4, s, oom_killed),
+            Report::SetupFailed(errno) => (5, errno, false),
         };
         let mut out = [0; REPORT_LEN];
         out[0] = tag;
@@ -58,6 +63,7 @@ impl Report {
             2 => Some(Report::SpawnFailed(value)),
             3 => Some(Report::Exited { ended: Ended::Code(value), oom_killed }),
             4 => Some(Report::Exited { ended: Ended::Signal(value), oom_killed }),
+            5 => Some(Report::SetupFailed(value)),
             _ => None,
         }
     }
@@ -91,12 +97,15 @@ pub fn start(spec: &Spawn, fds: Fds) -> io::Result<i32> {
         Fork::Parent(pid) => Ok(pid),
         Fork::Child => {
             // Nothing in the child may return into sandboxd's loop: any failure ends it with a
-            // report if one can still be written.
-            let code = match run(spec, fds) {
+            // report if one can still be written. The descriptors go into place first, so that
+            // a report written after a failure reaches sandboxd's end of the report pipe.
+            if arrange(fds).is_err() {
+                sys::exit_now(111)
+            }
+            let code = match setup().and_then(|()| run(spec)) {
                 Ok(()) => 0,
-                Err(e) => {
-                    let errno = e.raw_os_error().unwrap_or(5);
-                    let _ = write_report(Report::SpawnFailed(errno));
+                Err(Setup(e)) => {
+                    let _ = write_report(Report::SetupFailed(e.raw_os_error().unwrap_or(5)));
                     111
                 }
             };
@@ -147,12 +156,25 @@ fn arrange(fds: Fds) -> io::Result<()> {
     Ok(())
 }
 
-fn run(spec: &Spawn, fds: Fds) -> io::Result<()> {
+/// A failure of the shepherd's own machinery, not of the command.
+struct Setup(io::Error);
+
+impl From<io::Error> for Setup {
+    fn from(e: io::Error) -> Self {
+        Setup(e)
+    }
+}
+
+/// What makes this process a shepherd: it dies with sandboxd and inherits the command's orphans.
+fn setup() -> Result<(), Setup> {
     // The handler inherited from sandboxd writes to sandboxd's own self-pipe: off first.
     sys::default_signal(sys::SIGCHLD);
     sys::die_with_parent(sys::SIGKILL)?;
     sys::become_subreaper()?;
-    arrange(fds)?;
+    Ok(())
+}
+
+fn run(spec: &Spawn) -> Result<(), Setup> {
     let children = sys::child_events()?;
     let oom_before = oom_kills();
 
@@ -344,6 +366,7 @@ mod tests {
             Report::SpawnFailed(2),
             Report::Exited { ended: Ended::Code(3), oom_killed: false },
             Report::Exited { ended: Ended::Signal(9), oom_killed: true },
+            Report::SetupFailed(22),
         ] {
             assert_eq!(Report::decode(r.encode()), Some(r));
         }

@@ -29,6 +29,7 @@ const F_GETFL: i32 = 3;
 const F_SETFL: i32 = 4;
 const FD_CLOEXEC: i32 = 1;
 const ECHILD: i32 = 10;
+const ENOSYS: i32 = 38;
 
 pub const POLLIN: i16 = 0x1;
 pub const POLLOUT: i16 = 0x4;
@@ -69,6 +70,7 @@ unsafe extern "C" {
     fn fcntl(fd: i32, cmd: i32, arg: i32) -> i32;
     fn dup2(old: i32, new: i32) -> i32;
     fn close_range(first: u32, last: u32, flags: i32) -> i32;
+    fn close(fd: i32) -> i32;
     fn signal(sig: i32, handler: usize) -> usize;
     fn write(fd: i32, buf: *const u8, count: usize) -> isize;
     fn getpid() -> i32;
@@ -149,19 +151,42 @@ pub fn dup_to(fd: RawFd, target: RawFd) -> io::Result<()> {
 pub fn close_except(keep: RawFd) -> io::Result<()> {
     let keep = u32::try_from(keep).map_err(|_| io::Error::from_raw_os_error(EINVAL))?;
     if keep > 3 {
-        // SAFETY: as in close_from: the caller (a freshly forked child that never returns
-        // into the code that owned these descriptors) uses none of them again.
-        check(unsafe { close_range(3, keep - 1, 0) })?;
+        close_between(3, keep - 1)?;
     }
     close_from(keep + 1)
 }
 
 /// Closes every descriptor from `first` up.
 pub fn close_from(first: u32) -> io::Result<()> {
+    close_between(first, u32::MAX)
+}
+
+/// Closes the descriptors `first..=last`: `close_range(2)`, or where the kernel lacks it
+/// (`ENOSYS`: Linux before 5.9) or refuses an open-ended range (`EINVAL`: gVisor's release
+/// 20221219), each open one listed in `/proc/self/fd`.
+fn close_between(first: u32, last: u32) -> io::Result<()> {
     // SAFETY: closing descriptors: whatever owned them must not be used after this, which the
-    // caller (a freshly forked child that drops nothing) guarantees.
-    check(unsafe { close_range(first, u32::MAX, 0) })?;
-    Ok(())
+    // callers (a freshly forked child that never returns into the code that owned them)
+    // guarantee.
+    match check(unsafe { close_range(first, last, 0) }) {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(ENOSYS | EINVAL)) => {
+            // Collected before closing: the directory's own descriptor is among them, and is
+            // closed when `read_dir`'s handle drops (a second close then fails harmlessly).
+            let open: Vec<u32> = std::fs::read_dir("/proc/self/fd")?
+                .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+                .filter(|fd| (first..=last).contains(fd))
+                .collect();
+            for fd in open {
+                // SAFETY: as above; EBADF (the directory's descriptor, already closed) is harmless.
+                unsafe {
+                    close(i32::try_from(fd).unwrap_or(-1));
+                }
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 pub enum Fork {

@@ -951,6 +951,73 @@ fn the_ttl_ends_every_command_and_sandboxd_exits_0() {
     wait_for("the command to end", || processes_with(marker).is_empty());
 }
 
+/// A host that stops reading while a command floods its output cannot hold sandboxd past the
+/// TTL: sandboxd's writes wait for the host only until the deadline. (sandboxd used to block
+/// in the write for good, and the sandbox outlived its TTL.)
+#[test]
+fn a_host_that_stops_reading_does_not_hold_sandboxd_past_its_ttl() {
+    const TTL: Duration = Duration::from_millis(1500);
+    if std::env::var("SANDBOXD_TEST_WRAP").is_ok_and(|w| w.contains("docker")) {
+        // `docker run -i` buffers the container's output itself and cannot exit before the
+        // test reads it: the wrapper, not sandboxd, would be measured.
+        eprintln!(
+            "[skip] a_host_that_stops_reading...: sandboxd's stdout is the engine's, not this test's pipe"
+        );
+        return;
+    }
+    let marker = "ttl-flood-7731";
+    let started = Instant::now();
+    let mut child = sandboxd(&["--ttl-ms", "1500"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to = child.stdin.take().unwrap();
+    let spec = Spawn {
+        argv: vec![b"yes".to_vec(), marker.as_bytes().to_vec()],
+        env: vec![(b"PATH".to_vec(), b"/usr/bin:/bin".to_vec())],
+        ..Spawn::default()
+    };
+    for frame in [
+        Frame::new(0, Message::Hello { version: VERSION, user: None }),
+        Frame::new(1, Message::Spawn(spec)),
+        Frame::new(1, Message::Credit { bytes: u32::MAX }),
+    ] {
+        to.write_all(&frame.to_bytes().unwrap()).unwrap();
+    }
+    // Nothing reads sandboxd's stdout until it has exited.
+    let deadline = started + TTL + Duration::from_secs(8);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("sandboxd still runs {:?} after its start, with a TTL of {TTL:?}", started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let elapsed = started.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(elapsed >= TTL, "sandboxd ended after {elapsed:?}, before its TTL");
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(stderr.contains("sandboxd: TTL reached"), "{stderr}");
+    // The positive control: sandboxd had filled the pipe nobody read (16 pages, partly filled
+    // by frames: 49264 bytes in one run) while `yes` had more for it, so its writes had to wait
+    // for the host.
+    let mut unread = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut unread).unwrap();
+    assert!(
+        unread.len() >= 32768,
+        "only {} bytes waited in the pipe: sandboxd never had to wait",
+        unread.len()
+    );
+    drop(to);
+    wait_for("the flood to end", || processes_with(marker).is_empty());
+}
+
 #[test]
 fn bad_flags_are_refused_with_status_64_and_a_message() {
     let run = |args: &[&str]| {

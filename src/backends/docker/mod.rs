@@ -271,7 +271,8 @@ impl DockerBackend {
 
     /// The way new sandboxes' commands will run: [`ExecPath::ExecApi`] when this build has no
     /// sandboxd; else the configured [`ExecPath`]; else [`ExecPath::ExecApi`] under gVisor
-    /// (`runtime=runsc`, where sandboxd's shepherds do not work yet) and
+    /// (`runtime=runsc`: gVisor 20221219 refuses sandboxd's shepherds the child subreaper they
+    /// need, see `docs/adr/0006-sandboxd.md`) and
     /// [`ExecPath::Sandboxd`] otherwise.
     #[must_use]
     pub fn exec_path(&self) -> ExecPath {
