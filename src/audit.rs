@@ -30,6 +30,8 @@ pub enum OperationKind {
     Interrupt,
     /// `Sandbox::stream`, recorded when the stream ends, is closed or is dropped.
     Stream,
+    /// `Sandbox::run_code_stream`, recorded when the stream ends or is dropped.
+    RunCodeStream,
     /// `Fs::read`.
     FsRead,
     /// `Fs::write`.
@@ -66,6 +68,7 @@ impl fmt::Display for OperationKind {
             OperationKind::CreateContext => "create_context",
             OperationKind::Interrupt => "interrupt",
             OperationKind::Stream => "stream",
+            OperationKind::RunCodeStream => "run_code_stream",
             OperationKind::FsRead => "fs.read",
             OperationKind::FsWrite => "fs.write",
             OperationKind::FsUpload => "fs.upload",

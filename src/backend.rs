@@ -2,7 +2,8 @@
 //! drive it.
 //!
 //! A third-party crate implements [`Backend`] (what can be created) and [`BackendSandbox`]
-//! (one live sandbox), optionally [`BackendExecStream`] (one streamed process), and registers
+//! (one live sandbox), optionally [`BackendExecStream`] (one streamed process) and
+//! [`BackendCodeStream`] (one streamed code cell, most easily through [`CellStream`]), and registers
 //! its DSN scheme with [`crate::dsn::register_scheme`]. Both traits are
 //! object-safe; async methods return [`BoxFuture`]s so any executor can poll them.
 //!
@@ -33,6 +34,10 @@ use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, OutputChun
 use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkEnforcement, NetworkPolicy, ResourceLimits};
 use crate::secret::SecretString;
+
+pub(crate) mod cell_stream;
+
+pub use cell_stream::{CellStream, ChunkSink, collect_cell};
 
 /// A boxed, sendable future, the return type of the async adapter methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -217,6 +222,30 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Box::pin(async { Err(Error::unsupported("this backend", "RUN_CODE")) })
     }
 
+    /// Runs a code cell like [`BackendSandbox::run_code`] and returns its output as it is
+    /// printed, at once; the cell may start in the background. Every backend that declares
+    /// [`Capabilities::RUN_CODE`] must stream cells: a chunk is delivered when the cell
+    /// prints it, not when the cell ends (the contract suite checks the order).
+    /// [`CellStream`] turns a cell written as a future into such a stream, and
+    /// [`collect_cell`] turns the stream back into [`BackendSandbox::run_code`]'s result, so
+    /// one code path serves both.
+    ///
+    /// The default refuses with [`Error::CapabilityNotSupported`] (`RUN_CODE (streamed)`):
+    /// a backend that cannot deliver output while its cell runs says so rather than
+    /// delivering everything at the end as if it had streamed.
+    ///
+    /// Cancellation: dropping the returned stream must interrupt the cell as dropping
+    /// [`BackendSandbox::run_code`]'s future does.
+    ///
+    /// # Errors
+    ///
+    /// Errors found before any remote work starts; later ones end the stream
+    /// ([`CellEvent::Ended`]).
+    fn run_code_stream(&self, code: Code) -> Result<Box<dyn BackendCodeStream>> {
+        let _ = code;
+        Err(Error::unsupported("this backend", "RUN_CODE (streamed)"))
+    }
+
     /// Creates a code context for `language`.
     fn create_context(&self, language: &str) -> BoxFuture<'_, Result<CodeContext>> {
         let _ = language;
@@ -311,6 +340,27 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async { Err(Error::unsupported("this backend", "DETACH")) })
     }
+}
+
+/// What a streamed code cell delivers next.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CellEvent {
+    /// A chunk of what the cell printed, as it printed it.
+    Output(OutputChunk),
+    /// The cell ended: its result, with `stdout` and `stderr` empty and
+    /// [`CodeResult::streamed`] set (the output went through [`CellEvent::Output`]), or the
+    /// error that ended it (an [`Error::ExecutionTimeout`]'s partial output is empty for
+    /// the same reason). Nothing follows it.
+    Ended(Result<CodeResult>),
+}
+
+/// One streamed code cell, from [`BackendSandbox::run_code_stream`]. Dropping it before the
+/// cell ended must interrupt the cell.
+pub trait BackendCodeStream: Send + fmt::Debug {
+    /// The next event: output chunks in the order printed (per stream), then exactly one
+    /// [`CellEvent::Ended`]. The core never polls again after `Ended`.
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<CellEvent>;
 }
 
 /// One streamed process. Dropping it must terminate the process.

@@ -408,6 +408,43 @@ impl Error {
         self
     }
 
+    /// The same error again, for a handle that reports one ending every time it is asked
+    /// (a stream's `wait`): every field is kept; a provider's cause (the source) is not,
+    /// as it cannot be copied, so the copy names it in its message instead.
+    pub(crate) fn again(&self) -> Error {
+        let cause = |message: &str, source: &Option<BoxError>| match source {
+            Some(source) => format!("{message} ({source})"),
+            None => message.to_owned(),
+        };
+        match self {
+            Error::Connect { backend, message, source } => Error::connect(backend, cause(message, source)),
+            Error::Auth { backend, message, env_var, source } => {
+                Error::auth(backend, cause(message, source), env_var.clone())
+            }
+            Error::Configuration { message, source } => Error::configuration(cause(message, source)),
+            Error::CapabilityNotSupported { backend, capability } => Error::unsupported(backend, capability),
+            Error::CreateTimeout { timeout } => Error::create_timeout(*timeout),
+            Error::ExecutionTimeout { timeout, partial } => {
+                Error::ExecutionTimeout { timeout: *timeout, partial: partial.clone() }
+            }
+            Error::SandboxGone { id, message } => Error::sandbox_gone(id, message),
+            Error::NetworkPolicyViolation { message } => Error::network_policy_violation(message),
+            Error::IsolationUnsatisfied { backend, required, actual } => {
+                Error::isolation_unsatisfied(backend, *required, *actual)
+            }
+            Error::NotFound { path } => Error::not_found(path),
+            Error::PermissionDenied { path } => Error::permission_denied(path),
+            Error::IsADirectory { path } => Error::is_a_directory(path),
+            Error::InvalidInput { message } => Error::invalid_input(message),
+            Error::RateLimited { backend, retry_after, .. } => Error::rate_limited(backend, *retry_after),
+            Error::TooLarge { path, limit, what } => Error::too_large(path, *limit, what),
+            Error::ContextLost { context, message } => Error::context_lost(context, message),
+            Error::Provider { backend, message, source } => {
+                Error::provider_message(backend, cause(message, source))
+            }
+        }
+    }
+
     /// An [`Error::CapabilityNotSupported`] naming `capability`.
     pub fn unsupported(backend: impl Into<String>, capability: impl fmt::Display) -> Self {
         Error::CapabilityNotSupported { backend: backend.into(), capability: capability.to_string() }

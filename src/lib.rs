@@ -74,6 +74,7 @@ pub mod testing;
 mod transfer;
 
 pub use api::builder::{DEFAULT_CREATE_TIMEOUT, DEFAULT_TTL, IntoBackend, MAX_TTL, SandboxBuilder, state};
+pub use api::code_stream::CodeStream;
 pub use api::fs::Fs;
 pub use api::lines::{DEFAULT_MAX_LINE, ExecLines, OutputLine};
 pub use api::sandbox::Sandbox;

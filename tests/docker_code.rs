@@ -69,6 +69,30 @@ fn code__an_interrupted_cell_raises_keyboard_interrupt_and_the_context_keeps_its
 }
 
 #[test]
+fn code__a_streamed_cell_is_interrupted_after_its_first_chunk_and_the_context_keeps_its_state() {
+    let Some(sandbox) = python_sandbox("code__a_streamed_cell_is_interrupted") else { return };
+    block_on(async {
+        let ctx = context_with_state(&sandbox).await;
+        let cell = Code::new("import time\nprint('started')\ntime.sleep(3600)").in_context(&ctx);
+        let mut stream = sandbox.run_code_stream(cell).unwrap();
+        // The interrupt goes out once the cell has said it started: ordered, not timed.
+        let first = stream.next_chunk().await.unwrap().unwrap();
+        assert_eq!(first.data, b"started\n");
+        sandbox.interrupt(&ctx).await.unwrap();
+        while let Some(chunk) = stream.next_chunk().await {
+            chunk.unwrap();
+        }
+        let result = stream.wait().await.unwrap();
+        assert_eq!(result.error.as_ref().map(|e| e.name.as_str()), Some("KeyboardInterrupt"), "{result:?}");
+        assert!(result.streamed && result.stdout.is_empty(), "{result:?}");
+        drop(stream);
+        let after = read_state(&sandbox, &ctx).await.unwrap();
+        assert_eq!(after.stdout_lossy(), "42\n", "the context lost its state: {after:?}");
+    });
+    let _ = block_on(sandbox.kill());
+}
+
+#[test]
 fn code__a_cell_past_its_timeout_is_interrupted_and_the_context_survives() {
     let Some(sandbox) = python_sandbox("code__a_cell_past_its_timeout") else { return };
     block_on(async {

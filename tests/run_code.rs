@@ -140,3 +140,114 @@ fn run_code__valid_python_the_fake_cannot_parse_is_not_called_a_syntax_error() {
     let out = block_on(sbx.run_code("print(1 +)")).unwrap();
     assert_eq!(out.error.unwrap().name, "SyntaxError", "a genuine syntax error stays one");
 }
+
+/// Every chunk of a streamed cell, as `(stdout, stderr)`.
+fn drain(stream: &mut sandboxio::CodeStream) -> (String, String) {
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    while let Some(chunk) = block_on(stream.next_chunk()) {
+        let chunk = chunk.unwrap();
+        match chunk.stream {
+            sandboxio::StreamKind::Stdout => stdout.extend_from_slice(&chunk.data),
+            sandboxio::StreamKind::Stderr => stderr.extend_from_slice(&chunk.data),
+        }
+    }
+    (String::from_utf8(stdout).unwrap(), String::from_utf8(stderr).unwrap())
+}
+
+#[test]
+fn run_code_stream__chunks_come_one_print_at_a_time_and_wait_gives_the_rest() {
+    let (_, sbx) = fake_sandbox();
+    let mut stream = sbx.run_code_stream("print('one')\nprint('two')\nclass R:\n    def _repr_html_(self):\n        return '<b>r</b>'\nR()").unwrap();
+    let first = block_on(stream.next_chunk()).unwrap().unwrap();
+    assert_eq!(first.data, b"one\n", "the first print is a chunk of its own");
+    let (rest, _) = drain(&mut stream);
+    assert_eq!(rest, "two\n");
+    let result = block_on(stream.wait()).unwrap();
+    assert!(result.success() && result.streamed && result.stdout.is_empty());
+    assert_eq!(
+        result.results[0].get("text/html"),
+        Some(&b"<b>r</b>".to_vec()),
+        "rich results come with wait"
+    );
+    assert_eq!(block_on(stream.wait()).unwrap(), result, "wait is idempotent");
+}
+
+#[test]
+fn run_code_stream__a_scripted_answer_streams_its_stdout_then_its_stderr() {
+    let (fake, sbx) = fake_sandbox();
+    fake.on_run_code("import pandas", sandboxio::ExecResult::new(0, "2.2.1\n", "warning\n"));
+    let mut stream = sbx.run_code_stream("import pandas; print(pandas.__version__)").unwrap();
+    assert_eq!(drain(&mut stream), ("2.2.1\n".to_owned(), "warning\n".to_owned()));
+    assert!(block_on(stream.wait()).unwrap().success());
+    // run_code of the same cell gets the same output in the result.
+    let out = block_on(sbx.run_code("import pandas; print(pandas.__version__)")).unwrap();
+    assert_eq!((out.stdout_lossy().as_ref(), out.streamed), ("2.2.1\n", false));
+}
+
+#[test]
+fn run_code_stream__one_audit_record_when_it_ends_is_dropped_or_is_refused() {
+    use sandboxio::{OperationKind, Outcome};
+    let fake = FakeBackend::new();
+    let sink = fake.audit_sink();
+    let sbx =
+        block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
+    let mut ended = sbx.run_code_stream("print(1)").unwrap();
+    let _ = drain(&mut ended);
+    let dropped = sbx.run_code_stream("print(2)").unwrap();
+    drop(dropped);
+    let outcomes = |sink: &sandboxio::RecordingSink| {
+        sink.records_of(OperationKind::RunCodeStream).into_iter().map(|r| r.outcome).collect::<Vec<_>>()
+    };
+    assert_eq!(outcomes(&sink), [Outcome::Ok, Outcome::Cancelled]);
+    drop(ended);
+    assert_eq!(outcomes(&sink).len(), 2, "a stream that ended is not recorded again when dropped");
+    assert!(sink.records_of(OperationKind::RunCode).is_empty(), "a stream is not recorded as run_code");
+
+    let no_code = FakeBackend::new().with_capabilities(Capabilities::RUN | Capabilities::NETWORK_DENY);
+    let sink = no_code.audit_sink();
+    let sbx = block_on(Sandbox::builder_with(no_code).network(NetworkPolicy::deny_all()).create()).unwrap();
+    let refused = sbx.run_code_stream("print(1)").map(drop);
+    assert_eq!(refused.unwrap_err().code(), ErrorCode::CapabilityNotSupported);
+    assert_eq!(outcomes(&sink), [Outcome::Error(ErrorCode::CapabilityNotSupported)]);
+}
+
+#[test]
+fn run_code_stream__a_dropped_context_cell_loses_the_context_and_interrupt_says_so() {
+    let (_, sbx) = fake_sandbox();
+    let ctx = block_on(sbx.create_context("python")).unwrap();
+    block_on(sbx.run_code(Code::new("x = 1").in_context(&ctx))).unwrap();
+    let mut stream = sbx.run_code_stream(Code::new("print('a')\nprint('b')").in_context(&ctx)).unwrap();
+    block_on(stream.next_chunk()).unwrap().unwrap();
+    drop(stream);
+    let after = block_on(sbx.run_code(Code::new("print(x)").in_context(&ctx)));
+    assert_eq!(after.unwrap_err().code(), ErrorCode::ContextLost);
+    assert_eq!(block_on(sbx.interrupt(&ctx)).unwrap_err().code(), ErrorCode::ContextLost);
+    // A context whose cell ran to its end keeps its state.
+    let kept = block_on(sbx.create_context("python")).unwrap();
+    let mut whole = sbx.run_code_stream(Code::new("y = 2").in_context(&kept)).unwrap();
+    block_on(whole.wait()).unwrap();
+    drop(whole);
+    let out = block_on(sbx.run_code(Code::new("print(y)").in_context(&kept))).unwrap();
+    assert_eq!(out.stdout_lossy(), "2\n");
+}
+
+#[test]
+fn run_code_stream__the_blocking_twin_is_an_iterator_with_wait() {
+    let sbx = sandboxio::sync::Sandbox::builder("fake://")
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .unwrap();
+    let mut stream = sbx.run_code_stream("print('a')\n1 / 0").unwrap();
+    let printed: Vec<u8> = stream.by_ref().flat_map(|chunk| chunk.unwrap().data).collect();
+    assert_eq!(printed, b"a\n");
+    let result = stream.wait().unwrap();
+    assert_eq!(result.error.unwrap().name, "ZeroDivisionError");
+    let timed_out =
+        sbx.run_code_stream(Code::new("import time\ntime.sleep(60)").timeout(Duration::from_secs(1)));
+    let mut timed_out = timed_out.unwrap();
+    let item = timed_out.next().unwrap();
+    assert_eq!(item.unwrap_err().code(), ErrorCode::ExecutionTimeout);
+    assert!(timed_out.next().is_none(), "the stream ends after its error item");
+    assert_eq!(timed_out.wait().unwrap_err().code(), ErrorCode::ExecutionTimeout, "and wait says the same");
+}

@@ -10,7 +10,7 @@ use syn::{
 };
 
 /// The async handle types and the module of their blocking twins.
-pub const HANDLES: &[&str] = &["Sandbox", "ExecStream", "ExecLines", "Fs", "SandboxBuilder"];
+pub const HANDLES: &[&str] = &["Sandbox", "ExecStream", "ExecLines", "CodeStream", "Fs", "SandboxBuilder"];
 
 /// Expands `#[blocking_facade]` on `item`.
 ///

@@ -1,7 +1,7 @@
 //! Proc-macros for `sandboxio`: the generator of the blocking facade, `sandboxio::sync`.
 //!
 //! `#[blocking_facade]` goes on an inherent `impl` block of one of sandboxio's async handle
-//! types (`Sandbox`, `ExecStream`, `ExecLines`, `Fs`, `SandboxBuilder`). It keeps the block
+//! types (`Sandbox`, `ExecStream`, `ExecLines`, `CodeStream`, `Fs`, `SandboxBuilder`). It keeps the block
 //! as it is and emits, next to it, an `impl` block for the blocking twin (`crate::sync::Sandbox`, …) with
 //! one method per `pub` method: same name, parameter names, types and order, same generics
 //! and `where` clauses, the docs copied (minus `# Cancel safety` and `# Examples`, which cannot apply) with a

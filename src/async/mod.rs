@@ -2,6 +2,7 @@
 //! future here can be polled by tokio, smol or any other executor.
 
 pub(crate) mod builder;
+pub(crate) mod code_stream;
 pub(crate) mod fs;
 pub(crate) mod lines;
 pub(crate) mod op;

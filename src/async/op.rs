@@ -83,6 +83,36 @@ impl OpContext {
     }
 }
 
+/// The one record of a call whose handle outlives it (a stream): written once, when the
+/// handle ends or is dropped, timed from the call.
+#[derive(Debug)]
+pub(crate) struct LateRecord {
+    pub(crate) ctx: OpContext,
+    kind: OperationKind,
+    started_at: SystemTime,
+    started: Instant,
+    recorded: bool,
+}
+
+impl LateRecord {
+    /// Starts timing operation `kind` now.
+    pub(crate) fn new(ctx: OpContext, kind: OperationKind) -> Self {
+        LateRecord { ctx, kind, started_at: SystemTime::now(), started: Instant::now(), recorded: false }
+    }
+
+    /// Writes the record with `outcome`, unless it was written already.
+    pub(crate) fn record(&mut self, outcome: Outcome) {
+        if std::mem::replace(&mut self.recorded, true) {
+            return;
+        }
+        let mut record = self.ctx.record_template(self.kind);
+        record.started_at = self.started_at;
+        record.duration = self.started.elapsed();
+        record.outcome = outcome;
+        self.ctx.audit.emit(&record);
+    }
+}
+
 pub(crate) struct OpGuard<'a> {
     ctx: &'a OpContext,
     kind: OperationKind,

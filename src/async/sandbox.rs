@@ -13,6 +13,7 @@ use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::runtime::{TeardownReport, spawn_teardown};
 
 use super::builder::{IntoBackend, SandboxBuilder};
+use super::code_stream::CodeStream;
 use super::fs::Fs;
 use super::op::OpContext;
 use super::stream::ExecStream;
@@ -380,7 +381,9 @@ impl Sandbox {
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future interrupts the cell.
+    /// Dropping the future interrupts the cell: a cell in a context kills that context's
+    /// interpreter where the backend keeps one (the context is then lost, and says so).
+    /// [`Sandbox::run_code_stream`] gives the output as the cell prints it.
     ///
     /// # Examples
     ///
@@ -410,6 +413,65 @@ impl Sandbox {
                 Ok(result)
             })
             .await
+    }
+
+    /// Runs a code cell as [`Sandbox::run_code`] does, and returns its output as the cell
+    /// prints it, at once: this is not an async method, and the stream is not a future.
+    /// Chunks are [`OutputChunk`](crate::OutputChunk)s, as [`Sandbox::stream`]'s;
+    /// [`CodeStream::wait`] then gives the [`CodeResult`] without the output (see
+    /// [`CodeStream`]). Dropping the stream interrupts the cell as dropping `run_code`'s
+    /// future does (a context's interpreter is killed and the context is lost).
+    ///
+    /// # Errors
+    ///
+    /// Returned before any remote work starts:
+    /// [`Error::CapabilityNotSupported`] without `RUN_CODE`, or with a context but without
+    /// `STATEFUL_CODE`, or from a third-party backend that cannot stream cells
+    /// (`RUN_CODE (streamed)`); [`Error::SandboxGone`] when the sandbox is known to be
+    /// gone. Later failures arrive as the stream's one `Err` item (see
+    /// [`CodeStream::next_chunk`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::StreamExt;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// let mut cell = sandbox.run_code_stream("print('one')\nprint('two')\n1 / 0")?; // no `.await`
+    /// let mut printed = Vec::new();
+    /// while let Some(chunk) = cell.next().await {
+    ///     printed.extend_from_slice(&chunk?.data);
+    /// }
+    /// assert_eq!(printed, b"one\ntwo\n");
+    /// // The result carries the status and the error; the output came as chunks.
+    /// let result = cell.wait().await?;
+    /// assert_eq!(result.error.map(|e| e.name).as_deref(), Some("ZeroDivisionError"));
+    /// assert!(result.streamed && result.stdout.is_empty());
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
+    pub fn run_code_stream(&self, code: impl Into<Code>) -> Result<CodeStream> {
+        let code = code.into();
+        let guard = self.ctx.start(OperationKind::RunCodeStream);
+        let started = (|| {
+            self.require(Capabilities::RUN_CODE)?;
+            if code.context_id().is_some() {
+                self.require(Capabilities::STATEFUL_CODE)?;
+            }
+            self.handle.run_code_stream(code)
+        })();
+        match started {
+            Ok(inner) => {
+                // The stream writes the one record of this call when it ends.
+                guard.disarm();
+                let rich = self.capabilities().contains(Capabilities::RICH_OUTPUTS);
+                Ok(CodeStream::new(inner, rich, self.ctx.clone()))
+            }
+            Err(e) => {
+                guard.finish(Outcome::Error(e.code()));
+                Err(e)
+            }
+        }
     }
 
     /// Creates a code context for `language` (`"python"`): state set by one cell is seen by

@@ -3,7 +3,6 @@
 use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime};
 
 use futures_core::Stream;
 
@@ -14,7 +13,7 @@ use crate::exec::{ExecResult, OutputChunk};
 use crate::policy::Capabilities;
 
 use super::lines::ExecLines;
-use super::op::OpContext;
+use super::op::{LateRecord, OpContext};
 
 /// A running command, from [`Sandbox::stream`](crate::Sandbox::stream).
 ///
@@ -44,15 +43,12 @@ use super::op::OpContext;
 pub struct ExecStream {
     inner: Box<dyn BackendExecStream>,
     capabilities: Capabilities,
-    ctx: OpContext,
-    started_at: SystemTime,
-    started: Instant,
+    audit: LateRecord,
     finished: Option<ExecResult>,
     /// The error that ended the command (its sandbox died, its timeout elapsed), kept so
     /// that `wait()` reports the same fact however often it is called.
     ended_by: Option<Terminal>,
     output_done: bool,
-    recorded: bool,
 }
 
 /// An error that ends a streamed command for good. [`Error`] is not `Clone`; this keeps
@@ -89,7 +85,7 @@ impl Terminal {
 impl fmt::Debug for ExecStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ExecStream")
-            .field("sandbox_id", &self.ctx.sandbox_id)
+            .field("sandbox_id", &self.audit.ctx.sandbox_id)
             .field("output_done", &self.output_done)
             .field("finished", &self.finished.is_some())
             .finish_non_exhaustive()
@@ -102,25 +98,11 @@ impl ExecStream {
         ExecStream {
             inner,
             capabilities,
-            ctx,
-            started_at: SystemTime::now(),
-            started: Instant::now(),
+            audit: LateRecord::new(ctx, OperationKind::Stream),
             finished: None,
             ended_by: None,
             output_done: false,
-            recorded: false,
         }
-    }
-
-    fn record(&mut self, outcome: Outcome) {
-        if std::mem::replace(&mut self.recorded, true) {
-            return;
-        }
-        let mut record = self.ctx.record_template(OperationKind::Stream);
-        record.started_at = self.started_at;
-        record.duration = self.started.elapsed();
-        record.outcome = outcome;
-        self.ctx.audit.emit(&record);
     }
 
     /// The next chunk of output, or `None` once the command has closed both streams.
@@ -194,7 +176,7 @@ impl ExecStream {
         if self.capabilities.contains(Capabilities::STDIN) {
             Ok(())
         } else {
-            Err(Error::missing_capability(self.ctx.backend.to_string(), Capabilities::STDIN))
+            Err(Error::missing_capability(self.audit.ctx.backend.to_string(), Capabilities::STDIN))
         }
     }
 
@@ -225,12 +207,12 @@ impl ExecStream {
                 let result = result.into_streamed();
                 self.finished = Some(result.clone());
                 self.output_done = true;
-                self.record(Outcome::Ok);
+                self.audit.record(Outcome::Ok);
                 Ok(result)
             }
             Err(e) => {
                 self.ended_by = Terminal::of(&e);
-                self.record(Outcome::Error(e.code()));
+                self.audit.record(Outcome::Error(e.code()));
                 Err(e)
             }
         }
@@ -248,11 +230,11 @@ impl ExecStream {
     /// Dropping the future drops the stream, which terminates the process.
     pub async fn close(mut self) -> Result<()> {
         if self.finished.is_some() {
-            self.record(Outcome::Ok);
+            self.audit.record(Outcome::Ok);
             return Ok(());
         }
         let result = self.inner.terminate().await;
-        self.record(match &result {
+        self.audit.record(match &result {
             Ok(()) if self.output_done => Outcome::Ok,
             Ok(()) => Outcome::Cancelled,
             Err(e) => Outcome::Error(e.code()),
@@ -276,7 +258,7 @@ impl Stream for ExecStream {
             Poll::Ready(Some(Err(e))) => {
                 self.output_done = true;
                 self.ended_by = Terminal::of(&e);
-                self.record(Outcome::Error(e.code()));
+                self.audit.record(Outcome::Error(e.code()));
                 Poll::Ready(Some(Err(e)))
             }
             other => other,
@@ -289,6 +271,6 @@ impl Drop for ExecStream {
         // The backend stream terminates its process in its own Drop.
         let outcome =
             if self.output_done || self.finished.is_some() { Outcome::Ok } else { Outcome::Cancelled };
-        self.record(outcome);
+        self.audit.record(outcome);
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeError, CodeResult, Command, ExecResult};
 
-/// `python3 -c RUNNER`, the cell on stdin; `RECORD = ...` is prepended by [`runner`].
+/// `python3 -u -c RUNNER`, the cell on stdin; `RECORD = ...` is prepended by [`runner`].
 const RUNNER: &str = r#"import sys
 # The runner's own modules come from the standard library, never from the working directory,
 # where an earlier cell may have planted a `traceback.py` to forge this cell's result; the
@@ -63,8 +63,13 @@ pub(crate) fn command(backend: &str, python3: &str, code: &Code, record: &str) -
     if code.language_name() != "python" {
         return Err(Error::unsupported(backend, format!("code in {:?} (only python)", code.language_name())));
     }
-    let mut command =
-        Command::new(python3).arg("-c").arg(runner(record)).stdin(code.source().as_bytes().to_vec());
+    // `-u`: unbuffered, so what the cell prints leaves the interpreter as it prints it (the
+    // cell streams).
+    let mut command = Command::new(python3)
+        .arg("-u")
+        .arg("-c")
+        .arg(runner(record))
+        .stdin(code.source().as_bytes().to_vec());
     if let Some(timeout) = code.timeout_duration() {
         command = command.timeout(timeout);
     }

@@ -101,15 +101,6 @@ impl ExecResult {
         self
     }
 
-    /// The same result marked as streamed, with its output removed.
-    #[must_use]
-    pub fn into_streamed(mut self) -> Self {
-        self.streamed = true;
-        self.stdout.clear();
-        self.stderr.clear();
-        self
-    }
-
     /// The exit code, if the process exited normally.
     #[must_use]
     pub fn exit_code(&self) -> Option<i32> {
@@ -146,6 +137,9 @@ pub struct CodeResult {
     /// Whether the out-of-memory killer killed the cell's interpreter or a process it
     /// started; as [`ExecResult::oom_killed`].
     pub oom_killed: bool,
+    /// Whether the output was delivered through a [`CodeStream`](crate::CodeStream), in
+    /// which case `stdout` and `stderr` are empty here.
+    pub streamed: bool,
 }
 
 impl CodeResult {
@@ -188,12 +182,13 @@ impl From<ExecResult> for CodeResult {
             error: None,
             duration: r.duration,
             oom_killed: r.oom_killed,
+            streamed: r.streamed,
         }
     }
 }
 
 /// The setters and text views [`ExecResult`] and [`CodeResult`] share, written once: both
-/// carry the same `status`, `stdout`, `stderr`, `duration` and `oom_killed` fields, and a
+/// carry the same `status`, `stdout`, `stderr`, `duration`, `oom_killed` and `streamed` fields, and a
 /// fix to one must reach the other.
 macro_rules! shared_outcome_methods {
     ($outcome:ident) => {
@@ -220,6 +215,15 @@ macro_rules! shared_outcome_methods {
             #[must_use]
             pub fn with_oom_killed(mut self, oom_killed: bool) -> Self {
                 self.oom_killed = oom_killed;
+                self
+            }
+
+            /// The same result marked as streamed, with its output removed.
+            #[must_use]
+            pub fn into_streamed(mut self) -> Self {
+                self.streamed = true;
+                self.stdout.clear();
+                self.stderr.clear();
                 self
             }
 

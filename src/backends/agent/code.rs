@@ -4,6 +4,9 @@
 //! matplotlib figure as PNG), never parsed from printed output. A cell outside a context
 //! gets a runner of its own, which ends with the cell.
 //!
+//! A cell's stdout and stderr reach the host as sandboxd output frames while it runs: they
+//! are streamed as they arrive ([`Agent::run_code_stream`]), and `run_code` collects them.
+//!
 //! A context whose runner is gone (the cell killed its interpreter, or a timeout had to) is
 //! lost: that cell and every later one report [`Error::ContextLost`]; nothing starts a fresh
 //! interpreter in its place.
@@ -12,8 +15,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::backend::{CellStream, ChunkSink};
 use crate::error::{Error, Result};
-use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, ExitStatus};
+use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, ExitStatus, OutputChunk, StreamKind};
 use crate::sandboxd::cells::{Cell, Record, Records, cell_request};
 use crate::sandboxd::client::{Cmd, Event};
 use crate::sandboxd::proto::{Spawn, StdinMode, Stream};
@@ -82,29 +86,40 @@ impl Agent {
         Ok(CodeContext { id, language: language.to_owned() })
     }
 
-    /// Runs a cell: in its context when it names one, else on a runner of its own.
+    /// Starts a cell, in its context when it names one, else on a runner of its own, and
+    /// returns its output as the runner's stdout and stderr frames arrive (the cell's
+    /// results come on the runner's control channel and end the stream).
     ///
     /// # Errors
     ///
-    /// [`Error::ExecutionTimeout`] past the cell's timeout; [`Error::ContextLost`];
-    /// [`Error::NotFound`] for an unknown context; [`Error::SandboxGone`].
+    /// At once: [`Error::CapabilityNotSupported`] for a language other than Python,
+    /// [`Error::SandboxGone`]. As the stream's end: [`Error::ExecutionTimeout`] past the
+    /// cell's timeout; [`Error::ContextLost`]; [`Error::NotFound`] for an unknown context;
+    /// [`Error::SandboxGone`].
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future interrupts the cell: a context's runner is killed (the context is
+    /// Dropping the stream interrupts the cell: a context's runner is killed (the context is
     /// lost) unless the cell had finished; a runner of its own is killed.
-    pub(crate) async fn run_code(self: &Arc<Self>, code: &Code) -> Result<CodeResult> {
+    pub(crate) fn run_code_stream(self: &Arc<Self>, code: Code) -> Result<CellStream> {
         python_only(self.scheme, code.language_name())?;
+        self.check_alive()?;
+        let agent = Arc::clone(self);
+        Ok(CellStream::new(move |sink| async move { agent.run_cell(&code, &sink).await }))
+    }
+
+    /// The cell of [`Agent::run_code_stream`], its output sent to `sink`.
+    async fn run_cell(self: &Arc<Self>, code: &Code, sink: &ChunkSink) -> Result<CodeResult> {
         let Some(id) = code.context_id() else {
             let runner = self.start_runner().await?;
-            let ran = self.cell(runner, code, None).await;
+            let ran = self.cell(runner, code, None, sink).await;
             return ran.result;
         };
         let runner = self.take_runner(id).await?;
         // Dropped before the cell ended, the future drops the runner (killing it): the
         // context is lost then, and says so.
         let mut slot = Return { contexts: &self.contexts, id, slot: Some(Err(CANCELLED.to_owned())) };
-        let ran = self.cell(runner, code, Some(id)).await;
+        let ran = self.cell(runner, code, Some(id), sink).await;
         slot.slot = Some(match ran.runner {
             Some(runner) => Ok(Some(runner)),
             None => Err(match &ran.result {
@@ -202,9 +217,10 @@ impl Agent {
         Error::provider_message(self.scheme, format!("the code runner ({PYTHON}) did not start: {why}"))
     }
 
-    /// Runs one cell on `runner`; `context` names the context it belongs to (for errors and
-    /// interrupts).
-    async fn cell(&self, mut runner: Runner, code: &Code, context: Option<&str>) -> Ran {
+    /// Runs one cell on `runner`, sending what it prints to `sink` as it arrives; `context`
+    /// names the context it belongs to (for errors and interrupts). The result (and a
+    /// timeout's partial one) carries no output: it went to `sink`.
+    async fn cell(&self, mut runner: Runner, code: &Code, context: Option<&str>, sink: &ChunkSink) -> Ran {
         let started = Instant::now();
         let lost = |why: &str| Error::context_lost(context.unwrap_or("(a cell's own)"), why);
         if let Err(why) = runner.cmd.send_control(&cell_request(code.source())).await {
@@ -220,7 +236,7 @@ impl Agent {
         let _forget = Forget { agent: self, id: context };
         let mut deadline = code.timeout_duration().map(|d| started + d);
         let mut interrupted = false;
-        let (mut stdout, mut stderr, mut cell) = (Vec::new(), Vec::new(), Cell::default());
+        let mut cell = Cell::default();
         loop {
             let event = match deadline {
                 Some(at) => with_deadline(at, runner.cmd.next()).await,
@@ -230,7 +246,7 @@ impl Agent {
                 if interrupted {
                     // It did not stop on SIGINT: the runner goes (dropping it kills it).
                     let timeout = code.timeout_duration().unwrap_or_default();
-                    let partial = ExecResult::new(0, stdout, stderr).with_status(ExitStatus::Signal(9));
+                    let partial = ExecResult::new(0, "", "").with_status(ExitStatus::Signal(9));
                     return Ran {
                         result: Err(Error::ExecutionTimeout { timeout, partial: Box::new(partial) }),
                         runner: None,
@@ -242,8 +258,12 @@ impl Agent {
                 continue;
             };
             match event {
-                Some(Event::Output(Stream::Stdout, data)) => stdout.extend_from_slice(&data),
-                Some(Event::Output(Stream::Stderr, data)) => stderr.extend_from_slice(&data),
+                Some(Event::Output(Stream::Stdout, data)) => {
+                    sink.send(OutputChunk { stream: StreamKind::Stdout, data }).await;
+                }
+                Some(Event::Output(Stream::Stderr, data)) => {
+                    sink.send(OutputChunk { stream: StreamKind::Stderr, data }).await;
+                }
                 Some(Event::Output(Stream::Control, data)) => {
                     runner.records.push(&data);
                     loop {
@@ -252,15 +272,15 @@ impl Agent {
                             Ok(Some(record)) => match cell.take(record) {
                                 Ok(false) => {}
                                 Ok(true) => {
-                                    let result = finished(stdout, stderr, cell, started);
                                     if interrupted {
                                         let timeout = code.timeout_duration().unwrap_or_default();
-                                        let partial = ExecResult::new(0, result.stdout, result.stderr)
+                                        let partial = ExecResult::new(0, "", "")
                                             .with_status(ExitStatus::Signal(SIGINT));
                                         let e =
                                             Error::ExecutionTimeout { timeout, partial: Box::new(partial) };
                                         return Ran { result: Err(e), runner: Some(runner) };
                                     }
+                                    let result = finished(cell, started);
                                     return Ran { result: Ok(result), runner: Some(runner) };
                                 }
                                 Err(e) => {
@@ -334,9 +354,9 @@ impl Drop for Forget<'_> {
     }
 }
 
-/// The cell's result from what it printed and the runner's records.
-fn finished(stdout: Vec<u8>, stderr: Vec<u8>, cell: Cell, started: Instant) -> CodeResult {
-    let mut result = CodeResult::new(0, stdout, stderr);
+/// The cell's result from the runner's records (its output went to the stream).
+fn finished(cell: Cell, started: Instant) -> CodeResult {
+    let mut result = CodeResult::new(0, "", "");
     for bundle in cell.results {
         result = result.with_result(bundle);
     }

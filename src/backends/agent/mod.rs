@@ -15,8 +15,9 @@ mod stream;
 
 use std::sync::OnceLock;
 
+pub(crate) use crate::backend::cell_stream::Collected;
 use crate::error::{Error, Result};
-use crate::exec::{Command, ExecResult, OutputChunk, StreamKind};
+use crate::exec::{Command, ExecResult, OutputChunk};
 use crate::sandboxd::client::Client;
 use crate::sandboxd::proto::{Spawn, StdinMode};
 use crate::secret::SecretString;
@@ -261,29 +262,6 @@ impl Agent {
             }
             Err(e) => Err(e),
         }
-    }
-}
-
-/// Output kept up to a per-stream cap; the rest is drained and dropped.
-pub(crate) struct Collected {
-    limit: usize,
-    pub(crate) stdout: Vec<u8>,
-    pub(crate) stderr: Vec<u8>,
-    pub(crate) truncated: bool,
-}
-
-impl Collected {
-    /// Keeps at most `limit` bytes of each stream.
-    pub(crate) fn new(limit: usize) -> Self {
-        Collected { limit, stdout: Vec::new(), stderr: Vec::new(), truncated: false }
-    }
-
-    /// Keeps what fits of `data`, and notes when some did not.
-    pub(crate) fn push(&mut self, kind: StreamKind, data: &[u8]) {
-        let buf = if kind == StreamKind::Stdout { &mut self.stdout } else { &mut self.stderr };
-        let room = self.limit.saturating_sub(buf.len());
-        self.truncated |= data.len() > room;
-        buf.extend_from_slice(&data[..data.len().min(room)]);
     }
 }
 

@@ -113,7 +113,8 @@ use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
 
 use crate::backend::{
-    Backend, BackendExecStream, BackendOption, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
+    Backend, BackendCodeStream, BackendExecStream, BackendOption, BackendSandbox, BoxFuture, CreateSpec,
+    KillOutcome, collect_cell,
 };
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
@@ -1049,11 +1050,16 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
+        let stream = self.run_code_stream(code);
+        Box::pin(async move { collect_cell(stream?).await })
+    }
+
+    fn run_code_stream(&self, code: Code) -> Result<Box<dyn BackendCodeStream>> {
+        self.shared.check_alive()?;
         if let Some(agent) = self.shared.agent() {
-            let agent = Arc::clone(agent);
-            return Box::pin(async move { agent.run_code(&code).await });
+            return Ok(Box::new(agent.run_code_stream(code)?));
         }
-        self.on_rt(move |shared| code::run_code(shared, code))
+        Ok(Box::new(code::run_code_stream(&self.shared, &code)?))
     }
 
     fn create_context(&self, language: &str) -> BoxFuture<'_, Result<crate::exec::CodeContext>> {

@@ -58,7 +58,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
+use crate::backend::{
+    Backend, BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
+    collect_cell,
+};
 use crate::backends::agent::{Agent, Identity};
 use crate::backends::owner::Owner;
 use crate::dsn::Dsn;
@@ -659,10 +662,13 @@ impl BackendSandbox for LocalSandbox {
     }
 
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
-        Box::pin(async move {
-            self.state.check_alive()?;
-            self.state.agent.run_code(&code).await
-        })
+        let stream = self.run_code_stream(code);
+        Box::pin(async move { collect_cell(stream?).await })
+    }
+
+    fn run_code_stream(&self, code: Code) -> Result<Box<dyn BackendCodeStream>> {
+        self.state.check_alive()?;
+        Ok(Box::new(self.state.agent.run_code_stream(code)?))
     }
 
     fn create_context(&self, language: &str) -> BoxFuture<'_, Result<CodeContext>> {

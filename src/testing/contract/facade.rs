@@ -6,7 +6,8 @@
 //! blocking one. A test runs on its own thread under the suite's executor, so a blocking
 //! call inside it only blocks that test. Under [`Facade::Blocking`] no sandbox operation of
 //! a test goes through the async API: creating (builder setters included), running,
-//! streaming (stdin, iteration through `Iterator::next`, dropping), code cells, contexts,
+//! streaming (stdin, iteration through `Iterator::next`, dropping), code cells (streamed too),
+//! contexts,
 //! files, kill, close, detach and connect all call `sandboxio::sync`.
 
 use std::path::Path;
@@ -194,6 +195,13 @@ impl AnySandbox {
         }
     }
 
+    pub(crate) fn run_code_stream(&self, code: impl Into<Code>) -> Result<AnyCodeStream> {
+        match self {
+            AnySandbox::Async(s) => s.run_code_stream(code).map(AnyCodeStream::Async),
+            AnySandbox::Blocking(s) => s.run_code_stream(code).map(AnyCodeStream::Blocking),
+        }
+    }
+
     pub(crate) async fn create_context(&self, language: &str) -> Result<CodeContext> {
         match self {
             AnySandbox::Async(s) => s.create_context(language).await,
@@ -263,6 +271,29 @@ impl AnyStream {
         match self {
             AnyStream::Async(s) => s.wait().await,
             AnyStream::Blocking(s) => s.wait(),
+        }
+    }
+}
+
+/// A [`crate::CodeStream`] or a [`sync::CodeStream`] (an [`Iterator`]).
+pub(crate) enum AnyCodeStream {
+    Async(crate::CodeStream),
+    Blocking(sync::CodeStream),
+}
+
+impl AnyCodeStream {
+    /// The next chunk: `next_chunk().await`, or `Iterator::next` on the blocking stream.
+    pub(crate) async fn next_chunk(&mut self) -> Option<Result<OutputChunk>> {
+        match self {
+            AnyCodeStream::Async(s) => s.next_chunk().await,
+            AnyCodeStream::Blocking(s) => s.next(),
+        }
+    }
+
+    pub(crate) async fn wait(&mut self) -> Result<CodeResult> {
+        match self {
+            AnyCodeStream::Async(s) => s.wait().await,
+            AnyCodeStream::Blocking(s) => s.wait(),
         }
     }
 }

@@ -24,6 +24,12 @@ impl FakeProbes {
 }
 
 impl Probes for FakeProbes {
+    fn code_gated(&self, _gate: &str) -> Option<crate::Code> {
+        // The fake simulates a cell to its end before it replays the output: a cell cannot
+        // wait for a file the test writes after its first chunk.
+        None
+    }
+
     fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {
         let fake = self.fake.clone();
         let id = sandbox_id.to_owned();

@@ -60,6 +60,8 @@ pub enum ProbeKind {
     ProviderConfigText,
     /// [`Probes::missing_credentials`].
     MissingCredentials,
+    /// [`Probes::code_gated`].
+    CodeGated,
 }
 
 impl ProbeKind {
@@ -76,6 +78,7 @@ impl ProbeKind {
             ProbeKind::ProviderLabels => "provider_labels",
             ProbeKind::ProviderConfigText => "provider_config_text",
             ProbeKind::MissingCredentials => "missing_credentials",
+            ProbeKind::CodeGated => "code_gated",
         }
     }
 }
@@ -257,6 +260,31 @@ pub trait Probes: Send + Sync + 'static {
         Code::new("import time\nprint('started')\ntime.sleep(3600)")
     }
 
+    /// Prints a line to stdout, one to stderr, and another to stdout; returns the cell, all
+    /// it writes to stdout and all it writes to stderr.
+    fn code_print_both(&self) -> (Code, String, String) {
+        let cell = "import sys\nprint('one')\nsys.stderr.write('two\\n')\nprint('three')";
+        (Code::new(cell), "one\nthree\n".to_owned(), "two\n".to_owned())
+    }
+
+    /// Prints `before` and a newline, then raises; returns the cell and the error name
+    /// expected.
+    fn code_print_then_raise(&self) -> (Code, String) {
+        (Code::new("print('before')\nx = 1\nx / 0"), "ZeroDivisionError".to_owned())
+    }
+
+    /// A cell that prints `a` and a newline (flushed), then waits, for at most 30 s, until a
+    /// file exists at `gate` (relative to the working directory, written by the test once it
+    /// has seen `a`), then prints `b` and a newline; if the file never came, it prints
+    /// `the gate never opened` before `b`. `None` where a cell cannot wait for the host (the
+    /// fake simulates a cell whole before it delivers its output): the test of chunks
+    /// arriving before the cell ends then skips, naming this probe.
+    fn code_gated(&self, gate: &str) -> Option<Code> {
+        Some(Code::new(format!(
+            "import os, time\nprint('a', flush=True)\nfor _ in range(3000):\n    if os.path.exists({gate:?}):\n        break\n    time.sleep(0.01)\nelse:\n    print('the gate never opened', flush=True)\nprint('b')"
+        )))
+    }
+
     // ---- behaviour probes (default: not implemented, tests skip visibly)
 
     /// Descriptions of the processes still running in sandbox `sandbox_id` that a command
@@ -332,6 +360,7 @@ pub(crate) fn implemented(probes: &dyn Probes, kind: ProbeKind) -> bool {
         K::ProviderLabels => probes.provider_labels(placeholder).is_some(),
         K::ProviderConfigText => probes.provider_config_text(placeholder).is_some(),
         K::MissingCredentials => probes.missing_credentials().is_some(),
+        K::CodeGated => probes.code_gated(placeholder).is_some(),
     }
 }
 

@@ -204,8 +204,9 @@ impl FakeBackend {
         self.world().run_scripts.push(Rule { matcher: matcher.to_owned(), value: returns });
     }
 
-    /// Answers every `run_code` whose source contains `matcher` with `returns` (an
-    /// [`ExecResult`] or a [`CodeResult`]); later rules win.
+    /// Answers every `run_code` (and `run_code_stream`) whose source contains `matcher` with
+    /// `returns` (an [`ExecResult`] or a [`CodeResult`]); later rules win. A streamed cell
+    /// delivers the answer's stdout, then its stderr, as one chunk each.
     pub fn on_run_code(&self, matcher: &str, returns: impl Into<CodeResult>) {
         self.world().code_scripts.push(Rule { matcher: matcher.to_owned(), value: returns.into() });
     }

@@ -9,9 +9,12 @@ use std::time::Duration;
 use futures_lite::future;
 
 use crate::audit::OperationKind;
-use crate::backend::{Backend, BackendExecStream, BackendSandbox, BoxFuture, KillOutcome};
+use crate::backend::{
+    Backend, BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, CellStream, ChunkSink,
+    KillOutcome, collect_cell,
+};
 use crate::error::{Error, Result};
-use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, ExitStatus};
+use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, ExitStatus, OutputChunk};
 use crate::fs::DirEntry;
 use crate::policy::{Capabilities, NetworkPolicy};
 
@@ -52,6 +55,26 @@ impl Drop for ProcessGuard<'_> {
     }
 }
 
+/// Marks a context lost when the cell running in it is dropped before its end.
+struct LoseOnDrop<'a> {
+    backend: &'a FakeBackend,
+    sandbox: &'a str,
+    /// `None` once the cell has ended (or for a cell outside any context).
+    context: Option<&'a str>,
+}
+
+impl Drop for LoseOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(context) = self.context
+            && let Some(sandbox) = self.backend.world().sandboxes.get_mut(self.sandbox)
+        {
+            let why =
+                "a cell's run_code or run_code_stream was dropped mid-cell, which killed the interpreter";
+            sandbox.lost_contexts.insert(context.to_owned(), why.to_owned());
+        }
+    }
+}
+
 impl FakeSandbox {
     pub(super) fn new(backend: FakeBackend, id: String) -> Self {
         FakeSandbox { backend, id, recorded: true }
@@ -65,15 +88,24 @@ impl FakeSandbox {
     /// changes land on the sandbox as the replay reaches their time, so a run dropped mid-way
     /// has made exactly the changes made before that point. A sandbox killed meanwhile ends
     /// the process with [`Error::SandboxGone`].
-    async fn replay(&self, trace: &Trace, start: Duration) -> Result<(Vec<u8>, Vec<u8>)> {
+    ///
+    /// With a `sink`, each event's output is sent to it as the replay reaches it (a streamed
+    /// cell), and the output returned is empty.
+    async fn replay(
+        &self,
+        trace: &Trace,
+        start: Duration,
+        sink: Option<&ChunkSink>,
+    ) -> Result<(Vec<u8>, Vec<u8>)> {
         let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
         let mut applied = 0;
         for event in &trace.events {
             future::yield_now().await;
             self.advance(trace, start, event.at, &mut applied)?;
-            match event.stream {
-                crate::StreamKind::Stdout => stdout.extend_from_slice(&event.data),
-                crate::StreamKind::Stderr => stderr.extend_from_slice(&event.data),
+            match (sink, event.stream) {
+                (Some(sink), stream) => sink.send(OutputChunk { stream, data: event.data.clone() }).await,
+                (None, crate::StreamKind::Stdout) => stdout.extend_from_slice(&event.data),
+                (None, crate::StreamKind::Stderr) => stderr.extend_from_slice(&event.data),
             }
         }
         future::yield_now().await;
@@ -114,6 +146,87 @@ impl FakeSandbox {
     async fn transfer(&self, kind: OperationKind, path: &str) -> Result<FakeSandbox> {
         self.fs_op(kind, path, |_, _| Ok(())).await?;
         Ok(FakeSandbox { backend: self.backend.clone(), id: self.id.clone(), recorded: false })
+    }
+
+    /// A cell as a stream: the call is recorded (as `kind`) and checked at once; the cell is
+    /// simulated when the stream is first polled, then its output replayed chunk by chunk
+    /// on the virtual clock.
+    fn cell_stream(&self, code: Code, kind: OperationKind) -> Result<CellStream> {
+        {
+            let mut world = self.world();
+            world.record(kind, &self.id, |c| c.code = Some(code.source().to_owned()));
+            world.alive(&self.id)?;
+        }
+        if code.language_name() != "python" {
+            return Err(Error::unsupported(SCHEME, format!("code language {:?}", code.language_name())));
+        }
+        let me = FakeSandbox { backend: self.backend.clone(), id: self.id.clone(), recorded: self.recorded };
+        Ok(CellStream::new(move |sink| async move { me.cell(&code, &sink).await }))
+    }
+
+    /// Simulates a cell and replays its output to `sink`; the result carries no output.
+    async fn cell(&self, code: &Code, sink: &ChunkSink) -> Result<CodeResult> {
+        // A scripted answer (`Ok`), or the simulated cell (`Err`), and when it started.
+        let (simulated, start) = {
+            let mut world = self.world();
+            world.alive(&self.id)?;
+            if let Some(failure) = world.take_failure(code.source()) {
+                let status = world.apply_failure(&self.id, failure, code.timeout_duration())?;
+                return Ok(CodeResult::new(status, "", ""));
+            }
+            if let Some(why) =
+                code.context_id().and_then(|c| world.alive(&self.id).ok()?.lost_contexts.get(c))
+            {
+                return Err(Error::context_lost(code.context_id().unwrap_or_default(), why.clone()));
+            }
+            let clock = world.clock;
+            if let Some(answer) = scripted(&world.code_scripts, code.source()) {
+                (Ok(answer), clock)
+            } else {
+                let sandbox = world.alive(&self.id)?;
+                let launch = Launch::new(clock, sandbox, &[], &[], code.timeout_duration());
+                let (end, trace) =
+                    simulate_cell(&mut world, &self.id, code.source(), code.context_id(), &launch)?;
+                let pid = world.spawn(&self.id);
+                (Err((end, trace, launch, pid)), clock)
+            }
+        };
+        let (end, trace, launch, pid) = match simulated {
+            Ok(answer) => {
+                // A scripted answer's stdout, then its stderr, each as one chunk.
+                let printed = ExecResult::new(0, answer.stdout.clone(), answer.stderr.clone());
+                self.replay(&stream::scripted_trace(&printed), start, Some(sink)).await?;
+                return Ok(answer);
+            }
+            Err(simulated) => simulated,
+        };
+        let _running = ProcessGuard { backend: &self.backend, pid };
+        // As a real backend's interpreter, a context's dies with a cell dropped mid-way.
+        let mut lose = LoseOnDrop { backend: &self.backend, sandbox: &self.id, context: code.context_id() };
+        self.replay(&trace, start, Some(sink)).await?;
+        lose.context = None;
+        let outcome = match end {
+            Ok(outcome) => outcome,
+            Err(Some(killed)) => {
+                return Ok(CodeResult::new(0, "", "")
+                    .with_status(killed)
+                    .with_duration(trace.elapsed)
+                    .with_oom_killed(trace.oom_killed));
+            }
+            Err(None) => {
+                let partial = ExecResult::new(0, "", "").with_status(ExitStatus::Signal(2));
+                return Err(launch.deadline_error(&self.id, partial.with_duration(trace.elapsed)));
+            }
+        };
+        let status = outcome.exit_code.unwrap_or(i32::from(outcome.error.is_some()));
+        let mut result = CodeResult::new(status, "", "").with_duration(trace.elapsed);
+        if let Some(error) = outcome.error {
+            result = result.with_error(error);
+        }
+        if let Some(bundle) = outcome.display {
+            result = result.with_result(bundle);
+        }
+        Ok(result)
     }
 
     /// Checks liveness, records the call and finds a scripted failure or answer.
@@ -185,7 +298,7 @@ impl BackendSandbox for FakeSandbox {
                 (trace, clock, launch, pid)
             };
             let _running = ProcessGuard { backend: &self.backend, pid };
-            let (stdout, stderr) = self.replay(&trace, start).await?;
+            let (stdout, stderr) = self.replay(&trace, start, None).await?;
             let result = ExecResult::new(0, stdout, stderr)
                 .with_duration(trace.elapsed)
                 .with_truncated(trace.truncated)
@@ -222,56 +335,12 @@ impl BackendSandbox for FakeSandbox {
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
         Box::pin(async move {
             future::yield_now().await;
-            let (end, trace, start, launch, pid) = {
-                let mut world = self.world();
-                world.record(OperationKind::RunCode, &self.id, |c| c.code = Some(code.source().to_owned()));
-                world.alive(&self.id)?;
-                if code.language_name() != "python" {
-                    return Err(Error::unsupported(
-                        SCHEME,
-                        format!("code language {:?}", code.language_name()),
-                    ));
-                }
-                if let Some(failure) = world.take_failure(code.source()) {
-                    let status = world.apply_failure(&self.id, failure, code.timeout_duration())?;
-                    return Ok(CodeResult::new(status, "", ""));
-                }
-                if let Some(answer) = scripted(&world.code_scripts, code.source()) {
-                    return Ok(answer);
-                }
-                let clock = world.clock;
-                let sandbox = world.alive(&self.id)?;
-                let launch = Launch::new(clock, sandbox, &[], &[], code.timeout_duration());
-                let (end, trace) =
-                    simulate_cell(&mut world, &self.id, code.source(), code.context_id(), &launch)?;
-                let pid = world.spawn(&self.id);
-                (end, trace, clock, launch, pid)
-            };
-            let _running = ProcessGuard { backend: &self.backend, pid };
-            let (stdout, stderr) = self.replay(&trace, start).await?;
-            let outcome = match end {
-                Ok(outcome) => outcome,
-                Err(Some(killed)) => {
-                    return Ok(CodeResult::new(0, stdout, stderr)
-                        .with_status(killed)
-                        .with_duration(trace.elapsed)
-                        .with_oom_killed(trace.oom_killed));
-                }
-                Err(None) => {
-                    let partial = ExecResult::new(0, stdout, stderr).with_status(ExitStatus::Signal(2));
-                    return Err(launch.deadline_error(&self.id, partial.with_duration(trace.elapsed)));
-                }
-            };
-            let status = outcome.exit_code.unwrap_or(i32::from(outcome.error.is_some()));
-            let mut result = CodeResult::new(status, stdout, stderr).with_duration(trace.elapsed);
-            if let Some(error) = outcome.error {
-                result = result.with_error(error);
-            }
-            if let Some(bundle) = outcome.display {
-                result = result.with_result(bundle);
-            }
-            Ok(result)
+            collect_cell(Box::new(self.cell_stream(code, OperationKind::RunCode)?)).await
         })
+    }
+
+    fn run_code_stream(&self, code: Code) -> Result<Box<dyn BackendCodeStream>> {
+        Ok(Box::new(self.cell_stream(code, OperationKind::RunCodeStream)?))
     }
 
     fn create_context(&self, language: &str) -> BoxFuture<'_, Result<CodeContext>> {
@@ -297,7 +366,11 @@ impl BackendSandbox for FakeSandbox {
             let mut world = self.world();
             world.record(OperationKind::Interrupt, &self.id, |_| {});
             // The fake runs each cell to its end at once: there is never a cell to interrupt.
-            if world.alive(&self.id)?.contexts.contains_key(&context_id) {
+            let sandbox = world.alive(&self.id)?;
+            if let Some(why) = sandbox.lost_contexts.get(&context_id) {
+                return Err(Error::context_lost(&context_id, why.clone()));
+            }
+            if sandbox.contexts.contains_key(&context_id) {
                 Ok(())
             } else {
                 Err(Error::NotFound { path: format!("code context {context_id}") })

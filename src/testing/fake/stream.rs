@@ -218,7 +218,7 @@ impl FakeExecStream {
     }
 }
 
-fn scripted_trace(answer: &ExecResult) -> Trace {
+pub(super) fn scripted_trace(answer: &ExecResult) -> Trace {
     let mut events = Vec::new();
     for (stream, data) in
         [(crate::StreamKind::Stdout, &answer.stdout), (crate::StreamKind::Stderr, &answer.stderr)]

@@ -32,13 +32,22 @@ pub(super) struct SandboxState {
     pub(super) vfs: Vfs,
     /// The namespaces of its code contexts, by id.
     pub(super) contexts: BTreeMap<String, python::Globals>,
+    /// Contexts whose interpreter a dropped cell killed, and why: lost for good.
+    pub(super) lost_contexts: BTreeMap<String, String>,
     pub(super) life: Life,
 }
 
 impl SandboxState {
     /// A live sandbox with no files, created at `created_at` on the virtual clock.
     pub(super) fn new(spec: CreateSpec, created_at: Duration) -> Self {
-        SandboxState { spec, created_at, vfs: Vfs::new(), contexts: BTreeMap::new(), life: Life::Alive }
+        SandboxState {
+            spec,
+            created_at,
+            vfs: Vfs::new(),
+            contexts: BTreeMap::new(),
+            lost_contexts: BTreeMap::new(),
+            life: Life::Alive,
+        }
     }
 }
 

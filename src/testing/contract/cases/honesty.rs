@@ -110,8 +110,10 @@ async fn undeclared_run(cx: Arc<Ctx>) -> Verdict {
 async fn undeclared_run_code(cx: Arc<Ctx>) -> Verdict {
     let sandbox = cx.sandbox().await?;
     let result = sandbox.run_code(cx.probes.code_print("x")).await;
+    let streamed = sandbox.run_code_stream(cx.probes.code_print("x")).map(drop);
     let _ = sandbox.close().await;
-    expect_code(&result, UNSUPPORTED, "run_code() without RUN_CODE")
+    expect_code(&result, UNSUPPORTED, "run_code() without RUN_CODE")?;
+    expect_code(&streamed, UNSUPPORTED, "run_code_stream() without RUN_CODE")
 }
 
 async fn undeclared_stream(cx: Arc<Ctx>) -> Verdict {

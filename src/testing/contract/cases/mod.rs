@@ -11,6 +11,7 @@ macro_rules! with_sandbox {
 }
 
 mod cancellation;
+mod code_stream;
 mod exec;
 mod facts;
 mod fs;
@@ -133,6 +134,7 @@ pub(crate) fn all() -> &'static [Case] {
         cases.extend(lifecycle::cases());
         cases.extend(cancellation::cases());
         cases.extend(exec::cases());
+        cases.extend(code_stream::cases());
         cases.extend(facts::cases());
         cases.extend(fs::cases());
         cases.extend(policy::cases());
