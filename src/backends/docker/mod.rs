@@ -997,6 +997,20 @@ impl DockerSandbox {
         let task = rt::spawn(work(Arc::clone(&self.shared)));
         Box::pin(task)
     }
+
+    /// A file operation: on the sandboxd path it needs no runtime (the session's requests
+    /// are runtime-free) and runs in the caller's future; on the exec-API path it runs on
+    /// the runtime, as bollard needs.
+    fn on_fs<T, F>(&self, work: impl FnOnce(Arc<Shared>) -> F) -> BoxFuture<'_, Result<T>>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T>> + Send + 'static,
+    {
+        if self.shared.agent().is_some() {
+            return Box::pin(work(Arc::clone(&self.shared)));
+        }
+        self.on_rt(work)
+    }
 }
 
 impl BackendSandbox for DockerSandbox {
@@ -1076,27 +1090,27 @@ impl BackendSandbox for DockerSandbox {
 
     fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::read(&shared, &path, limit).await })
+        self.on_fs(move |shared| async move { fs::read(&shared, &path, limit).await })
     }
 
     fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::write(&shared, &path, data, mode).await })
+        self.on_fs(move |shared| async move { fs::write(&shared, &path, data, mode).await })
     }
 
     fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::list(&shared, &path).await })
+        self.on_fs(move |shared| async move { fs::list(&shared, &path).await })
     }
 
     fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::mkdir(&shared, &path).await })
+        self.on_fs(move |shared| async move { fs::mkdir(&shared, &path).await })
     }
 
     fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::remove(&shared, &path, recursive).await })
+        self.on_fs(move |shared| async move { fs::remove(&shared, &path, recursive).await })
     }
 
     fn upload<'a>(&'a self, host_path: &'a std::path::Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
