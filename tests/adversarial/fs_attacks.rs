@@ -81,6 +81,41 @@ pub fn read_of_a_link_to_an_endless_proc_file_ends(test: &str, sbx: Sandbox) {
     let s = Arc::clone(&sbx);
     let read = within(60, move || block_on(s.fs().read("endless")).map(|d| d.len()));
     let read = read.expect("read() of a link to /proc/self/pagemap still running after 60 s");
+    // The link resolves for the reader: a command (the exec-API path's script) reads its
+    // own endless pagemap and stops at the read limit; sandboxd (local://, docker://'s
+    // default path) never serves its own process files and refuses at once. Either way the
+    // call ends, with no more than the limit read.
+    let code = code(&read);
+    assert!(
+        code == "SBX-016" || code == "SBX-011",
+        "read() of an endless file must stop at the read limit or be refused: {read:?}"
+    );
+}
+
+/// A read of a link to the `pagemap` of another process of the sandbox user (a file with no
+/// end that the user's own reader may open where its processes share one uid and gid, as on
+/// `local://`) streams until the read limit and stops there.
+pub fn read_of_a_link_to_another_processs_pagemap_stops_at_the_read_limit(test: &str, sbx: Sandbox) {
+    use futures_lite::StreamExt as _;
+    let mut holder = sbx.stream(Command::shell("echo $$; exec sleep 120")).unwrap();
+    let mut said = Vec::new();
+    while !said.contains(&b'\n') {
+        match block_on(holder.next()) {
+            Some(Ok(chunk)) => said.extend_from_slice(&chunk.data),
+            other => panic!("the process to link to did not start: {other:?}"),
+        }
+    }
+    let pid = String::from_utf8_lossy(&said).trim().to_owned();
+    let control = sh(&sbx, &format!("ln -s /proc/{pid}/pagemap endless && head -c 1048576 endless | wc -c"));
+    if control.stdout_lossy().trim() != "1048576" {
+        skip(test, &format!("another process's pagemap gives no megabyte to the user: {control:?}"));
+        return;
+    }
+    let sbx = Arc::new(sbx);
+    let s = Arc::clone(&sbx);
+    let read = within(60, move || block_on(s.fs().read("endless")).map(|d| d.len()));
+    drop(holder);
+    let read = read.expect("read() of a link to another process's pagemap still running after 60 s");
     assert_eq!(code(&read), "SBX-016", "read() of an endless file must stop at the read limit: {read:?}");
 }
 
