@@ -183,8 +183,9 @@ pub fn start_write(path: &[u8], mode: u32, user: Option<(u32, u32)>) -> Result<J
                 file.set_len(0).map_err(|e| failure(&e))?;
                 Ok(Job::Write(Sink { file, temp: None, dest: dest.clone(), chmod: None }))
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound
-                && fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) =>
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    && fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) =>
             {
                 // A dangling link: its target is created, as `>` would.
                 let file = OpenOptions::new()
@@ -350,8 +351,11 @@ pub fn immediate(message: &Message, user: Option<(u32, u32)>) -> Message {
     let result = match message {
         Message::FsMkdir { path, parents } => path_of(path).map(|p| {
             as_user(user, || {
-                let made =
-                    if *parents { fs::DirBuilder::new().recursive(true).create(&p) } else { fs::create_dir(&p) };
+                let made = if *parents {
+                    fs::DirBuilder::new().recursive(true).create(&p)
+                } else {
+                    fs::create_dir(&p)
+                };
                 match made {
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists && !p.is_dir() => {
                         refuse(Failure::InvalidInput, "the path exists and is not a directory")

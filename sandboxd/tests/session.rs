@@ -761,7 +761,10 @@ fn an_existing_file_is_written_in_place_keeping_its_mode_links_and_hard_links() 
     assert_eq!(std::fs::read(dir.0.join("hard")).unwrap(), b"new", "the hard link sees the write");
     assert_eq!(mode_of(&tool), 0o750, "the mode is kept");
     assert_eq!(write_file(&mut c, 2, &dir.path("link"), 0o600, b"through"), vec![Message::FsDone]);
-    assert!(std::fs::symlink_metadata(dir.0.join("link")).unwrap().file_type().is_symlink(), "the link stays");
+    assert!(
+        std::fs::symlink_metadata(dir.0.join("link")).unwrap().file_type().is_symlink(),
+        "the link stays"
+    );
     assert_eq!(std::fs::read(&tool).unwrap(), b"through", "the link's target is written");
     // A dangling link: its target is made (as `>` would), with the mode asked for.
     std::os::unix::fs::symlink("made.txt", dir.0.join("dangling")).unwrap();
@@ -772,7 +775,8 @@ fn an_existing_file_is_written_in_place_keeping_its_mode_links_and_hard_links() 
     // and no temporary file left beside it.
     assert_eq!(write_file(&mut c, 4, &dir.path("sub/new.bin"), 0o604, b"n"), vec![Message::FsDone]);
     assert_eq!(mode_of(&dir.0.join("sub/new.bin")), 0o604);
-    let names: Vec<_> = std::fs::read_dir(dir.0.join("sub")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> =
+        std::fs::read_dir(dir.0.join("sub")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, vec![std::ffi::OsString::from("new.bin")]);
 }
 
@@ -788,8 +792,14 @@ fn a_write_to_a_special_file_is_refused_at_once_and_leaves_it() {
     assert!(started.elapsed() < Duration::from_secs(5), "a FIFO with no reader held the write");
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced");
     std::os::unix::fs::symlink("/dev/null", dir.0.join("null")).unwrap();
-    assert_eq!(failure_of(&write_file(&mut c, 2, &dir.path("null"), 0o644, b"x")), Some(Failure::InvalidInput));
-    assert!(std::fs::symlink_metadata(dir.0.join("null")).unwrap().file_type().is_symlink(), "the link was replaced");
+    assert_eq!(
+        failure_of(&write_file(&mut c, 2, &dir.path("null"), 0o644, b"x")),
+        Some(Failure::InvalidInput)
+    );
+    assert!(
+        std::fs::symlink_metadata(dir.0.join("null")).unwrap().file_type().is_symlink(),
+        "the link was replaced"
+    );
     // The session goes on: the refused writes' data frames were dropped quietly.
     assert_eq!(write_file(&mut c, 3, &dir.path("plain"), 0o644, b"ok"), vec![Message::FsDone]);
 }

@@ -209,8 +209,14 @@ mod tests {
     #[test]
     fn entries_keep_name_kind_and_mode_and_directories_have_no_size() {
         let e = |name: &[u8], file_type, size, mode| Entry { name: name.to_vec(), file_type, size, mode };
-        assert_eq!(dir_entry(e(b"a b", FileType::File, 3, 0o644)), DirEntry::new("a b", FileKind::File, 3, 0o644));
-        assert_eq!(dir_entry(e(b"d\n", FileType::Dir, 4096, 0o755)), DirEntry::new("d\n", FileKind::Dir, 0, 0o755));
+        assert_eq!(
+            dir_entry(e(b"a b", FileType::File, 3, 0o644)),
+            DirEntry::new("a b", FileKind::File, 3, 0o644)
+        );
+        assert_eq!(
+            dir_entry(e(b"d\n", FileType::Dir, 4096, 0o755)),
+            DirEntry::new("d\n", FileKind::Dir, 0, 0o755)
+        );
         assert_eq!(dir_entry(e(b"l", FileType::Symlink, 11, 0o777)).kind, FileKind::Symlink);
         assert_eq!(dir_entry(e(b"\xff", FileType::Other, 0, 0o600)).name, "\u{fffd}");
     }

@@ -29,8 +29,8 @@ use crate::exec::Command;
 use crate::fs::DirEntry;
 
 use super::Shared;
-use crate::backends::agent::Agent;
 use super::exec::{self, AbortOnDrop, Collected, KillOnDrop, Launched};
+use crate::backends::agent::Agent;
 use crate::backends::fs_scripts::{
     self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, STDERR_LIMIT, TAR, UNTAR, WRITE,
 };
