@@ -199,7 +199,10 @@ fn dir_entry(e: Entry) -> DirEntry {
         FileType::Other => FileKind::Other,
     };
     let size = if kind == FileKind::Dir { 0 } else { e.size };
-    DirEntry::new(String::from_utf8_lossy(&e.name).into_owned(), kind, size, e.mode)
+    // Names are bytes; one that is not UTF-8 is shown lossily (as the scripts' listing was).
+    let name =
+        String::from_utf8(e.name).unwrap_or_else(|bad| String::from_utf8_lossy(bad.as_bytes()).into_owned());
+    DirEntry::new(name, kind, size, e.mode)
 }
 
 #[cfg(test)]
