@@ -586,6 +586,18 @@ impl Scratch {
         Scratch(dir)
     }
 
+    /// A scratch directory of mode `mode` for a test that switches the filesystem identity,
+    /// which needs root: `None` (the test skipped, saying so) without it.
+    fn as_root(name: &str, mode: u32) -> Option<Scratch> {
+        if euid() != 0 {
+            eprintln!("skipped: switching the filesystem identity needs root");
+            return None;
+        }
+        let dir = Scratch::new(name);
+        std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+        Some(dir)
+    }
+
     fn path(&self, name: &str) -> String {
         self.0.join(name).to_str().unwrap().to_owned()
     }
@@ -702,12 +714,7 @@ fn directories_are_made_listed_and_removed() {
 
 #[test]
 fn file_operations_run_as_the_sandbox_user() {
-    if euid() != 0 {
-        eprintln!("skipped: switching the filesystem identity needs root");
-        return;
-    }
-    let dir = Scratch::new("identity");
-    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let Some(dir) = Scratch::as_root("identity", 0o755) else { return };
     std::fs::create_dir(dir.0.join("open")).unwrap();
     std::fs::set_permissions(dir.0.join("open"), std::os::unix::fs::PermissionsExt::from_mode(0o777))
         .unwrap();
@@ -806,13 +813,8 @@ fn a_write_to_a_special_file_is_refused_at_once_and_leaves_it() {
 
 #[test]
 fn a_write_the_sandbox_user_may_not_make_is_refused_even_where_a_rename_could_replace_it() {
-    if euid() != 0 {
-        eprintln!("skipped: switching the filesystem identity needs root");
-        return;
-    }
-    let dir = Scratch::new("notmine");
     // A directory everyone may write (no sticky bit), so a rename over the file would work.
-    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let Some(dir) = Scratch::as_root("notmine", 0o777) else { return };
     std::fs::write(dir.0.join("roots"), b"root's").unwrap();
     std::fs::set_permissions(dir.0.join("roots"), std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .unwrap();

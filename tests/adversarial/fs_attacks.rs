@@ -71,16 +71,23 @@ pub fn read_of_a_huge_sparse_file_stops_at_the_read_limit(test: &str, sbx: Sandb
     assert_eq!(code(&read), "SBX-016", "read() of a 1 GiB sparse file must stop at the read limit: {read:?}");
 }
 
-pub fn read_of_a_link_to_an_endless_proc_file_ends(test: &str, sbx: Sandbox) {
-    let control = sh(&sbx, "ln -s /proc/self/pagemap endless && head -c 1048576 endless | wc -c");
+/// Links `endless` to `target` (`what` it is), proves that a reader of the sandbox user gets
+/// a megabyte from it, then reads it through the file API, waiting at most 60 s: the bytes
+/// read, or `None` when the control failed (the test is skipped).
+fn read_endless_link(test: &str, sbx: Sandbox, target: &str, what: &str) -> Option<sandboxio::Result<usize>> {
+    let control = sh(&sbx, &format!("ln -s {target} endless && head -c 1048576 endless | wc -c"));
     if control.stdout_lossy().trim() != "1048576" {
-        skip(test, &format!("the endless file gives no megabyte unconfined: {control:?}"));
-        return;
+        skip(test, &format!("{what} gives the sandbox user no megabyte: {control:?}"));
+        return None;
     }
-    let sbx = Arc::new(sbx);
-    let s = Arc::clone(&sbx);
-    let read = within(60, move || block_on(s.fs().read("endless")).map(|d| d.len()));
-    let read = read.expect("read() of a link to /proc/self/pagemap still running after 60 s");
+    let read = within(60, move || block_on(sbx.fs().read("endless")).map(|d| d.len()));
+    Some(read.unwrap_or_else(|| panic!("read() of a link to {what} still running after 60 s")))
+}
+
+pub fn read_of_a_link_to_an_endless_proc_file_ends(test: &str, sbx: Sandbox) {
+    let Some(read) = read_endless_link(test, sbx, "/proc/self/pagemap", "the reader's own pagemap") else {
+        return;
+    };
     // The link resolves for the reader: a command (the exec-API path's script) reads its
     // own endless pagemap and stops at the read limit; sandboxd (local://, docker://'s
     // default path) never serves its own process files and refuses at once. Either way the
@@ -106,16 +113,10 @@ pub fn read_of_a_link_to_another_processs_pagemap_stops_at_the_read_limit(test: 
         }
     }
     let pid = String::from_utf8_lossy(&said).trim().to_owned();
-    let control = sh(&sbx, &format!("ln -s /proc/{pid}/pagemap endless && head -c 1048576 endless | wc -c"));
-    if control.stdout_lossy().trim() != "1048576" {
-        skip(test, &format!("another process's pagemap gives no megabyte to the user: {control:?}"));
-        return;
-    }
-    let sbx = Arc::new(sbx);
-    let s = Arc::clone(&sbx);
-    let read = within(60, move || block_on(s.fs().read("endless")).map(|d| d.len()));
+    let target = format!("/proc/{pid}/pagemap");
+    let read = read_endless_link(test, sbx, &target, "another process's pagemap");
     drop(holder);
-    let read = read.expect("read() of a link to another process's pagemap still running after 60 s");
+    let Some(read) = read else { return };
     assert_eq!(code(&read), "SBX-016", "read() of an endless file must stop at the read limit: {read:?}");
 }
 
