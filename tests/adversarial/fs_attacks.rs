@@ -242,6 +242,30 @@ pub fn a_write_to_a_file_the_user_cannot_write_is_refused(test: &str, sbx: Sandb
     );
 }
 
+/// A file only root may read (`secret`, root's and not world-readable) is refused to the
+/// file API, by its path and through a link the code plants, as it is to the user's own
+/// `cat`: the API reads as the sandbox user, whoever does the reading.
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the attack owns the sandbox it is given and drops it at the end"
+)]
+pub fn a_read_of_a_file_only_root_may_read_is_refused(test: &str, sbx: Sandbox, secret: &str) {
+    let own = sh(&sbx, &format!("id -u; stat -c '%u %A' {secret}; cat {secret} >/dev/null && echo READ"));
+    let said = own.stdout_lossy();
+    let mut lines = said.lines();
+    let (uid, owner) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    if uid == "0" || !owner.starts_with("0 ") || owner.ends_with('r') || said.contains("READ") {
+        skip(test, &format!("no file here that root may read and the sandbox user may not: {own:?}"));
+        return;
+    }
+    let linked = sh(&sbx, &format!("ln -s {secret} /tmp/secret-link && echo linked"));
+    assert_eq!(linked.stdout_lossy(), "linked\n", "{linked:?}");
+    for path in [secret, "/tmp/secret-link"] {
+        let read = block_on(sbx.fs().read(path));
+        assert_eq!(code(&read.map(|d| d.len())), "SBX-011", "read() of {path}, which only root may read");
+    }
+}
+
 #[expect(
     clippy::needless_pass_by_value,
     reason = "the attack owns the sandbox it is given and drops it at the end"
