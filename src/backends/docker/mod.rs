@@ -58,11 +58,13 @@
 //! secrets are refused for root users ([`Error::CapabilityNotSupported`],
 //! `COMMAND_SECRETS`).
 //!
-//! Files go through commands run as the sandbox's user (`sh` scripts for read, write, list,
-//! mkdir and remove, one streamed `tar` for upload and download), so the container's own
-//! permissions, links and mounts apply. Image requirements: a POSIX `sh`, `cat`, `head`,
-//! `stat`, `mkdir`, `rm`, `chmod`, `tar` and `/proc` (busybox or Debian's minbase has
-//! them); the exec-API path also needs `sleep`, a world-writable `/tmp` and, on the
+//! Files are handled as the sandbox's user, inside the container, so its own permissions,
+//! links and mounts apply: on the sandboxd path read, write, list, mkdir and remove are
+//! sandboxd's own file requests (no process, no program of the image), and upload and
+//! download one streamed `tar`; on the exec-API path all of them are commands (`sh`
+//! scripts, and `tar`). Image requirements: `tar` for upload and download; on the
+//! exec-API path also a POSIX `sh`, `cat`, `head`, `stat`, `mkdir`, `rm`, `chmod`, `sleep`,
+//! `/proc`, a world-writable `/tmp` (busybox or Debian's minbase has them all) and, on the
 //! engine's host, `ps` (procps) for `docker top`.
 //!
 //! # The exec-API path
