@@ -29,7 +29,7 @@ fn class_05__a_file_operation_past_its_deadline_is_stopped_with_its_process() {
     fs_attacks::a_file_operation_past_its_deadline_is_stopped_with_its_process(
         "local_class_05__a_file_operation_past_its_deadline_is_stopped_with_its_process",
         support::local(NetworkPolicy::deny_all()),
-        fs_attacks::fs_processes_on_host,
+        fs_attacks::fs_leftovers_inside,
     );
 }
 
