@@ -48,6 +48,11 @@ fn blocking_busybox() -> sandboxio::sync::Sandbox {
         .unwrap()
 }
 
+/// A deny-all sandbox on `dsn`.
+async fn deny_all_at(dsn: &str) -> Sandbox {
+    Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap()
+}
+
 /// The error a deny-all `create` on `dsn` fails with.
 async fn create_error(dsn: &str) -> sandboxio::Error {
     Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap_err()
@@ -395,12 +400,7 @@ async fn docker__file_operations_need_no_program_in_the_image() {
             .unwrap();
         assert!(made.status.success(), "could not make the empty image: {made:?}");
     }
-    let sandbox = Sandbox::builder(&format!("docker://?image={EMPTY}"))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create()
-        .await
-        .unwrap();
+    let sandbox = deny_all_at(&format!("docker://?image={EMPTY}")).await;
     // The control: there is no shell to run a command with.
     let shell = sandbox.run(Command::new("sh").arg("-c").arg("true")).await.unwrap();
     assert_eq!(shell.exit_code(), Some(127), "{shell:?}");
@@ -442,12 +442,7 @@ async fn docker__a_signal_death_adds_nothing_to_stderr() {
     for (exec, status) in
         [("sandboxd", sandboxio::ExitStatus::Signal(9)), ("api", sandboxio::ExitStatus::Code(137))]
     {
-        let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}&exec={exec}"))
-            .unwrap()
-            .network(NetworkPolicy::deny_all())
-            .create()
-            .await
-            .unwrap();
+        let sandbox = deny_all_at(&format!("docker://?image={IMAGE}&exec={exec}")).await;
         let out = sandbox.run(Command::shell("echo before >&2; kill -KILL $$")).await.unwrap();
         assert_eq!(out.stderr_lossy(), "before\n", "{exec}: {out:?}");
         assert_eq!(out.status, status, "{exec}: {out:?}");
