@@ -5,7 +5,8 @@
 //! - `create_exec_kill`: builder → `create` → `run(true)` → `kill`;
 //! - `exec_round_trip`: `run(true)` on a live sandbox, next to `bare_bwrap`: one bare
 //!   `bwrap --unshare-all` running `true` per iteration (the baseline for `local://`, which
-//!   pays one `bwrap` per sandbox, not per command).
+//!   pays one `bwrap` per sandbox, not per command);
+//! - `write_read_1kib`: `fs().write` then `fs().read` of 1 KiB on a live sandbox.
 
 use std::time::Duration;
 
@@ -72,6 +73,22 @@ fn benches(c: &mut Criterion) {
         rt.block_on(sb.close()).unwrap();
     }
     group.bench_function("bare_bwrap", |b| b.iter(|| assert!(bare_bwrap().success())));
+    group.finish();
+
+    let mut group = c.benchmark_group("write_read_1kib");
+    group.sample_size(20);
+    for dsn in &dsns {
+        let sb = rt.block_on(sandbox(dsn));
+        group.bench_function(name(dsn), |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    sb.fs().write("bench.bin", vec![7u8; 1024]).await.unwrap();
+                    assert_eq!(sb.fs().read("bench.bin").await.unwrap().len(), 1024);
+                });
+            });
+        });
+        rt.block_on(sb.close()).unwrap();
+    }
     group.finish();
 }
 

@@ -48,6 +48,11 @@ fn blocking_busybox() -> sandboxio::sync::Sandbox {
         .unwrap()
 }
 
+/// A deny-all sandbox on `dsn`.
+async fn deny_all_at(dsn: &str) -> Sandbox {
+    Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap()
+}
+
 /// The error a deny-all `create` on `dsn` fails with.
 async fn create_error(dsn: &str) -> sandboxio::Error {
     Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap_err()
@@ -417,6 +422,38 @@ async fn docker__odd_file_names_round_trip_exactly() {
     sandbox.close().await.unwrap();
 }
 
+/// On the sandboxd path, read, write, list, mkdir and remove are sandboxd's own requests:
+/// they work in an image holding no program at all (made here with `docker import`, no
+/// registry), where no command can run.
+#[tokio::test]
+async fn docker__file_operations_need_no_program_in_the_image() {
+    const EMPTY: &str = "sandboxio-test/empty:1";
+    if !docker_ready("docker__file_operations_need_no_program_in_the_image") {
+        return;
+    }
+    if docker(&["image", "inspect", "--format", "ok", EMPTY]).trim() != "ok" {
+        let made = OsCommand::new("sh")
+            .arg("-c")
+            .arg(format!("tar -cf - -T /dev/null | docker import - {EMPTY}"))
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "could not make the empty image: {made:?}");
+    }
+    let sandbox = deny_all_at(&format!("docker://?image={EMPTY}")).await;
+    // The control: there is no shell to run a command with.
+    let shell = sandbox.run(Command::new("sh").arg("-c").arg("true")).await.unwrap();
+    assert_eq!(shell.exit_code(), Some(127), "{shell:?}");
+    let fs = sandbox.fs();
+    fs.mkdir("/data/sub").await.unwrap();
+    fs.write("/data/sub/f.txt", "hi").await.unwrap();
+    assert_eq!(fs.read_text("/data/sub/f.txt").await.unwrap(), "hi");
+    let entries = fs.list("/data/sub").await.unwrap();
+    assert_eq!(entries, [sandboxio::DirEntry::new("f.txt", sandboxio::FileKind::File, 2, 0o644)]);
+    fs.remove("/data", true).await.unwrap();
+    assert_eq!(fs.read("/data/sub/f.txt").await.unwrap_err().code(), ErrorCode::NotFound);
+    sandbox.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn docker__a_container_removed_behind_our_back_is_sandbox_gone() {
     let Some(sandbox) = busybox_if_ready("docker__a_container_removed_behind_our_back_is_sandbox_gone").await
@@ -444,12 +481,7 @@ async fn docker__a_signal_death_adds_nothing_to_stderr() {
     for (exec, status) in
         [("sandboxd", sandboxio::ExitStatus::Signal(9)), ("api", sandboxio::ExitStatus::Code(137))]
     {
-        let sandbox = Sandbox::builder(&format!("docker://?image={IMAGE}&exec={exec}"))
-            .unwrap()
-            .network(NetworkPolicy::deny_all())
-            .create()
-            .await
-            .unwrap();
+        let sandbox = deny_all_at(&format!("docker://?image={IMAGE}&exec={exec}")).await;
         let out = sandbox.run(Command::shell("echo before >&2; kill -KILL $$")).await.unwrap();
         assert_eq!(out.stderr_lossy(), "before\n", "{exec}: {out:?}");
         assert_eq!(out.status, status, "{exec}: {out:?}");

@@ -83,11 +83,8 @@ fn message() -> impl Strategy<Value = Message> {
             bytes(64).prop_map(|data| Message::FsChunk { data }),
             Just(Message::FsDone),
             vec(
-                (bytes(12), file_type(), any::<u64>()).prop_map(|(name, file_type, size)| Entry {
-                    name,
-                    file_type,
-                    size
-                }),
+                (bytes(12), file_type(), any::<u64>(), any::<u32>())
+                    .prop_map(|(name, file_type, size, mode)| Entry { name, file_type, size, mode }),
                 0..4
             )
             .prop_map(|entries| Message::FsEntries { entries }),

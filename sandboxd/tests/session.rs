@@ -586,6 +586,18 @@ impl Scratch {
         Scratch(dir)
     }
 
+    /// A scratch directory of mode `mode` for a test that switches the filesystem identity,
+    /// which needs root: `None` (the test skipped, saying so) without it.
+    fn as_root(name: &str, mode: u32) -> Option<Scratch> {
+        if euid() != 0 {
+            eprintln!("skipped: switching the filesystem identity needs root");
+            return None;
+        }
+        let dir = Scratch::new(name);
+        std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+        Some(dir)
+    }
+
     fn path(&self, name: &str) -> String {
         self.0.join(name).to_str().unwrap().to_owned()
     }
@@ -673,21 +685,27 @@ fn directories_are_made_listed_and_removed() {
     c.send(2, Message::FsMkdir { path: dir.path("x/y").into(), parents: false });
     assert_eq!(failure_of(&answers(&mut c, 2)), Some(Failure::NotFound));
     std::fs::write(dir.0.join("a/file"), b"12345").unwrap();
+    std::fs::set_permissions(dir.0.join("a/file"), std::os::unix::fs::PermissionsExt::from_mode(0o640))
+        .unwrap();
     std::os::unix::fs::symlink("/etc/passwd", dir.0.join("a/link")).unwrap();
     c.send(3, Message::FsList { path: dir.path("a").into() });
     c.send(3, Message::Credit { bytes: u32::MAX });
     let mut entries: Vec<_> = answers(&mut c, 3)
         .into_iter()
         .flat_map(|m| if let Message::FsEntries { entries } = m { entries } else { Vec::new() })
-        .map(|e| (String::from_utf8(e.name).unwrap(), e.file_type, e.size))
+        .map(|e| (String::from_utf8(e.name).unwrap(), e.file_type, e.size, e.mode))
         .collect();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
-    assert_eq!(entries[0], ("b".into(), FileType::Dir, entries[0].2));
-    assert_eq!(entries[1], ("file".into(), FileType::File, 5));
+    assert_eq!(entries[0].1, FileType::Dir);
+    assert_eq!(entries[1], ("file".into(), FileType::File, 5, 0o640));
     assert_eq!(entries[2].0, "link");
-    assert_eq!(entries[2].1, FileType::Symlink);
+    assert_eq!((entries[2].1, entries[2].3), (FileType::Symlink, 0o777), "the link itself, not its target");
     c.send(4, Message::FsRemove { path: dir.path("a").into(), recursive: false });
-    assert_eq!(failure_of(&answers(&mut c, 4)), Some(Failure::Io), "a non-empty directory needs recursive");
+    assert_eq!(
+        failure_of(&answers(&mut c, 4)),
+        Some(Failure::IsADirectory),
+        "a non-empty directory needs recursive"
+    );
     c.send(5, Message::FsRemove { path: dir.path("a").into(), recursive: true });
     assert_eq!(answers(&mut c, 5), vec![Message::FsDone]);
     assert!(!dir.0.join("a").exists());
@@ -696,12 +714,7 @@ fn directories_are_made_listed_and_removed() {
 
 #[test]
 fn file_operations_run_as_the_sandbox_user() {
-    if euid() != 0 {
-        eprintln!("skipped: switching the filesystem identity needs root");
-        return;
-    }
-    let dir = Scratch::new("identity");
-    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let Some(dir) = Scratch::as_root("identity", 0o755) else { return };
     std::fs::create_dir(dir.0.join("open")).unwrap();
     std::fs::set_permissions(dir.0.join("open"), std::os::unix::fs::PermissionsExt::from_mode(0o777))
         .unwrap();
@@ -736,6 +749,128 @@ fn a_signal_cancels_a_file_request_and_frees_its_id() {
     // Were the read still open, reusing its id would end the session as a protocol error.
     c.send(9, Message::FsStat { path: dir.path("f").into() });
     assert!(matches!(answers(&mut c, 9)[..], [Message::FsStatReply { size: 100_000, .. }]));
+}
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).unwrap().permissions()) & 0o7777
+}
+
+#[test]
+fn an_existing_file_is_written_in_place_keeping_its_mode_links_and_hard_links() {
+    let mut c = Client::start();
+    let dir = Scratch::new("inplace");
+    let tool = dir.0.join("tool.sh");
+    std::fs::write(&tool, b"old").unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+    std::fs::hard_link(&tool, dir.0.join("hard")).unwrap();
+    std::os::unix::fs::symlink("tool.sh", dir.0.join("link")).unwrap();
+    assert_eq!(write_file(&mut c, 1, &dir.path("tool.sh"), 0o600, b"new"), vec![Message::FsDone]);
+    assert_eq!(std::fs::read(dir.0.join("hard")).unwrap(), b"new", "the hard link sees the write");
+    assert_eq!(mode_of(&tool), 0o750, "the mode is kept");
+    assert_eq!(write_file(&mut c, 2, &dir.path("link"), 0o600, b"through"), vec![Message::FsDone]);
+    assert!(
+        std::fs::symlink_metadata(dir.0.join("link")).unwrap().file_type().is_symlink(),
+        "the link stays"
+    );
+    assert_eq!(std::fs::read(&tool).unwrap(), b"through", "the link's target is written");
+    // A dangling link: its target is made (as `>` would), with the mode asked for.
+    std::os::unix::fs::symlink("made.txt", dir.0.join("dangling")).unwrap();
+    assert_eq!(write_file(&mut c, 3, &dir.path("dangling"), 0o640, b"m"), vec![Message::FsDone]);
+    assert_eq!(std::fs::read(dir.0.join("made.txt")).unwrap(), b"m");
+    assert_eq!(mode_of(&dir.0.join("made.txt")), 0o640);
+    // A new file in a new directory: the parent made, the mode exactly as asked (no umask),
+    // and no temporary file left beside it.
+    assert_eq!(write_file(&mut c, 4, &dir.path("sub/new.bin"), 0o604, b"n"), vec![Message::FsDone]);
+    assert_eq!(mode_of(&dir.0.join("sub/new.bin")), 0o604);
+    let names: Vec<_> =
+        std::fs::read_dir(dir.0.join("sub")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("new.bin")]);
+}
+
+#[test]
+fn a_write_to_a_special_file_is_refused_at_once_and_leaves_it() {
+    use std::os::unix::fs::FileTypeExt as _;
+    let mut c = Client::start();
+    let dir = Scratch::new("special");
+    let fifo = dir.path("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let started = Instant::now();
+    assert_eq!(failure_of(&write_file(&mut c, 1, &fifo, 0o644, b"x")), Some(Failure::InvalidInput));
+    assert!(started.elapsed() < Duration::from_secs(5), "a FIFO with no reader held the write");
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced");
+    std::os::unix::fs::symlink("/dev/null", dir.0.join("null")).unwrap();
+    assert_eq!(
+        failure_of(&write_file(&mut c, 2, &dir.path("null"), 0o644, b"x")),
+        Some(Failure::InvalidInput)
+    );
+    assert!(
+        std::fs::symlink_metadata(dir.0.join("null")).unwrap().file_type().is_symlink(),
+        "the link was replaced"
+    );
+    // The session goes on: the refused writes' data frames were dropped quietly.
+    assert_eq!(write_file(&mut c, 3, &dir.path("plain"), 0o644, b"ok"), vec![Message::FsDone]);
+}
+
+#[test]
+fn a_write_the_sandbox_user_may_not_make_is_refused_even_where_a_rename_could_replace_it() {
+    // A directory everyone may write (no sticky bit), so a rename over the file would work.
+    let Some(dir) = Scratch::as_root("notmine", 0o777) else { return };
+    std::fs::write(dir.0.join("roots"), b"root's").unwrap();
+    std::fs::set_permissions(dir.0.join("roots"), std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .unwrap();
+    std::fs::write(dir.0.join("nobodys"), b"nobody's").unwrap();
+    std::os::unix::fs::chown(dir.0.join("nobodys"), Some(65534), Some(65534)).unwrap();
+    let mut c = Client::start_as(Some((65534, 65534)));
+    // The control: the user's own file is written, and stays the user's.
+    assert_eq!(write_file(&mut c, 1, &dir.path("nobodys"), 0o600, b"new"), vec![Message::FsDone]);
+    let meta = std::fs::metadata(dir.0.join("nobodys")).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 65534);
+    assert_eq!(
+        failure_of(&write_file(&mut c, 2, &dir.path("roots"), 0o600, b"taken")),
+        Some(Failure::PermissionDenied)
+    );
+    assert_eq!(std::fs::read(dir.0.join("roots")).unwrap(), b"root's", "root's file was replaced");
+    assert_eq!(mode_of(&dir.0.join("roots")), 0o644);
+}
+
+#[test]
+fn sandboxd_never_reads_or_writes_its_own_process_files() {
+    let mut c = Client::start();
+    let dir = Scratch::new("ownproc");
+    // The control: other /proc files read as any file.
+    assert!(read_file(&mut c, 1, "/proc/version", 1 << 20).is_ok_and(|v| v.starts_with(b"Linux")));
+    assert_eq!(read_file(&mut c, 2, "/proc/self/environ", 1 << 20), Err(Failure::PermissionDenied));
+    assert_eq!(read_file(&mut c, 3, "/proc/thread-self/status", 1 << 20), Err(Failure::PermissionDenied));
+    if !wrapped() {
+        let own = format!("/proc/{}/cmdline", c.pid);
+        assert_eq!(read_file(&mut c, 4, &own, 1 << 20), Err(Failure::PermissionDenied));
+    }
+    // Nor through a link the code planted, for a read or a write.
+    std::os::unix::fs::symlink("/proc/self/comm", dir.0.join("comm")).unwrap();
+    assert_eq!(read_file(&mut c, 5, &dir.path("comm"), 100), Err(Failure::PermissionDenied));
+    assert_eq!(
+        failure_of(&write_file(&mut c, 6, &dir.path("comm"), 0o644, b"renamed")),
+        Some(Failure::PermissionDenied)
+    );
+    assert!(std::fs::symlink_metadata(dir.0.join("comm")).unwrap().file_type().is_symlink());
+}
+
+#[test]
+fn listings_mkdir_and_remove_refuse_the_wrong_kind() {
+    let mut c = Client::start();
+    let dir = Scratch::new("kinds");
+    std::fs::write(dir.0.join("file"), b"x").unwrap();
+    c.send(1, Message::FsList { path: dir.path("file").into() });
+    c.send(1, Message::Credit { bytes: 1 << 20 });
+    assert_eq!(failure_of(&answers(&mut c, 1)), Some(Failure::InvalidInput), "a file is not listed");
+    c.send(2, Message::FsMkdir { path: dir.path("file").into(), parents: true });
+    assert_eq!(failure_of(&answers(&mut c, 2)), Some(Failure::InvalidInput), "mkdir over a file");
+    c.send(3, Message::FsMkdir { path: dir.path("file/below").into(), parents: true });
+    assert_eq!(failure_of(&answers(&mut c, 3)), Some(Failure::NotFound), "mkdir below a file");
+    c.send(4, Message::FsMkdir { path: dir.path("").into(), parents: true });
+    assert_eq!(answers(&mut c, 4), vec![Message::FsDone], "an existing directory is fine");
+    c.send(5, Message::FsRemove { path: dir.path("missing").into(), recursive: true });
+    assert_eq!(failure_of(&answers(&mut c, 5)), Some(Failure::NotFound));
 }
 
 /// What the code-cell runner (`sandboxd/src/runner.py`) said, in arrival order, with the

@@ -23,9 +23,10 @@ use super::sandbox::Sandbox;
 /// Every operation runs as the sandbox's user, inside the sandbox, and is bounded:
 ///
 /// - in time: each call has a deadline ([`DEFAULT_FS_TIMEOUT`], 120 s, or
-///   [`Fs::timeout`]); past it the call's process in the sandbox is killed and the call
-///   fails with [`Error::ExecutionTimeout`](crate::Error::ExecutionTimeout). Dropping the future
-///   kills it too;
+///   [`Fs::timeout`]); past it the call's work in the sandbox (its process, or its request
+///   to the sandbox's supervisor) is stopped and the call fails with
+///   [`Error::ExecutionTimeout`](crate::Error::ExecutionTimeout). Dropping the future stops
+///   it too;
 /// - in what the host reads: [`Fs::read`] takes at most [`DEFAULT_READ_LIMIT`] bytes
 ///   (64 MiB, or [`Fs::read_limit`]), [`Fs::list`] a listing of at most
 ///   [`DEFAULT_READ_LIMIT`] bytes, [`Fs::download`] puts at
@@ -93,8 +94,8 @@ impl<'a> Fs<'a> {
     }
 
     /// The same file system with `timeout` as the deadline of each call (default
-    /// [`DEFAULT_FS_TIMEOUT`], 120 s). Past it, the call's process in the sandbox is
-    /// killed and the call fails with [`Error::ExecutionTimeout`].
+    /// [`DEFAULT_FS_TIMEOUT`], 120 s). Past it, the call's work in the sandbox is stopped
+    /// and the call fails with [`Error::ExecutionTimeout`].
     /// A timeout longer than a year counts as a year.
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
@@ -107,7 +108,7 @@ impl<'a> Fs<'a> {
     }
 
     /// Runs one backend operation under this call's deadline: at the deadline the
-    /// operation's future is dropped, which kills its process in the sandbox (the SPI's
+    /// operation's future is dropped, which stops its work in the sandbox (the SPI's
     /// cancellation rule), so a FIFO or a file with no end can never hold a call forever.
     /// Errors about the sandbox path `written` name it as the caller wrote it.
     async fn bounded<T>(self, written: &str, op: impl std::future::Future<Output = Result<T>>) -> Result<T> {
@@ -167,8 +168,8 @@ impl<'a> Fs<'a> {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: reading changes nothing, and dropping the future kills the reading
-    /// process in the sandbox.
+    /// Cancel safe: reading changes nothing, and dropping the future stops the read in the
+    /// sandbox.
     ///
     /// # Examples
     ///
@@ -197,8 +198,8 @@ impl<'a> Fs<'a> {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: reading changes nothing, and dropping the future kills the reading
-    /// process in the sandbox.
+    /// Cancel safe: reading changes nothing, and dropping the future stops the read in the
+    /// sandbox.
     pub async fn read_text(&self, path: &str) -> Result<String> {
         let limit = self.read_limit;
         self.sandbox
@@ -220,9 +221,12 @@ impl<'a> Fs<'a> {
     /// Writes a whole file as the sandbox user's own write would, creating parent
     /// directories. A new file gets mode `0o644`; an existing file is written in place and
     /// keeps its mode, owner and hard links; a link is followed inside the sandbox's own
-    /// view (never on the host). No temporary name is used, so nothing planted in the
-    /// sandbox can divert or block the write (except at the target itself, where the
-    /// deadline bounds it as for any other call).
+    /// view (never on the host). A new file is either written directly, created
+    /// exclusively, or (where the sandbox's supervisor writes it: `local://`, `docker://`'s
+    /// default path) written under an exclusive, unguessable temporary name beside it and
+    /// renamed into place once complete; either way nothing planted in the sandbox can
+    /// divert or block the write (except at the target itself, where the deadline bounds
+    /// it as for any other call).
     ///
     /// # Errors
     ///
@@ -235,8 +239,9 @@ impl<'a> Fs<'a> {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: dropping the future kills the writing process in the sandbox, and
-    /// the file may be partly written.
+    /// Not cancel safe: dropping the future stops the write in the sandbox, and the file
+    /// may be partly written (where the supervisor writes it, only an existing file: a new
+    /// one appears once complete).
     ///
     /// # Examples
     ///
@@ -342,8 +347,8 @@ impl<'a> Fs<'a> {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: listing changes nothing, and dropping the future kills the listing
-    /// process in the sandbox.
+    /// Cancel safe: listing changes nothing, and dropping the future stops the listing in
+    /// the sandbox.
     pub async fn list(&self, path: &str) -> Result<Vec<DirEntry>> {
         let mut entries = self.call(OperationKind::FsList, path, |handle| handle.list(path)).await?;
         entries.sort_by(|a, b| a.name.cmp(&b.name));

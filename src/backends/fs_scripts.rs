@@ -1,14 +1,21 @@
-//! File operations as `sh` scripts run inside a sandbox, as its user: `docker://` and
-//! `local://` both use them, so that links, permissions and mounts are the sandbox's own
-//! and nothing on the host side ever follows a path the sandboxed code controls. Paths
+//! File operations as `sh` scripts run inside a sandbox, as its user, so that links,
+//! permissions and mounts are the sandbox's own and nothing on the host side ever follows a
+//! path the sandboxed code controls: every file operation of `docker://`'s exec-API path
+//! (which has no sandboxd to ask), and the archive scripts of `upload` and `download` on
+//! every backend. The errors the file operations give are made here, so that sandboxd's
+//! own file requests (`backends::agent`) read alike. Paths
 //! reach the scripts as arguments (`$1`), never spliced into shell text, and are always
 //! absolute, so never mistaken for options. Exit codes: 3 missing, 4 non-empty directory,
 //! 13 permission, 21 is a directory, 22 wrong kind; anything else is mapped from what the
 //! tool said on stderr.
 
-use crate::error::{Error, Result};
+use crate::error::Error;
+#[cfg(feature = "docker")]
+use crate::error::Result;
+#[cfg(feature = "docker")]
 use crate::fs::{DirEntry, FileKind};
 
+#[cfg(feature = "docker")]
 /// Reads at most `$2` bytes of a regular file (links followed inside the sandbox, as `cat`
 /// would): the caller passes its limit plus one, so that a larger file (or one with no
 /// end, such as a link to `/proc/self/pagemap`) shows as too large without the rest being
@@ -20,6 +27,7 @@ pub(crate) const READ: &str = r#"[ -d "$1" ] && exit 21
 [ -r "$1" ] || exec cat "$1"
 cat "$1" | head -c "$2""#;
 
+#[cfg(feature = "docker")]
 /// Writes stdin to `$1` as the sandbox user's own write would (class 6 of `SECURITY.md`),
 /// creating parents. An existing file is truncated and written in place, so it
 /// keeps its mode, owner and hard links, a link to it is followed (inside the sandbox),
@@ -40,6 +48,7 @@ umask 077
 [ -L "$p" ] || set -C
 cat > "$p" && exec chmod "$2" "$p""#;
 
+#[cfg(feature = "docker")]
 /// Lists `$1`: per entry, `<mode in hex> <size>\n<name>\0` (`stat` does not follow links).
 pub(crate) const LIST: &str = r#"[ -d "$1" ] || { [ -e "$1" ] && exit 22; exit 3; }
 cd "$1" 2>/dev/null || exit 13
@@ -50,8 +59,10 @@ for f in * .[!.]* ..?*; do
   printf '%s\n%s\0' "$s" "$f"
 done"#;
 
+#[cfg(feature = "docker")]
 pub(crate) const MKDIR: &str = r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22; mkdir -p "$1""#;
 
+#[cfg(feature = "docker")]
 /// `remove`: exit 3 is a missing path, 4 a non-empty directory without `recursive`.
 pub(crate) const REMOVE: &str = r#"p=$1
 [ -e "$p" ] || [ -L "$p" ] || exit 3
@@ -98,6 +109,43 @@ pub(crate) const LIST_LIMIT: u64 = crate::fs::DEFAULT_READ_LIMIT;
 /// The most of a file exec's stderr the host keeps (only its first words are ever read).
 pub(crate) const STDERR_LIMIT: usize = 64 * 1024;
 
+/// `InvalidInput`: a read of something that is not a regular file.
+pub(crate) fn not_a_regular_file(abs: &str) -> Error {
+    Error::invalid_input(format!("{abs} is not a regular file"))
+}
+
+/// `InvalidInput`: a write to a special file.
+pub(crate) fn a_special_file(abs: &str) -> Error {
+    Error::invalid_input(format!(
+        "{abs} is a special file (FIFO, device or socket); write writes regular files only"
+    ))
+}
+
+/// `InvalidInput`: a listing of something that is not a directory.
+pub(crate) fn not_a_directory(abs: &str) -> Error {
+    Error::invalid_input(format!("{abs} is not a directory"))
+}
+
+/// `InvalidInput`: a `mkdir` where something else exists.
+pub(crate) fn exists_not_a_directory(abs: &str) -> Error {
+    Error::invalid_input(format!("{abs} exists and is not a directory"))
+}
+
+/// `TooLarge`: a listing over [`LIST_LIMIT`].
+pub(crate) fn over_list_limit(abs: &str) -> Error {
+    Error::TooLarge {
+        path: abs.to_owned(),
+        limit: LIST_LIMIT,
+        what: "the listing limit (DEFAULT_READ_LIMIT)".to_owned(),
+    }
+}
+
+/// `Provider`: a file operation that failed for a reason with no error of its own, in the
+/// words of whatever did it.
+pub(crate) fn failed(backend: &str, abs: &str, said: &str) -> Error {
+    Error::provider_message(backend, format!("a file operation on {abs} failed: {}", said.trim()))
+}
+
 /// Maps a failed file exec by what the tool said.
 pub(crate) fn exec_failure(backend: &str, abs: &str, stderr: &[u8]) -> Error {
     let said = String::from_utf8_lossy(stderr);
@@ -110,10 +158,11 @@ pub(crate) fn exec_failure(backend: &str, abs: &str, stderr: &[u8]) -> Error {
     } else if said.contains("Is a directory") {
         Error::IsADirectory { path: abs.to_owned() }
     } else {
-        Error::provider_message(backend, format!("a file operation on {abs} failed: {}", said.trim()))
+        failed(backend, abs, &said)
     }
 }
 
+#[cfg(feature = "docker")]
 /// Parses [`LIST`]'s output.
 pub(crate) fn parse_listing(backend: &str, abs: &str, mut out: &[u8]) -> Result<Vec<DirEntry>> {
     let malformed = || Error::provider_message(backend, format!("listing {abs}: malformed listing"));
@@ -140,6 +189,7 @@ pub(crate) fn parse_listing(backend: &str, abs: &str, mut out: &[u8]) -> Result<
     Ok(entries)
 }
 
+#[cfg(feature = "docker")]
 /// What [`READ`]'s exit means for `abs`, read with `limit`: more than `limit` bytes is
 /// too large, whatever the exit (the reader may have been stopped early).
 pub(crate) fn read_outcome(
@@ -156,24 +206,24 @@ pub(crate) fn read_outcome(
     match code {
         0 => Ok(out),
         21 => Err(Error::IsADirectory { path: abs }),
-        22 => Err(Error::invalid_input(format!("{abs} is not a regular file"))),
+        22 => Err(not_a_regular_file(&abs)),
         _ => Err(exec_failure(backend, &abs, err)),
     }
 }
 
+#[cfg(feature = "docker")]
 /// What [`WRITE`]'s exit means for `abs`.
 pub(crate) fn write_outcome(backend: &str, abs: String, code: i64, err: &[u8]) -> Result<()> {
     match code {
         0 => Ok(()),
         13 => Err(Error::PermissionDenied { path: abs }),
         21 => Err(Error::IsADirectory { path: abs }),
-        22 => Err(Error::invalid_input(format!(
-            "{abs} is a special file (FIFO, device or socket); write writes regular files only"
-        ))),
+        22 => Err(a_special_file(&abs)),
         _ => Err(exec_failure(backend, &abs, err)),
     }
 }
 
+#[cfg(feature = "docker")]
 /// What [`LIST`]'s exit means for `abs`.
 pub(crate) fn list_outcome(
     backend: &str,
@@ -183,30 +233,28 @@ pub(crate) fn list_outcome(
     err: &[u8],
 ) -> Result<Vec<DirEntry>> {
     if out.len() as u64 > LIST_LIMIT {
-        return Err(Error::TooLarge {
-            path: abs,
-            limit: LIST_LIMIT,
-            what: "the listing limit (DEFAULT_READ_LIMIT)".to_owned(),
-        });
+        return Err(over_list_limit(&abs));
     }
     match code {
         0 => parse_listing(backend, &abs, out),
         3 => Err(Error::NotFound { path: abs }),
         13 => Err(Error::PermissionDenied { path: abs }),
-        22 => Err(Error::invalid_input(format!("{abs} is not a directory"))),
+        22 => Err(not_a_directory(&abs)),
         _ => Err(exec_failure(backend, &abs, err)),
     }
 }
 
+#[cfg(feature = "docker")]
 /// What [`MKDIR`]'s exit means for `abs`.
 pub(crate) fn mkdir_outcome(backend: &str, abs: &str, code: i64, err: &[u8]) -> Result<()> {
     match code {
         0 => Ok(()),
-        22 => Err(Error::invalid_input(format!("{abs} exists and is not a directory"))),
+        22 => Err(exists_not_a_directory(abs)),
         _ => Err(exec_failure(backend, abs, err)),
     }
 }
 
+#[cfg(feature = "docker")]
 /// What [`REMOVE`]'s exit means for `abs`.
 pub(crate) fn remove_outcome(backend: &str, abs: String, code: i64, err: &[u8]) -> Result<()> {
     match code {

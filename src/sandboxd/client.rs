@@ -253,6 +253,11 @@ impl Client {
     }
 }
 
+/// The output credit a listing entry takes (its bytes on the wire).
+fn entry_len(entry: &Entry) -> usize {
+    usize::try_from(entry.wire_len()).unwrap_or(usize::MAX)
+}
+
 /// Marks the session ended and ends every command that has not finished.
 fn end(inner: &Inner, why: String) {
     let mut state = lock(&inner.state);
@@ -329,7 +334,7 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
                     cmd.events.push_back(Event::Chunk(data));
                 }
                 Message::FsEntries { entries } => {
-                    cmd.count(id, entries.iter().map(|e| 13 + e.name.len()).sum())?;
+                    cmd.count(id, entries.iter().map(entry_len).sum())?;
                     cmd.events.push_back(Event::Entries(entries));
                 }
                 Message::FsDone => {
@@ -383,7 +388,7 @@ impl Cmd {
         let mut grant = 0;
         let bytes = match &event {
             Event::Output(_, data) | Event::Chunk(data) => data.len(),
-            Event::Entries(entries) => entries.iter().map(|e| 13 + e.name.len()).sum(),
+            Event::Entries(entries) => entries.iter().map(entry_len).sum(),
             _ => 0,
         };
         if bytes > 0 {
@@ -450,10 +455,6 @@ impl Cmd {
     /// # Errors
     ///
     /// Why the session ended or the write failed first.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "native file writes come with the file operations' move onto sandboxd")
-    )]
     pub(crate) async fn send_data(&self, data: &[u8]) -> Result<(), String> {
         self.send_window(data, |data| Message::FsData { data }).await
     }
@@ -473,10 +474,6 @@ impl Cmd {
     /// # Errors
     ///
     /// Why the session ended.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "native file writes come with the file operations' move onto sandboxd")
-    )]
     pub(crate) fn finish(&self) -> Result<(), String> {
         self.client.send(self.id, Message::FsEnd)
     }

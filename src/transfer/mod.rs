@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 pub(crate) use pack::append_host_tree;
 pub(crate) use primitives::{download_via_primitives, upload_via_primitives};
 #[cfg(any(feature = "local", feature = "docker"))]
-pub(crate) use stream::{StartStream, download_via_stream, exec_via_stream, upload_via_stream};
+pub(crate) use stream::{StartStream, download_via_stream, upload_via_stream};
 #[cfg(feature = "docker")]
 pub(crate) use unpack::Unpacker;
 

@@ -57,34 +57,6 @@ async fn drain(
     Ok(false)
 }
 
-/// Runs `command` through the exec stream `start` gives: `stdin` written in chunks (a process
-/// that exits without reading it all is not an error: its exit says what happened),
-/// stdout kept up to `stdout_cap` bytes and stderr up to 64 KiB. Past `stdout_cap + 1`
-/// bytes the stream is dropped at once, killing the process, and the exit is `-1`.
-/// Dropping the returned future drops the stream too.
-pub(crate) async fn exec_via_stream(
-    start: impl StartStream,
-    command: crate::exec::Command,
-    stdin: Option<Vec<u8>>,
-    stdout_cap: u64,
-) -> Result<(i64, Vec<u8>, Vec<u8>)> {
-    let mut stream = start(command)?;
-    if let Some(data) = stdin {
-        for chunk in data.chunks(CHUNK) {
-            if stream.write_stdin(chunk).await.is_err() {
-                break;
-            }
-        }
-    }
-    let _ = stream.close_stdin().await;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    if drain(&mut stream, stdout_cap, &mut out, &mut err).await? {
-        return Ok((-1, out, err));
-    }
-    let ran = stream.wait().await?;
-    Ok((ran.exit_code().map_or(-1, i64::from), out, err))
-}
-
 /// Writes to a stream's stdin in [`CHUNK`]s, from a thread that drives the stream.
 struct StdinSink<'a> {
     stream: &'a mut Box<dyn BackendExecStream>,

@@ -71,16 +71,52 @@ pub fn read_of_a_huge_sparse_file_stops_at_the_read_limit(test: &str, sbx: Sandb
     assert_eq!(code(&read), "SBX-016", "read() of a 1 GiB sparse file must stop at the read limit: {read:?}");
 }
 
-pub fn read_of_a_link_to_an_endless_proc_file_ends(test: &str, sbx: Sandbox) {
-    let control = sh(&sbx, "ln -s /proc/self/pagemap endless && head -c 1048576 endless | wc -c");
+/// Links `endless` to `target` (`what` it is), proves that a reader of the sandbox user gets
+/// a megabyte from it, then reads it through the file API, waiting at most 60 s: the bytes
+/// read, or `None` when the control failed (the test is skipped).
+fn read_endless_link(test: &str, sbx: Sandbox, target: &str, what: &str) -> Option<sandboxio::Result<usize>> {
+    let control = sh(&sbx, &format!("ln -s {target} endless && head -c 1048576 endless | wc -c"));
     if control.stdout_lossy().trim() != "1048576" {
-        skip(test, &format!("the endless file gives no megabyte unconfined: {control:?}"));
-        return;
+        skip(test, &format!("{what} gives the sandbox user no megabyte: {control:?}"));
+        return None;
     }
-    let sbx = Arc::new(sbx);
-    let s = Arc::clone(&sbx);
-    let read = within(60, move || block_on(s.fs().read("endless")).map(|d| d.len()));
-    let read = read.expect("read() of a link to /proc/self/pagemap still running after 60 s");
+    let read = within(60, move || block_on(sbx.fs().read("endless")).map(|d| d.len()));
+    Some(read.unwrap_or_else(|| panic!("read() of a link to {what} still running after 60 s")))
+}
+
+pub fn read_of_a_link_to_an_endless_proc_file_ends(test: &str, sbx: Sandbox) {
+    let Some(read) = read_endless_link(test, sbx, "/proc/self/pagemap", "the reader's own pagemap") else {
+        return;
+    };
+    // The link resolves for the reader: a command (the exec-API path's script) reads its
+    // own endless pagemap and stops at the read limit; sandboxd (local://, docker://'s
+    // default path) never serves its own process files and refuses at once. Either way the
+    // call ends, with no more than the limit read.
+    let code = code(&read);
+    assert!(
+        code == "SBX-016" || code == "SBX-011",
+        "read() of an endless file must stop at the read limit or be refused: {read:?}"
+    );
+}
+
+/// A read of a link to the `pagemap` of another process of the sandbox user (a file with no
+/// end that the user's own reader may open where its processes share one uid and gid, as on
+/// `local://`) streams until the read limit and stops there.
+pub fn read_of_a_link_to_another_processs_pagemap_stops_at_the_read_limit(test: &str, sbx: Sandbox) {
+    use futures_lite::StreamExt as _;
+    let mut holder = sbx.stream(Command::shell("echo $$; exec sleep 120")).unwrap();
+    let mut said = Vec::new();
+    while !said.contains(&b'\n') {
+        match block_on(holder.next()) {
+            Some(Ok(chunk)) => said.extend_from_slice(&chunk.data),
+            other => panic!("the process to link to did not start: {other:?}"),
+        }
+    }
+    let pid = String::from_utf8_lossy(&said).trim().to_owned();
+    let target = format!("/proc/{pid}/pagemap");
+    let read = read_endless_link(test, sbx, &target, "another process's pagemap");
+    drop(holder);
+    let Some(read) = read else { return };
     assert_eq!(code(&read), "SBX-016", "read() of an endless file must stop at the read limit: {read:?}");
 }
 
@@ -204,6 +240,30 @@ pub fn a_write_to_a_file_the_user_cannot_write_is_refused(test: &str, sbx: Sandb
         "orig\n444\n",
         "file or mode changed"
     );
+}
+
+/// A file only root may read (`secret`, root's and not world-readable) is refused to the
+/// file API, by its path and through a link the code plants, as it is to the user's own
+/// `cat`: the API reads as the sandbox user, whoever does the reading.
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the attack owns the sandbox it is given and drops it at the end"
+)]
+pub fn a_read_of_a_file_only_root_may_read_is_refused(test: &str, sbx: Sandbox, secret: &str) {
+    let own = sh(&sbx, &format!("id -u; stat -c '%u %A' {secret}; cat {secret} >/dev/null && echo READ"));
+    let said = own.stdout_lossy();
+    let mut lines = said.lines();
+    let (uid, owner) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    if uid == "0" || !owner.starts_with("0 ") || owner.ends_with('r') || said.contains("READ") {
+        skip(test, &format!("no file here that root may read and the sandbox user may not: {own:?}"));
+        return;
+    }
+    let linked = sh(&sbx, &format!("ln -s {secret} /tmp/secret-link && echo linked"));
+    assert_eq!(linked.stdout_lossy(), "linked\n", "{linked:?}");
+    for path in [secret, "/tmp/secret-link"] {
+        let read = block_on(sbx.fs().read(path));
+        assert_eq!(code(&read.map(|d| d.len())), "SBX-011", "read() of {path}, which only root may read");
+    }
 }
 
 #[expect(
@@ -376,9 +436,11 @@ pub fn a_file_operation_past_its_deadline_is_stopped_with_its_process(
     }
     let data = vec![0u8; 256 << 20];
     let started = std::time::Instant::now();
-    let wrote = block_on(sbx.fs().timeout(Duration::from_millis(200)).write("slow.bin", data));
+    // 256 MiB in 20 ms is past any backend here (sandboxd's own writes on `local://` took
+    // 200 ms at times).
+    let wrote = block_on(sbx.fs().timeout(Duration::from_millis(20)).write("slow.bin", data));
     let took = started.elapsed();
-    assert_eq!(code(&wrote), "SBX-006", "a write past its 200 ms deadline: {wrote:?}");
+    assert_eq!(code(&wrote), "SBX-006", "a write past its 20 ms deadline: {wrote:?}");
     assert!(took < Duration::from_secs(5), "the deadline was not kept: {took:?}");
     let gone = crate::support::eventually(Duration::from_secs(10), || leftover(&sbx) == Some(0));
     assert!(gone, "the write's process outlived its deadline: {:?} left", leftover(&sbx));
@@ -420,30 +482,26 @@ pub fn a_hostile_tar_cannot_make_the_host_read_a_huge_header(test: &str, sbx: Sa
     assert!(!left, "the refused download left files on the host");
 }
 
-/// How many processes of the file API (`sh -c <script> sandboxio-fs ...`) run in the sandbox,
-/// counted from inside it.
-pub fn fs_processes_inside(sbx: &Sandbox) -> Option<usize> {
-    let out = sh(
-        sbx,
-        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '[s]andboxio-fs'",
-    );
-    out.stdout_lossy().trim().parse().ok()
-}
-
-/// How many host processes serve the file API of `sbx` (`local://`: each runs under its
-/// own `bwrap`, whose command line names the sandbox's workspace).
-pub fn fs_processes_on_host(sbx: &Sandbox) -> Option<usize> {
-    let id = sbx.id().to_owned();
-    let mut count = 0;
-    for entry in std::fs::read_dir("/proc").ok()? {
-        let Ok(entry) = entry else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let text = String::from_utf8_lossy(&cmdline);
-        if text.contains(&format!("{id}/workspace")) && text.contains("sandboxio-fs") {
-            count += 1;
-        }
-    }
-    Some(count)
+/// What is left in the sandbox of an interrupted file operation on `slow.bin` in its working
+/// directory: processes of the file API's scripts (`sh -c <script> sandboxio-fs ...`, the
+/// exec-API path's and the archives'), and temporary files of sandboxd's writes
+/// (`.slow.bin.sandboxd-<random>`), counted from inside. `None` when they cannot be counted;
+/// the counter first proves it sees a planted temporary name.
+pub fn fs_leftovers_inside(sbx: &Sandbox) -> Option<usize> {
+    let count = |extra: &str| {
+        let out = sh(
+            sbx,
+            &format!(
+                "{extra}p=$(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '[s]andboxio-fs'); \
+                 t=$(ls -a | grep -c '^\\.slow\\.bin\\.sandboxd-'); echo $((p + t))"
+            ),
+        );
+        out.stdout_lossy().trim().parse::<usize>().ok()
+    };
+    // The control: a planted temporary name is counted.
+    let planted = count(": > .slow.bin.sandboxd-control; ")?;
+    let after = count("rm -f .slow.bin.sandboxd-control; ")?;
+    (planted == after + 1).then_some(after)
 }
 
 // ---- class 4: a download of very many tiny entries ----

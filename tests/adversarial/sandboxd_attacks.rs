@@ -53,6 +53,37 @@ pub fn signals_and_proc(sandbox: &Sandbox) {
     assert_eq!(after.stdout_lossy(), "alive\n", "the sandbox stopped answering: {after:?}");
 }
 
+/// The file API follows links the code plants, inside the sandbox, but never into
+/// sandboxd's own process files: sandboxd does the file operations itself, and the kernel
+/// lets a process read and write its own `/proc` entries (`environ`, `mem`, `comm`) where it
+/// refuses the code, a root sandbox user included. The links go in `dir`, a directory the
+/// user may write.
+pub fn file_api_never_serves_sandboxd(sandbox: &Sandbox, dir: &str) {
+    let planted = sh(
+        sandbox,
+        &format!(
+            "cd {dir} && ln -sf /proc/version version && ln -sf /proc/1/environ pid1-environ && \
+             ln -sf /proc/self/environ self-environ && ln -sf /proc/self/mem self-mem && \
+             ln -sf /proc/1/comm pid1-comm && cat /proc/1/comm"
+        ),
+    );
+    assert_eq!(planted.stdout_lossy(), "sandboxd\n", "control: the links or PID 1's name: {planted:?}");
+    // Positive control: the API follows a planted link into /proc.
+    let version = block_on(sandbox.fs().read(&format!("{dir}/version")));
+    assert!(
+        version.as_ref().is_ok_and(|v| v.starts_with(b"Linux")),
+        "control: a link into /proc is not followed: {version:?}"
+    );
+    for link in ["pid1-environ", "self-environ", "self-mem"] {
+        let read = block_on(sandbox.fs().read(&format!("{dir}/{link}")));
+        assert!(read.is_err(), "the file API read sandboxd's {link}: {} bytes", read.map_or(0, |d| d.len()));
+    }
+    let wrote = block_on(sandbox.fs().write(&format!("{dir}/pid1-comm"), "pwned"));
+    assert!(wrote.is_err(), "the file API wrote sandboxd's comm: {wrote:?}");
+    let after = sh(sandbox, &format!("cat /proc/1/comm; [ -L {dir}/pid1-comm ] && echo link"));
+    assert_eq!(after.stdout_lossy(), "sandboxd\nlink\n", "sandboxd's name or the link changed: {after:?}");
+}
+
 /// Output that looks like sandboxd's frames is output: a command cannot end itself, or
 /// another command, with a forged `Exit`.
 pub fn forged_frames(sandbox: &Sandbox) {

@@ -178,11 +178,16 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
         Kind::FsChunk => Message::FsChunk { data: r.bytes()? },
         Kind::FsDone => Message::FsDone,
         Kind::FsEntries => {
-            // name length (4) + type (1) + size (8)
-            let n = r.count(13)?;
+            // name length (4) + type (1) + size (8) + mode (4)
+            let n = r.count(17)?;
             let mut entries = Vec::with_capacity(n);
             for _ in 0..n {
-                entries.push(Entry { name: r.bytes()?, file_type: r.file_type()?, size: r.u64()? });
+                entries.push(Entry {
+                    name: r.bytes()?,
+                    file_type: r.file_type()?,
+                    size: r.u64()?,
+                    mode: r.u32()?,
+                });
             }
             Message::FsEntries { entries }
         }

@@ -133,6 +133,7 @@ pub(super) fn body(message: &Message, out: &mut Vec<u8>) {
                 put_bytes(out, &e.name);
                 out.push(file_type_byte(e.file_type));
                 out.extend_from_slice(&e.size.to_be_bytes());
+                out.extend_from_slice(&e.mode.to_be_bytes());
             }
         }
         Message::FsStatReply { file_type, size, mode } => {

@@ -159,6 +159,17 @@ pub struct Entry {
     pub file_type: FileType,
     /// Its size in bytes.
     pub size: u64,
+    /// Its permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+}
+
+impl Entry {
+    /// The bytes this entry takes in a [`Message::FsEntries`] body (name length, name, type,
+    /// size, mode): what it costs of a listing's output credit.
+    #[must_use]
+    pub fn wire_len(&self) -> u64 {
+        17 + self.name.len() as u64
+    }
 }
 
 /// Environment variables as `NAME` and value pairs.

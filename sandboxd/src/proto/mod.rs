@@ -1,4 +1,4 @@
-//! The sandboxd wire protocol, version 2: length-framed binary messages over one byte stream.
+//! The sandboxd wire protocol, version 3: length-framed binary messages over one byte stream.
 //!
 //! This module is compiled twice: into the `sandboxd` binary that runs inside a sandbox, and into
 //! `sandboxio` (the host side). It uses `std` only, so the binary can be built by a bare
@@ -30,7 +30,8 @@
 //!
 //! The end of sandboxd's first session (its stdin and stdout) ends sandboxd, unless the host
 //! sent [`Message::Detach`] and got [`Message::Detached`] first; sessions on `--listen`
-//! connections never end it. Version 2 added `Detach` and `Detached`.
+//! connections never end it. Version 2 added `Detach` and `Detached`; version 3 the `mode` of
+//! each [`Entry`] of a listing.
 
 use std::fmt;
 
@@ -42,7 +43,7 @@ pub use decode::Decoder;
 pub use message::{Entry, Failure, FileType, Kind, Message, Pairs, Spawn, Status, StdinMode, Stream};
 
 /// The protocol version this file speaks.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 
 /// The largest body a frame may carry, in bytes (4 MiB): a spawn with the largest argv and
 /// environment a command may have (1 MiB, `MAX_ARG_TOTAL`) fits with room to spare.

@@ -11,6 +11,7 @@
 //! the host.
 
 mod code;
+mod fs;
 mod stream;
 
 use std::sync::OnceLock;

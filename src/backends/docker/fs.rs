@@ -1,5 +1,10 @@
-//! Files through execs run as the sandbox's user, so that permissions, links and mounts are
-//! the container's own: a link the sandboxed code planted leads only where that user may go,
+//! Files on `docker://`. On the sandboxd path, `read`, `write`, `list`, `mkdir` and `remove`
+//! are sandboxd's own file requests ([`Agent`]'s); `upload` and `download` there stream
+//! through a `tar` command over the session (`on_sandboxd.rs`). The rest of this file is
+//! the exec-API path.
+//!
+//! There, files go through execs run as the sandbox's user, so that permissions, links and
+//! mounts are the container's own: a link the sandboxed code planted leads only where that user may go,
 //! and a tmpfs or bind mount is written for real (the engine's archive API writes *under*
 //! such mounts and still succeeds, moby/moby#22020, and acts as root). Each exec runs under
 //! the process-group wrapper, so a dropped operation kills it.
@@ -25,6 +30,7 @@ use crate::fs::DirEntry;
 
 use super::Shared;
 use super::exec::{self, AbortOnDrop, Collected, KillOnDrop, Launched};
+use crate::backends::agent::Agent;
 use crate::backends::fs_scripts::{
     self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, STDERR_LIMIT, TAR, UNTAR, WRITE,
 };
@@ -38,7 +44,7 @@ fn tar_error(abs: &str, e: std::io::Error) -> Error {
 }
 
 /// Runs `sh -c script sandboxio-fs args...` as the sandbox's user with `stdin` (none: no
-/// stdin), under the wrapper: `(exit code, stdout, stderr)`. Stdout is kept up to
+/// stdin), as an engine exec under the wrapper (the exec-API path): `(exit code, stdout, stderr)`. Stdout is kept up to
 /// `stdout_cap + 1` bytes: past `stdout_cap` the exec is killed at once (the guard) and the
 /// exit is `-1`; stderr is kept up to [`STDERR_LIMIT`].
 async fn fs_exec(
@@ -49,13 +55,8 @@ async fn fs_exec(
     stdout_cap: u64,
 ) -> Result<(i64, Vec<u8>, Vec<u8>)> {
     use futures_lite::StreamExt as _;
-    shared.check_alive()?;
     let command =
         Command::new("sh").arg("-c").arg(script).arg("sandboxio-fs").args(args.iter().copied()).cwd("/");
-    if let Some(agent) = shared.agent() {
-        let start = super::on_sandboxd::starter(agent);
-        return crate::transfer::exec_via_stream(start, command, stdin.map(<[u8]>::to_vec), stdout_cap).await;
-    }
     let mut guard = KillOnDrop::new(shared);
     let Launched { exec_id, mut output, mut input, stdin_attached } =
         exec::launch(shared, &mut guard, &command, stdin.is_some(), false).await?;
@@ -94,8 +95,18 @@ async fn fs_exec(
     Ok((code, out, err))
 }
 
+/// The sandbox's agent on the sandboxd path, which does file operations itself; `None` on
+/// the exec-API path, which runs the `fs_scripts`. `SandboxGone` once the sandbox is.
+fn agent(shared: &Shared) -> Result<Option<&Arc<Agent>>> {
+    shared.check_alive()?;
+    Ok(shared.agent())
+}
+
 pub(super) async fn read(shared: &Arc<Shared>, path: &str, limit: u64) -> Result<Vec<u8>> {
     let abs = absolute(shared, path);
+    if let Some(agent) = agent(shared)? {
+        return agent.read_file(&abs, limit).await;
+    }
     let take = limit.saturating_add(1).to_string();
     let (code, out, err) = fs_exec(shared, READ, &[&abs, &take], None, limit).await?;
     fs_scripts::read_outcome(super::SCHEME, abs, limit, code, out, &err)
@@ -106,6 +117,9 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
     if abs == "/" {
         return Err(Error::IsADirectory { path: abs });
     }
+    if let Some(agent) = agent(shared)? {
+        return agent.write_file(&abs, &data, mode).await;
+    }
     let mode = format!("{:o}", mode.unwrap_or(0o644) & 0o777);
     let (code, _, err) = fs_exec(shared, WRITE, &[&abs, &mode], Some(&data), 0).await?;
     fs_scripts::write_outcome(super::SCHEME, abs, code, &err)
@@ -113,12 +127,18 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
 
 pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntry>> {
     let abs = absolute(shared, path);
+    if let Some(agent) = agent(shared)? {
+        return agent.list_dir(&abs).await;
+    }
     let (code, out, err) = fs_exec(shared, LIST, &[&abs], None, LIST_LIMIT).await?;
     fs_scripts::list_outcome(super::SCHEME, abs, code, &out, &err)
 }
 
 pub(super) async fn mkdir(shared: &Arc<Shared>, path: &str) -> Result<()> {
     let abs = absolute(shared, path);
+    if let Some(agent) = agent(shared)? {
+        return agent.make_dir(&abs).await;
+    }
     let (code, _, err) = fs_exec(shared, MKDIR, &[&abs], None, 0).await?;
     fs_scripts::mkdir_outcome(super::SCHEME, &abs, code, &err)
 }
@@ -127,6 +147,9 @@ pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) ->
     let abs = absolute(shared, path);
     if abs == "/" || abs == shared.workdir {
         return Err(Error::PermissionDenied { path: abs });
+    }
+    if let Some(agent) = agent(shared)? {
+        return agent.remove_path(&abs, recursive).await;
     }
     let flag = if recursive { "1" } else { "0" };
     let (code, _, err) = fs_exec(shared, REMOVE, &[&abs, flag], None, 0).await?;

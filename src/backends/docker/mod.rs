@@ -58,11 +58,13 @@
 //! secrets are refused for root users ([`Error::CapabilityNotSupported`],
 //! `COMMAND_SECRETS`).
 //!
-//! Files go through commands run as the sandbox's user (`sh` scripts for read, write, list,
-//! mkdir and remove, one streamed `tar` for upload and download), so the container's own
-//! permissions, links and mounts apply. Image requirements: a POSIX `sh`, `cat`, `head`,
-//! `stat`, `mkdir`, `rm`, `chmod`, `tar` and `/proc` (busybox or Debian's minbase has
-//! them); the exec-API path also needs `sleep`, a world-writable `/tmp` and, on the
+//! Files are handled as the sandbox's user, inside the container, so its own permissions,
+//! links and mounts apply: on the sandboxd path read, write, list, mkdir and remove are
+//! sandboxd's own file requests (no process, no program of the image), and upload and
+//! download one streamed `tar`; on the exec-API path all of them are commands (`sh`
+//! scripts, and `tar`). Image requirements: `tar` for upload and download; on the
+//! exec-API path also a POSIX `sh`, `cat`, `head`, `stat`, `mkdir`, `rm`, `chmod`, `sleep`,
+//! `/proc`, a world-writable `/tmp` (busybox or Debian's minbase has them all) and, on the
 //! engine's host, `ps` (procps) for `docker top`.
 //!
 //! # The exec-API path
@@ -999,6 +1001,20 @@ impl DockerSandbox {
         let task = rt::spawn(work(Arc::clone(&self.shared)));
         Box::pin(task)
     }
+
+    /// A file operation: on the sandboxd path it needs no runtime (the session's requests
+    /// are runtime-free) and runs in the caller's future; on the exec-API path it runs on
+    /// the runtime, as bollard needs.
+    fn on_fs<T, F>(&self, work: impl FnOnce(Arc<Shared>) -> F) -> BoxFuture<'_, Result<T>>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T>> + Send + 'static,
+    {
+        if self.shared.agent().is_some() {
+            return Box::pin(work(Arc::clone(&self.shared)));
+        }
+        self.on_rt(work)
+    }
 }
 
 impl BackendSandbox for DockerSandbox {
@@ -1091,27 +1107,27 @@ impl BackendSandbox for DockerSandbox {
 
     fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::read(&shared, &path, limit).await })
+        self.on_fs(move |shared| async move { fs::read(&shared, &path, limit).await })
     }
 
     fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::write(&shared, &path, data, mode).await })
+        self.on_fs(move |shared| async move { fs::write(&shared, &path, data, mode).await })
     }
 
     fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::list(&shared, &path).await })
+        self.on_fs(move |shared| async move { fs::list(&shared, &path).await })
     }
 
     fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::mkdir(&shared, &path).await })
+        self.on_fs(move |shared| async move { fs::mkdir(&shared, &path).await })
     }
 
     fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
-        self.on_rt(move |shared| async move { fs::remove(&shared, &path, recursive).await })
+        self.on_fs(move |shared| async move { fs::remove(&shared, &path, recursive).await })
     }
 
     fn upload<'a>(&'a self, host_path: &'a std::path::Path, path: &'a str) -> BoxFuture<'a, Result<()>> {

@@ -136,9 +136,9 @@ pub(super) async fn detach(agent: &Agent) -> Result<()> {
     agent.client().detach().await.map_err(|why| agent.gone_error(&why))
 }
 
-/// Starts sandboxio's own commands (file scripts, archives) through the session, without
-/// the sandbox's secrets.
-pub(super) fn starter(agent: &Arc<Agent>) -> impl StartStream + '_ {
+/// Starts sandboxio's own commands (the archive scripts) through the session, without the
+/// sandbox's secrets.
+fn starter(agent: &Arc<Agent>) -> impl StartStream + '_ {
     move |command| agent.stream_piped(&command, false).map(|s| Box::new(s) as Box<dyn BackendExecStream>)
 }
 

@@ -1,17 +1,17 @@
 //! File operations on a local sandbox's workspace. Only paths under `/workspace` exist for
-//! the API; each operation runs *inside* the sandbox, as a command through its sandboxd
-//! session (the scripts shared with `docker://`), so a link the sandboxed code plants, or
-//! swaps in mid-operation, resolves in the sandbox's own view (read-only system
-//! directories, its workspace and `/tmp`), never on the host.
+//! the API; each operation is done *inside* the sandbox by its sandboxd, so a link the
+//! sandboxed code plants, or swaps in mid-operation, resolves in the sandbox's own view
+//! (read-only system directories, its workspace and `/tmp`), never on the host.
 //!
-//! Everything crosses through the command's exec stream: what the host reads back is
-//! bounded (a read by its limit, a listing by `fs_scripts::LIST_LIMIT`, a download by its
-//! budget), `upload` and `download` stream one tar archive one chunk at a time, and
-//! dropping an operation drops the stream, which kills its process.
+//! `read`, `write`, `list`, `mkdir` and `remove` are sandboxd's own file requests
+//! ([`Agent`](crate::backends::agent::Agent)'s, bounded there); `upload` and `download`
+//! stream one tar archive, one chunk at a time, through a `tar` command in the sandbox, and
+//! dropping one drops its stream, which kills its process.
 
 use std::path::Path;
 
 use crate::backend::BackendExecStream;
+use crate::backends::agent::Agent;
 use crate::backends::script_fs;
 use crate::error::{Error, Result};
 use crate::fs::DirEntry;
@@ -28,7 +28,13 @@ fn workspace_path(path: &str) -> Result<String> {
     }
 }
 
-/// Starts sandboxio's own commands (the file scripts, archives) through the session,
+/// The sandbox's agent, once the sandbox is known to be alive (its TTL not passed).
+fn agent(sandbox: &LocalSandbox) -> Result<&Agent> {
+    sandbox.state.check_alive()?;
+    Ok(&sandbox.state.agent)
+}
+
+/// Starts sandboxio's own commands (the archive scripts) through the session,
 /// without the sandbox's secrets.
 fn starter(sandbox: &LocalSandbox) -> impl crate::transfer::StartStream + '_ {
     move |command| {
@@ -39,7 +45,8 @@ fn starter(sandbox: &LocalSandbox) -> impl crate::transfer::StartStream + '_ {
 }
 
 pub(super) async fn read(sandbox: &LocalSandbox, path: &str, limit: u64) -> Result<Vec<u8>> {
-    script_fs::read(starter(sandbox), SCHEME, workspace_path(path)?, limit).await
+    let abs = workspace_path(path)?;
+    agent(sandbox)?.read_file(&abs, limit).await
 }
 
 pub(super) async fn write(
@@ -52,15 +59,17 @@ pub(super) async fn write(
     if abs == WORKDIR {
         return Err(Error::IsADirectory { path: abs });
     }
-    script_fs::write(starter(sandbox), SCHEME, abs, data, mode).await
+    agent(sandbox)?.write_file(&abs, &data, mode).await
 }
 
 pub(super) async fn list(sandbox: &LocalSandbox, path: &str) -> Result<Vec<DirEntry>> {
-    script_fs::list(starter(sandbox), SCHEME, workspace_path(path)?).await
+    let abs = workspace_path(path)?;
+    agent(sandbox)?.list_dir(&abs).await
 }
 
 pub(super) async fn mkdir(sandbox: &LocalSandbox, path: &str) -> Result<()> {
-    script_fs::mkdir(starter(sandbox), SCHEME, &workspace_path(path)?).await
+    let abs = workspace_path(path)?;
+    agent(sandbox)?.make_dir(&abs).await
 }
 
 pub(super) async fn remove(sandbox: &LocalSandbox, path: &str, recursive: bool) -> Result<()> {
@@ -68,7 +77,7 @@ pub(super) async fn remove(sandbox: &LocalSandbox, path: &str, recursive: bool) 
     if abs == WORKDIR {
         return Err(Error::PermissionDenied { path: abs });
     }
-    script_fs::remove(starter(sandbox), SCHEME, abs, recursive).await
+    agent(sandbox)?.remove_path(&abs, recursive).await
 }
 
 pub(super) async fn upload(sandbox: &LocalSandbox, host_path: &Path, path: &str) -> Result<()> {

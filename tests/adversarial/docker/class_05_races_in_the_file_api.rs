@@ -38,6 +38,6 @@ fn class_05__a_file_operation_past_its_deadline_is_stopped_with_its_process() {
     fs_attacks::a_file_operation_past_its_deadline_is_stopped_with_its_process(
         "docker_class_05__a_file_operation_past_its_deadline_is_stopped_with_its_process",
         support::docker(NetworkPolicy::deny_all()),
-        fs_attacks::fs_processes_inside,
+        fs_attacks::fs_leftovers_inside,
     );
 }

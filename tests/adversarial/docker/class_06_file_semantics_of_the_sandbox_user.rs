@@ -38,3 +38,15 @@ fn class_06__a_write_through_a_link_follows_it_inside_the_sandbox() {
         support::docker(NetworkPolicy::deny_all()),
     );
 }
+
+#[test]
+fn class_06__a_read_of_a_file_only_root_may_read_is_refused() {
+    if !support::docker_ready("class_06__a_read_of_a_file_only_root_may_read_is_refused") {
+        return;
+    }
+    fs_attacks::a_read_of_a_file_only_root_may_read_is_refused(
+        "docker_class_06__a_read_of_a_file_only_root_may_read_is_refused",
+        support::docker(NetworkPolicy::deny_all()),
+        "/etc/shadow",
+    );
+}

@@ -43,6 +43,18 @@ fn class_17__sandboxd_cannot_be_signalled_or_read_by_a_root_sandbox_user() {
     }
 }
 
+#[test]
+fn class_17__the_file_api_never_serves_sandboxds_own_process_files() {
+    const TEST: &str = "class_17__the_file_api_never_serves_sandboxds_own_process_files";
+    if support::docker_ready(TEST) {
+        for user in [None, Some("0")] {
+            let sandbox = sandbox(user);
+            sandboxd_attacks::file_api_never_serves_sandboxd(&sandbox, "/tmp");
+            let _ = block_on(sandbox.kill());
+        }
+    }
+}
+
 /// The binary and its directory refuse every change but the rename a root user may make of
 /// the directory, which the running sandboxd does not notice.
 fn binary(user: Option<&str>, root: bool) {

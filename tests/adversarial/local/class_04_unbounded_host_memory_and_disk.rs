@@ -23,6 +23,14 @@ fn class_04__a_read_of_a_link_to_an_endless_proc_file_ends() {
 }
 
 #[test]
+fn class_04__a_read_of_a_link_to_another_processs_pagemap_stops_at_the_read_limit() {
+    fs_attacks::read_of_a_link_to_another_processs_pagemap_stops_at_the_read_limit(
+        "local_class_04__a_read_of_a_link_to_another_processs_pagemap_stops_at_the_read_limit",
+        support::local(NetworkPolicy::deny_all()),
+    );
+}
+
+#[test]
 fn class_04__a_download_of_a_sparse_file_never_fills_the_host_disk() {
     fs_attacks::download_of_a_sparse_file_never_fills_the_host_disk(
         "local_class_04__a_download_of_a_sparse_file_never_fills_the_host_disk",

@@ -20,6 +20,13 @@ fn class_17__sandboxd_cannot_be_signalled_or_read_by_the_sandbox_user() {
 }
 
 #[test]
+fn class_17__the_file_api_never_serves_sandboxds_own_process_files() {
+    let sandbox = local(NetworkPolicy::deny_all());
+    sandboxd_attacks::file_api_never_serves_sandboxd(&sandbox, "/workspace");
+    block_on(sandbox.close()).unwrap();
+}
+
+#[test]
 fn class_17__sandboxds_binary_cannot_be_changed_by_the_sandbox_user() {
     let sandbox = local(NetworkPolicy::deny_all());
     // Positive control: the user writes where it may (the workspace and /tmp).

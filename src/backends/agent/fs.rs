@@ -1,0 +1,226 @@
+//! File operations as sandboxd's own file requests (`FsRead`, `FsWrite` with its `FsData`
+//! chunks and `FsEnd`, `FsList`, `FsMkdir`, `FsRemove`): no process is started in the
+//! sandbox and no program of its image is needed. sandboxd does each as the sandbox's user,
+//! in the sandbox's own view of its files (`sandboxd/src/fs.rs` says how), and this side
+//! turns its answers into sandboxio's results and errors.
+//!
+//! Paths arrive absolute and checked: the core refused `..` and NUL bytes before the
+//! backend was called, and the backend applied its own rules for its root directories.
+//! What the host takes is bounded: a read by its limit (sandboxd refuses a larger file
+//! before sending a byte, and one that grows past the limit as it is read), a listing by
+//! [`LIST_LIMIT`] bytes of entries; sandboxd sends either only within the session's output
+//! window. Dropping an operation drops its request, which cancels it in sandboxd.
+
+use crate::backends::fs_scripts::{self, LIST_LIMIT};
+use crate::error::{Error, Result};
+use crate::fs::{DirEntry, FileKind};
+use crate::sandboxd::client::{Cmd, Event};
+use crate::sandboxd::proto::{Entry, Failure, FileType, Message};
+
+use super::Agent;
+
+/// Which operation a refusal answered: each words `InvalidInput` its own way.
+#[derive(Clone, Copy)]
+enum Op {
+    Read(u64),
+    Write,
+    List,
+    Mkdir,
+    Remove,
+}
+
+impl Agent {
+    /// Sends a file request, or says why the session cannot take one.
+    fn file_request(&self, message: Message) -> Result<Cmd> {
+        self.check_alive()?;
+        self.client.request(message).map_err(|why| self.gone_error(&why))
+    }
+
+    /// The error for a request on `abs` that sandboxd refused with `failure`.
+    fn file_error(&self, op: Op, abs: &str, failure: Failure, said: &str) -> Error {
+        let path = abs.to_owned();
+        match (failure, op) {
+            (Failure::NotFound, _) => Error::NotFound { path },
+            (Failure::PermissionDenied, _) => Error::PermissionDenied { path },
+            (Failure::IsADirectory, _) => Error::IsADirectory { path },
+            (Failure::TooLarge, Op::Read(limit)) => crate::transfer::over_read_limit(abs, limit),
+            (Failure::InvalidInput, Op::Read(_)) => fs_scripts::not_a_regular_file(abs),
+            (Failure::InvalidInput, Op::Write) => fs_scripts::a_special_file(abs),
+            (Failure::InvalidInput, Op::List) => fs_scripts::not_a_directory(abs),
+            (Failure::InvalidInput, Op::Mkdir) => fs_scripts::exists_not_a_directory(abs),
+            (Failure::InvalidInput, Op::Remove) => Error::invalid_input(format!("removing {abs}: {said}")),
+            _ => fs_scripts::failed(self.scheme, abs, said),
+        }
+    }
+
+    /// The last event of a request that has no data to give, as a result.
+    fn outcome(&self, op: Op, abs: &str, last: Option<Event>) -> Result<()> {
+        match last {
+            Some(Event::Done) => Ok(()),
+            other => Err(self.unexpected(op, abs, other)),
+        }
+    }
+
+    /// The error for an event that ends a request without its answer.
+    fn unexpected(&self, op: Op, abs: &str, event: Option<Event>) -> Error {
+        match event {
+            Some(Event::Failed(failure, said)) => self.file_error(op, abs, failure, &said),
+            Some(Event::Gone(why)) => self.gone_error(&why),
+            None => self.gone_error("the request ended without an answer"),
+            Some(other) => Error::provider_message(
+                self.scheme,
+                format!("sandboxd answered a file request on {abs} with {other:?}"),
+            ),
+        }
+    }
+
+    /// Reads the regular file `abs` (links followed inside the sandbox), at most `limit`
+    /// bytes: a larger file is [`Error::TooLarge`].
+    ///
+    /// # Errors
+    ///
+    /// `NotFound`, `PermissionDenied`, `IsADirectory`, `InvalidInput` (not a regular file),
+    /// `TooLarge`, `SandboxGone`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future cancels the read in sandboxd.
+    pub(crate) async fn read_file(&self, abs: &str, limit: u64) -> Result<Vec<u8>> {
+        let op = Op::Read(limit);
+        let mut cmd = self.file_request(Message::FsRead { path: abs.as_bytes().to_vec(), limit })?;
+        let mut data = Vec::new();
+        loop {
+            match cmd.next().await {
+                Some(Event::Chunk(chunk)) => {
+                    // sandboxd keeps to the limit; the host does not rely on it.
+                    if (data.len() + chunk.len()) as u64 > limit {
+                        return Err(crate::transfer::over_read_limit(abs, limit));
+                    }
+                    data.extend_from_slice(&chunk);
+                }
+                Some(Event::Done) => return Ok(data),
+                other => return Err(self.unexpected(op, abs, other)),
+            }
+        }
+    }
+
+    /// Writes `data` to `abs` as the sandbox user's own write would (`sandboxd/src/fs.rs`:
+    /// an existing file in place, a new one through an exclusive temporary file renamed
+    /// into place with mode `mode`, `0o644` without). The data goes in chunks within
+    /// sandboxd's window.
+    ///
+    /// # Errors
+    ///
+    /// `PermissionDenied`, `IsADirectory`, `InvalidInput` (a special file), `NotFound` (a
+    /// parent that is a file), `SandboxGone`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future cancels the write: a new file is not created, an existing one
+    /// may be partly written.
+    pub(crate) async fn write_file(&self, abs: &str, data: &[u8], mode: Option<u32>) -> Result<()> {
+        let mode = mode.unwrap_or(0o644) & 0o777;
+        let mut cmd = self.file_request(Message::FsWrite { path: abs.as_bytes().to_vec(), mode })?;
+        // A refusal (or the session's end) stops the data early; either way the request's
+        // last event says what happened. `FsEnd` goes even after a refusal: sandboxd then
+        // forgets the request.
+        let _ = cmd.send_data(data).await;
+        let _ = cmd.finish();
+        self.outcome(Op::Write, abs, cmd.next().await)
+    }
+
+    /// Lists the directory `abs`, entries not followed, at most [`LIST_LIMIT`] bytes of them
+    /// (as sandboxd sends them).
+    ///
+    /// # Errors
+    ///
+    /// `NotFound`, `PermissionDenied`, `InvalidInput` (not a directory), `TooLarge` (a
+    /// listing over the bound), `SandboxGone`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future cancels the listing in sandboxd.
+    pub(crate) async fn list_dir(&self, abs: &str) -> Result<Vec<DirEntry>> {
+        let mut cmd = self.file_request(Message::FsList { path: abs.as_bytes().to_vec() })?;
+        let (mut entries, mut bytes) = (Vec::new(), 0u64);
+        loop {
+            match cmd.next().await {
+                Some(Event::Entries(batch)) => {
+                    bytes += batch.iter().map(Entry::wire_len).sum::<u64>();
+                    if bytes > LIST_LIMIT {
+                        return Err(fs_scripts::over_list_limit(abs));
+                    }
+                    entries.extend(batch.into_iter().map(dir_entry));
+                }
+                Some(Event::Done) => return Ok(entries),
+                other => return Err(self.unexpected(Op::List, abs, other)),
+            }
+        }
+    }
+
+    /// Creates the directory `abs` and its parents; an existing directory is fine.
+    ///
+    /// # Errors
+    ///
+    /// `PermissionDenied`, `InvalidInput` (it exists and is not a directory), `NotFound` (a
+    /// parent is a file), `SandboxGone`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Creating a directory again is harmless.
+    pub(crate) async fn make_dir(&self, abs: &str) -> Result<()> {
+        let mut cmd = self.file_request(Message::FsMkdir { path: abs.as_bytes().to_vec(), parents: true })?;
+        self.outcome(Op::Mkdir, abs, cmd.next().await)
+    }
+
+    /// Removes `abs` (a link itself, never its target; a directory's contents too when
+    /// `recursive`).
+    ///
+    /// # Errors
+    ///
+    /// `NotFound`, `IsADirectory` (a non-empty directory without `recursive`),
+    /// `PermissionDenied`, `SandboxGone`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: part of a tree may have been removed.
+    pub(crate) async fn remove_path(&self, abs: &str, recursive: bool) -> Result<()> {
+        let mut cmd = self.file_request(Message::FsRemove { path: abs.as_bytes().to_vec(), recursive })?;
+        self.outcome(Op::Remove, abs, cmd.next().await)
+    }
+}
+
+/// A listing entry as sandboxio reports it (a directory's size is 0).
+fn dir_entry(e: Entry) -> DirEntry {
+    let kind = match e.file_type {
+        FileType::File => FileKind::File,
+        FileType::Dir => FileKind::Dir,
+        FileType::Symlink => FileKind::Symlink,
+        FileType::Other => FileKind::Other,
+    };
+    let size = if kind == FileKind::Dir { 0 } else { e.size };
+    // Names are bytes; one that is not UTF-8 is shown lossily (as the scripts' listing was).
+    let name =
+        String::from_utf8(e.name).unwrap_or_else(|bad| String::from_utf8_lossy(bad.as_bytes()).into_owned());
+    DirEntry::new(name, kind, size, e.mode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_keep_name_kind_and_mode_and_directories_have_no_size() {
+        let e = |name: &[u8], file_type, size, mode| Entry { name: name.to_vec(), file_type, size, mode };
+        assert_eq!(
+            dir_entry(e(b"a b", FileType::File, 3, 0o644)),
+            DirEntry::new("a b", FileKind::File, 3, 0o644)
+        );
+        assert_eq!(
+            dir_entry(e(b"d\n", FileType::Dir, 4096, 0o755)),
+            DirEntry::new("d\n", FileKind::Dir, 0, 0o755)
+        );
+        assert_eq!(dir_entry(e(b"l", FileType::Symlink, 11, 0o777)).kind, FileKind::Symlink);
+        assert_eq!(dir_entry(e(b"\xff", FileType::Other, 0, 0o600)).name, "\u{fffd}");
+    }
+}
