@@ -242,16 +242,16 @@ mod tests {
         // Each of these put `Host: evil.test` (or a second request) before a server that ends
         // lines at a bare LF or CR, or reads a name with a NUL or a space as `Host`.
         for bad in [
-            &b"GET http://m.test/ HTTP/1.1\r\nX-A: 1\nHost: evil.test\r\n\r\n"[..],
-            b"GET http://m.test/ HTTP/1.1\r\nX-A: 1\rHost: evil.test\r\n\r\n",
-            b"GET http://m.test/ HTTP/1.1\r\nX-A: 1\n\nGET / HTTP/1.1\nHost: evil.test\r\n\r\n",
-            b"GET http://m.test/ HTTP/1.1\r\nHost\x00: evil.test\r\n\r\n",
-            b"GET http://m.test/ HTTP/1.1\r\nHost : evil.test\r\n\r\n",
-            b"GET http://m.test/ HTTP/1.1\r\nX-A: 1\r\n Host: evil.test\r\n\r\n",
-            b"GET http://m.test/ HTTP/1.1\r\nX-A: a\x01b\r\n\r\n",
-            b"CONNECT m.test:443 HTTP/1.1\nHost: m.test\r\n\r\n",
+            "GET http://m.test/ HTTP/1.1\r\nX-A: 1\nHost: evil.test\r\n\r\n",
+            "GET http://m.test/ HTTP/1.1\r\nX-A: 1\rHost: evil.test\r\n\r\n",
+            "GET http://m.test/ HTTP/1.1\r\nX-A: 1\n\nGET / HTTP/1.1\nHost: evil.test\r\n\r\n",
+            "GET http://m.test/ HTTP/1.1\r\nHost\0: evil.test\r\n\r\n",
+            "GET http://m.test/ HTTP/1.1\r\nHost : evil.test\r\n\r\n",
+            "GET http://m.test/ HTTP/1.1\r\nX-A: 1\r\n Host: evil.test\r\n\r\n",
+            "GET http://m.test/ HTTP/1.1\r\nX-A: a\u{1}b\r\n\r\n",
+            "CONNECT m.test:443 HTTP/1.1\nHost: m.test\r\n\r\n",
         ] {
-            let err = parse(bad).unwrap_err();
+            let err = parse(bad.as_bytes()).unwrap_err();
             assert!(err.contains("bare CR") || err.contains("not a header"), "{err}");
         }
         // The control: tabs in values and a clean head are fine.
