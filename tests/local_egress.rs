@@ -218,3 +218,55 @@ fn local_egress__a_listed_name_is_resolved_on_the_host_vetted_and_held_to_its_tl
     assert_eq!(received.lock().unwrap().len(), 1, "a ClientHello for another name was relayed");
     block_on(sbx.close()).unwrap();
 }
+
+/// How many descriptors this process (the sandbox's owner, where the gate runs) has open.
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+#[test]
+fn local_egress__code_that_floods_the_gate_socket_directly_holds_a_bounded_number_of_host_descriptors() {
+    let (port, seen) = canary("127.0.0.2");
+    let policy = NetworkPolicy::allowlist([format!("127.0.0.2:{port}")]).unwrap();
+    let sbx = block_on(Sandbox::builder("local://").unwrap().network(policy).create()).unwrap();
+    // 1000 connections straight to the gate's socket (the relay's own limit does not apply),
+    // held open while the owner counts its descriptors.
+    let flood = r#"import resource, socket, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1100), hard))
+held = []
+for _ in range(1000):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect("/run/sandboxio/egress.sock")
+    held.append(c)
+print("held", len(held), flush=True)
+sys.stdin.read()"#;
+    let before = open_descriptors();
+    let during = block_on(async {
+        let mut stream = sbx.stream(Command::new("/usr/bin/python3").arg("-c").arg(flood)).unwrap();
+        let mut out = Vec::new();
+        while !out.ends_with(b"\n") {
+            match stream.next_chunk().await {
+                Some(chunk) => out.extend_from_slice(&chunk.unwrap().data),
+                None => break,
+            }
+        }
+        assert_eq!(String::from_utf8_lossy(&out).trim(), "held 1000");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let during = open_descriptors();
+        stream.close_stdin().await.unwrap();
+        stream.wait().await.unwrap();
+        during
+    });
+    assert!(
+        during < before + 400,
+        "the gate held {} descriptors of its owner for 1000 connections from the sandbox",
+        during.saturating_sub(before)
+    );
+    // The control: once they close, the gate serves the listed destination again.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = run(&sbx, through_proxy(&format!("127.0.0.2:{port}")));
+    assert!(out.starts_with("HTTP/1.1 200") && out.contains("canary"), "{out}");
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    block_on(sbx.close()).unwrap();
+}

@@ -65,11 +65,17 @@ pub(crate) struct Gate {
     pub(crate) read_timeout: Duration,
     /// How long a lookup, and a dial of one address, may take.
     pub(crate) dial_timeout: Duration,
+    /// The most connections served at once (`server`).
+    pub(crate) max_connections: usize,
 }
+
+/// The most connections a gate serves at once, by default: as many as `sandboxd relay`
+/// relays.
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 
 impl Gate {
     /// A gate for `entries` with the host's resolver, reporting to `events`, with 10-second
-    /// deadlines.
+    /// deadlines and at most [`MAX_CONNECTIONS`] connections.
     pub(crate) fn new(entries: Vec<AllowlistEntry>, events: Arc<dyn Fn(Event) + Send + Sync>) -> Gate {
         Gate {
             entries,
@@ -77,6 +83,7 @@ impl Gate {
             events,
             read_timeout: Duration::from_secs(10),
             dial_timeout: Duration::from_secs(10),
+            max_connections: MAX_CONNECTIONS,
         }
     }
 
@@ -97,6 +104,13 @@ impl Gate {
                 (host.clone(), *port)
             }
         };
+        if let ProxyRequest::Http { body, .. } = &request
+            && leftover.len() as u64 > *body
+        {
+            let why = "bytes after the request's body: a plain-HTTP connection carries one request";
+            self.refuse(&mut client, &host, port, Refusal::new(Reason::Malformed, why)).await;
+            return;
+        }
         let upstream = match self.open(&host, port).await {
             Ok(open) => open,
             Err(refusal) => {
@@ -105,27 +119,30 @@ impl Gate {
             }
         };
         let (target, mut upstream, addr) = upstream;
-        let first = match request {
+        match request {
             ProxyRequest::Connect { .. } => {
                 if client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
                     return;
                 }
-                match self.check_hello(&mut client, &target, leftover).await {
+                let first = match self.check_hello(&mut client, &target, leftover).await {
                     Ok(hello) => hello,
                     Err(refusal) => {
                         // The tunnel is open: the refusal is the connection's end.
                         self.report_refusal(&host, port, &refusal);
                         return;
                     }
+                };
+                (self.events)(Event::Allowed { host: target.to_string(), port, addr });
+                if upstream.write_all(&first).await.is_err() {
+                    return;
                 }
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
             }
-            ProxyRequest::Http { head, .. } => [head, leftover].concat(),
-        };
-        (self.events)(Event::Allowed { host: target.to_string(), port, addr });
-        if upstream.write_all(&first).await.is_err() {
-            return;
+            ProxyRequest::Http { head, body, .. } => {
+                (self.events)(Event::Allowed { host: target.to_string(), port, addr });
+                forward_one(client, upstream, head, leftover, body).await;
+            }
         }
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
     }
 
     /// Reads the request head, with what came after it.
@@ -266,5 +283,33 @@ impl Gate {
         );
         let _ = client.write_all(response.as_bytes()).await;
         let _ = client.shutdown().await;
+    }
+}
+
+/// Sends one plain-HTTP request (its rewritten `head`, then the `body` bytes long body, of
+/// which `read` came with the head) and relays the answer until the server closes. The
+/// client's bytes after the body are never read: a second request on the connection, which
+/// could name another virtual host of the same server, does not reach it.
+async fn forward_one<S>(client: S, mut upstream: TcpStream, head: Vec<u8>, read: Vec<u8>, body: u64)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let rest = body.saturating_sub(read.len() as u64);
+    if upstream.write_all(&[head, read].concat()).await.is_err() {
+        return;
+    }
+    let (mut from_client, mut to_client) = tokio::io::split(client);
+    let (mut from_server, mut to_server) = upstream.split();
+    let up = async {
+        let _ = tokio::io::copy(&mut (&mut from_client).take(rest), &mut to_server).await;
+        std::future::pending::<()>().await;
+    };
+    let down = async {
+        let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+        let _ = to_client.shutdown().await;
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
     }
 }

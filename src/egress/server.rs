@@ -5,13 +5,22 @@
 //! executor the caller uses, or none. Dropping the [`GateServer`] stops it: the listener and
 //! every connection it relays end, and the socket file is removed. A sandbox whose gate is
 //! gone has no way out at all (fails closed).
+//!
+//! Code in the sandbox can reach the socket directly, without the relay and its limit, so the
+//! gate bounds what it holds in this process itself: at most [`Gate::max_connections`]
+//! connections are served at once (each holds one or two descriptors and a bounded buffer);
+//! one more is answered `503` and closed at once. A failed `accept` (this process out of
+//! descriptors, say) is waited out, never the end of the gate.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use tokio::net::UnixListener;
+use std::time::Duration;
+
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::gate::Gate;
@@ -54,6 +63,7 @@ impl GateServer {
         // The sandbox's user may be another uid than this process's (a root caller's
         // sandboxes run as an unprivileged one): the socket itself lets anyone connect.
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+        let slots = Arc::new(Semaphore::new(gate.max_connections));
         let gate = Arc::new(gate);
         let task = rt.spawn(async move {
             // The connections live in the set, so aborting this task ends them too.
@@ -61,13 +71,20 @@ impl GateServer {
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
-                        Ok((stream, _)) => {
-                            let gate = Arc::clone(&gate);
-                            connections.spawn(async move { gate.serve(stream).await });
-                        }
+                        Ok((stream, _)) => match Arc::clone(&slots).try_acquire_owned() {
+                            Ok(slot) => {
+                                let gate = Arc::clone(&gate);
+                                connections.spawn(async move {
+                                    gate.serve(stream).await;
+                                    drop(slot);
+                                });
+                            }
+                            Err(_) => refuse_busy(&stream, gate.max_connections),
+                        },
                         Err(e) => {
-                            tracing::warn!(target: "sandboxio::egress", error = %e, "the egress gate stopped accepting");
-                            return;
+                            // Out of descriptors, most likely: retry once some are closed.
+                            tracing::warn!(target: "sandboxio::egress", error = %e, "the egress gate could not accept");
+                            tokio::time::sleep(ACCEPT_RETRY).await;
                         }
                     },
                     Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -76,6 +93,20 @@ impl GateServer {
         });
         Ok(GateServer { path: path.to_owned(), task })
     }
+}
+
+/// How long the gate waits after a failed `accept` before it accepts again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+/// Answers a connection over the limit with `503`, without waiting (a client that does not
+/// read gets nothing), and closes it.
+fn refuse_busy(stream: &UnixStream, limit: usize) {
+    let body = format!("sandboxio egress gate: {limit} connections are open, the most it serves at once\n");
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nX-Sandboxio-Egress: refused; reason=too-many-connections\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(response.as_bytes());
 }
 
 impl Drop for GateServer {

@@ -376,3 +376,92 @@ fn through_sandboxd_relay_to_the_gate_and_closed_when_the_gate_goes() {
     let _ = relay.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_plain_connection_carries_one_request_with_its_declared_body_and_nothing_after() {
+    let up = server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await;
+    let port = up.addr.port();
+    let s = setup(&[&format!("mirror.test:{port}"), "127.0.0.1/32:*"], &[("mirror.test", "127.0.0.1")]);
+    let head = format!("POST http://mirror.test:{port}/up HTTP/1.1\r\nContent-Length: 5\r\n\r\n");
+    let second = "GET /second HTTP/1.1\r\nHost: other.test\r\n\r\n";
+    // The control: a body that comes in two writes reaches the server whole; what follows it
+    // in the second write (a request for another virtual host) does not.
+    let mut c = connect(&s.gate);
+    c.write_all(format!("{head}hel").as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    c.write_all(format!("lo{second}").as_bytes()).await.unwrap();
+    let answer = read_all(&mut c).await;
+    assert!(answer.ends_with(b"\r\n\r\nok"), "{}", String::from_utf8_lossy(&answer));
+    let got = String::from_utf8(up.received.lock().unwrap()[0].clone()).unwrap();
+    assert_eq!(
+        got,
+        format!(
+            "POST /up HTTP/1.1\r\nContent-Length: 5\r\nHost: mirror.test:{port}\r\nConnection: close\r\n\r\nhello"
+        )
+    );
+    // A second request sent with the first, after a body or without one: refused before any
+    // dial, and the server sees nothing more.
+    for request in
+        [format!("{head}hello{second}"), format!("GET http://mirror.test:{port}/ HTTP/1.1\r\n\r\n{second}")]
+    {
+        let mut c = connect(&s.gate);
+        let answer = ask(&mut c, &request).await;
+        assert_eq!(reason_of(&answer), Some("malformed-request"), "{answer}");
+    }
+    // Chunked framing and two lengths (where the request ends would be the server's call).
+    for framing in
+        ["Transfer-Encoding: chunked\r\nContent-Length: 4", "Content-Length: 0\r\nContent-Length: 40"]
+    {
+        let mut c = connect(&s.gate);
+        let answer = ask(
+            &mut c,
+            &format!("POST http://mirror.test:{port}/ HTTP/1.1\r\n{framing}\r\n\r\n0\r\n\r\n{second}"),
+        )
+        .await;
+        assert_eq!(reason_of(&answer), Some("malformed-request"), "{answer}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(up.received.lock().unwrap().len(), 1, "a refused request reached the server");
+}
+
+/// Code in the sandbox can open the gate's socket directly, as often as it likes: the gate
+/// serves a bounded number at once, answers the next at once, and serves again once some
+/// close.
+#[test]
+fn the_gate_serves_a_bounded_number_of_connections_and_answers_the_rest_at_once() {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::net::UnixStream;
+
+    let dir = std::env::temp_dir().join(format!("sandboxio-egress-limit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("gate.sock");
+    let s = setup(&["allowed.test:*"], &[("allowed.test", "127.0.0.1")]);
+    let mut gate = Arc::try_unwrap(s.gate).ok().expect("the only reference");
+    gate.read_timeout = Duration::from_secs(30);
+    gate.max_connections = 4;
+    let server = super::server::GateServer::start(&socket, gate).unwrap();
+    let open = || {
+        let c = UnixStream::connect(&socket).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c
+    };
+    // Four clients that send nothing hold the four places.
+    let held: Vec<UnixStream> = (0..4).map(|_| open()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut extra = open();
+    let mut answer = String::new();
+    let _ = extra.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    assert!(answer.contains("reason=too-many-connections"), "{answer}");
+    // The control: once one closes, the gate serves a new client (a refusal of its own).
+    drop(held);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut c = open();
+    c.write_all(b"CONNECT other.test:443 HTTP/1.1\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = c.read_to_string(&mut answer);
+    assert_eq!(reason_of(&answer), Some("not-listed"), "{answer}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
