@@ -74,17 +74,66 @@ impl std::fmt::Debug for Egress {
 /// [`Error::Provider`] when the socket or the gate's runtime cannot be set up.
 pub(super) fn serve_gate(dir: &Path, id: &str, entries: &[AllowlistEntry]) -> Result<GateServer> {
     let sandbox = id.to_owned();
-    let events = Arc::new(move |event: Event| match event {
-        Event::Allowed { host, port, addr } => {
-            tracing::info!(target: "sandboxio::egress", sandbox = %sandbox, %host, port, %addr, "egress allowed");
-        }
-        Event::Refused { host, port, reason, detail } => {
-            tracing::warn!(target: "sandboxio::egress", sandbox = %sandbox, %host, port, reason, %detail, "egress refused");
+    let budget = std::sync::Mutex::new(LogBudget::default());
+    let events = Arc::new(move |event: Event| {
+        // The sandbox's code chooses what these say and how often: bounded both ways.
+        let Some(suppressed) = budget.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() else {
+            return;
+        };
+        match event {
+            Event::Allowed { host, port, addr } => {
+                let host = clip(&host);
+                tracing::info!(target: "sandboxio::egress", sandbox = %sandbox, %host, port, %addr, suppressed, "egress allowed");
+            }
+            Event::Refused { host, port, reason, detail } => {
+                let (host, detail) = (clip(&host), clip(&detail));
+                tracing::warn!(target: "sandboxio::egress", sandbox = %sandbox, %host, port, reason, %detail, suppressed, "egress refused");
+            }
         }
     });
     let gate = Gate::new(entries.to_vec(), events);
     GateServer::start(&dir.join("run").join(SOCKET), gate)
         .map_err(|e| Error::provider(SCHEME, "cannot start the sandbox's egress gate", e))
+}
+
+/// The most gate events logged per second for one sandbox; the rest are counted, and the
+/// count rides on the next event logged.
+const EVENTS_PER_SECOND: u32 = 20;
+
+/// The most characters of sandbox-chosen text (a host, a refusal's detail) one event logs.
+const LOGGED_TEXT: usize = 200;
+
+/// A per-second allowance of log lines.
+#[derive(Default)]
+struct LogBudget {
+    window: Option<std::time::Instant>,
+    used: u32,
+    suppressed: u64,
+}
+
+impl LogBudget {
+    /// `Some(events suppressed since the last logged one)` when this event may be logged.
+    fn take(&mut self) -> Option<u64> {
+        let now = std::time::Instant::now();
+        if self.window.is_none_or(|w| now.duration_since(w) >= Duration::from_secs(1)) {
+            self.window = Some(now);
+            self.used = 0;
+        }
+        if self.used >= EVENTS_PER_SECOND {
+            self.suppressed += 1;
+            return None;
+        }
+        self.used += 1;
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
+/// `text`, cut to [`LOGGED_TEXT`] characters.
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(LOGGED_TEXT) {
+        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
+        None => text.to_owned(),
+    }
 }
 
 /// Starts the relay inside the sandbox and waits until it listens.
@@ -115,6 +164,18 @@ pub(super) async fn start_relay(agent: &Arc<Agent>, gate: GateServer) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logging_is_bounded_in_rate_and_length() {
+        let mut budget = LogBudget::default();
+        let logged = (0..100).filter(|_| budget.take().is_some()).count();
+        assert_eq!(logged, EVENTS_PER_SECOND as usize);
+        assert_eq!(budget.suppressed, 80);
+        let long = "x".repeat(16 * 1024);
+        let clipped = clip(&long);
+        assert!(clipped.len() < 300 && clipped.ends_with("(16384 bytes)"), "{clipped}");
+        assert_eq!(clip("pypi.org"), "pypi.org");
+    }
 
     #[test]
     fn every_proxy_variable_names_the_relay_and_nothing_bypasses_it() {
