@@ -312,6 +312,22 @@ fn docker__blocking_smoke() {
     assert!(wait_gone(&id, Duration::from_secs(10)), "dropped blocking sandbox {id} left its container");
 }
 
+/// sandboxd's stdout carries every command's output: the engine must not log it (its default
+/// `json-file` driver wrote 5 GB to the host's disk for 100 MB of zeros, and cost most of a
+/// stream's time).
+#[test]
+fn docker__the_engine_keeps_no_log_of_a_sandboxd_session() {
+    if !docker_ready("docker__the_engine_keeps_no_log_of_a_sandboxd_session") {
+        return;
+    }
+    let sandbox = blocking_busybox();
+    let out = sandbox.run(Command::shell("head -c 1000000 /dev/zero | wc -c")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1000000");
+    let said = docker(&["inspect", "-f", "{{.HostConfig.LogConfig.Type}} path={{.LogPath}}", sandbox.id()]);
+    assert_eq!(said.trim(), "none path=", "the container's log");
+    sandbox.close().unwrap();
+}
+
 /// gVisor when the engine has `runsc` registered (CI registers it): the tier says
 /// `UserspaceKernel` and the kernel inside is gVisor's. Without it, asking for it fails
 /// closed, before any container exists.

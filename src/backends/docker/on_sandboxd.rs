@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use bollard::models::HostConfig;
+use bollard::models::{HostConfig, HostConfigLogConfig};
 
 use crate::backend::BackendExecStream;
 use crate::backends::agent::{Agent, Identity};
@@ -24,12 +24,17 @@ use super::{SCHEME, Shared};
 /// (no Docker init in front of it, so nothing in the container can signal it), holding
 /// only `CAP_SETUID`, `CAP_SETGID` (the commands' identities) and `CAP_KILL` (ending
 /// them), on top of the hardening both paths share.
+///
+/// The container keeps no log: sandboxd's stdout is the session itself, every byte of every
+/// command's output in frames, which the engine's default `json-file` driver would encode
+/// and write to the host's disk (5 GB for 100 MB of zeros, and most of a stream's time).
 pub(super) fn pid1(ttl: Duration, host_config: HostConfig) -> (Vec<String>, String, HostConfig) {
     let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
     let argv = vec![SANDBOXD_PATH.to_owned(), "--ttl-ms".to_owned(), ttl_ms.to_string()];
     let host_config = HostConfig {
         init: Some(false),
         cap_add: Some(vec!["SETUID".into(), "SETGID".into(), "KILL".into()]),
+        log_config: Some(HostConfigLogConfig { typ: Some("none".into()), config: None }),
         ..host_config
     };
     (argv, "0:0".to_owned(), host_config)
@@ -169,7 +174,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pid1_is_sandboxd_as_root_with_three_capabilities_and_no_docker_init() {
+    fn pid1_is_sandboxd_as_root_with_three_capabilities_no_docker_init_and_no_log() {
         let base = HostConfig { cap_drop: Some(vec!["ALL".into()]), init: Some(true), ..Default::default() };
         let (argv, user, host) = pid1(Duration::from_secs(90), base);
         assert_eq!(argv, ["/.sandboxio/sandboxd", "--ttl-ms", "90000"]);
@@ -177,6 +182,7 @@ mod tests {
         assert_eq!(host.init, Some(false));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
         assert_eq!(host.cap_add, Some(vec!["SETUID".to_owned(), "SETGID".to_owned(), "KILL".to_owned()]));
+        assert_eq!(host.log_config.and_then(|l| l.typ).as_deref(), Some("none"), "the session is not logged");
         assert_eq!(ExecPath::parse("api").unwrap(), ExecPath::ExecApi);
         assert!(ExecPath::parse("exec").is_err());
     }
