@@ -165,6 +165,11 @@ pub(super) async fn read_small_file(docker: &Docker, id: &str, path: &str) -> Re
     Ok(Some(data))
 }
 
+/// The user the engine would run a command as when asked for `user`: root when none is set.
+pub(super) fn user_spec(user: Option<&str>) -> &str {
+    user.filter(|u| !u.is_empty()).unwrap_or("0")
+}
+
 /// The sandbox user's uid, gid and home directory in container `id`, as the engine would
 /// resolve `user` (`name`, `uid`, `name:group`, `uid:gid`; none: root) from the container's
 /// own `/etc/passwd` and `/etc/group`.
@@ -173,7 +178,7 @@ pub(super) async fn resolve_user(
     id: &str,
     user: Option<&str>,
 ) -> Result<super::users::Resolved> {
-    let spec = user.filter(|u| !u.is_empty()).unwrap_or("0");
+    let spec = user_spec(user);
     let numeric = spec.split(':').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     let passwd = read_small_file(docker, id, "/etc/passwd").await?;
     let group =

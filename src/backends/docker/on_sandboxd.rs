@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::transfer::StartStream;
 
 use super::agent::{self, SANDBOXD_PATH};
+use super::baked::Baked;
 use super::client::provider;
 use super::{SCHEME, Shared};
 
@@ -65,17 +66,29 @@ fn env_pairs(env: &[String], home: &str) -> Vec<(String, String)> {
     pairs
 }
 
-/// Starts a created sandboxd container: places sandboxd, attaches the owner link, starts
-/// it, and sets up the handle's session. With `detached`, detaches at once.
-pub(super) async fn start(shared: &Arc<Shared>, env: Vec<String>, detached: bool) -> Result<()> {
+/// Starts a created sandboxd container: places sandboxd (unless the image holds this very
+/// binary), resolves its user (unless the image recorded it), attaches the owner link,
+/// starts it, and sets up the handle's session. With `detached`, detaches at once.
+pub(super) async fn start(
+    shared: &Arc<Shared>,
+    env: Vec<String>,
+    detached: bool,
+    baked: &Baked,
+) -> Result<()> {
     let docker = &shared.docker;
+    let recorded = baked.user(agent::user_spec(shared.user.as_deref()));
     // The owner link exists before the container starts: sandboxd's stdin is this attach
     // connection from its first instant, so an owner dying at any point after the start
     // request leaves a sandboxd that reads end-of-file and ends the container.
     // Three requests the engine answers independently: made at once.
     let (placed, user, attached) = tokio::join!(
-        agent::place(docker, &shared.id),
-        agent::resolve_user(docker, &shared.id, shared.user.as_deref()),
+        async { if baked.sandboxd { Ok(()) } else { agent::place(docker, &shared.id).await } },
+        async {
+            match recorded {
+                Some(user) => Ok(user),
+                None => agent::resolve_user(docker, &shared.id, shared.user.as_deref()).await,
+            }
+        },
         docker.attach_container(&shared.id, Some(super::owner_attach())),
     );
     placed?;
