@@ -9,7 +9,8 @@
 //!   same container;
 //! - `write_read_1kib`: `fs().write` then `fs().read` of 1 KiB;
 //! - `create_exec_kill`: builder → `create` → `run(true)` → `kill` vs the raw sequence
-//!   (create, start, exec, remove);
+//!   (create, start, exec, remove), on the busybox image; `create_exec_kill_default_image`
+//!   the same on the default image (`sandboxio/python:2`, `scripts/build-images python`);
 //! - `concurrent_20`: 20 sandboxes created, used and closed at once through sandboxio (and the
 //!   engine checked for leaks afterwards);
 //! - `stream_100mb`: 100 MB of stdout streamed through sandboxio vs drained raw.
@@ -27,6 +28,7 @@ use sandboxio::{Command, NetworkPolicy, Sandbox};
 const IMAGE: &str = "sandboxio/busybox:1";
 const DSN: &str = "docker://?image=sandboxio/busybox:1";
 const DSN_EXEC_API: &str = "docker://?image=sandboxio/busybox:1&exec=api";
+const DEFAULT_IMAGE: &str = sandboxio::backends::docker::DEFAULT_IMAGE;
 const HUNDRED_MB: &str = "head -c 100000000 /dev/zero";
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -67,9 +69,9 @@ async fn raw_exec(docker: &Docker, id: &str, cmd: &[&str]) -> usize {
     bytes
 }
 
-async fn raw_create(docker: &Docker) -> String {
+async fn raw_create(docker: &Docker, image: &str) -> String {
     let body = ContainerCreateBody {
-        image: Some(IMAGE.into()),
+        image: Some(image.into()),
         cmd: Some(vec!["sleep".into(), "600".into()]),
         host_config: Some(HostConfig {
             init: Some(true),
@@ -100,15 +102,15 @@ async fn sandbox_at(dsn: &str) -> Sandbox {
     Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap()
 }
 
-fn available() -> bool {
+fn available(image: &str) -> bool {
     std::process::Command::new("docker")
-        .args(["image", "inspect", IMAGE])
+        .args(["image", "inspect", image])
         .output()
         .is_ok_and(|o| o.status.success())
 }
 
 fn benches(c: &mut Criterion) {
-    if !available() {
+    if !available(IMAGE) {
         eprintln!("[skip] docker benchmarks: no engine with {IMAGE} (scripts/build-images busybox)");
         return;
     }
@@ -187,30 +189,12 @@ fn per_command(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
 
 /// The groups that create a sandbox per iteration.
 fn per_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker) {
-    let mut group = c.benchmark_group("create_exec_kill");
-    group.sample_size(10);
-    group.measurement_time(Duration::from_secs(15));
-    for (name, dsn) in [("sandboxd", DSN), ("exec_api", DSN_EXEC_API)] {
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let sb = sandbox_at(dsn).await;
-                    assert!(sb.run(Command::new("true")).await.unwrap().success());
-                    sb.kill().await.unwrap();
-                });
-            });
-        });
+    create_exec_kill(c, rt, docker, "create_exec_kill", IMAGE);
+    if available(DEFAULT_IMAGE) {
+        create_exec_kill(c, rt, docker, "create_exec_kill_default_image", DEFAULT_IMAGE);
+    } else {
+        eprintln!("[skip] create_exec_kill_default_image: no {DEFAULT_IMAGE} (scripts/build-images python)");
     }
-    group.bench_function("raw_bollard", |b| {
-        b.iter(|| {
-            rt.block_on(async {
-                let id = raw_create(docker).await;
-                raw_exec(docker, &id, &["true"]).await;
-                raw_remove(docker, &id).await;
-            });
-        });
-    });
-    group.finish();
 
     let mut group = c.benchmark_group("concurrent_20");
     group.sample_size(10);
@@ -231,6 +215,42 @@ fn per_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
                 for task in work {
                     task.await.unwrap();
                 }
+            });
+        });
+    });
+    group.finish();
+}
+
+/// builder → `create` → `run(true)` → `kill` on `image` through both paths, and the raw
+/// sequence (create, start, exec, remove) beside them.
+fn create_exec_kill(
+    c: &mut Criterion,
+    rt: &tokio::runtime::Runtime,
+    docker: &Docker,
+    group: &str,
+    image: &str,
+) {
+    let mut group = c.benchmark_group(group);
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(15));
+    for (name, option) in [("sandboxd", ""), ("exec_api", "&exec=api")] {
+        let dsn = format!("docker://?image={image}{option}");
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let sb = sandbox_at(&dsn).await;
+                    assert!(sb.run(Command::new("true")).await.unwrap().success());
+                    sb.kill().await.unwrap();
+                });
+            });
+        });
+    }
+    group.bench_function("raw_bollard", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let id = raw_create(docker, image).await;
+                raw_exec(docker, &id, &["true"]).await;
+                raw_remove(docker, &id).await;
             });
         });
     });
