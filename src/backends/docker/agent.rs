@@ -5,10 +5,11 @@
 //! - **Placing it**: before the start, the embedded binary is copied to [`SANDBOXD_PATH`]
 //!   through the engine's archive API, owned by [`super::SUPERVISOR_ID`] with mode `0555` in
 //!   a directory of the same owner and mode: a sandbox user (root included: commands hold no
-//!   capability) can neither write nor replace the file, nor add to its directory. A root
-//!   user can rename the directory away and put another in its place; that only matters to
-//!   a later `connect`, which starts the binary at that path (the running sandboxd is not
-//!   its file).
+//!   capability) can neither write nor replace the file, nor add to its directory. An image
+//!   that holds this very binary there (`baked.rs`) gets no copy. A root user can rename an
+//!   uploaded directory away and put another in its place (overlayfs refuses to rename one
+//!   that an image layer holds); that only matters to a later `connect`, which starts the
+//!   binary at that path (the running sandboxd is not its file).
 //! - **The owner link**: the owner attaches to the container before starting it; the
 //!   container is `StdinOnce`, so when that connection ends (the owner closed it, or died)
 //!   the engine closes sandboxd's stdin, and sandboxd kills everything and exits, which

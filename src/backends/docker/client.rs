@@ -2,7 +2,6 @@
 //! mapping bollard's errors into sandboxio's.
 
 use std::fmt;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -68,15 +67,13 @@ impl Endpoint {
 
 /// What sandboxio learns about one engine, kept for the rest of the process and shared by
 /// every backend value naming the same endpoint: a backend built per sandbox (what
-/// `Sandbox::builder(dsn)` does) then pays for no version negotiation, `info` request or
-/// sweep at each `create`.
+/// `Sandbox::builder(dsn)` does) then pays for no version negotiation or `info` request at
+/// each `create`.
 #[derive(Debug, Default)]
 pub(super) struct Engine {
     /// The connected client, once a connect succeeded (a failure is not kept: the next use
     /// tries again).
     pub client: tokio::sync::OnceCell<Docker>,
-    /// Whether this process has swept the engine's never-started leftovers.
-    pub swept: AtomicBool,
     /// Whether the engine remaps user namespaces (`userns-remap`).
     pub remapped: tokio::sync::OnceCell<bool>,
 }

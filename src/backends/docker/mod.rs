@@ -202,6 +202,10 @@ struct Inner {
     /// The engine's client and what is known of it, shared with every backend value naming
     /// the same endpoint.
     engine: Arc<client::Engine>,
+    /// Whether this backend value's first `create` has swept never-started leftovers (per
+    /// value, not per engine: a process's next backend sweeps what an owner that died
+    /// meanwhile left).
+    swept: AtomicBool,
 }
 
 impl DockerBackend {
@@ -232,6 +236,7 @@ impl DockerBackend {
                 user: None,
                 exec_path: None,
                 audit: crate::AuditConfig::new(),
+                swept: AtomicBool::new(false),
             }),
         }
     }
@@ -245,6 +250,7 @@ impl DockerBackend {
             exec_path: self.inner.exec_path,
             audit: self.inner.audit.clone(),
             engine: Arc::clone(&self.inner.engine),
+            swept: AtomicBool::new(false),
         };
         f(&mut inner);
         DockerBackend { inner: Arc::new(inner) }
@@ -618,7 +624,7 @@ impl Backend for DockerBackend {
 
 async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     let docker = DockerBackend::client(&inner).await?;
-    if !inner.engine.swept.swap(true, Ordering::AcqRel) {
+    if !inner.swept.swap(true, Ordering::AcqRel) {
         // Containers of owners that died between their create and start requests never
         // run; remove them, off this creation's path.
         let docker = docker.clone();
