@@ -14,6 +14,11 @@
 //! - `concurrent_20`: 20 sandboxes created, used and closed at once through sandboxio (and the
 //!   engine checked for leaks afterwards);
 //! - `stream_100mb`: 100 MB of stdout streamed through sandboxio vs drained raw.
+//!
+//! On a shared, loaded machine criterion's consecutive samples drift with the load between
+//! one path and the next. `SANDBOXIO_BENCH_INTERLEAVED=N` runs N rounds instead, each round
+//! one iteration of every path in turn (the stream and the creates), and prints each path's
+//! median and its ratio to the others.
 
 use std::time::Duration;
 
@@ -116,6 +121,10 @@ fn benches(c: &mut Criterion) {
     }
     let rt = runtime();
     let docker = rt.block_on(raw_client());
+    if let Some(rounds) = std::env::var("SANDBOXIO_BENCH_INTERLEAVED").ok().and_then(|n| n.parse().ok()) {
+        interleaved(&rt, &docker, rounds);
+        return;
+    }
     per_command(c, &rt, &docker);
     per_sandbox(c, &rt, &docker);
     let left = std::process::Command::new("docker")
@@ -255,6 +264,84 @@ fn create_exec_kill(
         });
     });
     group.finish();
+}
+
+/// `rounds` rounds of one iteration per path, in turn (see the module docs); prints medians.
+fn interleaved(rt: &tokio::runtime::Runtime, docker: &Docker, rounds: usize) {
+    let time = |work: &mut dyn FnMut()| {
+        let started = std::time::Instant::now();
+        work();
+        started.elapsed()
+    };
+    let report = |what: &str, names: &[&str], samples: &[Vec<Duration>]| {
+        let medians: Vec<Duration> = samples
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                s.sort();
+                s[s.len() / 2]
+            })
+            .collect();
+        let figures: Vec<String> = names.iter().zip(&medians).map(|(n, m)| format!("{n} {m:.2?}")).collect();
+        let ratios: Vec<String> = names[1..]
+            .iter()
+            .zip(&medians[1..])
+            .map(|(n, m)| format!("{:.2}x {n}", medians[0].as_secs_f64() / m.as_secs_f64()))
+            .collect();
+        println!(
+            "{what}: medians of {rounds}: {}; {} is {}",
+            figures.join(", "),
+            names[0],
+            ratios.join(", ")
+        );
+    };
+    let sb = rt.block_on(sandbox());
+    let api = rt.block_on(sandbox_at(DSN_EXEC_API));
+    let id = sb.id().to_owned();
+    let stream = |sb: &Sandbox| {
+        rt.block_on(async {
+            let mut stream = sb.stream(Command::shell(HUNDRED_MB)).unwrap();
+            let mut bytes = 0;
+            while let Some(chunk) = stream.next().await {
+                bytes += chunk.unwrap().data.len();
+            }
+            assert_eq!(bytes, 100_000_000);
+        });
+    };
+    let mut samples = vec![Vec::new(); 3];
+    for _ in 0..rounds {
+        samples[0].push(time(&mut || stream(&sb)));
+        samples[1].push(time(&mut || stream(&api)));
+        samples[2].push(time(&mut || {
+            assert_eq!(rt.block_on(raw_exec(docker, &id, &["sh", "-c", HUNDRED_MB])), 100_000_000);
+        }));
+    }
+    report("stream_100mb", &["sandboxd", "exec_api", "raw_bollard"], &samples);
+    rt.block_on(sb.close()).unwrap();
+    rt.block_on(api.close()).unwrap();
+    for image in [IMAGE, DEFAULT_IMAGE] {
+        let mut samples = vec![Vec::new(); 3];
+        for _ in 0..rounds {
+            for (i, option) in ["", "&exec=api"].into_iter().enumerate() {
+                let dsn = format!("docker://?image={image}{option}");
+                samples[i].push(time(&mut || {
+                    rt.block_on(async {
+                        let sb = sandbox_at(&dsn).await;
+                        assert!(sb.run(Command::new("true")).await.unwrap().success());
+                        sb.kill().await.unwrap();
+                    });
+                }));
+            }
+            samples[2].push(time(&mut || {
+                rt.block_on(async {
+                    let id = raw_create(docker, image).await;
+                    raw_exec(docker, &id, &["true"]).await;
+                    raw_remove(docker, &id).await;
+                });
+            }));
+        }
+        report(&format!("create_exec_kill {image}"), &["sandboxd", "exec_api", "raw_bollard"], &samples);
+    }
 }
 
 criterion_group!(docker, benches);
