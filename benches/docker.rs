@@ -171,18 +171,7 @@ fn per_command(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
     for (name, sb) in paths {
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let mut stream = sb.stream(Command::shell(HUNDRED_MB)).unwrap();
-                    let mut bytes = 0;
-                    while let Some(chunk) = stream.next().await {
-                        bytes += chunk.unwrap().data.len();
-                    }
-                    assert_eq!(bytes, 100_000_000);
-                });
-            });
-        });
+        group.bench_function(name, |b| b.iter(|| stream_100mb(rt, sb)));
     }
     group.bench_function("raw_bollard", |b| {
         b.iter(|| {
@@ -194,6 +183,18 @@ fn per_command(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
     group.finish();
     rt.block_on(sb.close()).unwrap();
     rt.block_on(api.close()).unwrap();
+}
+
+/// Streams 100 MB of stdout through `sb` and counts it.
+fn stream_100mb(rt: &tokio::runtime::Runtime, sb: &Sandbox) {
+    rt.block_on(async {
+        let mut stream = sb.stream(Command::shell(HUNDRED_MB)).unwrap();
+        let mut bytes = 0;
+        while let Some(chunk) = stream.next().await {
+            bytes += chunk.unwrap().data.len();
+        }
+        assert_eq!(bytes, 100_000_000);
+    });
 }
 
 /// The groups that create a sandbox per iteration.
@@ -298,16 +299,7 @@ fn interleaved(rt: &tokio::runtime::Runtime, docker: &Docker, rounds: usize) {
     let sb = rt.block_on(sandbox());
     let api = rt.block_on(sandbox_at(DSN_EXEC_API));
     let id = sb.id().to_owned();
-    let stream = |sb: &Sandbox| {
-        rt.block_on(async {
-            let mut stream = sb.stream(Command::shell(HUNDRED_MB)).unwrap();
-            let mut bytes = 0;
-            while let Some(chunk) = stream.next().await {
-                bytes += chunk.unwrap().data.len();
-            }
-            assert_eq!(bytes, 100_000_000);
-        });
-    };
+    let stream = |sb: &Sandbox| stream_100mb(rt, sb);
     let mut samples = vec![Vec::new(); 3];
     for _ in 0..rounds {
         samples[0].push(time(&mut || stream(&sb)));
