@@ -11,6 +11,12 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
+#[path = "src/sandboxd/sha256.rs"]
+mod sha256;
+
+/// `rustc`'s arguments for sandboxd, one a line, but the target, the output and the source.
+const RUSTC_ARGS: &str = include_str!("sandboxd/src/rustc-args");
+
 fn main() {
     println!("cargo::rerun-if-changed=sandboxd/src");
     println!("cargo::rustc-check-cfg=cfg(sandboxd_embedded)");
@@ -22,19 +28,12 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("sandboxd");
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let target = env::var("TARGET").expect("cargo sets TARGET");
+    // The flags live in a file of their own because `scripts/build-images` builds the same
+    // bytes to bake into images; the source path stays relative for the same reason (it is
+    // part of the binary).
     let output = Command::new(rustc)
-        .args(["--edition", "2024", "--crate-name", "sandboxd", "--crate-type", "bin", "--target", &target])
-        .args([
-            "-C",
-            "opt-level=2",
-            "-C",
-            "panic=abort",
-            "-C",
-            "strip=symbols",
-            "-C",
-            "target-feature=+crt-static",
-        ])
-        .args(["--cap-lints", "warn", "-o"])
+        .args(RUSTC_ARGS.lines().filter(|l| !l.is_empty()))
+        .args(["--target", &target, "-o"])
         .arg(&out)
         .arg("sandboxd/src/main.rs")
         .output();
@@ -42,6 +41,11 @@ fn main() {
         Ok(o) if o.status.success() => {
             println!("cargo::rustc-cfg=sandboxd_embedded");
             println!("cargo::rustc-env=SANDBOXIO_SANDBOXD={}", out.display());
+            // What images with sandboxd baked in are labelled with (`scripts/build-images`):
+            // a `docker://` create skips placing the binary only in an image whose label
+            // names these very bytes.
+            let binary = std::fs::read(&out).expect("rustc just wrote sandboxd");
+            println!("cargo::rustc-env=SANDBOXIO_SANDBOXD_SHA256={}", sha256::hex_digest(&binary));
         }
         Ok(o) => {
             // Without sandboxd the backends still work on their older paths; say why loudly.

@@ -9,10 +9,16 @@
 //!   same container;
 //! - `write_read_1kib`: `fs().write` then `fs().read` of 1 KiB;
 //! - `create_exec_kill`: builder → `create` → `run(true)` → `kill` vs the raw sequence
-//!   (create, start, exec, remove);
+//!   (create, start, exec, remove), on the busybox image; `create_exec_kill_default_image`
+//!   the same on the default image (`sandboxio/python:2`, `scripts/build-images python`);
 //! - `concurrent_20`: 20 sandboxes created, used and closed at once through sandboxio (and the
 //!   engine checked for leaks afterwards);
 //! - `stream_100mb`: 100 MB of stdout streamed through sandboxio vs drained raw.
+//!
+//! On a shared, loaded machine criterion's consecutive samples drift with the load between
+//! one path and the next. `SANDBOXIO_BENCH_INTERLEAVED=N` runs N rounds instead, each round
+//! one iteration of every path in turn (the stream and the creates), and prints each path's
+//! median and its ratio to the others.
 
 use std::time::Duration;
 
@@ -27,6 +33,7 @@ use sandboxio::{Command, NetworkPolicy, Sandbox};
 const IMAGE: &str = "sandboxio/busybox:1";
 const DSN: &str = "docker://?image=sandboxio/busybox:1";
 const DSN_EXEC_API: &str = "docker://?image=sandboxio/busybox:1&exec=api";
+const DEFAULT_IMAGE: &str = sandboxio::backends::docker::DEFAULT_IMAGE;
 const HUNDRED_MB: &str = "head -c 100000000 /dev/zero";
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -67,9 +74,9 @@ async fn raw_exec(docker: &Docker, id: &str, cmd: &[&str]) -> usize {
     bytes
 }
 
-async fn raw_create(docker: &Docker) -> String {
+async fn raw_create(docker: &Docker, image: &str) -> String {
     let body = ContainerCreateBody {
-        image: Some(IMAGE.into()),
+        image: Some(image.into()),
         cmd: Some(vec!["sleep".into(), "600".into()]),
         host_config: Some(HostConfig {
             init: Some(true),
@@ -100,20 +107,24 @@ async fn sandbox_at(dsn: &str) -> Sandbox {
     Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap()
 }
 
-fn available() -> bool {
+fn available(image: &str) -> bool {
     std::process::Command::new("docker")
-        .args(["image", "inspect", IMAGE])
+        .args(["image", "inspect", image])
         .output()
         .is_ok_and(|o| o.status.success())
 }
 
 fn benches(c: &mut Criterion) {
-    if !available() {
+    if !available(IMAGE) {
         eprintln!("[skip] docker benchmarks: no engine with {IMAGE} (scripts/build-images busybox)");
         return;
     }
     let rt = runtime();
     let docker = rt.block_on(raw_client());
+    if let Some(rounds) = std::env::var("SANDBOXIO_BENCH_INTERLEAVED").ok().and_then(|n| n.parse().ok()) {
+        interleaved(&rt, &docker, rounds);
+        return;
+    }
     per_command(c, &rt, &docker);
     per_sandbox(c, &rt, &docker);
     let left = std::process::Command::new("docker")
@@ -160,18 +171,7 @@ fn per_command(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
     for (name, sb) in paths {
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let mut stream = sb.stream(Command::shell(HUNDRED_MB)).unwrap();
-                    let mut bytes = 0;
-                    while let Some(chunk) = stream.next().await {
-                        bytes += chunk.unwrap().data.len();
-                    }
-                    assert_eq!(bytes, 100_000_000);
-                });
-            });
-        });
+        group.bench_function(name, |b| b.iter(|| stream_100mb(rt, sb)));
     }
     group.bench_function("raw_bollard", |b| {
         b.iter(|| {
@@ -185,32 +185,26 @@ fn per_command(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
     rt.block_on(api.close()).unwrap();
 }
 
+/// Streams 100 MB of stdout through `sb` and counts it.
+fn stream_100mb(rt: &tokio::runtime::Runtime, sb: &Sandbox) {
+    rt.block_on(async {
+        let mut stream = sb.stream(Command::shell(HUNDRED_MB)).unwrap();
+        let mut bytes = 0;
+        while let Some(chunk) = stream.next().await {
+            bytes += chunk.unwrap().data.len();
+        }
+        assert_eq!(bytes, 100_000_000);
+    });
+}
+
 /// The groups that create a sandbox per iteration.
 fn per_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker) {
-    let mut group = c.benchmark_group("create_exec_kill");
-    group.sample_size(10);
-    group.measurement_time(Duration::from_secs(15));
-    for (name, dsn) in [("sandboxd", DSN), ("exec_api", DSN_EXEC_API)] {
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let sb = sandbox_at(dsn).await;
-                    assert!(sb.run(Command::new("true")).await.unwrap().success());
-                    sb.kill().await.unwrap();
-                });
-            });
-        });
+    create_exec_kill(c, rt, docker, "create_exec_kill", IMAGE);
+    if available(DEFAULT_IMAGE) {
+        create_exec_kill(c, rt, docker, "create_exec_kill_default_image", DEFAULT_IMAGE);
+    } else {
+        eprintln!("[skip] create_exec_kill_default_image: no {DEFAULT_IMAGE} (scripts/build-images python)");
     }
-    group.bench_function("raw_bollard", |b| {
-        b.iter(|| {
-            rt.block_on(async {
-                let id = raw_create(docker).await;
-                raw_exec(docker, &id, &["true"]).await;
-                raw_remove(docker, &id).await;
-            });
-        });
-    });
-    group.finish();
 
     let mut group = c.benchmark_group("concurrent_20");
     group.sample_size(10);
@@ -235,6 +229,111 @@ fn per_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
         });
     });
     group.finish();
+}
+
+/// builder → `create` → `run(true)` → `kill` on `image` through both paths, and the raw
+/// sequence (create, start, exec, remove) beside them.
+fn create_exec_kill(
+    c: &mut Criterion,
+    rt: &tokio::runtime::Runtime,
+    docker: &Docker,
+    group: &str,
+    image: &str,
+) {
+    let mut group = c.benchmark_group(group);
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(15));
+    for (name, option) in [("sandboxd", ""), ("exec_api", "&exec=api")] {
+        let dsn = format!("docker://?image={image}{option}");
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let sb = sandbox_at(&dsn).await;
+                    assert!(sb.run(Command::new("true")).await.unwrap().success());
+                    sb.kill().await.unwrap();
+                });
+            });
+        });
+    }
+    group.bench_function("raw_bollard", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let id = raw_create(docker, image).await;
+                raw_exec(docker, &id, &["true"]).await;
+                raw_remove(docker, &id).await;
+            });
+        });
+    });
+    group.finish();
+}
+
+/// `rounds` rounds of one iteration per path, in turn (see the module docs); prints medians.
+fn interleaved(rt: &tokio::runtime::Runtime, docker: &Docker, rounds: usize) {
+    let time = |work: &mut dyn FnMut()| {
+        let started = std::time::Instant::now();
+        work();
+        started.elapsed()
+    };
+    let report = |what: &str, names: &[&str], samples: &[Vec<Duration>]| {
+        let medians: Vec<Duration> = samples
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                s.sort();
+                s[s.len() / 2]
+            })
+            .collect();
+        let figures: Vec<String> = names.iter().zip(&medians).map(|(n, m)| format!("{n} {m:.2?}")).collect();
+        let ratios: Vec<String> = names[1..]
+            .iter()
+            .zip(&medians[1..])
+            .map(|(n, m)| format!("{:.2}x {n}", medians[0].as_secs_f64() / m.as_secs_f64()))
+            .collect();
+        println!(
+            "{what}: medians of {rounds}: {}; {} is {}",
+            figures.join(", "),
+            names[0],
+            ratios.join(", ")
+        );
+    };
+    let sb = rt.block_on(sandbox());
+    let api = rt.block_on(sandbox_at(DSN_EXEC_API));
+    let id = sb.id().to_owned();
+    let stream = |sb: &Sandbox| stream_100mb(rt, sb);
+    let mut samples = vec![Vec::new(); 3];
+    for _ in 0..rounds {
+        samples[0].push(time(&mut || stream(&sb)));
+        samples[1].push(time(&mut || stream(&api)));
+        samples[2].push(time(&mut || {
+            assert_eq!(rt.block_on(raw_exec(docker, &id, &["sh", "-c", HUNDRED_MB])), 100_000_000);
+        }));
+    }
+    report("stream_100mb", &["sandboxd", "exec_api", "raw_bollard"], &samples);
+    rt.block_on(sb.close()).unwrap();
+    rt.block_on(api.close()).unwrap();
+    for image in [IMAGE, DEFAULT_IMAGE] {
+        let mut samples = vec![Vec::new(); 3];
+        for _ in 0..rounds {
+            for (i, option) in ["", "&exec=api"].into_iter().enumerate() {
+                let dsn = format!("docker://?image={image}{option}");
+                samples[i].push(time(&mut || {
+                    rt.block_on(async {
+                        let sb = sandbox_at(&dsn).await;
+                        assert!(sb.run(Command::new("true")).await.unwrap().success());
+                        sb.kill().await.unwrap();
+                    });
+                }));
+            }
+            samples[2].push(time(&mut || {
+                rt.block_on(async {
+                    let id = raw_create(docker, image).await;
+                    raw_exec(docker, &id, &["true"]).await;
+                    raw_remove(docker, &id).await;
+                });
+            }));
+        }
+        report(&format!("create_exec_kill {image}"), &["sandboxd", "exec_api", "raw_bollard"], &samples);
+    }
 }
 
 criterion_group!(docker, benches);

@@ -20,6 +20,10 @@ pub(crate) mod client;
 )]
 pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
 
+/// The digest `build.rs` names the embedded binary with; compiled here for its tests.
+#[cfg(test)]
+mod sha256;
+
 #[path = "../sandboxd/src/proto/mod.rs"]
 #[allow(dead_code, reason = "sandboxd's own half of the protocol is compiled here too")]
 pub(crate) mod proto;
@@ -41,6 +45,23 @@ pub(crate) const BINARY: Option<&[u8]> = Some(include_bytes!(env!("SANDBOXIO_SAN
     expect(dead_code, reason = "only the backends that run sandboxd need the binary")
 )]
 pub(crate) const BINARY: Option<&[u8]> = None;
+
+/// The SHA-256 of [`BINARY`] as 64 lowercase hex digits (what `sha256sum` prints): an image
+/// whose `io.sandboxio.sandboxd` label names it carries these very bytes.
+#[cfg(sandboxd_embedded)]
+#[cfg_attr(
+    not(any(test, feature = "docker")),
+    expect(dead_code, reason = "only docker:// bakes sandboxd into images")
+)]
+pub(crate) const BINARY_SHA256: Option<&str> = Some(env!("SANDBOXIO_SANDBOXD_SHA256"));
+
+/// See above: the build could not make sandboxd.
+#[cfg(not(sandboxd_embedded))]
+#[cfg_attr(
+    not(any(test, feature = "docker")),
+    expect(dead_code, reason = "only docker:// bakes sandboxd into images")
+)]
+pub(crate) const BINARY_SHA256: Option<&str> = None;
 
 #[cfg(test)]
 mod tests {
@@ -78,6 +99,14 @@ mod tests {
             format!("sandboxd protocol {}", super::proto::VERSION)
         );
         assert!(!has_interpreter(binary), "sandboxd is not statically linked");
+    }
+
+    #[test]
+    fn the_embedded_binary_is_named_by_its_digest() {
+        let (Some(binary), Some(digest)) = (super::BINARY, super::BINARY_SHA256) else {
+            panic!("build.rs did not embed sandboxd; its cargo warning says why");
+        };
+        assert_eq!(super::sha256::hex_digest(binary), digest);
     }
 
     /// Whether an ELF64 little-endian file has a `PT_INTERP` program header.

@@ -317,6 +317,102 @@ fn docker__blocking_smoke() {
     assert!(wait_gone(&id, Duration::from_secs(10)), "dropped blocking sandbox {id} left its container");
 }
 
+/// sandboxd's stdout carries every command's output: the engine must not log it (its default
+/// `json-file` driver wrote 5 GB to the host's disk for 100 MB of zeros, and cost most of a
+/// stream's time).
+#[test]
+fn docker__the_engine_keeps_no_log_of_a_sandboxd_session() {
+    if !docker_ready("docker__the_engine_keeps_no_log_of_a_sandboxd_session") {
+        return;
+    }
+    let sandbox = blocking_busybox();
+    let out = sandbox.run(Command::shell("head -c 1000000 /dev/zero | wc -c")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1000000");
+    let said = docker(&["inspect", "-f", "{{.HostConfig.LogConfig.Type}} path={{.LogPath}}", sandbox.id()]);
+    assert_eq!(said.trim(), "none path=", "the container's log");
+    sandbox.close().unwrap();
+}
+
+/// The paths under `/.sandboxio` the engine sees changed in container `id` against its
+/// image (`docker diff`): where an upload of sandboxd shows.
+fn sandboxd_changes(id: &str) -> Vec<String> {
+    let under = |line: &&str| line.split_once(' ').is_some_and(|(_, path)| path.starts_with("/.sandboxio"));
+    docker(&["diff", id]).lines().filter(under).map(str::to_owned).collect()
+}
+
+/// `scripts/build-images` bakes this build's sandboxd into the image: a create then places
+/// nothing (the container's `/.sandboxio` is the image's), and the sandbox runs.
+#[test]
+fn docker__an_image_with_this_sandboxd_baked_in_starts_without_an_upload() {
+    const TEST: &str = "docker__an_image_with_this_sandboxd_baked_in_starts_without_an_upload";
+    if !docker_ready(TEST) {
+        return;
+    }
+    let id = sandboxio::backends::docker::sandboxd_id().expect("this build embeds sandboxd");
+    let label = docker(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{index .Config.Labels \"io.sandboxio.image.sandboxd\"}}",
+        IMAGE,
+    ]);
+    if !label.starts_with(&format!("{id}:")) {
+        // An image built for another sandboxd (or before baking): CI builds them in the same run.
+        assert!(
+            std::env::var("SANDBOXIO_STRICT").map_or(true, |v| v != "1"),
+            "{TEST}: {IMAGE} holds sandboxd {label:?}, not this build's {id}: run scripts/build-images"
+        );
+        println!("[skip] {TEST}: {IMAGE} holds sandboxd {label:?}, not {id} (scripts/build-images)");
+        return;
+    }
+    let sandbox = blocking_busybox();
+    assert!(sandbox.run(Command::new("true")).unwrap().success());
+    let out = sandbox.run(Command::shell("id -u; echo $HOME")).unwrap();
+    assert_eq!(out.stdout_lossy(), "1000\n/home/sandbox\n", "the user the image recorded");
+    assert_eq!(sandboxd_changes(sandbox.id()), Vec::<String>::new(), "sandboxd was placed anyway");
+    sandbox.close().unwrap();
+}
+
+/// An image whose label names other bytes (a stale image, or a forged label) gets this
+/// build's sandboxd uploaded over whatever it holds: an old sandboxd never runs.
+#[test]
+fn docker__an_image_labelled_for_another_sandboxd_gets_this_one_uploaded() {
+    const TEST: &str = "docker__an_image_labelled_for_another_sandboxd_gets_this_one_uploaded";
+    const STALE: &str = "sandboxio-test/busybox-stale-sandboxd:1";
+    if !docker_ready(TEST) {
+        return;
+    }
+    // This build's protocol and the image's layers: only the digest is wrong.
+    let id = sandboxio::backends::docker::sandboxd_id().expect("this build embeds sandboxd");
+    let protocol = id.split_once(':').unwrap().0;
+    let layers = docker(&["image", "inspect", "-f", "{{len .RootFS.Layers}}", IMAGE]);
+    let dockerfile = format!(
+        "FROM {IMAGE}\nLABEL io.sandboxio.image.sandboxd=\"{protocol}:{}:{}\"\n",
+        "0".repeat(64),
+        layers.trim()
+    );
+    let mut build = OsCommand::new("docker")
+        .args(["build", "-q", "-t", STALE, "-"])
+        .env("DOCKER_BUILDKIT", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut build.stdin.take().unwrap(), dockerfile.as_bytes()).unwrap();
+    assert!(build.wait().unwrap().success(), "building {STALE}");
+    let sandbox = sandboxio::sync::Sandbox::builder(&format!("docker://?image={STALE}"))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .unwrap();
+    let out = sandbox.run(Command::shell("echo through sandboxd")).unwrap();
+    assert_eq!(out.stdout, b"through sandboxd\n");
+    let changed = sandboxd_changes(sandbox.id());
+    assert!(changed.iter().any(|l| l.ends_with("/.sandboxio/sandboxd")), "no upload: {changed:?}");
+    sandbox.close().unwrap();
+    docker(&["image", "rm", STALE]);
+}
+
 /// gVisor when the engine has `runsc` registered (CI registers it): the tier says
 /// `UserspaceKernel` and the kernel inside is gVisor's. Without it, asking for it fails
 /// closed, before any container exists.

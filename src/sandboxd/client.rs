@@ -33,8 +33,10 @@ pub(crate) const STDIN_WINDOW: usize = 256 * 1024;
 /// The most bytes one queued output chunk grows to when frames are joined (256 KiB).
 const MERGE_LIMIT: usize = 256 * 1024;
 
-/// Credit is returned to sandboxd in batches of at least this many bytes (64 KiB).
-const CREDIT_BATCH: usize = 64 * 1024;
+/// Credit is returned to sandboxd in batches of at least this many bytes (1 MiB, an eighth
+/// of the window: sandboxd still holds most of it when a batch comes back, and 100 MB of
+/// output costs a hundred `Credit` frames instead of 1,500 trips through the engine).
+const CREDIT_BATCH: usize = OUTPUT_WINDOW as usize / 8;
 
 /// What happens to a command, in order: `Spawned`, then `Output`s, then one of `Exit`,
 /// `Failed` or `Gone`; and to a file request: `Chunk`s or `Entries`, then one of `Done`,

@@ -5,10 +5,11 @@
 //! - **Placing it**: before the start, the embedded binary is copied to [`SANDBOXD_PATH`]
 //!   through the engine's archive API, owned by [`super::SUPERVISOR_ID`] with mode `0555` in
 //!   a directory of the same owner and mode: a sandbox user (root included: commands hold no
-//!   capability) can neither write nor replace the file, nor add to its directory. A root
-//!   user can rename the directory away and put another in its place; that only matters to
-//!   a later `connect`, which starts the binary at that path (the running sandboxd is not
-//!   its file).
+//!   capability) can neither write nor replace the file, nor add to its directory. An image
+//!   that holds this very binary there (`baked.rs`) gets no copy. A root user can rename an
+//!   uploaded directory away and put another in its place (overlayfs refuses to rename one
+//!   that an image layer holds); that only matters to a later `connect`, which starts the
+//!   binary at that path (the running sandboxd is not its file).
 //! - **The owner link**: the owner attaches to the container before starting it; the
 //!   container is `StdinOnce`, so when that connection ends (the owner closed it, or died)
 //!   the engine closes sandboxd's stdin, and sandboxd kills everything and exits, which
@@ -165,6 +166,11 @@ pub(super) async fn read_small_file(docker: &Docker, id: &str, path: &str) -> Re
     Ok(Some(data))
 }
 
+/// The user the engine would run a command as when asked for `user`: root when none is set.
+pub(super) fn user_spec(user: Option<&str>) -> &str {
+    user.filter(|u| !u.is_empty()).unwrap_or("0")
+}
+
 /// The sandbox user's uid, gid and home directory in container `id`, as the engine would
 /// resolve `user` (`name`, `uid`, `name:group`, `uid:gid`; none: root) from the container's
 /// own `/etc/passwd` and `/etc/group`.
@@ -173,7 +179,7 @@ pub(super) async fn resolve_user(
     id: &str,
     user: Option<&str>,
 ) -> Result<super::users::Resolved> {
-    let spec = user.filter(|u| !u.is_empty()).unwrap_or("0");
+    let spec = user_spec(user);
     let numeric = spec.split(':').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     let passwd = read_small_file(docker, id, "/etc/passwd").await?;
     let group =
@@ -183,10 +189,10 @@ pub(super) async fn resolve_user(
     super::users::resolve(spec, text(&passwd).as_deref(), text(&group).as_deref())
 }
 
-/// The host end of a sandboxd session carried by an attach or exec connection: a socket
-/// pair whose other end two tasks on the Docker runtime pump to and from the connection.
-/// Dropping it (or [`Link::close`]) ends the session's input, which sandboxd reads as its
-/// owner leaving.
+/// The host end of a sandboxd session carried by an attach or exec connection: the
+/// session's input is a socket pair whose other end a task on the Docker runtime pumps into
+/// the connection; its output comes through a [`Chunks`] channel. Dropping it (or
+/// [`Link::close`]) ends the session's input, which sandboxd reads as its owner leaving.
 #[derive(Debug)]
 pub(super) struct Link {
     host: UnixStream,
@@ -216,10 +222,38 @@ impl Drop for Link {
 type Output =
     Pin<Box<dyn futures_core::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>> + Send>>;
 
-/// Joins an attach or exec connection to a socket pair: sandboxd's stdout goes to the
-/// host end, the host end's writes go to sandboxd's stdin, sandboxd's stderr is kept
-/// (bounded). Runs on the Docker runtime. Returns the link and a client on it (`Hello`
-/// sent, not yet answered).
+/// How many chunks of sandboxd's output wait between the connection and the session's
+/// reader thread (each one read of the engine's stream, at most 32 KiB as the engine frames
+/// them): the pump waits while they are all taken, so the engine's stream stops too.
+const CHUNKS_QUEUED: usize = 32;
+
+/// sandboxd's output as the session's reader thread reads it: the chunks bollard decoded,
+/// handed over as they are (no socket hop, no copy but the one into the reader's buffer).
+/// End-of-file once the pump has stopped and every chunk is read.
+struct Chunks {
+    queue: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    current: bytes::Bytes,
+}
+
+impl io::Read for Chunks {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            // Called on the reader thread only, never on the runtime (blocking_recv panics there).
+            match self.queue.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}
+
+/// Joins an attach or exec connection to a session: sandboxd's stdout goes to the client's
+/// reader thread through [`Chunks`], the client's writes to the host end of a socket pair
+/// go to sandboxd's stdin, sandboxd's stderr is kept (bounded). Runs on the Docker runtime.
+/// Returns the link and a client on it (`Hello` sent, not yet answered).
 pub(super) fn join(
     mut input: Pin<Box<dyn AsyncWrite + Send>>,
     mut output: Output,
@@ -228,15 +262,16 @@ pub(super) fn join(
     let io_error = |e: io::Error| Error::provider(SCHEME, "joining sandboxd's stream", e);
     let (host, ours) = UnixStream::pair().map_err(io_error)?;
     ours.set_nonblocking(true).map_err(io_error)?;
-    let ours = tokio::net::UnixStream::from_std(ours).map_err(io_error)?;
-    let (mut from_host, mut to_host) = ours.into_split();
+    let mut from_host = tokio::net::UnixStream::from_std(ours).map_err(io_error)?;
+    let (to_reader, queue) = tokio::sync::mpsc::channel(CHUNKS_QUEUED);
     let diagnostics = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let kept = std::sync::Arc::clone(&diagnostics);
     tokio::spawn(async move {
         while let Some(Ok(frame)) = output.next().await {
             match frame {
                 LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                    if to_host.write_all(&message).await.is_err() {
+                    // The reader is gone only when the session is over.
+                    if to_reader.send(message).await.is_err() {
                         break;
                     }
                 }
@@ -248,9 +283,8 @@ pub(super) fn join(
                 LogOutput::StdIn { .. } => {}
             }
         }
-        // sandboxd's output ended (it exited, or the container is gone): the client reads
-        // end-of-file and ends every command with `Gone`.
-        let _ = to_host.shutdown().await;
+        // sandboxd's output ended (it exited, or the container is gone): dropping the sender,
+        // the client reads end-of-file and ends every command with `Gone`.
     });
     tokio::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
@@ -268,7 +302,7 @@ pub(super) fn join(
         // half-close on; the container is `StdinOnce`).
         let _ = input.shutdown().await;
     });
-    let read = host.try_clone().map_err(io_error)?;
+    let read = Chunks { queue, current: bytes::Bytes::new() };
     let write = host.try_clone().map_err(io_error)?;
     let client = Client::start(read, write, Some(user)).map_err(io_error)?;
     Ok((Link { host, diagnostics }, client))

@@ -2,6 +2,7 @@
 //! mapping bollard's errors into sandboxio's.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bollard::Docker;
@@ -62,6 +63,31 @@ impl Endpoint {
             "DOCKER_HOST must be unix:///path or tcp://host:port (TLS and ssh are not supported)",
         ))
     }
+}
+
+/// What sandboxio learns about one engine, kept for the rest of the process and shared by
+/// every backend value naming the same endpoint: a backend built per sandbox (what
+/// `Sandbox::builder(dsn)` does) then pays for no version negotiation or `info` request at
+/// each `create`.
+#[derive(Debug, Default)]
+pub(super) struct Engine {
+    /// The connected client, once a connect succeeded (a failure is not kept: the next use
+    /// tries again).
+    pub client: tokio::sync::OnceCell<Docker>,
+    /// Whether the engine remaps user namespaces (`userns-remap`).
+    pub remapped: tokio::sync::OnceCell<bool>,
+}
+
+/// The shared [`Engine`] of `endpoint`. Does no I/O.
+pub(super) fn engine(endpoint: &Endpoint) -> Arc<Engine> {
+    static ENGINES: Mutex<Vec<(Endpoint, Arc<Engine>)>> = Mutex::new(Vec::new());
+    let mut engines = ENGINES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, engine)) = engines.iter().find(|(e, _)| e == endpoint) {
+        return Arc::clone(engine);
+    }
+    let engine = Arc::new(Engine::default());
+    engines.push((endpoint.clone(), Arc::clone(&engine)));
+    engine
 }
 
 /// Connects to the engine and negotiates the API version (Debian's 20.10 engine speaks
@@ -149,5 +175,14 @@ mod tests {
             Endpoint::Tcp("10.0.0.1:2375".into())
         );
         assert_eq!(Endpoint::parse_host("ssh://x").unwrap_err().code(), crate::ErrorCode::Configuration);
+    }
+
+    #[test]
+    fn backends_naming_one_endpoint_share_what_is_known_of_its_engine() {
+        let a = engine(&Endpoint::Socket("/run/shared-test.sock".into()));
+        let b = engine(&Endpoint::Socket("/run/shared-test.sock".into()));
+        let other = engine(&Endpoint::Tcp("/run/shared-test.sock".into()));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &other));
     }
 }

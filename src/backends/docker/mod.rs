@@ -95,6 +95,7 @@
 //! (not for root users). Not declared: allowlists.
 
 mod agent;
+mod baked;
 mod client;
 mod code;
 mod exec;
@@ -137,8 +138,24 @@ const SCHEME: &str = "docker";
 /// standard library but the parts Debian packages apart: `ensurepip`/`venv`, `lib2to3`,
 /// `idlelib`, `dbm.gnu`) and its numpy, pandas and matplotlib packages, `MPLBACKEND=Agg` in
 /// the environment, user `sandbox` (uid 1000) in `/workspace`. So `run_code` is a code
-/// interpreter out of the box; README's "Docker images" gives its size.
+/// interpreter out of the box, with sandboxd baked in (see [`sandboxd_id`]); README's
+/// "Docker images" gives its size.
 pub const DEFAULT_IMAGE: &str = "sandboxio/python:2";
+
+/// `<protocol>:<sha256>` of the sandboxd this build embeds (`None`: it embeds none): the
+/// image label `io.sandboxio.image.sandboxd` starts with it when the image holds this very
+/// binary, then `:<layers>`, the image's layer count when labelled.
+///
+/// A create on the sandboxd path uploads sandboxd into every new container, unless the
+/// image's label names this binary and the image still has those layers (an image built on
+/// top may have changed the file): then the binary must be at `/.sandboxio/sandboxd`, mode
+/// `0555` and owned by [`SUPERVISOR_ID`] in a directory of the same owner and mode. Likewise
+/// `io.sandboxio.image.user` = `<name>:<uid>:<gid>:<home>:<layers>` spares reading the
+/// image's `/etc/passwd` for user `<name>`. `scripts/build-images` labels sandboxio's images.
+#[must_use]
+pub fn sandboxd_id() -> Option<String> {
+    crate::sandboxd::BINARY_SHA256.map(|digest| format!("{}:{digest}", crate::sandboxd::proto::VERSION))
+}
 
 /// The pids limit applied when the caller sets none: 1024 processes.
 pub const DEFAULT_PIDS_LIMIT: u32 = 1024;
@@ -169,7 +186,8 @@ while IFS= read -r l; do
 done
 exit 0"#;
 
-/// The `docker://` backend. Cheap to clone; clones share one engine connection.
+/// The `docker://` backend. Cheap to clone; every backend naming the same engine endpoint
+/// shares one engine connection in the process.
 #[derive(Debug, Clone)]
 pub struct DockerBackend {
     inner: Arc<Inner>,
@@ -184,11 +202,13 @@ struct Inner {
     /// The exec path asked for (`None`: the default for this build and runtime).
     exec_path: Option<ExecPath>,
     audit: crate::AuditConfig,
-    client: tokio::sync::OnceCell<Docker>,
-    /// Whether this backend value's first `create` has swept never-started leftovers.
+    /// The engine's client and what is known of it, shared with every backend value naming
+    /// the same endpoint.
+    engine: Arc<client::Engine>,
+    /// Whether this backend value's first `create` has swept never-started leftovers (per
+    /// value, not per engine: a process's next backend sweeps what an owner that died
+    /// meanwhile left).
     swept: AtomicBool,
-    /// Whether the engine remaps user namespaces (asked once).
-    remapped: tokio::sync::OnceCell<bool>,
 }
 
 impl DockerBackend {
@@ -212,15 +232,14 @@ impl DockerBackend {
     fn with_endpoint(endpoint: Endpoint) -> Self {
         DockerBackend {
             inner: Arc::new(Inner {
+                engine: client::engine(&endpoint),
                 endpoint,
                 image: DEFAULT_IMAGE.to_owned(),
                 runtime: None,
                 user: None,
                 exec_path: None,
                 audit: crate::AuditConfig::new(),
-                client: tokio::sync::OnceCell::new(),
                 swept: AtomicBool::new(false),
-                remapped: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -233,9 +252,8 @@ impl DockerBackend {
             user: self.inner.user.clone(),
             exec_path: self.inner.exec_path,
             audit: self.inner.audit.clone(),
-            client: tokio::sync::OnceCell::new(),
+            engine: Arc::clone(&self.inner.engine),
             swept: AtomicBool::new(false),
-            remapped: tokio::sync::OnceCell::new(),
         };
         f(&mut inner);
         DockerBackend { inner: Arc::new(inner) }
@@ -335,7 +353,7 @@ impl DockerBackend {
 
     /// The engine client, connected on first use.
     async fn client(inner: &Arc<Inner>) -> Result<Docker> {
-        inner.client.get_or_try_init(|| client::connect(&inner.endpoint)).await.cloned()
+        inner.engine.client.get_or_try_init(|| client::connect(&inner.endpoint)).await.cloned()
     }
 
     /// Lists sandboxio's containers on this engine and removes those past their TTL, and,
@@ -644,6 +662,12 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     }
     let remapped = userns_remapped(&inner, &docker).await?;
     let image_config = inspected.config.unwrap_or_default();
+    let layers = inspected.root_fs.as_ref().and_then(|r| r.layers.as_ref()).map_or(0, Vec::len);
+    let baked = baked::Baked::read(
+        image_config.labels.as_ref().unwrap_or(&HashMap::new()),
+        layers,
+        sandboxd_id().as_deref(),
+    );
     let user = inner.user.clone().or_else(|| image_config.user.filter(|u| !u.is_empty()));
     let workdir = image_config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned());
     let path = DockerBackend { inner: Arc::clone(&inner) }.exec_path();
@@ -667,7 +691,7 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     shared.host_view.store(host_view, Ordering::Release);
     if path == ExecPath::Sandboxd {
         let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &spec.env);
-        on_sandboxd::start(&shared, env, spec.detached).await?;
+        on_sandboxd::start(&shared, env, spec.detached, &baked).await?;
         return Ok(Created { shared: Some(shared), guard });
     }
     // The owner link exists before the container starts: PID 1's stdin is this attach
@@ -810,9 +834,10 @@ async fn send_detach(shared: &Shared) -> Result<()> {
 }
 
 /// Whether the engine runs containers in remapped user namespaces (`userns-remap`), where
-/// the gids its host sees are shifted: asked once per backend value.
+/// the gids its host sees are shifted: asked once per engine in the process.
 async fn userns_remapped(inner: &Inner, docker: &Docker) -> Result<bool> {
     inner
+        .engine
         .remapped
         .get_or_try_init(|| async {
             let info =

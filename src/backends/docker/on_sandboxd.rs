@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use bollard::models::HostConfig;
+use bollard::models::{HostConfig, HostConfigLogConfig};
 
 use crate::backend::BackendExecStream;
 use crate::backends::agent::{Agent, Identity};
@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::transfer::StartStream;
 
 use super::agent::{self, SANDBOXD_PATH};
+use super::baked::Baked;
 use super::client::provider;
 use super::{SCHEME, Shared};
 
@@ -24,12 +25,17 @@ use super::{SCHEME, Shared};
 /// (no Docker init in front of it, so nothing in the container can signal it), holding
 /// only `CAP_SETUID`, `CAP_SETGID` (the commands' identities) and `CAP_KILL` (ending
 /// them), on top of the hardening both paths share.
+///
+/// The container keeps no log: sandboxd's stdout is the session itself, every byte of every
+/// command's output in frames, which the engine's default `json-file` driver would encode
+/// and write to the host's disk (5 GB for 100 MB of zeros, and most of a stream's time).
 pub(super) fn pid1(ttl: Duration, host_config: HostConfig) -> (Vec<String>, String, HostConfig) {
     let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
     let argv = vec![SANDBOXD_PATH.to_owned(), "--ttl-ms".to_owned(), ttl_ms.to_string()];
     let host_config = HostConfig {
         init: Some(false),
         cap_add: Some(vec!["SETUID".into(), "SETGID".into(), "KILL".into()]),
+        log_config: Some(HostConfigLogConfig { typ: Some("none".into()), config: None }),
         ..host_config
     };
     (argv, "0:0".to_owned(), host_config)
@@ -60,17 +66,29 @@ fn env_pairs(env: &[String], home: &str) -> Vec<(String, String)> {
     pairs
 }
 
-/// Starts a created sandboxd container: places sandboxd, attaches the owner link, starts
-/// it, and sets up the handle's session. With `detached`, detaches at once.
-pub(super) async fn start(shared: &Arc<Shared>, env: Vec<String>, detached: bool) -> Result<()> {
+/// Starts a created sandboxd container: places sandboxd (unless the image holds this very
+/// binary), resolves its user (unless the image recorded it), attaches the owner link,
+/// starts it, and sets up the handle's session. With `detached`, detaches at once.
+pub(super) async fn start(
+    shared: &Arc<Shared>,
+    env: Vec<String>,
+    detached: bool,
+    baked: &Baked,
+) -> Result<()> {
     let docker = &shared.docker;
+    let recorded = baked.user(agent::user_spec(shared.user.as_deref()));
     // The owner link exists before the container starts: sandboxd's stdin is this attach
     // connection from its first instant, so an owner dying at any point after the start
     // request leaves a sandboxd that reads end-of-file and ends the container.
     // Three requests the engine answers independently: made at once.
     let (placed, user, attached) = tokio::join!(
-        agent::place(docker, &shared.id),
-        agent::resolve_user(docker, &shared.id, shared.user.as_deref()),
+        async { if baked.sandboxd { Ok(()) } else { agent::place(docker, &shared.id).await } },
+        async {
+            match recorded {
+                Some(user) => Ok(user),
+                None => agent::resolve_user(docker, &shared.id, shared.user.as_deref()).await,
+            }
+        },
         docker.attach_container(&shared.id, Some(super::owner_attach())),
     );
     placed?;
@@ -169,7 +187,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pid1_is_sandboxd_as_root_with_three_capabilities_and_no_docker_init() {
+    fn pid1_is_sandboxd_as_root_with_three_capabilities_no_docker_init_and_no_log() {
         let base = HostConfig { cap_drop: Some(vec!["ALL".into()]), init: Some(true), ..Default::default() };
         let (argv, user, host) = pid1(Duration::from_secs(90), base);
         assert_eq!(argv, ["/.sandboxio/sandboxd", "--ttl-ms", "90000"]);
@@ -177,6 +195,7 @@ mod tests {
         assert_eq!(host.init, Some(false));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
         assert_eq!(host.cap_add, Some(vec!["SETUID".to_owned(), "SETGID".to_owned(), "KILL".to_owned()]));
+        assert_eq!(host.log_config.and_then(|l| l.typ).as_deref(), Some("none"), "the session is not logged");
         assert_eq!(ExecPath::parse("api").unwrap(), ExecPath::ExecApi);
         assert!(ExecPath::parse("exec").is_err());
     }
