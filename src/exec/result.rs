@@ -128,9 +128,10 @@ pub struct CodeResult {
     /// Rich results, only from backends declaring
     /// [`Capabilities::RICH_OUTPUTS`](crate::Capabilities::RICH_OUTPUTS).
     pub results: Vec<MimeBundle>,
-    /// The syntax or runtime error, if the cell failed, with its traceback. Backends that run
-    /// one interpreter per cell (`local://`, `docker://`) also leave the traceback in
-    /// `stderr`, where Python prints it; kernel-based ones may not.
+    /// The syntax or runtime error, if the cell failed, with its traceback. Where a cell runs
+    /// in a one-shot interpreter (`docker://` with `exec=api`) the traceback is also in
+    /// `stderr`, where Python prints it; sandboxd's runner (`local://`, `docker://`'s default
+    /// path) and kernel-based backends report it here only.
     pub error: Option<CodeError>,
     /// Wall time of the cell.
     pub duration: Duration,
