@@ -92,7 +92,7 @@ fn sandboxd() -> PathBuf {
 /// no C library for the dynamically linked bench build.
 fn static_sandboxd() -> PathBuf {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandboxd-static");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src/main.rs");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sandboxd/src/main.rs");
     let status = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
         .args(["--edition", "2024", "--crate-name", "sandboxd", "-C", "opt-level=2", "-C", "panic=abort"])
         .args(["-C", "target-feature=+crt-static", "-o"])

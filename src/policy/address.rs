@@ -94,6 +94,10 @@ fn parse_number(part: &str) -> Option<u64> {
 /// that resolves to one of these is refused unless the address itself is listed: that is how
 /// a listed name pointed at loopback, a private network or a cloud metadata service would
 /// otherwise reach it.
+#[cfg_attr(
+    all(not(feature = "egress"), not(test)),
+    expect(dead_code, reason = "only the egress gate judges resolved addresses")
+)]
 pub(crate) fn non_public(ip: IpAddr) -> Option<&'static str> {
     match ip.to_canonical() {
         IpAddr::V4(v4) => {
