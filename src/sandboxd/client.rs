@@ -127,6 +127,9 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// How many bytes a stdin or file write sends before it yields to its executor.
+const YIELD_EVERY: usize = 1 << 20;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -481,7 +484,16 @@ impl Cmd {
     }
 
     async fn send_window(&self, mut data: &[u8], frame: impl Fn(Vec<u8>) -> Message) -> Result<(), String> {
+        // Bytes sent since this future last let its executor run.
+        let mut since_yield = 0;
         while !data.is_empty() {
+            // A sandboxd that keeps its window open would let a large write finish inside one
+            // poll: the caller's deadline (a timer raced against this future) and its other
+            // tasks would wait for all of it. Yield every MiB so that both get their turn.
+            if since_yield >= YIELD_EVERY {
+                since_yield = 0;
+                futures_lite::future::yield_now().await;
+            }
             let n = self
                 .client
                 .wait(|s| {
@@ -502,6 +514,7 @@ impl Cmd {
                 .await?;
             self.client.send(self.id, frame(data[..n].to_vec()))?;
             data = &data[n..];
+            since_yield += n;
         }
         Ok(())
     }
