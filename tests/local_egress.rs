@@ -39,8 +39,22 @@ fn canary(ip: &str) -> (u16, Arc<AtomicUsize>) {
 /// A Python probe: `CONNECT target` through `$HTTPS_PROXY`; prints the gate's status line
 /// and, once the tunnel is open, the first bytes the destination sent.
 fn through_proxy(target: &str) -> Command {
+    python_after_connect(
+        target,
+        r#"for line in head.split(b"\r\n"):
+    if line.lower().startswith(b"x-sandboxio-egress"):
+        print(line.decode())
+if head.startswith(b"HTTP/1.1 200"):
+    c.settimeout(5)
+    print(c.recv(64).decode())"#,
+    )
+}
+
+/// A Python probe that sends `CONNECT target` through `$HTTPS_PROXY`, reads the gate's
+/// answer head into `head` (printing its status line), then runs `rest` with the socket `c`.
+fn python_after_connect(target: &str, rest: &str) -> Command {
     Command::new("/usr/bin/python3").arg("-c").arg(format!(
-        r#"import os, socket
+        r#"import os, socket, ssl
 host, port = os.environ["HTTPS_PROXY"].split("://", 1)[1].rstrip("/").rsplit(":", 1)
 c = socket.create_connection((host, int(port)), 5)
 c.sendall(b"CONNECT {target} HTTP/1.1\r\n\r\n")
@@ -51,12 +65,7 @@ while b"\r\n\r\n" not in head:
         break
     head += chunk
 print(head.split(b"\r\n")[0].decode())
-for line in head.split(b"\r\n"):
-    if line.lower().startswith(b"x-sandboxio-egress"):
-        print(line.decode())
-if head.startswith(b"HTTP/1.1 200"):
-    c.settimeout(5)
-    print(c.recv(64).decode())"#
+{rest}"#
     ))
 }
 
@@ -162,25 +171,17 @@ fn recorder(ip: &str) -> (u16, Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
 /// (the handshake itself fails: the destination is no TLS server; what matters is whether
 /// the `ClientHello` got through). Prints the gate's status line.
 fn tls_through_proxy(target: &str, server_name: &str) -> Command {
-    Command::new("/usr/bin/python3").arg("-c").arg(format!(
-        r#"import os, socket, ssl
-host, port = os.environ["HTTPS_PROXY"].split("://", 1)[1].rstrip("/").rsplit(":", 1)
-c = socket.create_connection((host, int(port)), 5)
-c.sendall(b"CONNECT {target} HTTP/1.1\r\n\r\n")
-head = b""
-while b"\r\n\r\n" not in head:
-    chunk = c.recv(1)
-    if not chunk:
-        break
-    head += chunk
-print(head.split(b"\r\n")[0].decode())
-if head.startswith(b"HTTP/1.1 200"):
+    python_after_connect(
+        target,
+        &format!(
+            r#"if head.startswith(b"HTTP/1.1 200"):
     c.settimeout(3)
     try:
         ssl.create_default_context().wrap_socket(c, server_hostname={server_name:?})
     except Exception as e:
         print(type(e).__name__)"#
-    ))
+        ),
+    )
 }
 
 #[test]
