@@ -44,7 +44,6 @@
 
 mod binary;
 mod dirs;
-mod egress;
 mod fs;
 mod launch;
 mod record;
@@ -62,7 +61,7 @@ use crate::backend::{
     Backend, BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
     collect_cell,
 };
-use crate::backends::agent::{Agent, Identity};
+use crate::backends::agent::{Agent, Identity, egress};
 use crate::backends::owner::Owner;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
@@ -374,7 +373,9 @@ impl LocalBackend {
         // The gate listens before the sandbox starts: its socket is in the `run` directory
         // bound into it. A failed `create()` drops it (and its socket) here.
         let gate = match &spec.network {
-            NetworkPolicy::Allowlist(entries) => Some(egress::serve_gate(&dir, &id, entries)?),
+            NetworkPolicy::Allowlist(entries) => {
+                Some(egress::serve_gate(&dir.join("run").join(egress::SOCKET), SCHEME, &id, entries)?)
+            }
             _ => None,
         };
         let left = timeout.saturating_sub(started.elapsed());
@@ -401,7 +402,13 @@ impl LocalBackend {
         });
         dir_guard.disarm();
         if let Some(gate) = gate {
-            let started = egress::start_relay(&state.agent, gate).await?;
+            let started = egress::start_relay(
+                &state.agent,
+                gate,
+                launch::SANDBOXD_PATH,
+                &format!("{}/{}", launch::RUN_DIR, egress::SOCKET),
+            )
+            .await?;
             *state.egress.lock().unwrap_or_else(PoisonError::into_inner) = Some(started);
         }
         let recorded = record::set(&dir, "sandboxd", &state.sandboxd.label());

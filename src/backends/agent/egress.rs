@@ -1,7 +1,7 @@
-//! `local://` under [`NetworkPolicy::allowlist`](crate::NetworkPolicy::allowlist): the sandbox's
-//! network namespace has only loopback, as under deny-all; its one way out is the egress gate
-//! (`crate::egress`), which this process serves on a Unix socket in the sandbox's `run`
-//! directory (bound at `/run/sandboxio` inside). A `sandboxd relay` command listens on
+//! A sandbox under [`NetworkPolicy::allowlist`](crate::NetworkPolicy::allowlist), on every
+//! backend that runs sandboxd: the sandbox's network namespace has only loopback, as under
+//! deny-all; its one way out is the egress gate (`crate::egress`), which this process serves
+//! on a Unix socket the backend binds into the sandbox. A `sandboxd relay` command listens on
 //! [`RELAY_ADDR`] inside and carries each connection to that socket, and every command gets
 //! the proxy variables common tools read ([`proxy_env`]).
 //!
@@ -13,25 +13,21 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backends::agent::Agent;
-use crate::backends::agent::AgentExecStream;
+use super::{Agent, AgentExecStream};
 use crate::egress::gate::{Event, Gate};
 use crate::egress::server::GateServer;
 use crate::error::{Error, Result};
 use crate::exec::Command;
 use crate::policy::AllowlistEntry;
 
-use super::SCHEME;
-use super::launch::{RUN_DIR, SANDBOXD_PATH};
-
 /// Where the relay listens inside the sandbox.
-pub(super) const RELAY_ADDR: &str = "127.0.0.1:3128";
+pub(crate) const RELAY_ADDR: &str = "127.0.0.1:3128";
 
 /// The proxy URL commands are given.
 const PROXY_URL: &str = "http://127.0.0.1:3128";
 
-/// The gate's socket, in the sandbox's `run` directory.
-const SOCKET: &str = "egress.sock";
+/// The gate socket's file name, in the directory a backend binds into the sandbox.
+pub(crate) const SOCKET: &str = "egress.sock";
 
 /// How long the relay may take to listen.
 const RELAY_START: Duration = Duration::from_secs(10);
@@ -39,7 +35,7 @@ const RELAY_START: Duration = Duration::from_secs(10);
 /// The proxy variables every command of an allowlisted sandbox starts with: the forms curl,
 /// wget, Python (`urllib`, pip, requests), Node's npm and Go read. `NO_PROXY` is empty: no
 /// destination bypasses the gate (none could: there is no route).
-pub(super) fn proxy_env() -> Vec<(String, String)> {
+pub(crate) fn proxy_env() -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> =
         ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]
             .iter()
@@ -55,7 +51,7 @@ pub(super) fn proxy_env() -> Vec<(String, String)> {
 }
 
 /// A sandbox's way out: its gate and the relay command inside.
-pub(super) struct Egress {
+pub(crate) struct Egress {
     _gate: GateServer,
     _relay: AgentExecStream,
 }
@@ -66,13 +62,19 @@ impl std::fmt::Debug for Egress {
     }
 }
 
-/// Serves a gate for `entries` in the sandbox directory `dir` (before the sandbox starts:
-/// the `run` directory is bound into it).
+/// Serves a gate for `entries` on a Unix socket at `socket` (before the sandbox starts: the
+/// backend binds the socket's directory into it). `scheme` and `id` name the sandbox in
+/// errors and in the gate's log lines.
 ///
 /// # Errors
 ///
 /// [`Error::Provider`] when the socket or the gate's runtime cannot be set up.
-pub(super) fn serve_gate(dir: &Path, id: &str, entries: &[AllowlistEntry]) -> Result<GateServer> {
+pub(crate) fn serve_gate(
+    socket: &Path,
+    scheme: &'static str,
+    id: &str,
+    entries: &[AllowlistEntry],
+) -> Result<GateServer> {
     let sandbox = id.to_owned();
     let budget = std::sync::Mutex::new(LogBudget::default());
     let events = Arc::new(move |event: Event| {
@@ -92,8 +94,8 @@ pub(super) fn serve_gate(dir: &Path, id: &str, entries: &[AllowlistEntry]) -> Re
         }
     });
     let gate = Gate::new(entries.to_vec(), events);
-    GateServer::start(&dir.join("run").join(SOCKET), gate)
-        .map_err(|e| Error::provider(SCHEME, "cannot start the sandbox's egress gate", e))
+    GateServer::start(socket, gate)
+        .map_err(|e| Error::provider(scheme, "cannot start the sandbox's egress gate", e))
 }
 
 /// The most gate events logged per second for one sandbox; the rest are counted, and the
@@ -136,13 +138,19 @@ fn clip(text: &str) -> String {
     }
 }
 
-/// Starts the relay inside the sandbox and waits until it listens.
+/// Starts the relay inside the sandbox (`sandboxd relay`, run from `sandboxd` there) towards
+/// the gate's socket at `socket` there, and waits until it listens.
 ///
 /// # Errors
 ///
 /// [`Error::Provider`] when it does not say it listens within 10 seconds.
-pub(super) async fn start_relay(agent: &Arc<Agent>, gate: GateServer) -> Result<Egress> {
-    let command = Command::new(SANDBOXD_PATH).args(["relay", RELAY_ADDR, &format!("{RUN_DIR}/{SOCKET}")]);
+pub(crate) async fn start_relay(
+    agent: &Arc<Agent>,
+    gate: GateServer,
+    sandboxd: &str,
+    socket: &str,
+) -> Result<Egress> {
+    let command = Command::new(sandboxd).args(["relay", RELAY_ADDR, socket]);
     let mut relay = agent.stream(&command, false)?;
     let first = futures_lite::future::or(
         async { std::future::poll_fn(|cx| relay.poll_next_chunk(cx)).await },
@@ -155,7 +163,7 @@ pub(super) async fn start_relay(agent: &Arc<Agent>, gate: GateServer) -> Result<
     match first {
         Some(Ok(chunk)) if chunk.data.starts_with(b"listening") => Ok(Egress { _gate: gate, _relay: relay }),
         other => Err(Error::provider_message(
-            SCHEME,
+            agent.scheme,
             format!("the egress relay did not start in the sandbox: {other:?}"),
         )),
     }
