@@ -89,6 +89,9 @@ pub use exec::{
     MAX_ARG_STRLEN, MAX_ARG_TOTAL, MimeBundle, OutputChunk, StreamKind,
 };
 pub use fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry, FileKind};
+#[cfg(feature = "egress")]
+#[cfg_attr(docsrs, doc(cfg(feature = "egress")))]
+pub use policy::EgressResolver;
 pub use policy::{
     ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget, Capabilities, EgressMechanism,
     IsolationTier, NetworkEnforcement, NetworkPolicy, ResourceLimits,

@@ -109,6 +109,8 @@ pub(crate) fn admit(entries: &[AllowlistEntry], host: &str, port: u16) -> Result
 }
 
 /// Step 3: the addresses of `name` the gate may dial on `port`, in the resolver's order.
+/// `treated_public` says which non-public addresses a test network stands in for public ones
+/// (`EgressResolver::treat_as_public`, documentation ranges only).
 ///
 /// # Errors
 ///
@@ -119,6 +121,7 @@ pub(crate) fn vet(
     name: &str,
     port: u16,
     addrs: &[IpAddr],
+    treated_public: impl Fn(IpAddr) -> bool,
 ) -> Result<Vec<IpAddr>, Refusal> {
     if addrs.is_empty() {
         return Err(Refusal::new(Reason::Unresolved, format!("{name} has no address")));
@@ -135,7 +138,7 @@ pub(crate) fn vet(
         }
         let listed = entries.iter().any(|e| !e.is_deny() && e.matches_address(ip, port));
         match non_public(ip) {
-            Some(kind) if !listed => {
+            Some(kind) if !listed && !treated_public(ip) => {
                 refused.get_or_insert((ip, kind));
             }
             _ => passed.push(ip),
@@ -194,19 +197,47 @@ mod tests {
     fn names_resolving_to_non_public_addresses_need_them_listed() {
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let e = entries(&["allowed.test"]);
-        let refused = vet(&e, "allowed.test", 443, &[ip("10.0.0.7")]).unwrap_err();
+        let refused = vet(&e, "allowed.test", 443, &[ip("10.0.0.7")], |_| false).unwrap_err();
         assert_eq!(refused.reason, Reason::NonPublicAddress);
         assert!(refused.detail.contains("10.0.0.7, a private address"), "{}", refused.detail);
-        assert_eq!(reason(vet(&e, "allowed.test", 443, &[ip("169.254.169.254")])), Reason::NonPublicAddress);
-        assert_eq!(reason(vet(&e, "allowed.test", 443, &[])), Reason::Unresolved);
+        assert_eq!(
+            reason(vet(&e, "allowed.test", 443, &[ip("169.254.169.254")], |_| false)),
+            Reason::NonPublicAddress
+        );
+        assert_eq!(reason(vet(&e, "allowed.test", 443, &[], |_| false)), Reason::Unresolved);
         // Public addresses pass, non-public ones of the same name are dropped.
-        assert_eq!(vet(&e, "allowed.test", 443, &[ip("127.0.0.1"), ip("1.1.1.1")]), Ok(vec![ip("1.1.1.1")]));
+        assert_eq!(
+            vet(&e, "allowed.test", 443, &[ip("127.0.0.1"), ip("1.1.1.1")], |_| false),
+            Ok(vec![ip("1.1.1.1")])
+        );
         // The control: the same name with its address listed is reachable.
         let e = entries(&["allowed.test", "10.0.0.0/24"]);
-        assert_eq!(vet(&e, "allowed.test", 443, &[ip("10.0.0.7")]), Ok(vec![ip("10.0.0.7")]));
+        assert_eq!(vet(&e, "allowed.test", 443, &[ip("10.0.0.7")], |_| false), Ok(vec![ip("10.0.0.7")]));
         // ...on the block's ports only.
-        assert_eq!(reason(vet(&e, "allowed.test", 80, &[ip("10.0.0.7")])), Reason::NonPublicAddress);
+        assert_eq!(
+            reason(vet(&e, "allowed.test", 80, &[ip("10.0.0.7")], |_| false)),
+            Reason::NonPublicAddress
+        );
         let e = entries(&["allowed.test", "!1.1.1.0/24"]);
-        assert_eq!(reason(vet(&e, "allowed.test", 443, &[ip("1.1.1.1")])), Reason::Denied);
+        assert_eq!(reason(vet(&e, "allowed.test", 443, &[ip("1.1.1.1")], |_| false)), Reason::Denied);
+    }
+
+    #[test]
+    fn only_the_addresses_a_test_network_treats_as_public_pass_as_public() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let e = entries(&["web.test:80"]);
+        let doc = |a: IpAddr| crate::policy::allowlist::cidr_contains(ip("198.51.100.0"), 24, a);
+        // The control: a documentation address is refused unless treated as public.
+        assert_eq!(
+            reason(vet(&e, "web.test", 80, &[ip("198.51.100.10")], |_| false)),
+            Reason::NonPublicAddress
+        );
+        assert_eq!(vet(&e, "web.test", 80, &[ip("198.51.100.10")], doc), Ok(vec![ip("198.51.100.10")]));
+        // Treating one block as public leaves every other non-public address refused.
+        assert_eq!(reason(vet(&e, "web.test", 80, &[ip("10.254.77.10")], doc)), Reason::NonPublicAddress);
+        assert_eq!(reason(vet(&e, "web.test", 80, &[ip("127.0.0.1")], doc)), Reason::NonPublicAddress);
+        // A denying block still wins over it.
+        let e = entries(&["web.test:80", "!198.51.100.10"]);
+        assert_eq!(reason(vet(&e, "web.test", 80, &[ip("198.51.100.10")], doc)), Reason::Denied);
     }
 }

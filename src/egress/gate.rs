@@ -9,10 +9,7 @@
 //! and every decision is reported as an [`Event`]. Nothing waits without a deadline before
 //! the relay starts.
 
-use std::future::Future;
-use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,30 +18,10 @@ use tokio::net::TcpStream;
 
 use super::decide::{self, Reason, Refusal};
 use super::request::{self, MAX_HEAD, ProxyRequest};
+use super::resolve::{self, Resolve, SystemResolver};
 use super::sni::{self, Hello, MAX_HELLO};
-use crate::policy::AllowlistEntry;
 use crate::policy::address::Host;
-
-/// Looks names up for the gate: the host's resolver in production, a table in tests.
-pub(crate) trait Resolve: Send + Sync + 'static {
-    /// The addresses of `name`, in preference order.
-    fn lookup<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
-}
-
-/// The host's own resolver (`getaddrinfo` through tokio).
-pub(crate) struct SystemResolver;
-
-impl Resolve for SystemResolver {
-    fn lookup<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>> {
-        Box::pin(async move { Ok(tokio::net::lookup_host((name, 0)).await?.map(|a| a.ip()).collect()) })
-    }
-}
+use crate::policy::{AllowlistEntry, EgressResolver};
 
 /// What the gate decided about one connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +36,9 @@ pub(crate) enum Event {
 pub(crate) struct Gate {
     pub(crate) entries: Vec<AllowlistEntry>,
     pub(crate) resolver: Arc<dyn Resolve>,
+    /// Whether an address the resolver gave is vetted as public although it is not (a test
+    /// network's documentation-range hosts, `EgressResolver::treat_as_public`).
+    pub(crate) treated_public: EgressResolver,
     /// Told of every decision (the sandbox's audit trail).
     pub(crate) events: Arc<dyn Fn(Event) + Send + Sync>,
     /// How long a client has to send its request head, and its `ClientHello`.
@@ -80,11 +60,24 @@ impl Gate {
         Gate {
             entries,
             resolver: Arc::new(SystemResolver),
+            treated_public: EgressResolver::system(),
             events,
             read_timeout: Duration::from_secs(10),
             dial_timeout: Duration::from_secs(10),
             max_connections: MAX_CONNECTIONS,
         }
+    }
+
+    /// The same gate resolving through `resolver` (and vetting the addresses it treats as
+    /// public as public).
+    ///
+    /// # Errors
+    ///
+    /// When the resolver's DNS client cannot be set up.
+    pub(crate) fn with_resolver(mut self, resolver: &EgressResolver) -> std::io::Result<Gate> {
+        self.resolver = resolve::resolver_for(resolver)?;
+        self.treated_public = resolver.clone();
+        Ok(self)
     }
 
     /// Serves one client connection to its end.
@@ -190,7 +183,9 @@ impl Gate {
                         )
                     })?
                     .map_err(|e| Refusal::new(Reason::Unresolved, format!("looking up {name}: {e}")))?;
-                decide::vet(&self.entries, name, port, &found)?
+                decide::vet(&self.entries, name, port, &found, |ip| {
+                    self.treated_public.treated_as_public(ip)
+                })?
             }
         };
         let mut last = String::new();

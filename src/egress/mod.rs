@@ -13,6 +13,7 @@
 //! - [`decide`]: the decision as pure functions;
 //! - [`request`]: the proxy request head;
 //! - [`sni`]: the `ClientHello`'s server name;
+//! - [`resolve`]: how names are looked up (the host's resolver, or one DNS server);
 //! - [`gate`]: one connection, judged and relayed;
 //! - [`server`]: a gate on a Unix socket, on the gate's own runtime.
 //!
@@ -27,6 +28,7 @@
 pub(crate) mod decide;
 pub(crate) mod gate;
 pub(crate) mod request;
+pub(crate) mod resolve;
 pub(crate) mod server;
 pub(crate) mod sni;
 

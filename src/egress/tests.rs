@@ -12,7 +12,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpListener;
 
-use super::gate::{Event, Gate, Resolve};
+use super::gate::{Event, Gate};
+use super::resolve::Resolve;
 use super::sni::tests::hello;
 
 /// A resolver answering from a table, counting every lookup by name.

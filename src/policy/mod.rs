@@ -8,9 +8,14 @@ use crate::error::Result;
 pub(crate) mod address;
 pub(crate) mod allowlist;
 mod enforcement;
+#[cfg(feature = "egress")]
+mod resolver;
 
 pub use allowlist::{ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget};
 pub use enforcement::{EgressMechanism, NetworkEnforcement};
+#[cfg(feature = "egress")]
+#[cfg_attr(docsrs, doc(cfg(feature = "egress")))]
+pub use resolver::EgressResolver;
 
 /// The egress policy of a sandbox. There is no default: the builder's `create()` compiles
 /// only once one is chosen, and [`NetworkPolicy::deny_all`] is the one to reach for.

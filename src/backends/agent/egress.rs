@@ -18,7 +18,7 @@ use crate::egress::gate::{Event, Gate};
 use crate::egress::server::GateServer;
 use crate::error::{Error, Result};
 use crate::exec::Command;
-use crate::policy::AllowlistEntry;
+use crate::policy::{AllowlistEntry, EgressResolver};
 
 /// Where the relay listens inside the sandbox.
 pub(crate) const RELAY_ADDR: &str = "127.0.0.1:3128";
@@ -63,8 +63,9 @@ impl std::fmt::Debug for Egress {
 }
 
 /// Serves a gate for `entries` on a Unix socket at `socket` (before the sandbox starts: the
-/// backend binds the socket's directory into it). `scheme` and `id` name the sandbox in
-/// errors and in the gate's log lines.
+/// backend binds the socket's directory into it), resolving names with `resolver` (the
+/// backend's `with_egress_resolver`). `scheme` and `id` name the sandbox in errors and in
+/// the gate's log lines.
 ///
 /// # Errors
 ///
@@ -74,6 +75,7 @@ pub(crate) fn serve_gate(
     scheme: &'static str,
     id: &str,
     entries: &[AllowlistEntry],
+    resolver: &EgressResolver,
 ) -> Result<GateServer> {
     let sandbox = id.to_owned();
     let budget = std::sync::Mutex::new(LogBudget::default());
@@ -93,9 +95,9 @@ pub(crate) fn serve_gate(
             }
         }
     });
-    let gate = Gate::new(entries.to_vec(), events);
-    GateServer::start(socket, gate)
-        .map_err(|e| Error::provider(scheme, "cannot start the sandbox's egress gate", e))
+    let cannot = |e| Error::provider(scheme, "cannot start the sandbox's egress gate", e);
+    let gate = Gate::new(entries.to_vec(), events).with_resolver(resolver).map_err(cannot)?;
+    GateServer::start(socket, gate).map_err(cannot)
 }
 
 /// The most gate events logged per second for one sandbox; the rest are counted, and the

@@ -106,6 +106,8 @@ pub struct LocalBackend {
 #[derive(Debug)]
 struct Inner {
     audit: crate::AuditConfig,
+    /// How the egress gates of this backend's allowlisted sandboxes resolve names.
+    resolver: crate::EgressResolver,
     bwrap: PathBuf,
     root: PathBuf,
     sandboxes: Mutex<HashMap<String, Arc<State>>>,
@@ -152,6 +154,7 @@ impl LocalBackend {
         LocalBackend {
             inner: Arc::new(Inner {
                 audit: crate::AuditConfig::new(),
+                resolver: crate::EgressResolver::system(),
                 bwrap,
                 root: std::env::temp_dir().join(format!("sandboxio-local-{}", current_uid())),
                 sandboxes: Mutex::new(HashMap::new()),
@@ -164,9 +167,23 @@ impl LocalBackend {
     /// contract suite's recording sink, for one). Call it before creating sandboxes.
     #[must_use]
     pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+        self.rebuilt(audit, self.inner.resolver.clone())
+    }
+
+    /// The same backend resolving the names its allowlisted sandboxes ask for through
+    /// `resolver` (default: [`EgressResolver::system`](crate::EgressResolver::system)), in the
+    /// egress gate on the host. Call it before creating sandboxes.
+    #[must_use]
+    pub fn with_egress_resolver(self, resolver: crate::EgressResolver) -> Self {
+        self.rebuilt(self.inner.audit.clone(), resolver)
+    }
+
+    /// A backend with these settings and the same `bwrap` and root, owning no sandbox yet.
+    fn rebuilt(&self, audit: crate::AuditConfig, resolver: crate::EgressResolver) -> Self {
         LocalBackend {
             inner: Arc::new(Inner {
                 audit,
+                resolver,
                 bwrap: self.inner.bwrap.clone(),
                 root: self.inner.root.clone(),
                 sandboxes: Mutex::new(HashMap::new()),
@@ -373,9 +390,13 @@ impl LocalBackend {
         // The gate listens before the sandbox starts: its socket is in the `run` directory
         // bound into it. A failed `create()` drops it (and its socket) here.
         let gate = match &spec.network {
-            NetworkPolicy::Allowlist(entries) => {
-                Some(egress::serve_gate(&dir.join("run").join(egress::SOCKET), SCHEME, &id, entries)?)
-            }
+            NetworkPolicy::Allowlist(entries) => Some(egress::serve_gate(
+                &dir.join("run").join(egress::SOCKET),
+                SCHEME,
+                &id,
+                entries,
+                &self.inner.resolver,
+            )?),
             _ => None,
         };
         let left = timeout.saturating_sub(started.elapsed());
