@@ -26,10 +26,15 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "contract")))]
 pub mod contract;
 mod fake;
+#[cfg(feature = "contract")]
+mod testnet;
 
 use std::ops::Deref;
 
 pub use fake::{DEFAULT_CREATE_LATENCY, Failure, FakeBackend, FakeCall, WORKDIR};
+#[cfg(feature = "contract")]
+#[cfg_attr(docsrs, doc(cfg(feature = "contract")))]
+pub use testnet::{TESTNET_DESCRIPTION, TESTNET_ENV, TestNetwork};
 
 use crate::backend::BackendOption;
 use crate::backends::capabilities;

@@ -5,13 +5,18 @@ use std::process::ExitCode;
 
 use sandboxio::Command;
 use sandboxio::backends::local::LocalBackend;
-use sandboxio::testing::contract::{Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes};
+use sandboxio::testing::TestNetwork;
+use sandboxio::testing::contract::{
+    Canary, CancellationPoints, ContractSuite, ProbeFuture, ProbeResult, Probes,
+};
 
 /// Behaviour probes from the backend's own bookkeeping; the canary is a TCP server this
-/// test runs on loopback (reachable only from a sandbox that shares the host's network).
+/// test runs on loopback (reachable only from a sandbox that shares the host's network);
+/// the test network is the project's own (`scripts/testnet up`), when it is up.
 struct LocalProbes {
     backend: LocalBackend,
     canary: Canary,
+    network: ProbeResult<TestNetwork>,
 }
 
 impl Probes for LocalProbes {
@@ -53,6 +58,10 @@ sys.exit(0 if c.recv(64).startswith(b"HTTP/1.1 200") else 1)"#
         Some(self.canary.clone())
     }
 
+    fn test_network(&self) -> Option<ProbeResult<TestNetwork>> {
+        Some(self.network.clone())
+    }
+
     fn provider_labels(&self, sandbox_id: &str) -> Option<ProbeFuture<BTreeMap<String, String>>> {
         let (backend, id) = (self.backend.clone(), sandbox_id.to_owned());
         Some(Box::pin(async move { backend.labels(&id).ok_or_else(|| format!("no sandbox {id}")) }))
@@ -78,8 +87,16 @@ fn main() -> ExitCode {
         }
     });
     let sink = sandboxio::RecordingSink::new();
-    let backend =
+    let mut backend =
         LocalBackend::new().with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
-    let probes = LocalProbes { backend: backend.clone(), canary: Canary { host: "127.0.0.1".into(), port } };
+    // The gates resolve through the test network's DNS server, the only one that knows its
+    // names (and treat its documentation-range block as public), when it is up.
+    let network = TestNetwork::load();
+    if let Ok(net) = &network {
+        backend = backend
+            .with_egress_resolver(net.resolver().expect("the test network's block is a documentation range"));
+    }
+    let probes =
+        LocalProbes { backend: backend.clone(), canary: Canary { host: "127.0.0.1".into(), port }, network };
     ContractSuite::new(backend).probes(probes).audit_sink(sink).run()
 }

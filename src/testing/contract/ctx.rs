@@ -388,6 +388,18 @@ impl Ctx {
         )))
     }
 
+    /// The test network the backend's probes name: a test that needs it (and declared the
+    /// `test_network` probe) ends through [`Ctx::control_unavailable`] when none is up.
+    pub(crate) fn test_network(&self) -> std::result::Result<crate::testing::TestNetwork, String> {
+        match self.probes.test_network() {
+            Some(Ok(net)) => Ok(net),
+            Some(Err(why)) => Err(self.control_unavailable(why)),
+            None => {
+                Err("probe test_network is not implemented (the case should have been skipped)".to_owned())
+            }
+        }
+    }
+
     /// Runs the egress probe towards `host:port` in a new sandbox under `policy`.
     pub(crate) async fn egress(
         &self,

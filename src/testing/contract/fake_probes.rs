@@ -30,6 +30,12 @@ impl Probes for FakeProbes {
         None
     }
 
+    fn test_network(&self) -> Option<super::probes::ProbeResult<crate::testing::TestNetwork>> {
+        // The fake simulates a policy by the name a command asks for: it reaches no network,
+        // so the tests of resolved addresses, TLS, DNS and UDP against one cannot run on it.
+        None
+    }
+
     fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {
         let fake = self.fake.clone();
         let id = sandbox_id.to_owned();

@@ -42,6 +42,7 @@
 mod cases;
 mod ctx;
 mod facade;
+mod net_scripts;
 mod probes;
 mod runner;
 

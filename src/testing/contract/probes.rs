@@ -21,6 +21,9 @@ use crate::SandboxBuilder;
 use crate::backend::{Backend, BoxFuture};
 use crate::exec::{Code, Command};
 use crate::policy::ResourceLimits;
+use crate::testing::TestNetwork;
+
+use super::net_scripts;
 
 /// The result of a behaviour probe: a description of what went wrong on failure.
 pub type ProbeResult<T> = std::result::Result<T, String>;
@@ -62,6 +65,8 @@ pub enum ProbeKind {
     MissingCredentials,
     /// [`Probes::code_gated`].
     CodeGated,
+    /// [`Probes::test_network`].
+    TestNetwork,
 }
 
 impl ProbeKind {
@@ -79,6 +84,7 @@ impl ProbeKind {
             ProbeKind::ProviderConfigText => "provider_config_text",
             ProbeKind::MissingCredentials => "missing_credentials",
             ProbeKind::CodeGated => "code_gated",
+            ProbeKind::TestNetwork => "test_network",
         }
     }
 }
@@ -221,6 +227,44 @@ pub trait Probes: Send + Sync + 'static {
         Command::shell("cat /proc/self/environ /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; exit 0")
     }
 
+    // ---- network probes (default: Python 3's standard library; see `test_network`)
+
+    /// `GET url` through the sandbox's way out (for a proxy-enforced allowlist, the proxy
+    /// its environment names, as `urllib` finds it): exits 0 on a `200` answer, non-zero on
+    /// any other or none, and prints what it got.
+    fn http_get(&self, url: &str) -> Command {
+        net_scripts::http_get(url)
+    }
+
+    /// A real TLS client: a connection to `host:port` (a `CONNECT` tunnel through the
+    /// sandbox's proxy where it has one), a handshake that names `server_name` and verifies
+    /// the server against the PEM certificate `ca_pem`, then `GET path`. Exits 0 once the
+    /// server answered over the verified session, non-zero otherwise.
+    fn tls_get(&self, host: &str, port: u16, server_name: &str, ca_pem: &str, path: &str) -> Command {
+        net_scripts::tls_get(host, port, server_name, ca_pem, path)
+    }
+
+    /// Sends `payload` in one UDP datagram to `ip:port` (an echo service) and exits 0 only
+    /// if it comes back within 3 seconds.
+    fn udp_echo(&self, ip: std::net::IpAddr, port: u16, payload: &str) -> Command {
+        net_scripts::udp_echo(ip, port, payload)
+    }
+
+    /// Asks a DNS server for `name` (type `A`), over UDP and over TCP: the server at
+    /// `server`, or, for `None`, every `nameserver` of the sandbox's `/etc/resolv.conf` and
+    /// its C library's `getaddrinfo`. Exits 0 if any of them answered, non-zero if none did.
+    fn dns_query(&self, server: Option<std::net::SocketAddr>, name: &str) -> Command {
+        net_scripts::dns_query(server, name)
+    }
+
+    /// Sends `first` (a raw request) to the sandbox's proxy, reads the answer's head, then
+    /// sends `then` down the same connection (a chained request) and prints what comes
+    /// back. Exits 0 if the first answer was `200`, non-zero otherwise or where the sandbox
+    /// has no proxy.
+    fn proxy_exchange(&self, first: &str, then: &str) -> Command {
+        net_scripts::proxy_exchange(first, then)
+    }
+
     // ---- code probes (default: Python 3)
 
     /// Prints `text` and a newline.
@@ -314,6 +358,17 @@ pub trait Probes: Send + Sync + 'static {
         None
     }
 
+    /// The project's own test network (`scripts/testnet up`), which the allowlist tests of
+    /// names, addresses, TLS, DNS and UDP reach. `None` (the default): this backend cannot
+    /// use one, and those tests skip naming this probe. `Some(Err(why))`: it can, but none is
+    /// up here; those tests skip with `why`, and fail a strict run. Implement it as
+    /// `Some(TestNetwork::load())`, and build the backend under test with
+    /// [`TestNetwork::resolver`] as its egress resolver (for `local://`,
+    /// `LocalBackend::with_egress_resolver`): the names it serves resolve only there.
+    fn test_network(&self) -> Option<ProbeResult<TestNetwork>> {
+        None
+    }
+
     /// The resource limits in effect in sandbox `sandbox_id`, read from inside it (cgroups,
     /// rlimits) or from the provider.
     fn limits_in_effect(&self, sandbox_id: &str) -> Option<ProbeFuture<ResourceLimits>> {
@@ -361,6 +416,7 @@ pub(crate) fn implemented(probes: &dyn Probes, kind: ProbeKind) -> bool {
         K::ProviderConfigText => probes.provider_config_text(placeholder).is_some(),
         K::MissingCredentials => probes.missing_credentials().is_some(),
         K::CodeGated => probes.code_gated(placeholder).is_some(),
+        K::TestNetwork => probes.test_network().is_some(),
     }
 }
 

@@ -10,6 +10,7 @@ macro_rules! with_sandbox {
     }};
 }
 
+mod allowlist;
 mod cancellation;
 mod code_stream;
 mod exec;
@@ -138,6 +139,7 @@ pub(crate) fn all() -> &'static [Case] {
         cases.extend(facts::cases());
         cases.extend(fs::cases());
         cases.extend(policy::cases());
+        cases.extend(allowlist::cases());
         cases.extend(same_words::cases());
         cases.extend(honesty::cases());
         cases.extend(observability::cases());
