@@ -76,6 +76,17 @@ fn name(cx: &Ctx, what: &str, base: &str) -> String {
     format!("{what}-{}.{base}", cx.token)
 }
 
+/// The probe `command` works where the network is open: it succeeds in a sandbox under
+/// allow-all (so its failing under an allowlist is the policy's doing, not a broken probe).
+async fn works_when_open(cx: &Ctx, command: Command, what: &str) -> Verdict {
+    let out = run_all(cx, &NetworkPolicy::allow_all(), vec![command]).await?;
+    if out[0].ok {
+        Ok(())
+    } else {
+        Err(cx.control_unavailable(format!("{what} failed even under allow-all: {}", out[0].said)))
+    }
+}
+
 /// Passes when `out` succeeded, else says what was `expected`.
 fn reached(out: &Outcome, expected: impl FnOnce() -> String) -> Verdict {
     expect(out.ok, || format!("{}, observed a failure: {}", expected(), out.said))
@@ -182,6 +193,11 @@ async fn no_dns(cx: Arc<Ctx>) -> Verdict {
     let gate_name = name(&cx, "gate", &net.web_name);
     let direct = name(&cx, "direct", &net.web_name);
     let system = name(&cx, "system", &net.web_name);
+    // The probe's own control: under allow-all it reaches the counting server, which counts.
+    let open = name(&cx, "open", &net.web_name);
+    works_when_open(&cx, cx.probes.dns_query(Some(net.dns), &open), "the dns_query probe").await?;
+    let counted = net.dns_queries(&open)?;
+    expect(counted > 0, || format!("expected the query for {open} under allow-all counted, observed 0"))?;
     let policy = allowlist([format!("{gate_name}:{port}")])?;
     let out = run_all(
         &cx,
@@ -211,13 +227,16 @@ async fn no_udp(cx: Arc<Ctx>) -> Verdict {
     let net = cx.test_network()?;
     let echo = net.udp_echo_port;
     let control = format!("control-{}", cx.token);
-    // The positive control: the echo answers this process, outside any sandbox.
+    // The positive controls: the echo answers this process, outside any sandbox, and the
+    // probe from a sandbox under allow-all.
     if !net.udp_echo_from_here(control.as_bytes())? {
         return Err(cx.control_unavailable(format!(
             "the UDP echo {}:{echo} did not answer this process outside the sandbox",
             net.web_addr
         )));
     }
+    let open = format!("open-{}", cx.token);
+    works_when_open(&cx, cx.probes.udp_echo(net.web_addr, echo, &open), "the udp_echo probe").await?;
     let inside = format!("inside-{}", cx.token);
     // As much as an allowlist can list: the host's name and its address, on every port.
     let policy = allowlist([format!("{}:*", net.web_name), format!("{}/32:*", net.web_addr)])?;
