@@ -185,11 +185,12 @@ impl std::str::FromStr for AllowlistEntry {
         if s.is_empty() {
             return Err(bad("empty entry"));
         }
-        // A bare IPv6 address or block has colons of its own and takes no port.
+        // A bare address or block (an IPv6 one has colons of its own and takes no port):
+        // allowing, it covers 443; denying, every port, as a denying name does.
         if let Some((ip, prefix)) = parse_cidr(s) {
             return Ok(AllowlistEntry {
                 target: AllowlistTarget::Cidr(ip, prefix),
-                ports: AllowlistPorts::Default,
+                ports: if deny { AllowlistPorts::Any } else { AllowlistPorts::Default },
                 deny,
             });
         }
@@ -310,6 +311,20 @@ mod tests {
         assert!(entry("pypi.org:*").matches("pypi.org", 22));
         assert!(entry("10.0.0.0/8").matches("10.2.3.4", 443));
         assert!(!entry("10.0.0.0/8").matches("10.2.3.4", 22));
+    }
+
+    #[test]
+    fn a_denying_address_or_block_without_a_port_denies_every_port() {
+        for text in ["!10.0.0.0/8", "!198.51.100.10", "!2001:db8::/32", "!::1"] {
+            let e = entry(text);
+            assert_eq!(e.ports(), AllowlistPorts::Any, "{text}");
+            assert_eq!(entry(&e.to_string()), e, "{text} -> {e}");
+        }
+        assert!(entry("!10.0.0.0/8").matches("10.1.2.3", 22));
+        assert!(entry("!198.51.100.10").matches_address("198.51.100.10".parse().unwrap(), 80));
+        // The control: an allowing one still covers 443 only.
+        assert!(!entry("10.0.0.0/8").matches("10.1.2.3", 22));
+        assert!(entry("10.0.0.0/8").matches("10.1.2.3", 443));
     }
 
     #[test]

@@ -138,7 +138,14 @@ async fn listed_name(cx: Arc<Ctx>) -> Verdict {
     })?;
     unseen(&net, &format!("/{t}/other-port"), None, "the request on the unlisted port")?;
     refused(&out[2], || format!("expected the unlisted name {other} refused"))?;
-    unseen(&net, &format!("/{t}/other-name"), None, "the request to the unlisted name")
+    unseen(&net, &format!("/{t}/other-name"), None, "the request to the unlisted name")?;
+    // Nor is an unlisted name looked up (a lookup would carry whatever the sandbox put in
+    // the name to the zone's servers); the listed one was, and was counted.
+    expect(net.dns_queries(&web)? > 0, || {
+        format!("expected the gate's lookup of {web} counted, observed 0")
+    })?;
+    let asked = net.dns_queries(&other)?;
+    expect(asked == 0, || format!("expected the unlisted {other} never looked up, observed {asked} queries"))
 }
 
 async fn private_address(cx: Arc<Ctx>) -> Verdict {
