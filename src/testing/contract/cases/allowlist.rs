@@ -50,7 +50,7 @@ async fn run_all(cx: &Ctx, policy: &NetworkPolicy, commands: Vec<Command>) -> Re
         cx.builder().network(policy.clone()).create().await.map_err(|e| cx.unexpected("create()", &e))?;
     let mut outcomes = Vec::new();
     for command in commands {
-        match sandbox.run(command.timeout(Duration::from_secs(60))).await {
+        match sandbox.run(command.timeout(Duration::from_mins(1))).await {
             Ok(out) => outcomes.push(outcome(&out)),
             Err(e) => {
                 let _ = sandbox.close().await;
@@ -99,10 +99,10 @@ fn refused(out: &Outcome, expected: impl FnOnce() -> String) -> Verdict {
 
 /// Passes when no web server logged a line with `needle` at `server` (`addr:port`, or any
 /// server for `None`).
-fn unseen(net: &TestNetwork, needle: &str, server: Option<String>, what: &str) -> Verdict {
+fn unseen(net: &TestNetwork, needle: &str, server: Option<&str>, what: &str) -> Verdict {
     let lines = net.http_lines(needle)?;
     let seen: Vec<&String> =
-        lines.iter().filter(|l| server.as_ref().is_none_or(|s| l.starts_with(&format!("{s} ")))).collect();
+        lines.iter().filter(|l| server.is_none_or(|s| l.starts_with(&format!("{s} ")))).collect();
     expect(seen.is_empty(), || format!("expected {what} to reach no server, observed {seen:?}"))
 }
 
@@ -262,7 +262,7 @@ async fn chained(cx: Arc<Ctx>) -> Verdict {
     let (t, port) = (&cx.token, net.http_port);
     let web = name(&cx, "outer", &net.web_name);
     let other = name(&cx, "inner", &net.other_name);
-    let other_server = Some(format!("{}:{port}", net.other_addr));
+    let other_server = format!("{}:{port}", net.other_addr);
     // The proxy's own address inside, listed by name: the gate must still not dial it.
     let policy = allowlist([format!("{web}:{port}"), "localhost:3128".to_owned()])?;
     let inner = format!("GET http://{other}:{port}/{t}/inner HTTP/1.1\r\nHost: {other}:{port}\r\n\r\n");
@@ -296,9 +296,9 @@ async fn chained(cx: Arc<Ctx>) -> Verdict {
     unseen(
         &net,
         &format!("/{t}/host-header"),
-        other_server.clone(),
+        Some(&other_server),
         "a request naming the other host in Host",
     )?;
-    unseen(&net, &format!("/{t}/inner"), other_server, "a chained request for the unlisted host")?;
+    unseen(&net, &format!("/{t}/inner"), Some(&other_server), "a chained request for the unlisted host")?;
     unseen(&net, &other, None, "any request naming the unlisted host")
 }
