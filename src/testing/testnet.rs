@@ -205,14 +205,20 @@ mod tests {
     #[test]
     fn a_description_is_read_and_a_missing_one_says_how_to_make_it() {
         let dir = std::env::temp_dir().join(format!("sandboxio-testnet-desc-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("ca.pem"), "PEM").unwrap();
-        std::fs::write(dir.join("dns.log"), "1.0 udp 198.51.100.1 a.web.sandboxio.test 1\n1.1 tcp 198.51.100.1 A.web.sandboxio.test 28\n2.0 udp 198.51.100.1 b.web.sandboxio.test 1\n").unwrap();
+        let write = |file: &str, text: &str| {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(file), text).unwrap();
+        };
+        write("ca.pem", "PEM");
+        write(
+            "dns.log",
+            "1.0 udp 198.51.100.1 a.web.sandboxio.test 1\n1.1 tcp 198.51.100.1 A.web.sandboxio.test 28\n2.0 udp 198.51.100.1 b.web.sandboxio.test 1\n",
+        );
         let conf = format!(
             "# comment\ndns=198.51.100.53:53\npublic_block=198.51.100.0/24\nweb_name=web.sandboxio.test\nweb_addr=198.51.100.10\nother_name=other.sandboxio.test\nother_addr=198.51.100.11\nprivate_name=private.sandboxio.test\nprivate_addr=10.254.77.10\nhttp_port=80\nunlisted_port=8080\ntls_port=443\nudp_echo_port=7\nca={0}/ca.pem\ndns_log={0}/dns.log\nhttp_log={0}/http.log\nudp_log={0}/udp.log\n",
             dir.display()
         );
-        std::fs::write(dir.join("net.conf"), &conf).unwrap();
+        write("net.conf", &conf);
         let net = TestNetwork::from_file(&dir.join("net.conf")).unwrap();
         assert_eq!(net.dns, "198.51.100.53:53".parse().unwrap());
         assert_eq!(net.private_addr, "10.254.77.10".parse::<IpAddr>().unwrap());
@@ -221,7 +227,7 @@ mod tests {
         assert_eq!(net.dns_queries("a.web.sandboxio.test.").unwrap(), 1);
         assert_eq!(net.dns_queries("b.web.sandboxio.test").unwrap(), 1);
         assert_eq!(net.dns_queries("c.web.sandboxio.test").unwrap(), 0);
-        std::fs::write(dir.join("net.conf"), conf.replace("tls_port=443\n", "")).unwrap();
+        write("net.conf", &conf.replace("tls_port=443\n", ""));
         let err = TestNetwork::from_file(&dir.join("net.conf")).unwrap_err();
         assert!(err.contains("no tls_port"), "{err}");
         let err = TestNetwork::from_file(&dir.join("absent.conf")).unwrap_err();

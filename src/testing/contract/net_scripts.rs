@@ -18,13 +18,14 @@ def proxy():
     return host, int(port)
 
 def head(c):
-    got = b""
-    while b"\r\n\r\n" not in got:
-        b = c.recv(1)
-        if not b:
+    # Unbuffered: the bytes after the head stay in the socket for whoever reads next.
+    f = c.makefile("rb", buffering=0)
+    lines = []
+    for line in iter(f.readline, b""):
+        lines.append(line)
+        if line in (b"\r\n", b"\n"):
             break
-        got += b
-    return got
+    return b"".join(lines)
 
 def tunnel(host, port):
     p = proxy()

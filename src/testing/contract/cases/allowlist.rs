@@ -87,6 +87,11 @@ async fn works_when_open(cx: &Ctx, command: Command, what: &str) -> Verdict {
     }
 }
 
+/// A name below the web host's and one below the other host's, unique to this test.
+fn web_and_other(cx: &Ctx, net: &TestNetwork, web: &str, other: &str) -> (String, String) {
+    (name(cx, web, &net.web_name), name(cx, other, &net.other_name))
+}
+
 /// Passes when `out` succeeded, else says what was `expected`.
 fn reached(out: &Outcome, expected: impl FnOnce() -> String) -> Verdict {
     expect(out.ok, || format!("{}, observed a failure: {}", expected(), out.said))
@@ -117,19 +122,14 @@ fn seen(net: &TestNetwork, path: &str, server: &str) -> Verdict {
 async fn listed_name(cx: Arc<Ctx>) -> Verdict {
     let net = cx.test_network()?;
     let (t, port) = (&cx.token, net.http_port);
-    let web = name(&cx, "listed", &net.web_name);
-    let other = name(&cx, "unlisted", &net.other_name);
+    let (web, other) = web_and_other(&cx, &net, "listed", "unlisted");
+    let urls = [
+        format!("http://{web}:{port}/{t}/listed"),
+        format!("http://{web}:{}/{t}/other-port", net.unlisted_port),
+        format!("http://{other}:{port}/{t}/other-name"),
+    ];
     let policy = allowlist([format!("{web}:{port}")])?;
-    let out = run_all(
-        &cx,
-        &policy,
-        vec![
-            cx.probes.http_get(&format!("http://{web}:{port}/{t}/listed")),
-            cx.probes.http_get(&format!("http://{web}:{}/{t}/other-port", net.unlisted_port)),
-            cx.probes.http_get(&format!("http://{other}:{port}/{t}/other-name")),
-        ],
-    )
-    .await?;
+    let out = run_all(&cx, &policy, urls.iter().map(|u| cx.probes.http_get(u)).collect()).await?;
     // The positive control: the listed name on its port, answered by its own server.
     reached(&out[0], || format!("expected {web}:{port} reached under {policy}"))?;
     seen(&net, &format!("/{t}/listed"), &format!("{}:{port}", net.web_addr))?;
@@ -175,18 +175,11 @@ async fn private_address(cx: Arc<Ctx>) -> Verdict {
 async fn sni_mismatch(cx: Arc<Ctx>) -> Verdict {
     let net = cx.test_network()?;
     let (t, port) = (&cx.token, net.tls_port);
-    let web = name(&cx, "tls", &net.web_name);
-    let other = name(&cx, "sni", &net.other_name);
+    let (web, other) = web_and_other(&cx, &net, "tls", "sni");
+    let matching = cx.probes.tls_get(&web, port, &web, &net.ca_pem, &format!("/{t}/matching"));
+    let mismatched = cx.probes.tls_get(&web, port, &other, &net.ca_pem, &format!("/{t}/mismatched"));
     let policy = allowlist([format!("{web}:{port}")])?;
-    let out = run_all(
-        &cx,
-        &policy,
-        vec![
-            cx.probes.tls_get(&web, port, &web, &net.ca_pem, &format!("/{t}/matching")),
-            cx.probes.tls_get(&web, port, &other, &net.ca_pem, &format!("/{t}/mismatched")),
-        ],
-    )
-    .await?;
+    let out = run_all(&cx, &policy, vec![matching, mismatched]).await?;
     // The positive control: a verified handshake with the test CA, naming the tunnel's host.
     reached(&out[0], || format!("expected a verified TLS session with {web}:{port} naming {web}"))?;
     seen(&net, &format!("/{t}/matching"), &format!("{}:{port}", net.web_addr))?;
@@ -260,8 +253,7 @@ async fn no_udp(cx: Arc<Ctx>) -> Verdict {
 async fn chained(cx: Arc<Ctx>) -> Verdict {
     let net = cx.test_network()?;
     let (t, port) = (&cx.token, net.http_port);
-    let web = name(&cx, "outer", &net.web_name);
-    let other = name(&cx, "inner", &net.other_name);
+    let (web, other) = web_and_other(&cx, &net, "outer", "inner");
     let other_server = format!("{}:{port}", net.other_addr);
     // The proxy's own address inside, listed by name: the gate must still not dial it.
     let policy = allowlist([format!("{web}:{port}"), "localhost:3128".to_owned()])?;
