@@ -5,9 +5,11 @@
 //! [`RELAY_ADDR`] inside and carries each connection to that socket, and every command gets
 //! the proxy variables common tools read ([`proxy_env`]).
 //!
-//! The gate lives in the handle that created the sandbox: when that handle is dropped, or
-//! its process exits, the sandbox has no way out any more (it fails closed), even if it was
-//! detached; a `connect`ed handle has none.
+//! The gate lives in the process that created the sandbox, held by the creating handle and,
+//! once the sandbox is detached, until the sandbox ends: when that process exits the
+//! sandbox has no way out any more (it fails closed), even if it was detached and lives on.
+//! A `connect`ed handle holds no gate; its commands get the proxy variables and go out
+//! through the creator's gate while it lasts.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -169,9 +171,53 @@ pub(crate) async fn start_relay(
     }
 }
 
+/// How a backend records a sandbox's network policy (a container label, a line of the
+/// sandbox's record), so a `connect`ed handle reports it and gives its commands the proxy: `deny-all`, `allow-all`, or the allowlist's entries separated by spaces.
+pub(crate) fn policy_label(policy: &crate::NetworkPolicy) -> String {
+    match policy {
+        crate::NetworkPolicy::Allowlist(entries) => {
+            entries.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The policy a label written by [`policy_label`] records; `None` for anything else.
+pub(crate) fn policy_of_label(label: &str) -> Option<crate::NetworkPolicy> {
+    match label {
+        "deny-all" => Some(crate::NetworkPolicy::DenyAll),
+        "allow-all" => Some(crate::NetworkPolicy::AllowAll),
+        entries => crate::NetworkPolicy::allowlist(entries.split(' ').filter(|e| !e.is_empty())).ok(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::NetworkPolicy;
+
+    #[test]
+    fn a_policy_survives_its_label() {
+        for policy in [
+            NetworkPolicy::DenyAll,
+            NetworkPolicy::AllowAll,
+            NetworkPolicy::allowlist([
+                "pypi.org",
+                "*.pythonhosted.org:*",
+                "!evil.pythonhosted.org",
+                "10.0.0.0/8:8080",
+            ])
+            .unwrap(),
+        ] {
+            let label = policy_label(&policy);
+            assert_eq!(policy_of_label(&label), Some(policy), "{label}");
+        }
+        assert_eq!(
+            policy_label(&NetworkPolicy::allowlist(["pypi.org", "!x.org"]).unwrap()),
+            "pypi.org !x.org:*"
+        );
+        assert_eq!(policy_of_label("not a host!"), None);
+    }
 
     #[test]
     fn logging_is_bounded_in_rate_and_length() {
