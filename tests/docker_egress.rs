@@ -161,3 +161,10 @@ fn docker_egress__a_backend_that_cannot_relay_refuses_an_allowlist_at_create() {
     assert_eq!(err.code(), ErrorCode::CapabilityNotSupported, "{err}");
     assert!(err.to_string().contains("NETWORK_ALLOWLIST"), "{err}");
 }
+
+#[test]
+fn docker_egress__every_gate_decision_is_an_audit_record() {
+    if ready("docker_egress__every_gate_decision_is_an_audit_record") {
+        egress_support::gate_decisions_are_audit_records(&format!("docker://?image={IMAGE}"), "python3");
+    }
+}

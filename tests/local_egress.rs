@@ -192,3 +192,8 @@ fn local_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_do
         |()| (),
     );
 }
+
+#[test]
+fn local_egress__every_gate_decision_is_an_audit_record() {
+    egress_support::gate_decisions_are_audit_records("local://", PYTHON);
+}

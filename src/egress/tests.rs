@@ -437,6 +437,7 @@ fn the_gate_serves_a_bounded_number_of_connections_and_answers_the_rest_at_once(
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("gate.sock");
     let s = setup(&["allowed.test:*"], &[("allowed.test", "127.0.0.1")]);
+    let events = Arc::clone(&s.events);
     let mut gate = Arc::try_unwrap(s.gate).ok().expect("the only reference");
     gate.read_timeout = Duration::from_secs(30);
     gate.max_connections = 4;
@@ -454,6 +455,15 @@ fn the_gate_serves_a_bounded_number_of_connections_and_answers_the_rest_at_once(
     let _ = extra.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
     assert!(answer.contains("reason=too-many-connections"), "{answer}");
+    // The refusal is an event (an audit record) like any other.
+    assert!(
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, Event::Refused { reason: "too-many-connections", .. })),
+        "the 503 was not reported"
+    );
     // The control: once one closes, the gate serves a new client (a refusal of its own).
     drop(held);
     std::thread::sleep(Duration::from_millis(200));

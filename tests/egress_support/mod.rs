@@ -180,3 +180,40 @@ pub fn detached_way_out_lasts_while_its_process_does<T>(
     assert_eq!(seen.load(Ordering::SeqCst), 2);
     block_on(orphan.kill()).unwrap();
 }
+
+/// Every decision of a sandbox's gate is an audit record for the sandbox's sinks: a relayed
+/// connection with the address dialled, a refused one with the gate's reason.
+pub fn gate_decisions_are_audit_records(dsn: &str, python: &str) {
+    use sandboxio::{AuditConfig, ErrorCode, OperationKind, Outcome, RecordingSink};
+    let (port, _) = canary("127.0.0.2");
+    let sink = RecordingSink::new();
+    let policy = NetworkPolicy::allowlist([format!("127.0.0.2:{port}")]).unwrap();
+    let sbx = block_on(
+        Sandbox::builder(dsn)
+            .unwrap()
+            .network(policy.clone())
+            .audit(AuditConfig::new().with_sink(sink.clone()))
+            .create(),
+    )
+    .unwrap();
+    let out = run(&sbx, through_proxy(python, &format!("127.0.0.2:{port}")));
+    assert!(out.contains("canary"), "{out}");
+    let out = run(&sbx, through_proxy(python, "unlisted.invalid:443"));
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    let id = sbx.id().to_owned();
+    block_on(sbx.close()).unwrap();
+    let records = sink.records_of(OperationKind::Egress);
+    assert_eq!(records.len(), 2, "{records:#?}");
+    let (allowed, refused) = (&records[0], &records[1]);
+    assert_eq!(allowed.outcome, Outcome::Ok);
+    assert_eq!(allowed.policy.as_ref(), Some(&policy));
+    let egress = allowed.egress.as_ref().unwrap();
+    assert_eq!((egress.host.as_str(), egress.port), ("127.0.0.2", port));
+    assert_eq!(egress.address, Some(format!("127.0.0.2:{port}").parse().unwrap()));
+    assert_eq!(egress.refused, None);
+    assert_eq!(refused.outcome, Outcome::Error(ErrorCode::NetworkPolicyViolation));
+    let egress = refused.egress.as_ref().unwrap();
+    assert_eq!((egress.host.as_str(), egress.port, egress.address), ("unlisted.invalid", 443, None));
+    assert_eq!(egress.refused.as_deref(), Some("not-listed"));
+    assert!(records.iter().all(|r| r.sandbox_id.as_deref() == Some(id.as_str())), "{records:#?}");
+}

@@ -16,11 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Agent, AgentExecStream};
+use crate::audit::{EgressRecord, OperationKind, OperationRecord, Outcome};
+use crate::backend::CreateSpec;
 use crate::egress::gate::{Event, Gate};
 use crate::egress::server::GateServer;
+use crate::error::ErrorCode;
 use crate::error::{Error, Result};
 use crate::exec::Command;
-use crate::policy::AllowlistEntry;
+use crate::policy::NetworkPolicy;
 
 /// Where the relay listens inside the sandbox.
 pub(crate) const RELAY_ADDR: &str = "127.0.0.1:3128";
@@ -64,9 +67,10 @@ impl std::fmt::Debug for Egress {
     }
 }
 
-/// Serves a gate for `entries` on a Unix socket at `socket` (before the sandbox starts: the
-/// backend binds the socket's directory into it). `scheme` and `id` name the sandbox in
-/// errors and in the gate's log lines.
+/// Serves a gate for the allowlist of `spec` on a Unix socket at `socket` (before the
+/// sandbox starts: the backend binds the socket's directory into it). `scheme` and `id`
+/// name the sandbox in errors, in the gate's log lines and in the audit records each
+/// decision makes for the sandbox's sinks (`spec.audit`, [`OperationKind::Egress`]).
 ///
 /// # Errors
 ///
@@ -75,13 +79,33 @@ pub(crate) fn serve_gate(
     socket: &Path,
     scheme: &'static str,
     id: &str,
-    entries: &[AllowlistEntry],
+    spec: &CreateSpec,
 ) -> Result<GateServer> {
-    let sandbox = id.to_owned();
-    let budget = std::sync::Mutex::new(LogBudget::default());
+    let NetworkPolicy::Allowlist(entries) = &spec.network else {
+        return Err(Error::provider_message(scheme, "an egress gate needs an allowlist"));
+    };
+    let template = OperationRecord {
+        kind: OperationKind::Egress,
+        sandbox_id: Some(id.to_owned()),
+        backend: scheme.to_owned(),
+        started_at: std::time::SystemTime::now(),
+        duration: Duration::ZERO,
+        outcome: Outcome::Ok,
+        metadata: spec.metadata.clone(),
+        policy: Some(spec.network.clone()),
+        egress: None,
+    };
+    let (audit, sandbox) = (spec.audit.clone(), id.to_owned());
+    let logged = std::sync::Mutex::new(Budget::new(EVENTS_PER_SECOND));
+    let audited = std::sync::Mutex::new(Budget::new(RECORDS_PER_SECOND));
     let events = Arc::new(move |event: Event| {
         // The sandbox's code chooses what these say and how often: bounded both ways.
-        let Some(suppressed) = budget.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() else {
+        if !audit.is_empty()
+            && let Some(suppressed) = audited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+        {
+            audit.emit(&record(&template, &event, suppressed));
+        }
+        let Some(suppressed) = logged.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() else {
             return;
         };
         match event {
@@ -95,10 +119,34 @@ pub(crate) fn serve_gate(
             }
         }
     });
-    let gate = Gate::new(entries.to_vec(), events);
+    let gate = Gate::new(entries.clone(), events);
     GateServer::start(socket, gate)
         .map_err(|e| Error::provider(scheme, "cannot start the sandbox's egress gate", e))
 }
+
+/// The audit record of one gate decision.
+fn record(template: &OperationRecord, event: &Event, suppressed: u64) -> OperationRecord {
+    let (outcome, mut egress) = match event {
+        Event::Allowed { host, port, addr } => {
+            (Outcome::Ok, EgressRecord::new(host, *port, Some(*addr), None))
+        }
+        Event::Refused { host, port, reason, .. } => (
+            Outcome::Error(ErrorCode::NetworkPolicyViolation),
+            EgressRecord::new(host, *port, None, Some(reason)),
+        ),
+    };
+    egress.suppressed = suppressed;
+    OperationRecord {
+        started_at: std::time::SystemTime::now(),
+        outcome,
+        egress: Some(egress),
+        ..template.clone()
+    }
+}
+
+/// The most audit records of gate decisions one sandbox makes per second; the rest are
+/// counted, and the count rides on the next record.
+const RECORDS_PER_SECOND: u32 = 100;
 
 /// The most gate events logged per second for one sandbox; the rest are counted, and the
 /// count rides on the next event logged.
@@ -107,15 +155,19 @@ const EVENTS_PER_SECOND: u32 = 20;
 /// The most characters of sandbox-chosen text (a host, a refusal's detail) one event logs.
 const LOGGED_TEXT: usize = 200;
 
-/// A per-second allowance of log lines.
-#[derive(Default)]
-struct LogBudget {
+/// A per-second allowance of log lines or records.
+struct Budget {
+    per_second: u32,
     window: Option<std::time::Instant>,
     used: u32,
     suppressed: u64,
 }
 
-impl LogBudget {
+impl Budget {
+    fn new(per_second: u32) -> Budget {
+        Budget { per_second, window: None, used: 0, suppressed: 0 }
+    }
+
     /// `Some(events suppressed since the last logged one)` when this event may be logged.
     fn take(&mut self) -> Option<u64> {
         let now = std::time::Instant::now();
@@ -123,7 +175,7 @@ impl LogBudget {
             self.window = Some(now);
             self.used = 0;
         }
-        if self.used >= EVENTS_PER_SECOND {
+        if self.used >= self.per_second {
             self.suppressed += 1;
             return None;
         }
@@ -221,7 +273,7 @@ mod tests {
 
     #[test]
     fn logging_is_bounded_in_rate_and_length() {
-        let mut budget = LogBudget::default();
+        let mut budget = Budget::new(EVENTS_PER_SECOND);
         let logged = (0..100).filter(|_| budget.take().is_some()).count();
         assert_eq!(logged, EVENTS_PER_SECOND as usize);
         assert_eq!(budget.suppressed, 80);

@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use bollard::models::{Mount, MountType};
 
 use crate::backends::agent::egress::SOCKET;
-use crate::egress::server::GateServer;
 use crate::error::{Error, Result};
 
 use super::SCHEME;
@@ -111,27 +110,27 @@ impl Drop for GateDir {
     }
 }
 
-/// A new sandbox's gate under an allowlist (`None` under any other policy), listening before
-/// the container named `name` exists: its directory is bind-mounted into it. A failed
-/// `create()` drops both.
+/// The gate directory of a new sandbox under an allowlist (`None` under any other policy),
+/// made before the container named `name` exists: it is bind-mounted into it. A failed
+/// `create()` drops it.
 ///
 /// # Errors
 ///
 /// [`Error::CapabilityNotSupported`] when `backend` cannot relay (exec-API path, gVisor);
-/// [`Error::Provider`] when the directory or the gate cannot be set up.
-pub(super) fn open_gate(
+/// [`Error::Provider`] when the directory cannot be made.
+pub(super) fn gate_dir(
     policy: &crate::NetworkPolicy,
     backend: &super::DockerBackend,
     name: &str,
-) -> Result<Option<(GateServer, GateDir)>> {
+) -> Result<Option<GateDir>> {
     use crate::backend::Backend as _;
-    let crate::NetworkPolicy::Allowlist(entries) = policy else { return Ok(None) };
+    if !matches!(policy, crate::NetworkPolicy::Allowlist(_)) {
+        return Ok(None);
+    }
     if !backend.capabilities().contains(crate::Capabilities::NETWORK_ALLOWLIST) {
         return Err(Error::missing_capability(SCHEME, crate::Capabilities::NETWORK_ALLOWLIST));
     }
-    let dir = GateDir::create(name)?;
-    let server = crate::backends::agent::egress::serve_gate(&dir.socket(), SCHEME, name, entries)?;
-    Ok(Some((server, dir)))
+    GateDir::create(name).map(Some)
 }
 
 /// The variables of a new container: the proxy's (when it has a gate), then the sandbox's,

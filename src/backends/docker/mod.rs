@@ -687,8 +687,8 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     let backend = DockerBackend { inner: Arc::clone(&inner) };
     let path = backend.exec_path();
     let name = format!("sandboxio-{}", unique_suffix());
-    let gate = egress::open_gate(&spec.network, &backend, &name)?;
-    let env = egress::sandbox_env(gate.is_some(), &spec.env);
+    let gate_dir = egress::gate_dir(&spec.network, &backend, &name)?;
+    let env = egress::sandbox_env(gate_dir.is_some(), &spec.env);
     let body = container_body(
         &spec,
         &Setup {
@@ -699,13 +699,20 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
             path,
         },
         &env,
-        gate.as_ref().map(|(_, dir)| dir.mount()),
+        gate_dir.as_ref().map(egress::GateDir::mount),
     )?;
     let made = docker
         .create_container(Some(CreateContainerOptions { name: Some(name), platform: String::new() }), body)
         .await
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
+    // The gate listens in its directory (already mounted) before the container starts.
+    let gate = match gate_dir {
+        Some(dir) => {
+            Some((crate::backends::agent::egress::serve_gate(&dir.socket(), SCHEME, &made.id, &spec)?, dir))
+        }
+        None => None,
+    };
     let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
     let shared = Shared::new(
         docker.clone(),

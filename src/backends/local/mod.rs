@@ -378,8 +378,8 @@ impl LocalBackend {
         // The gate listens before the sandbox starts: its socket is in the `run` directory
         // bound into it. A failed `create()` drops it (and its socket) here.
         let gate = match &spec.network {
-            NetworkPolicy::Allowlist(entries) => {
-                Some(egress::serve_gate(&dir.join("run").join(egress::SOCKET), SCHEME, &id, entries)?)
+            NetworkPolicy::Allowlist(_) => {
+                Some(egress::serve_gate(&dir.join("run").join(egress::SOCKET), SCHEME, &id, &spec)?)
             }
             _ => None,
         };
