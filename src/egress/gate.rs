@@ -286,8 +286,10 @@ impl Gate {
             _ => "Bad Gateway",
         };
         let body = format!("sandboxio egress gate: {}\n", refusal.detail);
+        // The rule is the policy's own text (a parsed entry: no quote, space or line break).
+        let rule = refusal.rule.as_deref().map_or_else(String::new, |r| format!("; rule=\"{r}\""));
         let response = format!(
-            "HTTP/1.1 {status} {text}\r\nX-Sandboxio-Egress: refused; reason={}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "HTTP/1.1 {status} {text}\r\nX-Sandboxio-Egress: refused; reason={}{rule}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             refusal.reason.as_str(),
             body.len()
         );

@@ -128,7 +128,8 @@ async fn ask(client: &mut DuplexStream, head: &str) -> String {
 }
 
 fn reason_of(answer: &str) -> Option<&str> {
-    answer.lines().find_map(|l| l.strip_prefix("X-Sandboxio-Egress: refused; reason="))
+    let rest = answer.lines().find_map(|l| l.strip_prefix("X-Sandboxio-Egress: refused; reason="))?;
+    Some(rest.split(';').next().unwrap_or(rest))
 }
 
 #[tokio::test]
@@ -213,6 +214,22 @@ async fn unlisted_names_ports_and_addresses_are_refused_at_once() {
     }
     // A refused name was never looked up: only the listed one was.
     assert_eq!(s.table.asked.lock().unwrap().as_slice(), &["allowed.test".to_owned()]);
+}
+
+#[tokio::test]
+async fn a_refusal_by_a_denying_entry_names_it_in_its_header() {
+    let s = setup(&["*.test:*", "!evil.test"], &[("evil.test", "127.0.0.2")]);
+    let mut c = connect(&s.gate);
+    let answer = ask(&mut c, "CONNECT evil.test:443 HTTP/1.1\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(
+        answer.contains("X-Sandboxio-Egress: refused; reason=denied; rule=\"!evil.test:*\"\r\n"),
+        "{answer}"
+    );
+    // A refusal no entry decided names none.
+    let mut c = connect(&s.gate);
+    let answer = ask(&mut c, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n").await;
+    assert!(answer.contains("X-Sandboxio-Egress: refused; reason=not-listed\r\n"), "{answer}");
 }
 
 #[tokio::test]
