@@ -131,6 +131,7 @@ use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::secret::SecretString;
 
+use crate::backends::agent::egress::serve_gate;
 use crate::backends::{ReapOptions, ReapReport};
 pub use agent::ExecPath;
 pub use client::CONNECT_TIMEOUT;
@@ -706,21 +707,11 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         .await
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
-    // The gate listens in its directory (already mounted) before the container starts.
+    // The gate listens in its directory (already mounted) before the container starts; it
+    // resolves with the host's resolver until DockerBackend has `with_egress_resolver` too.
+    let resolver = crate::EgressResolver::system();
     let gate = match gate_dir {
-        Some(dir) => {
-            Some((
-                crate::backends::agent::egress::serve_gate(
-                    &dir.socket(),
-                    SCHEME,
-                    &made.id,
-                    &spec,
-                    // The host's resolver until DockerBackend has `with_egress_resolver` too.
-                    &crate::EgressResolver::system(),
-                )?,
-                dir,
-            ))
-        }
+        Some(dir) => Some((serve_gate(&dir.socket(), SCHEME, &made.id, &spec, &resolver)?, dir)),
         None => None,
     };
     let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
