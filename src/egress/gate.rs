@@ -9,6 +9,7 @@
 //! and every decision is reported as an [`Event`]. Nothing waits without a deadline before
 //! the relay starts.
 
+use std::fmt::Write as _;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -267,12 +268,16 @@ impl Gate {
         }
     }
 
+    /// Reports a refusal. Its host and detail carry what the sandbox sent (a host that is no
+    /// host, a TLS server name), and they reach log lines and audit records: anything but
+    /// printable ASCII in them is escaped, so no line break or terminal escape of the
+    /// sandbox's choosing gets there.
     fn report_refusal(&self, host: &str, port: u16, refusal: &Refusal) {
         (self.events)(Event::Refused {
-            host: host.to_owned(),
+            host: printable(host),
             port,
             reason: refusal.reason.as_str(),
-            detail: refusal.detail.clone(),
+            detail: printable(&refusal.detail),
         });
     }
 
@@ -294,6 +299,19 @@ impl Gate {
         let _ = client.write_all(response.as_bytes()).await;
         let _ = client.shutdown().await;
     }
+}
+
+/// `text` with every character but printable ASCII and the space written as `\u{..}`.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == ' ' || c.is_ascii_graphic() {
+            out.push(c);
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        }
+    }
+    out
 }
 
 /// Sends one plain-HTTP request (its rewritten `head`, then the `body` bytes long body, of
