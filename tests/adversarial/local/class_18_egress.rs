@@ -20,3 +20,107 @@ fn class_18__nothing_but_the_listed_destinations_is_reached_from_a_local_sandbox
         who,
     });
 }
+
+/// The child's side of the resource attack: a sink on 127.0.0.2 that counts what reaches it,
+/// a sandbox that opens 300 tunnels to it straight through the gate's socket, holds them,
+/// and pushes 1 GiB through one. Prints `RESULT <tunnels opened> <descriptors before>
+/// <descriptors while held> <peak RSS MiB before> <peak RSS MiB after> <bytes the sink got>`.
+fn hold_tunnels_and_push_a_gib() {
+    use std::io::Read as _;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = Arc::new(AtomicU64::new(0));
+    let sink = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let sink = Arc::clone(&sink);
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                while let Ok(n @ 1..) = conn.read(&mut buf) {
+                    sink.fetch_add(n as u64, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let sandbox = crate::support::local(NetworkPolicy::allowlist([format!("127.0.0.2:{port}")]).unwrap());
+    let script = format!(
+        r#"import resource, socket, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held, ok = [], 0
+for _ in range(300):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect("/run/sandboxio/egress.sock")
+    c.sendall(b"CONNECT 127.0.0.2:{port} HTTP/1.1\r\n\r\n")
+    if c.recv(12) == b"HTTP/1.1 200":
+        ok += 1
+    held.append(c)
+print("held", ok, flush=True)
+sys.stdin.readline()
+chunk = b"x" * (1 << 20)
+for _ in range(1024):
+    held[0].sendall(chunk)
+print("sent", flush=True)
+sys.stdin.readline()"#
+    );
+    let before = (fds(), crate::support::peak_rss_mib());
+    let mut stream =
+        sandbox.stream(sandboxio::Command::new("/usr/bin/python3").arg("-c").arg(script)).unwrap();
+    let line = |stream: &mut sandboxio::ExecStream| {
+        let mut out = Vec::new();
+        while !out.ends_with(b"\n") {
+            match block_on(stream.next_chunk()) {
+                Some(chunk) => out.extend_from_slice(&chunk.unwrap().data),
+                None => break,
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let held = line(&mut stream);
+    let opened: u64 =
+        held.trim().strip_prefix("held ").and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{held}"));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let during = fds();
+    block_on(stream.write_stdin(b"go\n")).unwrap();
+    let sent = line(&mut stream);
+    assert_eq!(sent.trim(), "sent");
+    crate::support::eventually(std::time::Duration::from_secs(30), || got.load(Ordering::SeqCst) >= 1 << 30);
+    let after = crate::support::peak_rss_mib();
+    block_on(stream.close_stdin()).unwrap();
+    let _ = block_on(stream.wait());
+    block_on(sandbox.close()).unwrap();
+    println!("RESULT {opened} {} {during} {} {after} {}", before.0, before.1, got.load(Ordering::SeqCst));
+}
+
+#[test]
+fn class_18__tunnels_held_and_a_gib_pushed_cost_the_owner_bounded_descriptors_and_memory() {
+    use std::io::Read as _;
+    const TEST: &str = "local::class_18_egress::class_18__tunnels_held_and_a_gib_pushed_cost_the_owner_bounded_descriptors_and_memory";
+    if crate::support::child_role().as_deref() == Some("class18-hold") {
+        hold_tunnels_and_push_a_gib();
+        return;
+    }
+    let mut child = crate::support::spawn_child(TEST, "class18-hold", &[]);
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(child.wait().unwrap().success(), "the child failed: {out}");
+    let result = out
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no result: {out}"));
+    let f: Vec<u64> = result.split_whitespace().map(|v| v.parse().unwrap()).collect();
+    let [opened, fds_before, fds_during, rss_before, rss_after, bytes] = f[..] else { panic!("{result}") };
+    println!(
+        "[class 18] tunnels {opened}, owner descriptors {fds_before} -> {fds_during}, peak RSS {rss_before} -> {rss_after} MiB, sink got {bytes} bytes"
+    );
+    // The controls: the gate opened tunnels up to its limit, and the GiB arrived whole.
+    assert_eq!(opened, 256, "the gate's connection limit");
+    assert_eq!(bytes, 1 << 30, "the GiB did not arrive");
+    // Per tunnel: the gate's two (its client's Unix socket, its upstream) and the sink's one
+    // (it runs in this process too).
+    assert!(fds_during <= fds_before + 3 * 256 + 32, "descriptors: {fds_before} -> {fds_during}");
+    assert!(rss_after <= rss_before + 256, "peak RSS {rss_before} -> {rss_after} MiB");
+}
