@@ -92,7 +92,7 @@ print(first, total)"#
 
 /// Runs the client in `sbx` and returns (time to first byte, total), summed.
 fn measure(rt: &tokio::runtime::Runtime, sbx: &Sandbox, command: Command) -> (Duration, Duration) {
-    let out = rt.block_on(sbx.run(command.timeout(Duration::from_secs(600)))).unwrap();
+    let out = rt.block_on(sbx.run(command.timeout(Duration::from_mins(10)))).unwrap();
     assert!(out.success(), "{}", out.stderr_lossy());
     let said = out.stdout_lossy();
     let mut fields = said.split_whitespace().map(|f| f.parse::<f64>().unwrap());
