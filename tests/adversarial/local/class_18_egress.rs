@@ -117,3 +117,63 @@ fn class_18__tunnels_held_and_a_gib_pushed_cost_the_owner_bounded_descriptors_an
     assert!(fds_during <= fds_before + 3 * 256 + 32, "descriptors: {fds_before} -> {fds_during}");
     assert!(rss_after <= rss_before + 256, "peak RSS {rss_before} -> {rss_after} MiB");
 }
+
+/// The child's side of the stalled-tunnels attack: a listed destination that accepts and
+/// never reads, 256 tunnels to it (the gate's limit) straight through the gate's socket, and
+/// as much pushed into each as it takes. Prints `RESULT <bytes pushed> <peak RSS MiB before>
+/// <peak RSS MiB after>`.
+fn stall_tunnels() {
+    use std::sync::{Arc, Mutex};
+    let listener = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(Mutex::new(Vec::new()));
+    let keep = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            keep.lock().unwrap().push(conn);
+        }
+    });
+    let sandbox = crate::support::local(NetworkPolicy::allowlist([format!("127.0.0.2:{port}")]).unwrap());
+    let script = format!(
+        r#"import socket, time
+held = []
+for _ in range(256):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect("/run/sandboxio/egress.sock")
+    c.sendall(b"CONNECT 127.0.0.2:{port} HTTP/1.1\r\n\r\n")
+    c.recv(39)
+    c.setblocking(False)
+    held.append(c)
+total = 0
+for _ in range(200):
+    for c in held:
+        try:
+            total += c.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+time.sleep(1)
+print(total, flush=True)"#
+    );
+    let before = crate::support::peak_rss_mib();
+    let out =
+        block_on(sandbox.run(sandboxio::Command::new("/usr/bin/python3").arg("-c").arg(script))).unwrap();
+    let after = crate::support::peak_rss_mib();
+    block_on(sandbox.close()).unwrap();
+    println!("RESULT {} {before} {after}", out.stdout_lossy().trim());
+}
+
+#[test]
+fn class_18__tunnels_to_a_destination_that_never_reads_cost_the_owner_little_memory() {
+    const TEST: &str = "local::class_18_egress::class_18__tunnels_to_a_destination_that_never_reads_cost_the_owner_little_memory";
+    if crate::support::child_role().as_deref() == Some("class18-stall") {
+        stall_tunnels();
+        return;
+    }
+    let f = crate::support::child_figures(TEST, "class18-stall");
+    let [pushed, before, after] = f[..] else { panic!("{f:?}") };
+    println!("[class 18] 256 stalled tunnels: {pushed} bytes pushed, owner peak RSS {before} -> {after} MiB");
+    // The control: the tunnels took far more than the gate buffers (the kernel's socket
+    // buffers hold the rest), so the gate's buffers were full.
+    assert!(pushed > 128 * 1024 * 1024, "the tunnels took only {pushed} bytes");
+    assert!(after <= before + 24, "256 stalled tunnels grew the owner's peak RSS {before} -> {after} MiB");
+}
