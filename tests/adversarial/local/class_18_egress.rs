@@ -100,11 +100,7 @@ sys.stdin.readline()"#
 #[test]
 fn class_18__tunnels_held_and_a_gib_pushed_cost_the_owner_bounded_descriptors_and_memory() {
     const TEST: &str = "local::class_18_egress::class_18__tunnels_held_and_a_gib_pushed_cost_the_owner_bounded_descriptors_and_memory";
-    if crate::support::child_role().as_deref() == Some("class18-hold") {
-        hold_tunnels_and_push_a_gib();
-        return;
-    }
-    let f = crate::support::child_figures(TEST, "class18-hold");
+    let Some(f) = figures(TEST, "class18-hold", hold_tunnels_and_push_a_gib) else { return };
     let [opened, fds_before, fds_during, rss_before, rss_after, bytes] = f[..] else { panic!("{f:?}") };
     println!(
         "[class 18] tunnels {opened}, owner descriptors {fds_before} -> {fds_during}, peak RSS {rss_before} -> {rss_after} MiB, sink got {bytes} bytes"
@@ -165,15 +161,21 @@ print(total, flush=True)"#
 #[test]
 fn class_18__tunnels_to_a_destination_that_never_reads_cost_the_owner_little_memory() {
     const TEST: &str = "local::class_18_egress::class_18__tunnels_to_a_destination_that_never_reads_cost_the_owner_little_memory";
-    if crate::support::child_role().as_deref() == Some("class18-stall") {
-        stall_tunnels();
-        return;
-    }
-    let f = crate::support::child_figures(TEST, "class18-stall");
+    let Some(f) = figures(TEST, "class18-stall", stall_tunnels) else { return };
     let [pushed, before, after] = f[..] else { panic!("{f:?}") };
     println!("[class 18] 256 stalled tunnels: {pushed} bytes pushed, owner peak RSS {before} -> {after} MiB");
     // The control: the tunnels took far more than the gate buffers (the kernel's socket
     // buffers hold the rest), so the gate's buffers were full.
     assert!(pushed > 128 * 1024 * 1024, "the tunnels took only {pushed} bytes");
     assert!(after <= before + 24, "256 stalled tunnels grew the owner's peak RSS {before} -> {after} MiB");
+}
+
+/// In the child for `role`, runs `child` (which prints its figures) and gives `None`;
+/// otherwise runs `test` as that child and gives its figures.
+fn figures(test: &str, role: &str, child: fn()) -> Option<Vec<u64>> {
+    if crate::support::child_role().as_deref() == Some(role) {
+        child();
+        return None;
+    }
+    Some(crate::support::child_figures(test, role))
 }
