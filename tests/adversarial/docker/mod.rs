@@ -15,6 +15,7 @@ mod class_09_command_secrets;
 mod class_10_kill_path;
 mod class_11_forged_results;
 mod class_17_attacks_on_sandboxd;
+mod class_18_egress;
 
 use std::process::Command as OsCommand;
 
