@@ -154,6 +154,9 @@ fn class_03__a_stream_at_the_pids_limit_still_ends_when_terminated_or_killed() {
             let _ = block_on(sandbox.kill());
             return;
         }
+        if round == 0 && on_sandboxd(&id) {
+            at_the_limit_on_sandboxd(&sandbox);
+        }
         let started = Instant::now();
         let ended = if round == 0 { block_on(stream.close()) } else { block_on(sandbox.kill()).map(drop) };
         let cleaned = eventually(Duration::from_secs(10), || survivors(&id, &marker.to_string()).is_empty());
@@ -169,6 +172,22 @@ fn class_03__a_stream_at_the_pids_limit_still_ends_when_terminated_or_killed() {
         );
         let _ = block_on(sandbox.kill());
     }
+}
+
+/// What a sandbox whose pids limit is full still does on the sandboxd path: file reads and
+/// writes, which sandboxd does itself, succeed; a new command, which needs a process, fails
+/// at once (never hangs), saying why.
+fn at_the_limit_on_sandboxd(sandbox: &Sandbox) {
+    let started = Instant::now();
+    let wrote = block_on(sandbox.fs().write("/tmp/at-the-limit", "still here"));
+    let read = block_on(sandbox.fs().read("/tmp/at-the-limit"));
+    let ran = block_on(sandbox.run(Command::new("true").timeout(Duration::from_secs(20))));
+    println!("  at the limit: write {wrote:?}, read {read:?}, run {ran:?}, in {:?}", started.elapsed());
+    assert!(wrote.is_ok(), "a write at the pids limit: {wrote:?}");
+    assert_eq!(read.ok().as_deref(), Some(&b"still here"[..]), "a read at the pids limit");
+    let err = ran.expect_err("a new command at a full pids limit");
+    assert_ne!(err.code(), ErrorCode::ExecutionTimeout, "a new command hung at the limit: {err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 }
 
 #[test]
