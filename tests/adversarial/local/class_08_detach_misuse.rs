@@ -52,8 +52,9 @@ except OSError:
 
 /// Whether host process `pid` has ended (gone, or a zombie awaiting bwrap's wait).
 fn ended(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_or(true, |stat| stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
 }
 
 #[test]
@@ -70,7 +71,8 @@ fn class_08__sandboxed_code_cannot_detach_its_own_sandbox() {
     };
     // Control for the proof: a sandbox the API detached outlives its dropped handle.
     let detached = create(true);
-    let (detached_id, detached_pid) = (detached.id().to_owned(), sandboxd_pid(&local_root().join(detached.id())));
+    let (detached_id, detached_pid) =
+        (detached.id().to_owned(), sandboxd_pid(&local_root().join(detached.id())));
     drop(detached);
     std::thread::sleep(Duration::from_secs(2));
     let control_alive = !ended(detached_pid);
@@ -81,8 +83,10 @@ fn class_08__sandboxed_code_cannot_detach_its_own_sandbox() {
 
     let sandbox = create(false);
     let pid = sandboxd_pid(&local_root().join(sandbox.id()));
-    let said = block_on(sandbox.run(Command::new("python3").args(["-c", DETACH_ATTACK]).timeout(Duration::from_secs(20))))
-        .unwrap();
+    let said = block_on(
+        sandbox.run(Command::new("python3").args(["-c", DETACH_ATTACK]).timeout(Duration::from_secs(20))),
+    )
+    .unwrap();
     let said = format!("{}{}", said.stdout_lossy(), said.stderr_lossy());
     if !said.contains("control-socket-detached") || !said.contains("control-own-stdin") {
         let _ = block_on(sandbox.kill());
