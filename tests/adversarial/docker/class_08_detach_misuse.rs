@@ -43,7 +43,7 @@ done
 wait"#;
 
 /// One owner child per sandbox user (the image's, then root) runs [`DETACH_ATTACK`] in its
-/// sandbox and is then SIGKILLed: a sandbox the code had detached would run on to its TTL
+/// sandbox and is then killed (`SIGKILL`): a sandbox the code had detached would run on to its TTL
 /// (10 minutes); an attached one ends within the owner-death bound.
 #[test]
 fn class_08__sandboxed_code_cannot_detach_its_own_sandbox() {

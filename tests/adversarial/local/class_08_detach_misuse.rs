@@ -71,12 +71,12 @@ fn class_08__sandboxed_code_cannot_detach_its_own_sandbox() {
     };
     // Control for the proof: a sandbox the API detached outlives its dropped handle.
     let detached = create(true);
-    let (detached_id, detached_pid) =
-        (detached.id().to_owned(), sandboxd_pid(&local_root().join(detached.id())));
+    let name = detached.id().to_owned();
+    let sandboxd = sandboxd_pid(&local_root().join(&name));
     drop(detached);
     std::thread::sleep(Duration::from_secs(2));
-    let control_alive = !ended(detached_pid);
-    if let Ok(again) = block_on(Sandbox::connect("local://", &detached_id)) {
+    let control_alive = !ended(sandboxd);
+    if let Ok(again) = block_on(Sandbox::connect("local://", &name)) {
         let _ = block_on(again.kill());
     }
     assert!(control_alive, "control: a detached sandbox ended with its handle: the proof cannot tell");
