@@ -32,6 +32,12 @@ pub fn host_view(id: &str) -> Vec<String> {
     docker_cli(&["top", id, "-eo", "pid,args"]).lines().skip(1).map(str::to_owned).collect()
 }
 
+/// Whether container `id` runs its commands through sandboxd (its `io.sandboxio.exec`
+/// label), not the exec API.
+pub fn on_sandboxd(id: &str) -> bool {
+    docker_cli(&["inspect", "-f", "{{index .Config.Labels \"io.sandboxio.exec\"}}", id]).trim() == "sandboxd"
+}
+
 /// The processes of container `id` whose command line contains `marker`, as the host sees them.
 pub fn survivors(id: &str, marker: &str) -> Vec<String> {
     host_view(id).into_iter().filter(|l| l.contains(marker)).collect()

@@ -8,6 +8,7 @@ mod class_04_unbounded_host_memory_and_disk;
 mod class_05_races_in_the_file_api;
 mod class_06_file_semantics_of_the_sandbox_user;
 mod class_07_host_tampering_on_download;
+mod class_08_detach_misuse;
 mod class_11_forged_results;
 mod class_12_sweep;
 mod class_15_host_view;
