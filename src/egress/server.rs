@@ -59,10 +59,10 @@ fn raise_descriptor_limit() {
         limit.current = Some(wanted);
         match setrlimit(Resource::Nofile, limit) {
             Ok(()) => {
-                tracing::debug!(target: "sandboxio::egress", ?before, wanted, "raised the soft descriptor limit")
+                tracing::debug!(target: "sandboxio::egress", ?before, wanted, "raised the soft descriptor limit");
             }
             Err(e) => {
-                tracing::debug!(target: "sandboxio::egress", error = %e, "cannot raise the soft descriptor limit")
+                tracing::debug!(target: "sandboxio::egress", error = %e, "cannot raise the soft descriptor limit");
             }
         }
     }
