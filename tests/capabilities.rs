@@ -39,11 +39,11 @@ fn capabilities__the_first_party_sets_need_no_feature() {
     assert_eq!(capabilities::of_scheme("local"), Some(LOCAL));
     assert_eq!(capabilities::of_scheme("fake"), Some(FAKE));
     assert_eq!(capabilities::of_scheme("e2b"), None);
-    // docker:// offers everything local:// does but allowlists (local:// has its egress gate;
-    // docker:// does not yet), and more.
+    // docker:// offers everything local:// does, allowlists included (both have the egress
+    // gate), and more.
     let allowlist = Capabilities::NETWORK_ALLOWLIST;
-    assert!(DOCKER.contains(LOCAL.difference(allowlist)) && DOCKER != LOCAL.difference(allowlist));
-    assert!(LOCAL.contains(allowlist) && !DOCKER.contains(allowlist));
+    assert!(DOCKER.contains(LOCAL) && DOCKER != LOCAL);
+    assert!(LOCAL.contains(allowlist) && DOCKER.contains(allowlist));
     // Code contexts and rich results come from sandboxd's runner on docker://.
     assert!(DOCKER.contains(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS));
 }
