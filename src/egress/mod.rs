@@ -14,7 +14,8 @@
 //! - [`request`]: the proxy request head;
 //! - [`sni`]: the `ClientHello`'s server name;
 //! - [`gate`]: one connection, judged and relayed;
-//! - [`server`]: a gate on a Unix socket, on the gate's own runtime.
+//! - [`server`]: a gate on a Unix socket, on the gate's own runtime;
+//! - [`splice`]: an open tunnel relayed by the kernel.
 //!
 //! What it cannot see: a TLS session whose inner `Host` differs from its server name (domain
 //! fronting through a CDN that serves both) reaches whatever the listed name's servers
@@ -28,6 +29,7 @@ pub(crate) mod gate;
 pub(crate) mod request;
 pub(crate) mod server;
 pub(crate) mod sni;
+pub(crate) mod splice;
 
 #[cfg(test)]
 mod tests;
