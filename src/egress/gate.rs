@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
 use super::decide::{self, Reason, Refusal};
 use super::request::{self, MAX_HEAD, ProxyRequest};
@@ -46,6 +46,23 @@ pub(crate) enum Event {
     /// Refused, with the reason's word and the words for a person.
     Refused { host: String, port: u16, reason: &'static str, detail: String },
 }
+
+/// A client connection of a gate: any byte stream (tests serve in-memory ones). Connections
+/// to the gate's socket are Unix streams, whose tunnels the kernel relays (`splice.rs`).
+pub(crate) trait Client: AsyncRead + AsyncWrite + Unpin {
+    /// The Unix stream this connection is, when it is one.
+    fn unix(&self) -> Option<&UnixStream> {
+        None
+    }
+}
+
+impl Client for UnixStream {
+    fn unix(&self) -> Option<&UnixStream> {
+        Some(self)
+    }
+}
+
+impl Client for tokio::io::DuplexStream {}
 
 /// A gate's policy and machinery, shared by its connections.
 pub(crate) struct Gate {
@@ -108,10 +125,7 @@ impl Gate {
     }
 
     /// Serves one client connection to its end.
-    pub(crate) async fn serve<S>(&self, mut client: S)
-    where
-        S: AsyncRead + AsyncWrite + Unpin,
-    {
+    pub(crate) async fn serve<S: Client>(&self, mut client: S) {
         let (request, leftover) = match self.read_head(&mut client).await {
             Ok(read) => read,
             Err(refusal) => {
@@ -156,9 +170,20 @@ impl Gate {
                 if upstream.write_all(&first).await.is_err() {
                     return;
                 }
-                let (size, _large) = self.buffer();
-                let _ =
-                    tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, size, size).await;
+                let (size, large) = self.buffer();
+                match client.unix().filter(|_| large.is_some()) {
+                    // The gate's own socket: the kernel moves the bytes (`splice`), through
+                    // two pipes (four descriptors), for the few connections that get large
+                    // buffers; the others copy through small ones.
+                    Some(unix) => {
+                        let _ = super::splice::relay(unix, &upstream, size).await;
+                    }
+                    None => {
+                        let _ =
+                            tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, size, size)
+                                .await;
+                    }
+                }
             }
             ProxyRequest::Http { head, body, .. } => {
                 (self.events)(Event::Allowed { host: target.to_string(), port, addr });

@@ -15,7 +15,8 @@
 //! - [`sni`]: the `ClientHello`'s server name;
 //! - [`resolve`]: how names are looked up (the host's resolver, or one DNS server);
 //! - [`gate`]: one connection, judged and relayed;
-//! - [`server`]: a gate on a Unix socket, on the gate's own runtime.
+//! - [`server`]: a gate on a Unix socket, on the gate's own runtime;
+//! - [`splice`]: an open tunnel relayed by the kernel.
 //!
 //! What it cannot see: a TLS session whose inner `Host` differs from its server name (domain
 //! fronting through a CDN that serves both) reaches whatever the listed name's servers
@@ -30,6 +31,7 @@ pub(crate) mod request;
 pub(crate) mod resolve;
 pub(crate) mod server;
 pub(crate) mod sni;
+pub(crate) mod splice;
 
 #[cfg(test)]
 mod tests;
