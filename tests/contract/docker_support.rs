@@ -48,6 +48,7 @@ struct DockerProbes {
     backend: DockerBackend,
     canary: Canary,
     path: ExecPath,
+    network: sandboxio::testing::contract::ProbeResult<sandboxio::testing::TestNetwork>,
 }
 
 impl Probes for DockerProbes {
@@ -115,6 +116,12 @@ impl Probes for DockerProbes {
 
     fn canary(&self) -> Option<Canary> {
         Some(self.canary.clone())
+    }
+
+    fn test_network(
+        &self,
+    ) -> Option<sandboxio::testing::contract::ProbeResult<sandboxio::testing::TestNetwork>> {
+        Some(self.network.clone())
     }
 
     fn limits_in_effect(&self, sandbox_id: &str) -> Option<ProbeFuture<ResourceLimits>> {
@@ -218,7 +225,13 @@ pub fn run(path: ExecPath, name: &str) -> ExitCode {
         .with_image(IMAGE)
         .with_exec_path(path)
         .with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
-    let probes = DockerProbes { backend: backend.clone(), canary: Canary { host: gateway, port }, path };
+    let network = sandboxio::testing::TestNetwork::load();
+    let backend = match &network {
+        Ok(net) => backend.with_egress_resolver(net.resolver().expect("a documentation range")),
+        Err(_) => backend,
+    };
+    let probes =
+        DockerProbes { backend: backend.clone(), canary: Canary { host: gateway, port }, path, network };
     let suite = ContractSuite::new(backend).probes(probes).audit_sink(sink);
     if path == ExecPath::Sandboxd {
         return suite.run();

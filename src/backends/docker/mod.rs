@@ -208,6 +208,8 @@ struct Inner {
     /// The exec path asked for (`None`: the default for this build and runtime).
     exec_path: Option<ExecPath>,
     audit: crate::AuditConfig,
+    /// How the egress gates of this backend's allowlisted sandboxes resolve names.
+    resolver: crate::EgressResolver,
     /// The engine's client and what is known of it, shared with every backend value naming
     /// the same endpoint.
     engine: Arc<client::Engine>,
@@ -245,6 +247,7 @@ impl DockerBackend {
                 user: None,
                 exec_path: None,
                 audit: crate::AuditConfig::new(),
+                resolver: crate::EgressResolver::system(),
                 swept: AtomicBool::new(false),
             }),
         }
@@ -258,6 +261,7 @@ impl DockerBackend {
             user: self.inner.user.clone(),
             exec_path: self.inner.exec_path,
             audit: self.inner.audit.clone(),
+            resolver: self.inner.resolver.clone(),
             engine: Arc::clone(&self.inner.engine),
             swept: AtomicBool::new(false),
         };
@@ -314,6 +318,14 @@ impl DockerBackend {
     #[must_use]
     pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
         self.rebuild(|i| i.audit = audit)
+    }
+
+    /// The same backend resolving the names its allowlisted sandboxes ask for through
+    /// `resolver` (default: [`EgressResolver::system`](crate::EgressResolver::system)), in the
+    /// egress gate on the host.
+    #[must_use]
+    pub fn with_egress_resolver(self, resolver: crate::EgressResolver) -> Self {
+        self.rebuild(|i| i.resolver = resolver)
     }
 
     /// The image sandboxes are created from when the builder names none.
@@ -707,11 +719,9 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
         .await
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
-    // The gate listens in its directory (already mounted) before the container starts; it
-    // resolves with the host's resolver until DockerBackend has `with_egress_resolver` too.
-    let resolver = crate::EgressResolver::system();
+    // The gate listens in its directory (already mounted) before the container starts.
     let gate = match gate_dir {
-        Some(dir) => Some((serve_gate(&dir.socket(), SCHEME, &made.id, &spec, &resolver)?, dir)),
+        Some(dir) => Some((serve_gate(&dir.socket(), SCHEME, &made.id, &spec, &inner.resolver)?, dir)),
         None => None,
     };
     let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
