@@ -75,6 +75,14 @@ pub(crate) struct Task<T> {
     failed: Option<Error>,
 }
 
+impl<T> Task<T> {
+    /// A handle that aborts the task from elsewhere (an interrupt), `None` when it never
+    /// started.
+    pub(crate) fn abort_handle(&self) -> Option<tokio::task::AbortHandle> {
+        self.inner.as_ref().map(tokio::task::JoinHandle::abort_handle)
+    }
+}
+
 impl<T> Future for Task<T> {
     type Output = Result<T>;
 

@@ -1,6 +1,6 @@
 //! The control plane: E2B's REST API at `https://api.<domain>` (`spec/openapi.yml` in E2B's
-//! repository), authenticated with `X-API-Key`. Create, get, connect, kill, set the TTL,
-//! and list by metadata. Request bodies are built by pure functions with exact-output
+//! repository), authenticated with `X-API-Key`. Create, connect, kill, set the TTL, and
+//! list by metadata. Request bodies are built by pure functions with exact-output
 //! tests.
 
 use std::collections::BTreeMap;

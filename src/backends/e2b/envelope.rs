@@ -105,11 +105,6 @@ impl EnvelopeDecoder {
         Ok(Some(Frame::Message(payload)))
     }
 
-    /// Whether the end-of-stream frame was decoded.
-    pub(crate) fn ended(&self) -> bool {
-        self.ended
-    }
-
     /// Checks the body's end: it must come right after the end-of-stream frame.
     ///
     /// # Errors

@@ -1,6 +1,6 @@
 //! The code interpreter's HTTP API (port 49999 in a code-interpreter sandbox; E2B's
 //! `code-interpreter` repository, `template/server/main.py`): `POST /execute` answering the
-//! line-delimited JSON of [`super::code`], and `/contexts` to create, restart and delete
+//! line-delimited JSON of [`super::code`], and `POST /contexts` to create
 //! code contexts. Plain-text errors (400, 404) and the proxy's JSON map as envd's do.
 
 use std::time::Duration;
@@ -99,28 +99,6 @@ impl Interpreter {
         let make = || self.request(reqwest::Method::POST, "/contexts").json(&body).timeout(REQUEST_TIMEOUT);
         let response = http::send(make, false, Call::InSandbox { id: &self.id, path: None }).await?;
         http::read_json(response).await
-    }
-
-    /// `POST /contexts/{id}/restart`: a fresh interpreter in the context (its state lost).
-    ///
-    /// # Errors
-    ///
-    /// As [`http::send`].
-    pub(crate) async fn restart_context(&self, context: &str) -> Result<()> {
-        let path = format!("/contexts/{context}/restart");
-        let make = || self.request(reqwest::Method::POST, &path).timeout(REQUEST_TIMEOUT);
-        http::send(make, true, Call::InSandbox { id: &self.id, path: None }).await.map(drop)
-    }
-
-    /// `DELETE /contexts/{id}`.
-    ///
-    /// # Errors
-    ///
-    /// As [`http::send`].
-    pub(crate) async fn delete_context(&self, context: &str) -> Result<()> {
-        let path = format!("/contexts/{context}");
-        let make = || self.request(reqwest::Method::DELETE, &path).timeout(REQUEST_TIMEOUT);
-        http::send(make, true, Call::InSandbox { id: &self.id, path: None }).await.map(drop)
     }
 }
 
