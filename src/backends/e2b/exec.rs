@@ -24,11 +24,15 @@ use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk, StreamKind};
 use crate::secret::SecretString;
 
-/// Runs `"$@"` in a new session (its own process group), stdin passed through, and exits
-/// as it did. `( exec setsid .. )` forks a subshell first, which is never a group leader,
-/// so `setsid` needs no fork of its own and the command keeps the subshell's pid.
-pub(crate) const WRAPPER: &str = r#"( exec setsid "$@" ) <&0 &
+/// Runs `"$@"` in a new session (its own process group) and exits as it did.
+/// `( exec setsid .. )` forks a subshell first, which is never a group leader, so `setsid`
+/// needs no fork of its own and the command keeps the subshell's pid. A shell without job
+/// control gives a background job `/dev/null` as stdin before any redirection, so stdin is
+/// handed over on fd 3 first.
+pub(crate) const WRAPPER: &str = r#"exec 3<&0
+( exec setsid "$@" <&3 3<&- ) &
 c=$!
+exec 3<&- 0</dev/null
 wait "$c"
 s=$?
 if [ "$s" -gt 128 ] && [ "$s" -lt 160 ]; then trap - "$((s - 128))" 2>/dev/null; kill -"$((s - 128))" $$; fi
