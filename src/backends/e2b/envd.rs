@@ -183,17 +183,12 @@ impl Envd {
     /// # Errors
     ///
     /// [`Error::TooLarge`] past `limit` (nothing more is read), [`Error::NotFound`],
-    /// [`Error::IsADirectory`] (envd's 400 for a directory), or as [`Envd::unary`].
+    /// [`Error::IsADirectory`] (envd's 400 for a directory), [`Error::PermissionDenied`],
+    /// or as [`Envd::unary`].
     pub(crate) async fn read_file(&self, path: &str, limit: u64) -> Result<Vec<u8>> {
         let make = || self.request(reqwest::Method::GET, "/files").query(&[("path", path)]).timeout(REQUEST_TIMEOUT);
-        let mut response = match http::send(make, true, Call::InSandbox { id: &self.id, path: Some(path) }).await {
-            Err(Error::Provider { source: Some(source), .. })
-                if source.downcast_ref::<Reply>().is_some_and(|r| r.status == Some(400) && r.message.contains("directory")) =>
-            {
-                return Err(Error::is_a_directory(path));
-            }
-            other => other?,
-        };
+        let sent = http::send(make, true, Call::InSandbox { id: &self.id, path: Some(path) }).await;
+        let mut response = sent.map_err(|e| directory_error(e, path))?;
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
             if body.len() as u64 + chunk.len() as u64 > limit {
@@ -209,7 +204,7 @@ impl Envd {
     ///
     /// # Errors
     ///
-    /// As [`Envd::unary`].
+    /// [`Error::IsADirectory`], [`Error::PermissionDenied`], or as [`Envd::unary`].
     pub(crate) async fn write_file(&self, path: &str, data: Vec<u8>) -> Result<()> {
         let data = bytes::Bytes::from(data);
         let make = || {
@@ -219,7 +214,8 @@ impl Envd {
                 .timeout(REQUEST_TIMEOUT)
                 .body(data.clone())
         };
-        http::send(make, true, Call::InSandbox { id: &self.id, path: Some(path) }).await.map(drop)
+        let sent = http::send(make, true, Call::InSandbox { id: &self.id, path: Some(path) }).await;
+        sent.map(drop).map_err(|e| directory_error(e, path))
     }
 
     /// `GET /health`: whether envd answers (204). A 502 "sandbox was not found" is
@@ -231,6 +227,18 @@ impl Envd {
     pub(crate) async fn health(&self) -> Result<()> {
         let make = || self.request(reqwest::Method::GET, "/health").timeout(http::CONNECT_TIMEOUT);
         http::send(make, false, Call::InSandbox { id: &self.id, path: None }).await.map(drop)
+    }
+}
+
+/// `/files`' 400 for a directory where a file belongs as [`Error::IsADirectory`].
+fn directory_error(e: Error, path: &str) -> Error {
+    match &e {
+        Error::Provider { source: Some(source), .. }
+            if source.downcast_ref::<Reply>().is_some_and(|r| r.status == Some(400) && r.message.contains("directory")) =>
+        {
+            Error::is_a_directory(path)
+        }
+        _ => e,
     }
 }
 

@@ -24,12 +24,22 @@ use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk, StreamKind};
 use crate::secret::SecretString;
 
-/// Runs `"$@"` in a new session (its own process group) and exits as it did.
-/// `( exec setsid .. )` forks a subshell first, which is never a group leader, so `setsid`
-/// needs no fork of its own and the command keeps the subshell's pid. A shell without job
-/// control gives a background job `/dev/null` as stdin before any redirection, so stdin is
-/// handed over on fd 3 first.
-pub(crate) const WRAPPER: &str = r#"exec 3<&0
+/// Runs `"$@"` in a new session (its own process group), after checking that the program
+/// exists (a missing one exits 127 naming it, as a shell would).
+///
+/// envd starts each process without a process group of its own (E2B's infra repository,
+/// `packages/envd/internal/services/process/handler/handler.go`), so the shell is not a
+/// group leader and `exec setsid` makes the command a session leader in place: same pid,
+/// and envd reports its exact status (a signal death as a signal). Where the shell does
+/// lead its group, `setsid` would fork and its parent exit at once, so the command runs in
+/// a subshell instead, whose status the shell passes on (an exit of 128 + n then reads as
+/// signal n). A shell without job control gives a background job `/dev/null` as stdin
+/// before any redirection, so stdin is handed over on fd 3 first.
+pub(crate) const WRAPPER: &str = r#"command -v "$1" >/dev/null 2>&1 || { printf '%s: not found\n' "$1" >&2; exit 127; }
+st=$(cat /proc/$$/stat)
+pgrp() { printf %s "$3"; }
+if [ "$(pgrp ${st##*) })" != "$$" ]; then exec setsid "$@"; fi
+exec 3<&0
 ( exec setsid "$@" <&3 3<&- ) &
 c=$!
 exec 3<&- 0</dev/null
@@ -38,9 +48,11 @@ s=$?
 if [ "$s" -gt 128 ] && [ "$s" -lt 160 ]; then trap - "$((s - 128))" 2>/dev/null; kill -"$((s - 128))" $$; fi
 exit "$s""#;
 
-/// Kills every process group led by a child of pid `$1`, then `$1` itself. Reads only
-/// `/proc/<pid>/stat`, which the sandboxed code cannot forge for another process.
+/// Kills process group `$1` (the command's, when it leads it), every process group led by
+/// a child of pid `$1`, then `$1` itself. Reads only `/proc/<pid>/stat`, which the
+/// sandboxed code cannot forge for another process.
 pub(crate) const KILL_TREE: &str = r#"p=$1
+kill -KILL -- "-$p" 2>/dev/null
 for d in /proc/[0-9]*; do
   read -r st < "$d/stat" 2>/dev/null || continue
   set -- ${st##*) }
@@ -48,6 +60,21 @@ for d in /proc/[0-9]*; do
 done
 kill -KILL "$p" 2>/dev/null
 exit 0"#;
+
+/// A start refused for its working directory (envd's `invalid_argument` "cwd '..' does not
+/// exist") is [`Error::NotFound`] naming the directory as the caller wrote it.
+pub(crate) fn start_error(e: Error, command: &Command) -> Error {
+    match (&e, command.working_dir()) {
+        (Error::Provider { source: Some(source), .. }, Some(cwd))
+            if source
+                .downcast_ref::<super::errors::Reply>()
+                .is_some_and(|r| r.connect_code() == "invalid_argument" && r.message.contains("cwd")) =>
+        {
+            Error::not_found(cwd)
+        }
+        _ => e,
+    }
+}
 
 /// The argv and environment of a command, as envd's `StartRequest` JSON.
 pub(crate) fn start_request(
@@ -80,15 +107,24 @@ pub(crate) fn next_tag() -> String {
     format!("sandboxio-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// How often, and how far apart, a command whose start event never arrived is looked for
+/// by its tag before it is taken as never started (its `Start` may still be on its way).
+const FIND_TRIES: u32 = 10;
+const FIND_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Kills the process tree of the command tagged `tag` (pid `pid` when known).
 pub(crate) async fn kill_tree(envd: &Envd, pid: Option<u32>, tag: &str) -> Result<()> {
-    let pid = match pid {
-        Some(pid) => pid,
-        None => match find_by_tag(envd, tag).await? {
-            Some(pid) => pid,
-            None => return Ok(()),
-        },
-    };
+    let mut pid = pid;
+    for _ in 0..FIND_TRIES {
+        if pid.is_some() {
+            break;
+        }
+        pid = find_by_tag(envd, tag).await?;
+        if pid.is_none() {
+            tokio::time::sleep(FIND_PAUSE).await;
+        }
+    }
+    let Some(pid) = pid else { return Ok(()) };
     let request = process::start_request(
         "/bin/sh",
         &["-c".to_owned(), KILL_TREE.to_owned(), "sandboxio".to_owned(), pid.to_string()],
@@ -173,8 +209,11 @@ pub(crate) async fn run(envd: Envd, secrets: Arc<Vec<(String, SecretString)>>, c
     let tag = next_tag();
     let stdin = command.stdin_bytes().map(<[u8]>::to_vec);
     let mut guard = KillOnDrop::new(&envd, &tag);
-    let mut stream = envd.start(&start_request(&command, &secrets, stdin.is_some(), &tag), None).await?;
-    let pid = first_pid(&mut stream).await?;
+    let mut stream = envd
+        .start(&start_request(&command, &secrets, stdin.is_some(), &tag), None)
+        .await
+        .map_err(|e| start_error(e, &command))?;
+    let pid = first_pid(&mut stream).await.map_err(|e| start_error(e, &command))?;
     guard.pid = Some(pid);
     if let Some(data) = stdin {
         for chunk in data.chunks(1 << 20) {

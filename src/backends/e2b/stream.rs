@@ -102,6 +102,7 @@ async fn pump(
         let pid = exec::first_pid(&mut stream).await?;
         Ok::<_, Error>((stream, pid))
     };
+    let started = async { started.await.map_err(|e| exec::start_error(e, &command)) };
     let (mut stream, pid) = match started.await {
         Ok(started) => started,
         Err(e) => {

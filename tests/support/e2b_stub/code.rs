@@ -86,8 +86,14 @@ fn execute(sandbox: Arc<StubSandbox>, msg: &serde_json::Value) -> Response<Body>
             }
         };
         let _ = lines.send(line(&serde_json::json!({"type": "number_of_executions", "execution_count": 1}))).await;
-        while let Some(chunk) = stream.next_chunk().await {
-            let Ok(chunk) = chunk else { break };
+        loop {
+            // A client gone: dropping the stream interrupts the cell, as the server
+            // interrupts the kernel when its client disconnects.
+            let chunk = tokio::select! {
+                c = stream.next_chunk() => c,
+                () = lines.closed() => return,
+            };
+            let Some(Ok(chunk)) = chunk else { break };
             let kind = if chunk.stream == StreamKind::Stdout { "stdout" } else { "stderr" };
             let text = String::from_utf8_lossy(&chunk.data).into_owned();
             let keepalive = line(&serde_json::json!({"type": "keepalive"}));
@@ -97,6 +103,9 @@ fn execute(sandbox: Arc<StubSandbox>, msg: &serde_json::Value) -> Response<Body>
             {
                 return;
             }
+        }
+        if sandbox.killed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
         }
         match stream.wait().await {
             Ok(result) => {

@@ -26,7 +26,8 @@ fn ttl(body: &serde_json::Value) -> Result<Duration, Response<Body>> {
     match body.get("timeout").map(serde_json::Value::as_u64) {
         None => Ok(Duration::from_secs(15)),
         Some(Some(0)) => Err(error(StatusCode::BAD_REQUEST, "Timeout must be greater than 0")),
-        Some(Some(s)) if s > 3600 => Err(error(StatusCode::BAD_REQUEST, "Timeout cannot be greater than 1 hours")),
+        // The Pro plan's cap.
+        Some(Some(s)) if s > 24 * 3600 => Err(error(StatusCode::BAD_REQUEST, "Timeout cannot be greater than 24 hours")),
         Some(Some(s)) => Ok(Duration::from_secs(s)),
         Some(None) => Err(error(StatusCode::BAD_REQUEST, "timeout is not an integer")),
     }
@@ -65,6 +66,7 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>) -> R
             let removed = state.sandboxes.lock().unwrap().remove(*id);
             match removed {
                 Some(s) => {
+                    s.killed.store(true, Ordering::SeqCst);
                     let _ = s.local.kill().await;
                     empty(StatusCode::NO_CONTENT)
                 }
@@ -135,7 +137,9 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
         token: format!("tok-{n}-{:x}", std::process::id()),
         template,
         metadata,
+        config: body.to_string(),
         end_at: std::sync::Mutex::new(Instant::now() + ttl),
+        killed: std::sync::atomic::AtomicBool::new(false),
         processes: std::sync::Mutex::new(std::collections::HashMap::new()),
     });
     let reply = sandbox_json(&id, &sandbox);
@@ -182,6 +186,7 @@ pub async fn expire_loop(state: Arc<State>) {
             ids.iter().filter_map(|id| map.remove(id)).collect()
         };
         for s in expired {
+            s.killed.store(true, Ordering::SeqCst);
             let _ = s.local.kill().await;
         }
     }

@@ -72,6 +72,12 @@ pub async fn handle(
             let p = file_path();
             match sandbox.local.fs().write(&p, body.to_vec()).await {
                 Ok(()) => json(StatusCode::OK, &serde_json::json!([{"path": p, "name": p.rsplit('/').next(), "type": "file"}])),
+                Err(e) if e.code() == ErrorCode::IsADirectory => {
+                    http_error(StatusCode::BAD_REQUEST, &format!("path '{p}' is a directory"))
+                }
+                Err(e) if e.code() == ErrorCode::PermissionDenied => {
+                    http_error(StatusCode::FORBIDDEN, &format!("permission denied: {p}"))
+                }
                 Err(e) => http_error(StatusCode::BAD_REQUEST, &e.to_string()),
             }
         }
@@ -214,20 +220,16 @@ fn start(state: &Arc<State>, sandbox: Arc<StubSandbox>, id: &str, body: &[u8]) -
         return connect_error(StatusCode::BAD_REQUEST, "invalid_argument", "malformed JSON");
     };
     let process = &msg["process"];
-    // The pid the stub reports is the shell's, which `exec`s the command (so the same pid).
-    let mut command = Command::new("/bin/sh")
-        .arg("-c")
-        .arg(r#"echo "$$"; exec "$@""#)
-        .arg("sh")
-        .arg(process["cmd"].as_str().unwrap_or_default());
+    let mut command = Command::new("/usr/bin/python3").arg("-c").arg(SPAWN).arg(process["cmd"].as_str().unwrap_or_default());
     for arg in process["args"].as_array().into_iter().flatten() {
         command = command.arg(arg.as_str().unwrap_or_default());
     }
     for (k, v) in process["envs"].as_object().into_iter().flatten() {
         command = command.env(k.clone(), v.as_str().unwrap_or_default().to_owned());
     }
-    if let Some(cwd) = process["cwd"].as_str() {
-        command = command.cwd(cwd);
+    let cwd = process["cwd"].as_str().map(str::to_owned);
+    if let Some(cwd) = &cwd {
+        command = command.cwd(cwd.clone());
     }
     let wants_stdin = msg["stdin"].as_bool().unwrap_or(true);
     let tag = msg["tag"].as_str().map(str::to_owned);
@@ -236,7 +238,7 @@ fn start(state: &Arc<State>, sandbox: Arc<StubSandbox>, id: &str, body: &[u8]) -
     let (sandbox_id, sandbox2) = (id.to_owned(), Arc::clone(&sandbox));
     tokio::spawn(async move {
         let _ = sandbox_id;
-        run_process(sandbox2, command, wants_stdin, tag, frames, cut).await;
+        run_process(sandbox2, command, cwd, wants_stdin, tag, frames, cut).await;
     });
     let stream = futures_lite::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
@@ -248,6 +250,30 @@ fn start(state: &Arc<State>, sandbox: Arc<StubSandbox>, id: &str, body: &[u8]) -
         .unwrap()
 }
 
+/// What envd's Go `exec.Cmd` does, in Python: the process envd starts is a child in the
+/// caller's process group (not a group leader), its pid is known (printed first, then the
+/// program is executed in place), and its exact status is reported (a signal death is
+/// passed on as the same signal).
+const SPAWN: &str = r#"import os, signal, sys
+pid = os.fork()
+if pid == 0:
+    os.write(1, b"%d\n" % os.getpid())
+    try:
+        os.execvp(sys.argv[1], sys.argv[1:])
+    except OSError as e:
+        os.write(2, b"%s\n" % str(e).encode())
+        os._exit(127)
+os.close(0)
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+    signal.signal(s, signal.SIG_IGN)
+_, st = os.waitpid(pid, 0)
+if os.WIFSIGNALED(st):
+    sig = os.WTERMSIG(st)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+sys.exit(os.WEXITSTATUS(st))"#;
+
 fn event(value: serde_json::Value) -> Bytes {
     envelope(0, serde_json::json!({"event": value}).to_string().as_bytes())
 }
@@ -255,11 +281,20 @@ fn event(value: serde_json::Value) -> Bytes {
 async fn run_process(
     sandbox: Arc<StubSandbox>,
     command: Command,
+    cwd: Option<String>,
     wants_stdin: bool,
     tag: Option<String>,
     frames: mpsc::Sender<Bytes>,
     cut: bool,
 ) {
+    if let Some(cwd) = cwd {
+        let exists = sandbox.local.run(Command::new("test").arg("-d").arg(&cwd)).await.is_ok_and(|r| r.success());
+        if !exists {
+            let end = serde_json::json!({"error": {"code": "invalid_argument", "message": format!("cwd '{cwd}' does not exist")}});
+            let _ = frames.send(envelope(2, end.to_string().as_bytes())).await;
+            return;
+        }
+    }
     let mut stream = match sandbox.local.stream(command) {
         Ok(stream) => stream,
         Err(e) => {
@@ -341,6 +376,10 @@ async fn run_process(
     }
     let status = stream.wait().await.map(|r| r.status);
     sandbox.processes.lock().unwrap().remove(&pid);
+    if sandbox.killed.load(Ordering::SeqCst) {
+        // The VM is gone: the connection drops with no end event and no end frame.
+        return;
+    }
     let end = match status {
         // Zero values omitted: no `exitCode` on exit 0.
         Ok(ExitStatus::Code(0)) => serde_json::json!({"exited": true, "status": "exit status 0"}),

@@ -26,7 +26,7 @@ mod envd;
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -48,7 +48,11 @@ pub struct StubSandbox {
     pub token: String,
     pub template: String,
     pub metadata: BTreeMap<String, String>,
+    /// The create request as E2B stores it (what its API would show).
+    pub config: String,
     pub end_at: Mutex<Instant>,
+    /// Set when the sandbox is killed or expires: its streams then drop without end frames.
+    pub killed: AtomicBool,
     pub processes: Mutex<HashMap<u32, envd::Proc>>,
 }
 
