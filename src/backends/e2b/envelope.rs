@@ -194,4 +194,43 @@ mod tests {
         d.push(&[0, 0, 0x10, 0, 0]).unwrap();
         assert!(matches!(d.next_frame(), Err(WireError::FrameTooLarge { len: 1_048_576, max: 1024 })));
     }
+
+    proptest::proptest! {
+        /// Any mutation of a valid body, split anywhere, ends in frames or a typed error:
+        /// never a panic, and never more buffered than one bounded frame plus one read.
+        #[test]
+        fn mutated_bodies_never_panic_nor_grow(
+            flips in proptest::collection::vec((0usize..64, proptest::prelude::any::<u8>()), 0..6),
+            cut in 0usize..64,
+            split in 1usize..17,
+        ) {
+            let mut body = encode(FLAG_MESSAGE, br#"{"event":{"data":{"stdout":"aGkK"}}}"#);
+            body.extend(encode(FLAG_END, b"{}"));
+            for (at, byte) in flips {
+                let i = at % body.len();
+                body[i] = byte;
+            }
+            body.truncate(body.len() - cut.min(body.len()));
+            let mut d = EnvelopeDecoder::new(64);
+            'read: for piece in body.chunks(split) {
+                if d.push(piece).is_err() {
+                    break;
+                }
+                proptest::prop_assert!(d.buf.len() <= 64 + HEADER + split);
+                loop {
+                    match d.next_frame() {
+                        Ok(Some(Frame::Message(p))) => {
+                            let _ = super::super::process::parse_event(&p);
+                        }
+                        Ok(Some(Frame::End(p))) => {
+                            let _ = super::super::errors::Reply::from_end_frame(&p);
+                        }
+                        Ok(None) => break,
+                        Err(_) => break 'read,
+                    }
+                }
+            }
+            let _ = d.finish();
+        }
+    }
 }
