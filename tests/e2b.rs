@@ -18,7 +18,11 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 }
 
 async fn sandbox(backend: E2bBackend) -> Sandbox {
-    Sandbox::builder_with(backend).network(NetworkPolicy::deny_all()).create().await.expect("a sandbox on the stub")
+    Sandbox::builder_with(backend)
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .await
+        .expect("a sandbox on the stub")
 }
 
 #[test]
@@ -60,7 +64,7 @@ fn a_detached_sandbox_is_sent_its_whole_ttl() {
     block_on(async {
         let sandbox = Sandbox::builder_with(stub.backend())
             .network(NetworkPolicy::allow_all())
-            .ttl(Duration::from_secs(1800))
+            .ttl(Duration::from_mins(30))
             .detached(true)
             .template("base")
             .create()
@@ -91,7 +95,11 @@ fn the_concurrency_cap_is_rate_limited_with_its_retry_after() {
     stub.state.faults.max_sandboxes.store(1, Ordering::SeqCst);
     block_on(async {
         let first = sandbox(stub.backend()).await;
-        let err = Sandbox::builder_with(stub.backend()).network(NetworkPolicy::deny_all()).create().await.unwrap_err();
+        let err = Sandbox::builder_with(stub.backend())
+            .network(NetworkPolicy::deny_all())
+            .create()
+            .await
+            .unwrap_err();
         assert!(
             matches!(&err, sandboxio::Error::RateLimited { retry_after: Some(d), .. } if *d == Duration::from_secs(2)),
             "{err:?}"
@@ -106,7 +114,8 @@ fn a_one_time_504_on_an_idempotent_call_is_retried() {
     block_on(async {
         let owner = sandbox(stub.backend()).await;
         stub.state.faults.fail_next_with_504.store(true, Ordering::SeqCst);
-        let attached = Sandbox::connect_with(stub.backend(), owner.id()).await.expect("connect retried past the 504");
+        let attached =
+            Sandbox::connect_with(stub.backend(), owner.id()).await.expect("connect retried past the 504");
         assert_eq!(attached.run(Command::new("true")).await.unwrap().status, ExitStatus::Code(0));
         owner.close().await.unwrap();
     });
@@ -116,9 +125,14 @@ fn a_one_time_504_on_an_idempotent_call_is_retried() {
 fn a_create_answered_504_is_not_retried() {
     let stub = e2b_stub::Stub::start();
     stub.state.faults.fail_next_with_504.store(true, Ordering::SeqCst);
-    let err = block_on(Sandbox::builder_with(stub.backend()).network(NetworkPolicy::deny_all()).create()).unwrap_err();
+    let err = block_on(Sandbox::builder_with(stub.backend()).network(NetworkPolicy::deny_all()).create())
+        .unwrap_err();
     assert_eq!(err.code(), ErrorCode::Provider, "{err}");
-    assert_eq!(stub.state.creates.lock().unwrap().len(), 0, "the 504 came before the create reached the stub");
+    assert_eq!(
+        stub.state.creates.lock().unwrap().len(),
+        0,
+        "the 504 came before the create reached the stub"
+    );
     assert_eq!(stub.state.sandboxes.lock().unwrap().len(), 0, "no second try made a sandbox");
 }
 
@@ -151,7 +165,11 @@ fn a_stream_cut_without_its_end_frame_is_a_typed_error() {
         stub.state.faults.cut_next_stream.store(true, Ordering::SeqCst);
         let started = Instant::now();
         let err = sandbox.run(Command::new("sleep").arg("30")).await.unwrap_err();
-        assert_eq!(err.code(), ErrorCode::Provider, "envd still answers: the cut is reported, not a gone sandbox: {err}");
+        assert_eq!(
+            err.code(),
+            ErrorCode::Provider,
+            "envd still answers: the cut is reported, not a gone sandbox: {err}"
+        );
         assert!(err.to_string().contains("cut") || format!("{err:?}").contains("MissingEnd"), "{err:?}");
         assert!(started.elapsed() < Duration::from_secs(10), "no hang: {:?}", started.elapsed());
         sandbox.close().await.unwrap();
@@ -229,7 +247,8 @@ fn an_unreachable_domain_is_a_connect_error_within_the_bound() {
     let stub = e2b_stub::Stub::start();
     let backend = E2bBackend::for_stub(e2b_stub::DOMAIN, addr, &stub.ca_pem, e2b_stub::API_KEY).unwrap();
     let started = Instant::now();
-    let err = block_on(Sandbox::builder_with(backend).network(NetworkPolicy::deny_all()).create()).unwrap_err();
+    let err =
+        block_on(Sandbox::builder_with(backend).network(NetworkPolicy::deny_all()).create()).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Connect, "{err}");
     assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
 }

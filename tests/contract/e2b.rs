@@ -36,7 +36,11 @@ impl Probes for StubProbes {
         let (stub, key, value) = (Arc::clone(&self.stub), key.to_owned(), value.to_owned());
         Some(Box::pin(async move {
             let map = stub.state.sandboxes.lock().unwrap();
-            Ok(map.iter().filter(|(_, s)| s.metadata.get(&key) == Some(&value)).map(|(id, _)| id.clone()).collect())
+            Ok(map
+                .iter()
+                .filter(|(_, s)| s.metadata.get(&key) == Some(&value))
+                .map(|(id, _)| id.clone())
+                .collect())
         }))
     }
 
@@ -63,18 +67,26 @@ impl Probes for StubProbes {
 
     fn provider_labels(&self, sandbox_id: &str) -> Option<ProbeFuture<BTreeMap<String, String>>> {
         let (stub, id) = (Arc::clone(&self.stub), sandbox_id.to_owned());
-        Some(Box::pin(async move { stub.state.sandbox(&id).map(|s| s.metadata.clone()).ok_or(format!("no sandbox {id}")) }))
+        Some(Box::pin(async move {
+            stub.state.sandbox(&id).map(|s| s.metadata.clone()).ok_or(format!("no sandbox {id}"))
+        }))
     }
 
     fn provider_config_text(&self, sandbox_id: &str) -> Option<ProbeFuture<String>> {
         let (stub, id) = (Arc::clone(&self.stub), sandbox_id.to_owned());
-        Some(Box::pin(async move { stub.state.sandbox(&id).map(|s| s.config.clone()).ok_or(format!("no sandbox {id}")) }))
+        Some(Box::pin(async move {
+            stub.state.sandbox(&id).map(|s| s.config.clone()).ok_or(format!("no sandbox {id}"))
+        }))
     }
 
     fn missing_credentials(&self) -> Option<(Arc<dyn sandboxio::backend::Backend>, String)> {
-        let backend =
-            sandboxio::backends::e2b::E2bBackend::for_stub(e2b_stub::DOMAIN, self.stub.addr, &self.stub.ca_pem, "")
-                .expect("a backend without a key");
+        let backend = sandboxio::backends::e2b::E2bBackend::for_stub(
+            e2b_stub::DOMAIN,
+            self.stub.addr,
+            &self.stub.ca_pem,
+            "",
+        )
+        .expect("a backend without a key");
         Some((Arc::new(backend), "E2B_API_KEY".to_owned()))
     }
 

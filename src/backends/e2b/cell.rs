@@ -71,8 +71,10 @@ async fn run(interpreter: Interpreter, running: Running, code: Code, sink: Chunk
                 // `interrupt` aborted the pump: its connection closed, so the interpreter
                 // interrupted the kernel (the context keeps its state).
                 None => {
-                    result.error =
-                        Some(CodeError::new("KeyboardInterrupt", "the cell was interrupted (Sandbox::interrupt)"));
+                    result.error = Some(CodeError::new(
+                        "KeyboardInterrupt",
+                        "the cell was interrupted (Sandbox::interrupt)",
+                    ));
                     return Ok(());
                 }
             }

@@ -110,7 +110,8 @@ impl Api {
     /// sandbox.
     pub(crate) async fn create(&self, body: &serde_json::Value) -> Result<SandboxInfo> {
         let response =
-            http::send(|| self.request(reqwest::Method::POST, "/sandboxes").json(body), false, Call::Create).await?;
+            http::send(|| self.request(reqwest::Method::POST, "/sandboxes").json(body), false, Call::Create)
+                .await?;
         http::read_json(response).await
     }
 
@@ -120,7 +121,8 @@ impl Api {
         let body = serde_json::json!({ "timeout": ttl_secs(ttl) });
         let path = format!("/sandboxes/{id}/connect");
         let response =
-            http::send(|| self.request(reqwest::Method::POST, &path).json(&body), true, Call::Connect(id)).await?;
+            http::send(|| self.request(reqwest::Method::POST, &path).json(&body), true, Call::Connect(id))
+                .await?;
         http::read_json(response).await
     }
 
@@ -128,7 +130,8 @@ impl Api {
     pub(crate) async fn set_timeout(&self, id: &str, ttl: Duration) -> Result<()> {
         let body = serde_json::json!({ "timeout": ttl_secs(ttl) });
         let path = format!("/sandboxes/{id}/timeout");
-        http::send(|| self.request(reqwest::Method::POST, &path).json(&body), true, Call::Sandbox(id)).await?;
+        http::send(|| self.request(reqwest::Method::POST, &path).json(&body), true, Call::Sandbox(id))
+            .await?;
         Ok(())
     }
 
@@ -145,7 +148,11 @@ impl Api {
 
     /// `GET /v2/sandboxes`: every running or paused sandbox whose metadata holds all of
     /// `metadata`, following `X-Next-Token` pages (at most `max_pages` of 100).
-    pub(crate) async fn list(&self, metadata: &BTreeMap<String, String>, max_pages: usize) -> Result<Vec<ListedSandbox>> {
+    pub(crate) async fn list(
+        &self,
+        metadata: &BTreeMap<String, String>,
+        max_pages: usize,
+    ) -> Result<Vec<ListedSandbox>> {
         let filter = metadata_query(metadata);
         let mut out = Vec::new();
         let mut next: Option<String> = None;
@@ -180,11 +187,12 @@ mod tests {
         let metadata = BTreeMap::from([("sandboxio.owner".to_owned(), "p1".to_owned())]);
         let env = BTreeMap::from([("A".to_owned(), "1".to_owned())]);
         assert_eq!(
-            create_body("code-interpreter-v1", Duration::from_millis(120_500), &metadata, &env, false).to_string(),
+            create_body("code-interpreter-v1", Duration::from_millis(120_500), &metadata, &env, false)
+                .to_string(),
             r#"{"allow_internet_access":false,"envVars":{"A":"1"},"metadata":{"sandboxio.owner":"p1"},"secure":true,"templateID":"code-interpreter-v1","timeout":121}"#
         );
         assert_eq!(
-            create_body("base", Duration::from_secs(300), &BTreeMap::new(), &BTreeMap::new(), true).to_string(),
+            create_body("base", Duration::from_mins(5), &BTreeMap::new(), &BTreeMap::new(), true).to_string(),
             r#"{"allow_internet_access":true,"envVars":{},"metadata":{},"secure":true,"templateID":"base","timeout":300}"#
         );
     }
@@ -193,7 +201,7 @@ mod tests {
     fn ttl_rounds_up_and_is_never_zero() {
         assert_eq!(ttl_secs(Duration::ZERO), 1);
         assert_eq!(ttl_secs(Duration::from_millis(1)), 1);
-        assert_eq!(ttl_secs(Duration::from_secs(60)), 60);
+        assert_eq!(ttl_secs(Duration::from_mins(1)), 60);
         assert_eq!(ttl_secs(Duration::from_millis(60_001)), 61);
     }
 

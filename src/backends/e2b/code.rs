@@ -199,7 +199,11 @@ mod tests {
                 lines.extend(d.push(piece).unwrap());
             }
             d.finish().unwrap();
-            assert_eq!(lines, [&br#"{"type":"stdout","text":"a\n"}"#[..], br#"{"type":"end_of_execution"}"#], "{split}");
+            assert_eq!(
+                lines,
+                [&br#"{"type":"stdout","text":"a\n"}"#[..], br#"{"type":"end_of_execution"}"#],
+                "{split}"
+            );
         }
     }
 
@@ -258,7 +262,13 @@ mod tests {
 
     #[test]
     fn execute_requests() {
-        assert_eq!(execute_request("1+1", None, "python").to_string(), r#"{"code":"1+1","language":"python"}"#);
-        assert_eq!(execute_request("x", Some("c1"), "python").to_string(), r#"{"code":"x","context_id":"c1"}"#);
+        assert_eq!(
+            execute_request("1+1", None, "python").to_string(),
+            r#"{"code":"1+1","language":"python"}"#
+        );
+        assert_eq!(
+            execute_request("x", Some("c1"), "python").to_string(),
+            r#"{"code":"x","context_id":"c1"}"#
+        );
     }
 }

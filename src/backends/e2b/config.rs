@@ -146,7 +146,8 @@ mod tests {
     use crate::ErrorCode;
 
     fn parse(raw: &str, env: &[(&str, &str)]) -> Result<E2bConfig> {
-        let env: HashMap<String, String> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let env: HashMap<String, String> =
+            env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         E2bConfig::parse(&Dsn::parse(raw)?, |k| env.get(k).cloned())
     }
 
@@ -198,15 +199,42 @@ mod tests {
     #[test]
     fn bad_dsns_are_configuration_errors_with_exact_messages() {
         for (raw, message) in [
-            ("e2b://api.e2b.app", "[SBX-003] configuration error: e2b:// takes no host or path: write e2b:// (or e2b://?domain=<domain> for another deployment)"),
-            ("e2b:///v1", "[SBX-003] configuration error: e2b:// takes no host or path: write e2b:// (or e2b://?domain=<domain> for another deployment)"),
-            ("e2b://?region=eu", "[SBX-003] configuration error: unknown option \"region\" for the e2b backend; known options: domain, template"),
-            ("e2b://?domain=evil.com/x", "[SBX-003] configuration error: e2b:// domain \"evil.com/x\" is not a domain name (labels of letters, digits and '-', optionally :port)"),
-            ("e2b://?domain=", "[SBX-003] configuration error: e2b:// domain \"\" is not a domain name (labels of letters, digits and '-', optionally :port)"),
-            ("e2b://?domain=a..b", "[SBX-003] configuration error: e2b:// domain \"a..b\" is not a domain name (labels of letters, digits and '-', optionally :port)"),
-            ("e2b://?domain=a.b:0", "[SBX-003] configuration error: e2b:// domain \"a.b:0\" is not a domain name (labels of letters, digits and '-', optionally :port)"),
-            ("e2b://?template=a%20b", "[SBX-003] configuration error: e2b:// template \"a b\" is not a template id or alias (letters, digits, '-', '_', '.', ':', '/', at most 128)"),
-            ("e2b://?template=", "[SBX-003] configuration error: e2b:// template \"\" is not a template id or alias (letters, digits, '-', '_', '.', ':', '/', at most 128)"),
+            (
+                "e2b://api.e2b.app",
+                "[SBX-003] configuration error: e2b:// takes no host or path: write e2b:// (or e2b://?domain=<domain> for another deployment)",
+            ),
+            (
+                "e2b:///v1",
+                "[SBX-003] configuration error: e2b:// takes no host or path: write e2b:// (or e2b://?domain=<domain> for another deployment)",
+            ),
+            (
+                "e2b://?region=eu",
+                "[SBX-003] configuration error: unknown option \"region\" for the e2b backend; known options: domain, template",
+            ),
+            (
+                "e2b://?domain=evil.com/x",
+                "[SBX-003] configuration error: e2b:// domain \"evil.com/x\" is not a domain name (labels of letters, digits and '-', optionally :port)",
+            ),
+            (
+                "e2b://?domain=",
+                "[SBX-003] configuration error: e2b:// domain \"\" is not a domain name (labels of letters, digits and '-', optionally :port)",
+            ),
+            (
+                "e2b://?domain=a..b",
+                "[SBX-003] configuration error: e2b:// domain \"a..b\" is not a domain name (labels of letters, digits and '-', optionally :port)",
+            ),
+            (
+                "e2b://?domain=a.b:0",
+                "[SBX-003] configuration error: e2b:// domain \"a.b:0\" is not a domain name (labels of letters, digits and '-', optionally :port)",
+            ),
+            (
+                "e2b://?template=a%20b",
+                "[SBX-003] configuration error: e2b:// template \"a b\" is not a template id or alias (letters, digits, '-', '_', '.', ':', '/', at most 128)",
+            ),
+            (
+                "e2b://?template=",
+                "[SBX-003] configuration error: e2b:// template \"\" is not a template id or alias (letters, digits, '-', '_', '.', ':', '/', at most 128)",
+            ),
         ] {
             let err = parse(raw, &[]).unwrap_err();
             assert_eq!(err.code(), ErrorCode::Configuration, "{raw}");

@@ -97,7 +97,8 @@ impl Envd {
         if bytes.is_empty() {
             return Ok(serde_json::Value::Object(serde_json::Map::new()));
         }
-        serde_json::from_slice(&bytes).map_err(|e| Error::provider(SCHEME, "envd replied with malformed JSON", e))
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Error::provider(SCHEME, "envd replied with malformed JSON", e))
     }
 
     /// Starts a server-streaming call: `POST /<service>/<method>` with `body` in one
@@ -137,7 +138,11 @@ impl Envd {
     /// # Errors
     ///
     /// As [`Envd::server_stream`].
-    pub(crate) async fn start(&self, request: &serde_json::Value, deadline: Option<Duration>) -> Result<EventStream> {
+    pub(crate) async fn start(
+        &self,
+        request: &serde_json::Value,
+        deadline: Option<Duration>,
+    ) -> Result<EventStream> {
         self.server_stream("process.Process/Start", request, deadline).await
     }
 
@@ -148,7 +153,8 @@ impl Envd {
     ///
     /// As [`Envd::unary`].
     pub(crate) async fn signal(&self, pid: u32, kill: bool) -> Result<bool> {
-        match self.unary("process.Process/SendSignal", &process::signal_request(pid, kill), None, true).await {
+        match self.unary("process.Process/SendSignal", &process::signal_request(pid, kill), None, true).await
+        {
             Ok(_) => Ok(true),
             Err(Error::Provider { source: Some(source), .. })
                 if source.downcast_ref::<Reply>().is_some_and(|r| r.connect_code() == "not_found") =>
@@ -166,7 +172,9 @@ impl Envd {
     ///
     /// As [`Envd::unary`].
     pub(crate) async fn send_input(&self, pid: u32, data: &[u8]) -> Result<()> {
-        self.unary("process.Process/SendInput", &process::input_request(pid, data), None, false).await.map(drop)
+        self.unary("process.Process/SendInput", &process::input_request(pid, data), None, false)
+            .await
+            .map(drop)
     }
 
     /// `process.Process/CloseStdin`: end-of-file on `pid`'s stdin.
@@ -175,7 +183,9 @@ impl Envd {
     ///
     /// As [`Envd::unary`].
     pub(crate) async fn close_stdin(&self, pid: u32) -> Result<()> {
-        self.unary("process.Process/CloseStdin", &process::close_stdin_request(pid), None, true).await.map(drop)
+        self.unary("process.Process/CloseStdin", &process::close_stdin_request(pid), None, true)
+            .await
+            .map(drop)
     }
 
     /// `GET /files?path=`: a whole file of at most `limit` bytes.
@@ -186,7 +196,8 @@ impl Envd {
     /// [`Error::IsADirectory`] (envd's 400 for a directory), [`Error::PermissionDenied`],
     /// or as [`Envd::unary`].
     pub(crate) async fn read_file(&self, path: &str, limit: u64) -> Result<Vec<u8>> {
-        let make = || self.request(reqwest::Method::GET, "/files").query(&[("path", path)]).timeout(REQUEST_TIMEOUT);
+        let make =
+            || self.request(reqwest::Method::GET, "/files").query(&[("path", path)]).timeout(REQUEST_TIMEOUT);
         let sent = http::send(make, true, Call::InSandbox { id: &self.id, path: Some(path) }).await;
         let mut response = sent.map_err(|e| directory_error(e, path))?;
         let mut body = Vec::new();
@@ -234,7 +245,9 @@ impl Envd {
 fn directory_error(e: Error, path: &str) -> Error {
     match &e {
         Error::Provider { source: Some(source), .. }
-            if source.downcast_ref::<Reply>().is_some_and(|r| r.status == Some(400) && r.message.contains("directory")) =>
+            if source
+                .downcast_ref::<Reply>()
+                .is_some_and(|r| r.status == Some(400) && r.message.contains("directory")) =>
         {
             Error::is_a_directory(path)
         }
@@ -284,7 +297,9 @@ impl EventStream {
     /// # Errors
     ///
     /// As [`EventStream::next`].
-    pub(crate) async fn next_or_end(&mut self) -> Result<std::result::Result<Option<ProcessEvent>, StreamEnd>> {
+    pub(crate) async fn next_or_end(
+        &mut self,
+    ) -> Result<std::result::Result<Option<ProcessEvent>, StreamEnd>> {
         loop {
             let frame = self.decoder.next_frame().map_err(wire)?;
             match frame {
@@ -298,20 +313,30 @@ impl EventStream {
                         .map_err(|e| Error::provider(SCHEME, "envd's end frame is malformed", e))?;
                     return match end {
                         None => Ok(Ok(None)),
-                        Some(reply) if reply.code == "deadline_exceeded" => Ok(Err(StreamEnd::DeadlineExceeded)),
-                        Some(reply) => Err(to_error(Call::InSandbox { id: self.envd.id(), path: None }, reply, None)),
+                        Some(reply) if reply.code == "deadline_exceeded" => {
+                            Ok(Err(StreamEnd::DeadlineExceeded))
+                        }
+                        Some(reply) => {
+                            Err(to_error(Call::InSandbox { id: self.envd.id(), path: None }, reply, None))
+                        }
                     };
                 }
                 None => match tokio::time::timeout(IDLE_LIMIT, self.response.chunk()).await {
                     Err(_) => {
                         return Err(Error::provider_message(
                             SCHEME,
-                            format!("envd's stream was silent for {IDLE_LIMIT:?}, past twice its keepalive period"),
+                            format!(
+                                "envd's stream was silent for {IDLE_LIMIT:?}, past twice its keepalive period"
+                            ),
                         ));
                     }
                     Ok(Ok(Some(bytes))) => self.decoder.push(&bytes).map_err(wire)?,
                     Ok(Ok(None)) => return Err(self.cut(self.decoder.finish().err()).await),
-                    Ok(Err(e)) => return Err(self.cut(Some(WireError::Field { field: "body", why: e.to_string() })).await),
+                    Ok(Err(e)) => {
+                        return Err(self
+                            .cut(Some(WireError::Field { field: "body", why: e.to_string() }))
+                            .await);
+                    }
                 },
             }
         }
@@ -323,9 +348,10 @@ impl EventStream {
         let why = why.unwrap_or(WireError::MissingEnd);
         match self.envd.health().await {
             Err(e) if e.code() == crate::ErrorCode::SandboxGone => e,
-            Err(e) if e.code() == crate::ErrorCode::Connect => {
-                Error::sandbox_gone(self.envd.id(), format!("its stream was cut ({why}) and envd no longer answers"))
-            }
+            Err(e) if e.code() == crate::ErrorCode::Connect => Error::sandbox_gone(
+                self.envd.id(),
+                format!("its stream was cut ({why}) and envd no longer answers"),
+            ),
             _ => Error::provider(SCHEME, "envd's stream was cut", why),
         }
     }

@@ -117,8 +117,13 @@ impl EnvelopeDecoder {
                 HEADER
             } else {
                 HEADER
-                    + usize::try_from(u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]))
-                        .unwrap_or(usize::MAX)
+                    + usize::try_from(u32::from_be_bytes([
+                        self.buf[1],
+                        self.buf[2],
+                        self.buf[3],
+                        self.buf[4],
+                    ]))
+                    .unwrap_or(usize::MAX)
             };
             return Err(WireError::Truncated { have: self.buf.len(), need });
         }

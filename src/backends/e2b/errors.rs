@@ -58,14 +58,13 @@ const BODY_EXCERPT: usize = 512;
 impl Reply {
     /// Reads an error reply with HTTP `status` and `body`.
     pub(crate) fn from_http(status: u16, body: &[u8]) -> Reply {
-        match serde_json::from_slice::<Body>(body) {
-            Ok(b) => Reply { status: Some(status), code: b.code.as_str().unwrap_or_default().to_owned(), message: b.message },
-            Err(_) => {
-                let text = String::from_utf8_lossy(body);
-                let cut: String = text.chars().take(BODY_EXCERPT).collect();
-                Reply { status: Some(status), code: String::new(), message: cut.trim().to_owned() }
-            }
+        if let Ok(b) = serde_json::from_slice::<Body>(body) {
+            let code = b.code.as_str().unwrap_or_default().to_owned();
+            return Reply { status: Some(status), code, message: b.message };
         }
+        let text = String::from_utf8_lossy(body);
+        let cut: String = text.chars().take(BODY_EXCERPT).collect();
+        Reply { status: Some(status), code: String::new(), message: cut.trim().to_owned() }
     }
 
     /// Reads a Connect stream's end-frame payload: `Ok(None)` for a clean end (`{}`).
@@ -147,8 +146,12 @@ pub(crate) fn to_error(call: Call<'_>, reply: Reply, retry_after: Option<Duratio
         }
         ("unauthenticated", _)
         | ("permission_denied", Call::Create | Call::Account | Call::Sandbox(_) | Call::Connect(_)) => {
-            Error::auth(SCHEME, format!("E2B refused the credentials: {}", reply.message), Some(API_KEY_ENV.into()))
-                .with_source(reply)
+            Error::auth(
+                SCHEME,
+                format!("E2B refused the credentials: {}", reply.message),
+                Some(API_KEY_ENV.into()),
+            )
+            .with_source(reply)
         }
         ("resource_exhausted", _) => Error::rate_limited(SCHEME, retry_after).with_source(reply),
         ("not_found", Call::Sandbox(id)) => {
@@ -159,7 +162,8 @@ pub(crate) fn to_error(call: Call<'_>, reply: Reply, retry_after: Option<Duratio
         }
         ("not_found", Call::InSandbox { path: Some(path), .. }) => Error::not_found(path),
         ("invalid_argument", Call::Create) => {
-            Error::configuration(format!("E2B refused the sandbox's settings: {}", reply.message)).with_source(reply)
+            Error::configuration(format!("E2B refused the sandbox's settings: {}", reply.message))
+                .with_source(reply)
         }
         _ => Error::provider(SCHEME, "the call failed", reply),
     }
@@ -191,7 +195,10 @@ mod tests {
             Reply::from_http(404, br#"{"code":"not_found","message":"path not found"}"#).to_string(),
             "E2B replied HTTP 404 not_found: path not found"
         );
-        assert_eq!(Reply::from_http(500, b"<html>oops</html>").to_string(), "E2B replied HTTP 500: <html>oops</html>");
+        assert_eq!(
+            Reply::from_http(500, b"<html>oops</html>").to_string(),
+            "E2B replied HTTP 500: <html>oops</html>"
+        );
         assert_eq!(Reply::from_end_frame(b"{}").unwrap(), None);
         assert_eq!(
             Reply::from_end_frame(br#"{"error":{"code":"deadline_exceeded","message":"ctx"},"metadata":{}}"#)
@@ -205,29 +212,115 @@ mod tests {
     }
 
     #[test]
+    #[expect(clippy::too_many_lines, reason = "one table of cases")]
     fn the_mapping() {
         let gone = r#"{"sandboxId":"s1","message":"The sandbox was not found","code":502}"#;
         let port = r#"{"sandboxId":"s1","message":"The sandbox is running but port is not open","code":502}"#;
         let inside = Call::InSandbox { id: "s1", path: Some("/a") };
         for (call, status, body, code, text) in [
-            (Call::Create, 401, r#"{"code":401,"message":"Invalid API key"}"#, ErrorCode::Auth, "[SBX-002] authentication with the e2b backend failed: E2B refused the credentials: Invalid API key"),
-            (Call::Create, 403, r#"{"code":403,"message":"no"}"#, ErrorCode::Auth, "[SBX-002] authentication with the e2b backend failed: E2B refused the credentials: no"),
-            (Call::Create, 429, r#"{"code":429,"message":"you have reached the maximum number of concurrent E2B sandboxes (20)"}"#, ErrorCode::RateLimited, "[SBX-014] rate limited by the e2b backend; retry after 3s"),
-            (Call::Create, 400, r#"{"code":400,"message":"Timeout cannot be greater than 1 hours"}"#, ErrorCode::Configuration, "[SBX-003] configuration error: E2B refused the sandbox's settings: Timeout cannot be greater than 1 hours"),
-            (Call::Create, 500, r#"{"code":500,"message":"Failed to place sandbox"}"#, ErrorCode::Provider, "[SBX-015] the e2b backend failed: the call failed"),
-            (Call::Sandbox("s1"), 404, r#"{"code":404,"message":"gone"}"#, ErrorCode::SandboxGone, "[SBX-007] sandbox s1 is gone: E2B says: gone (killed, or its TTL expired)"),
-            (Call::Connect("s1"), 404, r#"{"code":404,"message":"gone"}"#, ErrorCode::Connect, "[SBX-001] cannot connect to the e2b backend: no sandbox with id \"s1\": gone"),
-            (inside, 502, gone, ErrorCode::SandboxGone, "[SBX-007] sandbox s1 is gone: E2B says: The sandbox was not found (killed, or its TTL expired)"),
-            (Call::Connect("s1"), 502, gone, ErrorCode::SandboxGone, "[SBX-007] sandbox s1 is gone: E2B says: The sandbox was not found (killed, or its TTL expired)"),
+            (
+                Call::Create,
+                401,
+                r#"{"code":401,"message":"Invalid API key"}"#,
+                ErrorCode::Auth,
+                "[SBX-002] authentication with the e2b backend failed: E2B refused the credentials: Invalid API key",
+            ),
+            (
+                Call::Create,
+                403,
+                r#"{"code":403,"message":"no"}"#,
+                ErrorCode::Auth,
+                "[SBX-002] authentication with the e2b backend failed: E2B refused the credentials: no",
+            ),
+            (
+                Call::Create,
+                429,
+                r#"{"code":429,"message":"you have reached the maximum number of concurrent E2B sandboxes (20)"}"#,
+                ErrorCode::RateLimited,
+                "[SBX-014] rate limited by the e2b backend; retry after 3s",
+            ),
+            (
+                Call::Create,
+                400,
+                r#"{"code":400,"message":"Timeout cannot be greater than 1 hours"}"#,
+                ErrorCode::Configuration,
+                "[SBX-003] configuration error: E2B refused the sandbox's settings: Timeout cannot be greater than 1 hours",
+            ),
+            (
+                Call::Create,
+                500,
+                r#"{"code":500,"message":"Failed to place sandbox"}"#,
+                ErrorCode::Provider,
+                "[SBX-015] the e2b backend failed: the call failed",
+            ),
+            (
+                Call::Sandbox("s1"),
+                404,
+                r#"{"code":404,"message":"gone"}"#,
+                ErrorCode::SandboxGone,
+                "[SBX-007] sandbox s1 is gone: E2B says: gone (killed, or its TTL expired)",
+            ),
+            (
+                Call::Connect("s1"),
+                404,
+                r#"{"code":404,"message":"gone"}"#,
+                ErrorCode::Connect,
+                "[SBX-001] cannot connect to the e2b backend: no sandbox with id \"s1\": gone",
+            ),
+            (
+                inside,
+                502,
+                gone,
+                ErrorCode::SandboxGone,
+                "[SBX-007] sandbox s1 is gone: E2B says: The sandbox was not found (killed, or its TTL expired)",
+            ),
+            (
+                Call::Connect("s1"),
+                502,
+                gone,
+                ErrorCode::SandboxGone,
+                "[SBX-007] sandbox s1 is gone: E2B says: The sandbox was not found (killed, or its TTL expired)",
+            ),
             (inside, 502, port, ErrorCode::Provider, "[SBX-015] the e2b backend failed: the call failed"),
-            (inside, 404, r#"{"code":"not_found","message":"no such file"}"#, ErrorCode::NotFound, "[SBX-010] not found: /a"),
-            (inside, 404, r#"{"code":404,"message":"path '/a' does not exist"}"#, ErrorCode::NotFound, "[SBX-010] not found: /a"),
-            (inside, 403, r#"{"code":"permission_denied","message":"denied"}"#, ErrorCode::PermissionDenied, "[SBX-011] permission denied: /a"),
-            (inside, 401, r#"{"code":401,"message":"unauthorized access"}"#, ErrorCode::Auth, "[SBX-002] authentication with the e2b backend failed: E2B refused the credentials: unauthorized access"),
+            (
+                inside,
+                404,
+                r#"{"code":"not_found","message":"no such file"}"#,
+                ErrorCode::NotFound,
+                "[SBX-010] not found: /a",
+            ),
+            (
+                inside,
+                404,
+                r#"{"code":404,"message":"path '/a' does not exist"}"#,
+                ErrorCode::NotFound,
+                "[SBX-010] not found: /a",
+            ),
+            (
+                inside,
+                403,
+                r#"{"code":"permission_denied","message":"denied"}"#,
+                ErrorCode::PermissionDenied,
+                "[SBX-011] permission denied: /a",
+            ),
+            (
+                inside,
+                401,
+                r#"{"code":401,"message":"unauthorized access"}"#,
+                ErrorCode::Auth,
+                "[SBX-002] authentication with the e2b backend failed: E2B refused the credentials: unauthorized access",
+            ),
         ] {
             let err = map(call, status, body);
             assert_eq!((err.code(), err.to_string().as_str()), (code, text), "{call:?} {status} {body}");
-            let keeps_source = matches!(code, ErrorCode::Auth | ErrorCode::RateLimited | ErrorCode::Configuration | ErrorCode::Provider | ErrorCode::Connect);
+            let keeps_source = matches!(
+                code,
+                ErrorCode::Auth
+                    | ErrorCode::RateLimited
+                    | ErrorCode::Configuration
+                    | ErrorCode::Provider
+                    | ErrorCode::Connect
+            );
             assert_eq!(err.source().is_some(), keeps_source, "{call:?} {status}");
         }
     }

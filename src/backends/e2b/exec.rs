@@ -141,7 +141,10 @@ pub(crate) async fn kill_tree(envd: &Envd, pid: Option<u32>, tag: &str) -> Resul
 async fn find_by_tag(envd: &Envd, tag: &str) -> Result<Option<u32>> {
     let listed = envd.unary("process.Process/List", &serde_json::json!({}), None, true).await?;
     Ok(listed["processes"].as_array().and_then(|ps| {
-        ps.iter().find(|p| p["tag"] == tag).and_then(|p| p["pid"].as_u64()).and_then(|p| u32::try_from(p).ok())
+        ps.iter()
+            .find(|p| p["tag"] == tag)
+            .and_then(|p| p["pid"].as_u64())
+            .and_then(|p| u32::try_from(p).ok())
     }))
 }
 
@@ -204,7 +207,11 @@ impl Gathered {
 }
 
 /// Runs `command` to completion on the portal (call it inside a portal task).
-pub(crate) async fn run(envd: Envd, secrets: Arc<Vec<(String, SecretString)>>, command: Command) -> Result<ExecResult> {
+pub(crate) async fn run(
+    envd: Envd,
+    secrets: Arc<Vec<(String, SecretString)>>,
+    command: Command,
+) -> Result<ExecResult> {
     let started = Instant::now();
     let tag = next_tag();
     let stdin = command.stdin_bytes().map(<[u8]>::to_vec);
@@ -221,8 +228,12 @@ pub(crate) async fn run(envd: Envd, secrets: Arc<Vec<(String, SecretString)>>, c
         }
         envd.close_stdin(pid).await?;
     }
-    let mut gathered =
-        Gathered { stdout: Vec::new(), stderr: Vec::new(), limit: command.output_limit_bytes(), truncated: false };
+    let mut gathered = Gathered {
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        limit: command.output_limit_bytes(),
+        truncated: false,
+    };
     let drain = async {
         loop {
             match stream.next().await? {
@@ -235,14 +246,14 @@ pub(crate) async fn run(envd: Envd, secrets: Arc<Vec<(String, SecretString)>>, c
         }
     };
     let ended: Result<Option<ExitStatus>> = match command.timeout_duration() {
-        Some(limit) => match tokio::time::timeout(limit, drain).await {
-            Ok(ended) => ended,
-            Err(_) => {
+        Some(limit) => {
+            let Ok(ended) = tokio::time::timeout(limit, drain).await else {
                 guard.disarm();
                 kill_tree(&envd, Some(pid), &tag).await?;
                 return Err(Error::execution_timeout(limit, gathered.result(ExitStatus::Signal(9), started)));
-            }
-        },
+            };
+            ended
+        }
         None => drain.await,
     };
     guard.disarm();

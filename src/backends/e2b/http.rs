@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 /// How long a TCP and TLS connection may take.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a whole unary call may take (E2B's SDKs use 60 s).
-pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_mins(1);
 /// The most bytes of any unary reply or error body the adapter reads.
 pub(crate) const MAX_BODY: usize = 4 << 20;
 /// Retries of an idempotent call after the first try.
@@ -35,7 +35,10 @@ pub(crate) struct StubTrust {
 
 impl std::fmt::Debug for StubTrust {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StubTrust").field("domain_host", &self.domain_host).field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("StubTrust")
+            .field("domain_host", &self.domain_host)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -129,7 +132,8 @@ pub(crate) async fn send(
 /// Reads an error reply (at most [`MAX_BODY`] bytes of it) and maps it for `call`.
 pub(crate) async fn error_of(response: reqwest::Response, call: Call<'_>) -> Error {
     let status = response.status().as_u16();
-    let wait = retry_after(response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()));
+    let wait =
+        retry_after(response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()));
     let body = read_body(response, MAX_BODY).await.unwrap_or_default();
     to_error(call, Reply::from_http(status, &body), wait)
 }
@@ -158,5 +162,6 @@ pub(crate) async fn read_body(mut response: reqwest::Response, max: usize) -> Re
 /// is not the JSON `T` expects.
 pub(crate) async fn read_json<T: serde::de::DeserializeOwned>(response: reqwest::Response) -> Result<T> {
     let body = read_body(response, MAX_BODY).await?;
-    serde_json::from_slice(&body).map_err(|e| Error::provider(SCHEME, "a reply that is not the documented JSON", e))
+    serde_json::from_slice(&body)
+        .map_err(|e| Error::provider(SCHEME, "a reply that is not the documented JSON", e))
 }

@@ -70,7 +70,12 @@ impl Interpreter {
     ///
     /// An unknown context ([`Error::ContextLost`]), or the reply's error as
     /// [`super::errors::to_error`] maps it.
-    pub(crate) async fn execute(&self, code_text: &str, context_id: Option<&str>, language: &str) -> Result<CellLines> {
+    pub(crate) async fn execute(
+        &self,
+        code_text: &str,
+        context_id: Option<&str>,
+        language: &str,
+    ) -> Result<CellLines> {
         let body = code::execute_request(code_text, context_id, language);
         let response = self
             .request(reqwest::Method::POST, "/execute")
@@ -86,7 +91,11 @@ impl Interpreter {
         if !response.status().is_success() {
             return Err(http::error_of(response, Call::InSandbox { id: &self.id, path: None }).await);
         }
-        Ok(CellLines { response, decoder: LineDecoder::new(MAX_LINE), pending: std::collections::VecDeque::new() })
+        Ok(CellLines {
+            response,
+            decoder: LineDecoder::new(MAX_LINE),
+            pending: std::collections::VecDeque::new(),
+        })
     }
 
     /// `POST /contexts`: a new context for `language`.

@@ -33,7 +33,8 @@ mod wire;
 const SCHEME: &str = "e2b";
 
 /// The runtime every E2B request runs on (reqwest needs tokio; callers may not have it).
-static PORTAL: crate::backends::portal::Portal = crate::backends::portal::Portal::new(SCHEME, "sandboxio-e2b");
+static PORTAL: crate::backends::portal::Portal =
+    crate::backends::portal::Portal::new(SCHEME, "sandboxio-e2b");
 
 mod cell;
 mod exec;
@@ -54,8 +55,8 @@ use client::Api;
 use config::{CODE_PORT, E2bConfig, ENVD_PORT};
 use envd::Envd;
 use interpreter::Interpreter;
-pub use sandbox::{KEEPALIVE_EVERY, OWNER_TTL};
 use sandbox::{E2bSandbox, Shared};
+pub use sandbox::{KEEPALIVE_EVERY, OWNER_TTL};
 
 /// What `e2b://` declares (see [`crate::backends::capabilities::E2B`]).
 const CAPABILITIES: Capabilities = crate::backends::capabilities::E2B;
@@ -209,7 +210,7 @@ impl E2bBackend {
     fn shared(
         &self,
         api: Api,
-        info: client::SandboxInfo,
+        info: &client::SandboxInfo,
         network: Option<NetworkPolicy>,
         spec: Option<&CreateSpec>,
     ) -> Result<Arc<Shared>> {
@@ -218,8 +219,10 @@ impl E2bBackend {
         let token = info.envd_access_token.clone().map(crate::secret::SecretString::new);
         let domain = info.domain.as_deref();
         let id = info.sandbox_id.clone();
-        let envd = Envd::new(http.clone(), config.sandbox_url(&id, ENVD_PORT, domain), id.clone(), token.clone());
-        let interpreter = Interpreter::new(http, config.sandbox_url(&id, CODE_PORT, domain), id.clone(), token);
+        let envd =
+            Envd::new(http.clone(), config.sandbox_url(&id, ENVD_PORT, domain), id.clone(), token.clone());
+        let interpreter =
+            Interpreter::new(http, config.sandbox_url(&id, CODE_PORT, domain), id.clone(), token);
         let ttl = spec.map_or(OWNER_TTL, |s| s.ttl);
         Ok(Arc::new(Shared {
             id,
@@ -251,7 +254,7 @@ impl E2bBackend {
         let env: BTreeMap<String, String> = spec.env.iter().cloned().collect();
         let body = client::create_body(&template, ttl, &spec.metadata, &env, internet);
         let info = api.create(&body).await?;
-        let shared = self.shared(api, info, Some(spec.network.clone()), Some(&spec))?;
+        let shared = self.shared(api, &info, Some(spec.network.clone()), Some(&spec))?;
         if !spec.detached {
             shared.start_keepalive();
         }
@@ -300,7 +303,10 @@ impl Backend for E2bBackend {
             });
             match timed.await {
                 Some(Ok(created)) => Ok(Box::new(E2bSandbox { shared: created? }) as Box<dyn BackendSandbox>),
-                Some(Err(_)) => Err(Error::provider_message(SCHEME, "the runtime dropped the creation before it had a result")),
+                Some(Err(_)) => Err(Error::provider_message(
+                    SCHEME,
+                    "the runtime dropped the creation before it had a result",
+                )),
                 None => Err(Error::create_timeout(timeout)),
             }
         })
@@ -314,7 +320,7 @@ impl Backend for E2bBackend {
                     let api = backend.api()?;
                     // `connect` only extends a TTL: asking for the shortest keeps the owner's.
                     let info = api.connect(&id, std::time::Duration::from_secs(1)).await?;
-                    backend.shared(api, info, None, None)
+                    backend.shared(api, &info, None, None)
                 })
                 .await?;
             Ok(Box::new(E2bSandbox { shared }) as Box<dyn BackendSandbox>)

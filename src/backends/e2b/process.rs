@@ -194,12 +194,30 @@ mod tests {
             (r#"{"event":{"data":{"stderr":"AP8="}}}"#, Some(ProcessEvent::Stderr(vec![0, 255]))),
             (r#"{"event":{"data":{}}}"#, None),
             (r#"{"event":{"keepalive":{}}}"#, None),
-            (r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#, Some(ProcessEvent::End(ExitStatus::Code(0)))),
-            (r#"{"event":{"end":{"exitCode":3,"exited":true,"status":"exit status 3"}}}"#, Some(ProcessEvent::End(ExitStatus::Code(3)))),
-            (r#"{"event":{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}}"#, Some(ProcessEvent::End(ExitStatus::Signal(9)))),
-            (r#"{"event":{"end":{"exitCode":-1,"status":"signal: terminated"}}}"#, Some(ProcessEvent::End(ExitStatus::Signal(15)))),
-            (r#"{"event":{"end":{"exitCode":-1,"status":"signal: segmentation fault (core dumped)"}}}"#, Some(ProcessEvent::End(ExitStatus::Signal(11)))),
-            (r#"{"event":{"end":{"exitCode":-1,"status":"signal 34"}}}"#, Some(ProcessEvent::End(ExitStatus::Signal(34)))),
+            (
+                r#"{"event":{"end":{"exited":true,"status":"exit status 0"}}}"#,
+                Some(ProcessEvent::End(ExitStatus::Code(0))),
+            ),
+            (
+                r#"{"event":{"end":{"exitCode":3,"exited":true,"status":"exit status 3"}}}"#,
+                Some(ProcessEvent::End(ExitStatus::Code(3))),
+            ),
+            (
+                r#"{"event":{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}}"#,
+                Some(ProcessEvent::End(ExitStatus::Signal(9))),
+            ),
+            (
+                r#"{"event":{"end":{"exitCode":-1,"status":"signal: terminated"}}}"#,
+                Some(ProcessEvent::End(ExitStatus::Signal(15))),
+            ),
+            (
+                r#"{"event":{"end":{"exitCode":-1,"status":"signal: segmentation fault (core dumped)"}}}"#,
+                Some(ProcessEvent::End(ExitStatus::Signal(11))),
+            ),
+            (
+                r#"{"event":{"end":{"exitCode":-1,"status":"signal 34"}}}"#,
+                Some(ProcessEvent::End(ExitStatus::Signal(34))),
+            ),
             (r#"{"event":{"end":{}}}"#, Some(ProcessEvent::End(ExitStatus::Code(0)))),
             (r#"{"event":{"start":{}},"unknown":1}"#, Some(ProcessEvent::Start(0))),
         ] {
@@ -212,8 +230,14 @@ mod tests {
         for (frame, message) in [
             ("{}", "field `event`: missing"),
             (r#"{"event":{}}"#, "field `event`: no start, data, end or keepalive"),
-            (r#"{"event":{"data":{"stdout":"!!"}}}"#, "field `stdout`: not base64: Invalid symbol 33, offset 0."),
-            (r#"{"event":{"start":{"pid":-1}}}"#, "malformed JSON: invalid value: integer `-1`, expected u32 at line 1 column 27"),
+            (
+                r#"{"event":{"data":{"stdout":"!!"}}}"#,
+                "field `stdout`: not base64: Invalid symbol 33, offset 0.",
+            ),
+            (
+                r#"{"event":{"start":{"pid":-1}}}"#,
+                "malformed JSON: invalid value: integer `-1`, expected u32 at line 1 column 27",
+            ),
             ("[", "malformed JSON: EOF while parsing a list at line 1 column 1"),
         ] {
             assert_eq!(parse_event(frame.as_bytes()).unwrap_err().to_string(), message, "{frame}");
@@ -232,8 +256,14 @@ mod tests {
             r#"{"process":{"args":[],"cmd":"true","envs":{}},"stdin":true}"#
         );
         assert_eq!(signal_request(7, true).to_string(), r#"{"process":{"pid":7},"signal":"SIGNAL_SIGKILL"}"#);
-        assert_eq!(signal_request(7, false).to_string(), r#"{"process":{"pid":7},"signal":"SIGNAL_SIGTERM"}"#);
-        assert_eq!(input_request(7, b"hi\n").to_string(), r#"{"input":{"stdin":"aGkK"},"process":{"pid":7}}"#);
+        assert_eq!(
+            signal_request(7, false).to_string(),
+            r#"{"process":{"pid":7},"signal":"SIGNAL_SIGTERM"}"#
+        );
+        assert_eq!(
+            input_request(7, b"hi\n").to_string(),
+            r#"{"input":{"stdin":"aGkK"},"process":{"pid":7}}"#
+        );
         assert_eq!(close_stdin_request(7).to_string(), r#"{"process":{"pid":7}}"#);
     }
 }

@@ -19,7 +19,9 @@ use super::envd::Envd;
 use super::interpreter::Interpreter;
 use super::stream::E2bExecStream;
 use super::{PORTAL, exec};
-use crate::backend::{BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, KillOutcome, collect_cell};
+use crate::backend::{
+    BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, KillOutcome, collect_cell,
+};
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult};
 use crate::fs::{DirEntry, FileKind};
@@ -27,7 +29,7 @@ use crate::policy::{Capabilities, NetworkEnforcement, NetworkPolicy};
 use crate::secret::SecretString;
 
 /// The longest an owned sandbox outlives its owner: its TTL is never set further ahead.
-pub const OWNER_TTL: Duration = Duration::from_secs(120);
+pub const OWNER_TTL: Duration = Duration::from_mins(2);
 /// How often the owner renews an owned sandbox's TTL.
 pub const KEEPALIVE_EVERY: Duration = Duration::from_secs(30);
 
@@ -125,7 +127,8 @@ fn dir_entry(entry: &serde_json::Value) -> DirEntry {
         Some("FILE_TYPE_FILE") => FileKind::File,
         _ => FileKind::Other,
     };
-    let size = entry["size"].as_str().and_then(|s| s.parse().ok()).or_else(|| entry["size"].as_u64()).unwrap_or(0);
+    let size =
+        entry["size"].as_str().and_then(|s| s.parse().ok()).or_else(|| entry["size"].as_u64()).unwrap_or(0);
     let mode = entry["mode"].as_u64().and_then(|m| u32::try_from(m).ok()).unwrap_or(0) & 0o7777;
     DirEntry::new(entry["name"].as_str().unwrap_or_default(), kind, size, mode)
 }
@@ -187,7 +190,9 @@ impl BackendSandbox for E2bSandbox {
     }
 
     fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
-        if let Some(abort) = self.shared.running.lock().unwrap_or_else(PoisonError::into_inner).remove(context_id) {
+        if let Some(abort) =
+            self.shared.running.lock().unwrap_or_else(PoisonError::into_inner).remove(context_id)
+        {
             abort.abort();
         }
         Box::pin(async { Ok(()) })
@@ -215,7 +220,12 @@ impl BackendSandbox for E2bSandbox {
         self.on_portal(move |s| async move {
             let reply = s
                 .envd
-                .unary("filesystem.Filesystem/ListDir", &serde_json::json!({ "path": path, "depth": 1 }), Some(&path), true)
+                .unary(
+                    "filesystem.Filesystem/ListDir",
+                    &serde_json::json!({ "path": path, "depth": 1 }),
+                    Some(&path),
+                    true,
+                )
                 .await?;
             Ok(reply["entries"].as_array().map(|es| es.iter().map(dir_entry).collect()).unwrap_or_default())
         })
@@ -224,11 +234,22 @@ impl BackendSandbox for E2bSandbox {
     fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
         self.on_portal(move |s| async move {
-            match s.envd.unary("filesystem.Filesystem/MakeDir", &serde_json::json!({ "path": path }), Some(&path), true).await {
+            match s
+                .envd
+                .unary(
+                    "filesystem.Filesystem/MakeDir",
+                    &serde_json::json!({ "path": path }),
+                    Some(&path),
+                    true,
+                )
+                .await
+            {
                 Ok(_) => Ok(()),
                 // An existing directory is not an error here; envd says `already_exists`.
                 Err(Error::Provider { source: Some(src), .. })
-                    if src.downcast_ref::<super::errors::Reply>().is_some_and(|r| r.connect_code() == "already_exists") =>
+                    if src
+                        .downcast_ref::<super::errors::Reply>()
+                        .is_some_and(|r| r.connect_code() == "already_exists") =>
                 {
                     Ok(())
                 }
@@ -242,18 +263,41 @@ impl BackendSandbox for E2bSandbox {
         self.on_portal(move |s| async move {
             if !recursive {
                 // envd's Remove is `os.RemoveAll`; refuse a non-empty directory first.
-                let stat = s.envd.unary("filesystem.Filesystem/Stat", &serde_json::json!({ "path": path }), Some(&path), true).await?;
+                let stat = s
+                    .envd
+                    .unary(
+                        "filesystem.Filesystem/Stat",
+                        &serde_json::json!({ "path": path }),
+                        Some(&path),
+                        true,
+                    )
+                    .await?;
                 if stat["entry"]["type"] == "FILE_TYPE_DIRECTORY" {
                     let listed = s
                         .envd
-                        .unary("filesystem.Filesystem/ListDir", &serde_json::json!({ "path": path, "depth": 1 }), Some(&path), true)
+                        .unary(
+                            "filesystem.Filesystem/ListDir",
+                            &serde_json::json!({ "path": path, "depth": 1 }),
+                            Some(&path),
+                            true,
+                        )
                         .await?;
                     if listed["entries"].as_array().is_some_and(|e| !e.is_empty()) {
-                        return Err(Error::invalid_input(format!("{path} is a directory that is not empty; remove it recursively")));
+                        return Err(Error::invalid_input(format!(
+                            "{path} is a directory that is not empty; remove it recursively"
+                        )));
                     }
                 }
             }
-            s.envd.unary("filesystem.Filesystem/Remove", &serde_json::json!({ "path": path }), Some(&path), true).await.map(drop)
+            s.envd
+                .unary(
+                    "filesystem.Filesystem/Remove",
+                    &serde_json::json!({ "path": path }),
+                    Some(&path),
+                    true,
+                )
+                .await
+                .map(drop)
         })
     }
 
@@ -264,7 +308,11 @@ impl BackendSandbox for E2bSandbox {
                 return Ok(KillOutcome::AlreadyGone);
             }
             shared.stop_keepalive();
-            Ok(if shared.api.kill(&shared.id).await? { KillOutcome::Killed } else { KillOutcome::AlreadyGone })
+            Ok(if shared.api.kill(&shared.id).await? {
+                KillOutcome::Killed
+            } else {
+                KillOutcome::AlreadyGone
+            })
         }))
     }
 

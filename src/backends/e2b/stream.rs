@@ -42,7 +42,10 @@ pub(super) struct E2bExecStream {
 
 impl std::fmt::Debug for E2bExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("E2bExecStream").field("tag", &self.tag).field("ended", &self.ended).finish_non_exhaustive()
+        f.debug_struct("E2bExecStream")
+            .field("tag", &self.tag)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
     }
 }
 
@@ -152,11 +155,11 @@ async fn pump(
         Err(limit) => {
             guard.disarm();
             let killed = exec::kill_tree(&envd, Some(pid), &tag).await;
-            let end = match killed {
+            let ending = match killed {
                 Err(gone @ Error::SandboxGone { .. }) => gone,
                 _ => Error::execution_timeout(limit, ExecResult::new(137, "", "")),
             };
-            let _ = chunks.send(Err(end)).await;
+            let _ = chunks.send(Err(ending)).await;
         }
         Ok(Ok(None)) => {}
         Ok(Ok(Some(status))) => {

@@ -35,7 +35,9 @@ impl fmt::Display for WireError {
                 write!(f, "an envelope declares {len} bytes, over the bound of {max}")
             }
             WireError::LineTooLong { max } => write!(f, "a line is longer than the bound of {max} bytes"),
-            WireError::Compressed => f.write_str("a compressed envelope, though no compression was negotiated"),
+            WireError::Compressed => {
+                f.write_str("a compressed envelope, though no compression was negotiated")
+            }
             WireError::UnknownFlags(flags) => write!(f, "an envelope with unknown flags {flags:#04x}"),
             WireError::Truncated { have, need } => {
                 write!(f, "the body ended inside a frame ({have} of {need} bytes)")

@@ -25,7 +25,10 @@ pub async fn handle(sandbox: Arc<StubSandbox>, req: Request<hyper::body::Incomin
         (Method::POST, "/contexts") => {
             let language = msg["language"].as_str().unwrap_or("python");
             match sandbox.local.create_context(language).await {
-                Ok(c) => json(StatusCode::OK, &serde_json::json!({"id": c.id, "language": c.language, "cwd": "/home/user"})),
+                Ok(c) => json(
+                    StatusCode::OK,
+                    &serde_json::json!({"id": c.id, "language": c.language, "cwd": "/home/user"}),
+                ),
                 Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
             }
         }
@@ -85,7 +88,9 @@ fn execute(sandbox: Arc<StubSandbox>, msg: &serde_json::Value) -> Response<Body>
                 return;
             }
         };
-        let _ = lines.send(line(&serde_json::json!({"type": "number_of_executions", "execution_count": 1}))).await;
+        let _ = lines
+            .send(line(&serde_json::json!({"type": "number_of_executions", "execution_count": 1})))
+            .await;
         loop {
             // A client gone: dropping the stream interrupts the cell, as the server
             // interrupts the kernel when its client disconnects.
@@ -99,7 +104,12 @@ fn execute(sandbox: Arc<StubSandbox>, msg: &serde_json::Value) -> Response<Body>
             let keepalive = line(&serde_json::json!({"type": "keepalive"}));
             // A client gone: dropping the stream interrupts the cell.
             if lines.send(keepalive).await.is_err()
-                || lines.send(line(&serde_json::json!({"type": kind, "text": text, "timestamp": "2026-01-01T00:00:00Z"}))).await.is_err()
+                || lines
+                    .send(line(
+                        &serde_json::json!({"type": kind, "text": text, "timestamp": "2026-01-01T00:00:00Z"}),
+                    ))
+                    .await
+                    .is_err()
             {
                 return;
             }

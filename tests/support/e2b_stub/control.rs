@@ -22,14 +22,16 @@ fn missing(id: &str) -> Response<Body> {
 }
 
 /// The `timeout` field, as E2B's API checks it.
-fn ttl(body: &serde_json::Value) -> Result<Duration, Response<Body>> {
+fn ttl(body: &serde_json::Value) -> Result<Duration, Box<Response<Body>>> {
     match body.get("timeout").map(serde_json::Value::as_u64) {
         None => Ok(Duration::from_secs(15)),
-        Some(Some(0)) => Err(error(StatusCode::BAD_REQUEST, "Timeout must be greater than 0")),
+        Some(Some(0)) => Err(Box::new(error(StatusCode::BAD_REQUEST, "Timeout must be greater than 0"))),
         // The Pro plan's cap.
-        Some(Some(s)) if s > 24 * 3600 => Err(error(StatusCode::BAD_REQUEST, "Timeout cannot be greater than 24 hours")),
+        Some(Some(s)) if s > 24 * 3600 => {
+            Err(Box::new(error(StatusCode::BAD_REQUEST, "Timeout cannot be greater than 24 hours")))
+        }
         Some(Some(s)) => Ok(Duration::from_secs(s)),
-        Some(None) => Err(error(StatusCode::BAD_REQUEST, "timeout is not an integer")),
+        Some(None) => Err(Box::new(error(StatusCode::BAD_REQUEST, "timeout is not an integer"))),
     }
 }
 
@@ -53,7 +55,11 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>) -> R
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let body: serde_json::Value = {
         let bytes = body_bytes(req).await;
-        if bytes.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(&bytes).unwrap_or_default() }
+        if bytes.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_default()
+        }
     };
     match (method, parts.as_slice()) {
         (Method::POST, ["sandboxes"]) => create(&state, body).await,
@@ -75,7 +81,7 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>) -> R
         }
         (Method::POST, ["sandboxes", id, "timeout"]) => match (state.sandbox(id), ttl(&body)) {
             (None, _) => missing(id),
-            (_, Err(e)) => e,
+            (_, Err(e)) => *e,
             (Some(s), Ok(ttl)) => {
                 *s.end_at.lock().unwrap() = Instant::now() + ttl;
                 empty(StatusCode::NO_CONTENT)
@@ -83,7 +89,7 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>) -> R
         },
         (Method::POST, ["sandboxes", id, "connect"]) => match (state.sandbox(id), ttl(&body)) {
             (None, _) => missing(id),
-            (_, Err(e)) => e,
+            (_, Err(e)) => *e,
             (Some(s), Ok(ttl)) => {
                 // Connect only extends the TTL.
                 let mut end = s.end_at.lock().unwrap();
@@ -100,7 +106,7 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
     state.creates.lock().unwrap().push(body.clone());
     let ttl = match ttl(&body) {
         Ok(ttl) => ttl,
-        Err(e) => return e,
+        Err(e) => return *e,
     };
     let cap = state.faults.max_sandboxes.load(Ordering::SeqCst);
     if cap > 0 && state.sandboxes.lock().unwrap().len() >= cap {
@@ -116,7 +122,7 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
     };
     let internet = body["allow_internet_access"].as_bool().unwrap_or(true);
     let policy = if internet { NetworkPolicy::allow_all() } else { NetworkPolicy::deny_all() };
-    let mut builder = Sandbox::builder_with(state.local.clone()).network(policy).ttl(Duration::from_secs(3600));
+    let mut builder = Sandbox::builder_with(state.local.clone()).network(policy).ttl(Duration::from_hours(1));
     if let Some(env) = body["envVars"].as_object() {
         for (k, v) in env {
             builder = builder.env(k.clone(), v.as_str().unwrap_or_default().to_owned());
@@ -156,7 +162,9 @@ fn list(state: &Arc<State>, query: &str) -> Response<Body> {
                 let Some((k, v)) = pair.split_once('=') else {
                     return error(StatusCode::BAD_REQUEST, "invalid metadata filter");
                 };
-                let dec = |s: &str| form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned());
+                let dec = |s: &str| {
+                    form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned())
+                };
                 filter.insert(dec(k).unwrap_or_default(), dec(v).unwrap_or_default());
             }
         }
@@ -181,8 +189,11 @@ pub async fn expire_loop(state: Arc<State>) {
         let now = Instant::now();
         let expired: Vec<Arc<StubSandbox>> = {
             let mut map = state.sandboxes.lock().unwrap();
-            let ids: Vec<String> =
-                map.iter().filter(|(_, s)| *s.end_at.lock().unwrap() <= now).map(|(id, _)| id.clone()).collect();
+            let ids: Vec<String> = map
+                .iter()
+                .filter(|(_, s)| *s.end_at.lock().unwrap() <= now)
+                .map(|(id, _)| id.clone())
+                .collect();
             ids.iter().filter_map(|id| map.remove(id)).collect()
         };
         for s in expired {

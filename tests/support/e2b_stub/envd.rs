@@ -48,12 +48,12 @@ fn http_error(status: StatusCode, message: &str) -> Response<Body> {
 pub async fn handle(
     state: Arc<State>,
     sandbox: Arc<StubSandbox>,
-    id: String,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or_default().to_owned();
-    let authorized = req.headers().get("x-access-token").and_then(|t| t.to_str().ok()) == Some(sandbox.token.as_str());
+    let authorized =
+        req.headers().get("x-access-token").and_then(|t| t.to_str().ok()) == Some(sandbox.token.as_str());
     if !authorized && !matches!(path.as_str(), "/health" | "/files") {
         return http_error(
             StatusCode::UNAUTHORIZED,
@@ -63,7 +63,10 @@ pub async fn handle(
     let method = req.method().clone();
     let body = body_bytes(req).await;
     let file_path = || {
-        form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "path").map(|(_, v)| v.into_owned()).unwrap_or_default()
+        form_urlencoded::parse(query.as_bytes())
+            .find(|(k, _)| k == "path")
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
     };
     match (method, path.as_str()) {
         (Method::GET, "/health") => empty(StatusCode::NO_CONTENT),
@@ -71,7 +74,10 @@ pub async fn handle(
         (Method::POST, "/files") => {
             let p = file_path();
             match sandbox.local.fs().write(&p, body.to_vec()).await {
-                Ok(()) => json(StatusCode::OK, &serde_json::json!([{"path": p, "name": p.rsplit('/').next(), "type": "file"}])),
+                Ok(()) => json(
+                    StatusCode::OK,
+                    &serde_json::json!([{"path": p, "name": p.rsplit('/').next(), "type": "file"}]),
+                ),
                 Err(e) if e.code() == ErrorCode::IsADirectory => {
                     http_error(StatusCode::BAD_REQUEST, &format!("path '{p}' is a directory"))
                 }
@@ -81,7 +87,7 @@ pub async fn handle(
                 Err(e) => http_error(StatusCode::BAD_REQUEST, &e.to_string()),
             }
         }
-        (Method::POST, "/process.Process/Start") => start(&state, sandbox, &id, &body),
+        (Method::POST, "/process.Process/Start") => start(&state, &sandbox, &body),
         (Method::POST, rpc) => {
             let Ok(msg) = serde_json::from_slice::<serde_json::Value>(&body) else {
                 return connect_error(StatusCode::BAD_REQUEST, "invalid_argument", "malformed JSON");
@@ -99,7 +105,9 @@ async fn read_file(sandbox: &StubSandbox, path: &str) -> Response<Body> {
             .header("content-type", "application/octet-stream")
             .body(http_body_util::Full::new(Bytes::from(data)).boxed())
             .unwrap(),
-        Err(e) if e.code() == ErrorCode::NotFound => http_error(StatusCode::NOT_FOUND, &format!("path '{path}' does not exist")),
+        Err(e) if e.code() == ErrorCode::NotFound => {
+            http_error(StatusCode::NOT_FOUND, &format!("path '{path}' does not exist"))
+        }
         Err(e) if e.code() == ErrorCode::IsADirectory => {
             http_error(StatusCode::BAD_REQUEST, &format!("path '{path}' is a directory"))
         }
@@ -116,6 +124,7 @@ fn selected_pid(sandbox: &StubSandbox, msg: &serde_json::Value) -> Option<u32> {
     sandbox.processes.lock().unwrap().iter().find(|(_, p)| p.tag.as_deref() == Some(tag)).map(|(pid, _)| *pid)
 }
 
+#[expect(clippy::too_many_lines, reason = "one arm per RPC")]
 async fn unary(sandbox: &StubSandbox, rpc: &str, msg: &serde_json::Value) -> Response<Body> {
     let ok = |v: serde_json::Value| json(StatusCode::OK, &v);
     let path = msg["path"].as_str().unwrap_or_default().to_owned();
@@ -135,7 +144,11 @@ async fn unary(sandbox: &StubSandbox, rpc: &str, msg: &serde_json::Value) -> Res
                 return connect_error(StatusCode::NOT_FOUND, "not_found", "process not found");
             };
             if !sandbox.processes.lock().unwrap().contains_key(&pid) {
-                return connect_error(StatusCode::NOT_FOUND, "not_found", &format!("process with pid {pid} not found"));
+                return connect_error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    &format!("process with pid {pid} not found"),
+                );
             }
             let signal = if msg["signal"] == "SIGNAL_SIGTERM" { "-TERM" } else { "-KILL" };
             // Only the direct child, as envd does.
@@ -147,7 +160,11 @@ async fn unary(sandbox: &StubSandbox, rpc: &str, msg: &serde_json::Value) -> Res
                 return connect_error(StatusCode::NOT_FOUND, "not_found", "process not found");
             };
             let Some(stdin) = sandbox.processes.lock().unwrap().get(&pid).map(|p| p.stdin.clone()) else {
-                return connect_error(StatusCode::NOT_FOUND, "not_found", &format!("process with pid {pid} not found"));
+                return connect_error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    &format!("process with pid {pid} not found"),
+                );
             };
             let op = if rpc.ends_with("CloseStdin") {
                 StdinOp::Close
@@ -180,21 +197,39 @@ async fn unary(sandbox: &StubSandbox, rpc: &str, msg: &serde_json::Value) -> Res
                     .collect();
                 ok(serde_json::json!({"entries": entries}))
             }
-            Err(e) if e.code() == ErrorCode::NotFound => connect_error(StatusCode::NOT_FOUND, "not_found", "path not found"),
+            Err(e) if e.code() == ErrorCode::NotFound => {
+                connect_error(StatusCode::NOT_FOUND, "not_found", "path not found")
+            }
             Err(e) => connect_error(StatusCode::BAD_REQUEST, "invalid_argument", &e.to_string()),
         },
         "/filesystem.Filesystem/Stat" => {
-            let probe = Command::shell(r#"if [ -d "$0" ]; then echo d; elif [ -e "$0" ]; then echo f; else echo n; fi"#).arg(&path);
+            let probe = Command::shell(
+                r#"if [ -d "$0" ]; then echo d; elif [ -e "$0" ]; then echo f; else echo n; fi"#,
+            )
+            .arg(&path);
             match sandbox.local.run(probe).await.map(|r| r.stdout) {
-                Ok(out) if out == b"d\n" => ok(serde_json::json!({"entry": {"name": path, "type": "FILE_TYPE_DIRECTORY"}})),
-                Ok(out) if out == b"f\n" => ok(serde_json::json!({"entry": {"name": path, "type": "FILE_TYPE_FILE"}})),
-                _ => connect_error(StatusCode::NOT_FOUND, "not_found", &format!("no such file or directory: {path}")),
+                Ok(out) if out == b"d\n" => {
+                    ok(serde_json::json!({"entry": {"name": path, "type": "FILE_TYPE_DIRECTORY"}}))
+                }
+                Ok(out) if out == b"f\n" => {
+                    ok(serde_json::json!({"entry": {"name": path, "type": "FILE_TYPE_FILE"}}))
+                }
+                _ => connect_error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    &format!("no such file or directory: {path}"),
+                ),
             }
         }
         "/filesystem.Filesystem/MakeDir" => {
-            let exists = sandbox.local.run(Command::new("test").arg("-d").arg(&path)).await.is_ok_and(|r| r.success());
+            let exists =
+                sandbox.local.run(Command::new("test").arg("-d").arg(&path)).await.is_ok_and(|r| r.success());
             if exists {
-                return connect_error(StatusCode::CONFLICT, "already_exists", &format!("directory {path} already exists"));
+                return connect_error(
+                    StatusCode::CONFLICT,
+                    "already_exists",
+                    &format!("directory {path} already exists"),
+                );
             }
             match sandbox.local.fs().mkdir(&path).await {
                 Ok(()) => ok(serde_json::json!({"entry": {"name": path, "type": "FILE_TYPE_DIRECTORY"}})),
@@ -207,12 +242,14 @@ async fn unary(sandbox: &StubSandbox, rpc: &str, msg: &serde_json::Value) -> Res
             Err(e) if e.code() == ErrorCode::NotFound => ok(serde_json::json!({})),
             Err(e) => connect_error(StatusCode::BAD_REQUEST, "invalid_argument", &e.to_string()),
         },
-        _ => connect_error(StatusCode::NOT_IMPLEMENTED, "unimplemented", &format!("{rpc} is not implemented")),
+        _ => {
+            connect_error(StatusCode::NOT_IMPLEMENTED, "unimplemented", &format!("{rpc} is not implemented"))
+        }
     }
 }
 
 /// `process.Process/Start`: the request's one envelope in, envelopes out.
-fn start(state: &Arc<State>, sandbox: Arc<StubSandbox>, id: &str, body: &[u8]) -> Response<Body> {
+fn start(state: &Arc<State>, sandbox: &Arc<StubSandbox>, body: &[u8]) -> Response<Body> {
     if body.len() < 5 || body[0] != 0 {
         return connect_error(StatusCode::BAD_REQUEST, "invalid_argument", "not one envelope");
     }
@@ -220,7 +257,10 @@ fn start(state: &Arc<State>, sandbox: Arc<StubSandbox>, id: &str, body: &[u8]) -
         return connect_error(StatusCode::BAD_REQUEST, "invalid_argument", "malformed JSON");
     };
     let process = &msg["process"];
-    let mut command = Command::new("/usr/bin/python3").arg("-c").arg(SPAWN).arg(process["cmd"].as_str().unwrap_or_default());
+    let mut command = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(SPAWN)
+        .arg(process["cmd"].as_str().unwrap_or_default());
     for arg in process["args"].as_array().into_iter().flatten() {
         command = command.arg(arg.as_str().unwrap_or_default());
     }
@@ -235,9 +275,8 @@ fn start(state: &Arc<State>, sandbox: Arc<StubSandbox>, id: &str, body: &[u8]) -
     let tag = msg["tag"].as_str().map(str::to_owned);
     let (frames, rx) = mpsc::channel::<Bytes>(64);
     let cut = state.faults.cut_next_stream.swap(false, Ordering::SeqCst);
-    let (sandbox_id, sandbox2) = (id.to_owned(), Arc::clone(&sandbox));
+    let sandbox2 = Arc::clone(sandbox);
     tokio::spawn(async move {
-        let _ = sandbox_id;
         run_process(sandbox2, command, cwd, wants_stdin, tag, frames, cut).await;
     });
     let stream = futures_lite::stream::unfold(rx, |mut rx| async move {
@@ -274,10 +313,17 @@ if os.WIFSIGNALED(st):
     os.kill(os.getpid(), sig)
 sys.exit(os.WEXITSTATUS(st))"#;
 
-fn event(value: serde_json::Value) -> Bytes {
+fn event(value: &serde_json::Value) -> Bytes {
     envelope(0, serde_json::json!({"event": value}).to_string().as_bytes())
 }
 
+/// What a process's pump met next: output, or a stdin request.
+enum Next {
+    Chunk(Option<sandboxio::Result<sandboxio::OutputChunk>>),
+    Stdin(Option<StdinOp>),
+}
+
+#[expect(clippy::too_many_lines, reason = "one process's life, in the order envd reports it")]
 async fn run_process(
     sandbox: Arc<StubSandbox>,
     command: Command,
@@ -288,7 +334,8 @@ async fn run_process(
     cut: bool,
 ) {
     if let Some(cwd) = cwd {
-        let exists = sandbox.local.run(Command::new("test").arg("-d").arg(&cwd)).await.is_ok_and(|r| r.success());
+        let exists =
+            sandbox.local.run(Command::new("test").arg("-d").arg(&cwd)).await.is_ok_and(|r| r.success());
         if !exists {
             let end = serde_json::json!({"error": {"code": "invalid_argument", "message": format!("cwd '{cwd}' does not exist")}});
             let _ = frames.send(envelope(2, end.to_string().as_bytes())).await;
@@ -334,7 +381,7 @@ async fn run_process(
             let _ = frames.send(b).await;
         }
     };
-    send(event(serde_json::json!({"start": {"pid": pid}}))).await;
+    send(event(&serde_json::json!({"start": {"pid": pid}}))).await;
     if cut {
         drop(frames);
         sandbox.processes.lock().unwrap().remove(&pid);
@@ -343,15 +390,11 @@ async fn run_process(
     }
     let data = |kind: StreamKind, d: &[u8]| {
         let key = if kind == StreamKind::Stdout { "stdout" } else { "stderr" };
-        event(serde_json::json!({"data": {key: STANDARD.encode(d)}}))
+        event(&serde_json::json!({"data": {key: STANDARD.encode(d)}}))
     };
     for (kind, d) in early {
-        send(event(serde_json::json!({"keepalive": {}}))).await;
+        send(event(&serde_json::json!({"keepalive": {}}))).await;
         send(data(kind, &d)).await;
-    }
-    enum Next {
-        Chunk(Option<sandboxio::Result<sandboxio::OutputChunk>>),
-        Stdin(Option<StdinOp>),
     }
     let mut stdin_open = true;
     loop {
@@ -361,14 +404,14 @@ async fn run_process(
         };
         match next {
             Next::Chunk(Some(Ok(chunk))) => {
-                send(event(serde_json::json!({"keepalive": {}}))).await;
+                send(event(&serde_json::json!({"keepalive": {}}))).await;
                 send(data(chunk.stream, &chunk.data)).await;
             }
             Next::Chunk(_) => break,
             Next::Stdin(Some(StdinOp::Data(d))) => {
                 let _ = stream.write_stdin(d).await;
             }
-            Next::Stdin(Some(StdinOp::Close)) | Next::Stdin(None) => {
+            Next::Stdin(Some(StdinOp::Close) | None) => {
                 let _ = stream.close_stdin().await;
                 stdin_open = false;
             }
@@ -383,12 +426,18 @@ async fn run_process(
     let end = match status {
         // Zero values omitted: no `exitCode` on exit 0.
         Ok(ExitStatus::Code(0)) => serde_json::json!({"exited": true, "status": "exit status 0"}),
-        Ok(ExitStatus::Code(c)) => serde_json::json!({"exitCode": c, "exited": true, "status": format!("exit status {c}")}),
-        Ok(ExitStatus::Signal(9)) => serde_json::json!({"exitCode": -1, "status": "signal: killed", "error": "signal: killed"}),
+        Ok(ExitStatus::Code(c)) => {
+            serde_json::json!({"exitCode": c, "exited": true, "status": format!("exit status {c}")})
+        }
+        Ok(ExitStatus::Signal(9)) => {
+            serde_json::json!({"exitCode": -1, "status": "signal: killed", "error": "signal: killed"})
+        }
         Ok(ExitStatus::Signal(15)) => serde_json::json!({"exitCode": -1, "status": "signal: terminated"}),
-        Ok(ExitStatus::Signal(s)) => serde_json::json!({"exitCode": -1, "status": format!("signal: signal {s}")}),
+        Ok(ExitStatus::Signal(s)) => {
+            serde_json::json!({"exitCode": -1, "status": format!("signal: signal {s}")})
+        }
         Ok(_) | Err(_) => serde_json::json!({"exitCode": -1, "status": "unknown"}),
     };
-    send(event(serde_json::json!({"end": end}))).await;
+    send(event(&serde_json::json!({"end": end}))).await;
     send(envelope(2, b"{}")).await;
 }

@@ -115,9 +115,8 @@ impl Stub {
             next_id: AtomicUsize::new(0),
             creates: Mutex::new(Vec::new()),
         });
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("a loopback port");
+        let listener =
+            runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("a loopback port");
         let addr = listener.local_addr().expect("its address");
         let serving = Arc::clone(&state);
         runtime.spawn(async move {
@@ -181,7 +180,10 @@ pub fn text(status: StatusCode, body: &str) -> Response<Body> {
 
 /// The edge proxy's reply for a sandbox that no longer exists.
 pub fn not_found_502(id: &str) -> Response<Body> {
-    json(StatusCode::BAD_GATEWAY, &serde_json::json!({"sandboxId": id, "message": "The sandbox was not found", "code": 502}))
+    json(
+        StatusCode::BAD_GATEWAY,
+        &serde_json::json!({"sandboxId": id, "message": "The sandbox was not found", "code": 502}),
+    )
 }
 
 /// Reads a whole request body (the stub trusts its client's sizes).
@@ -199,16 +201,15 @@ async fn route(state: Arc<State>, req: Request<hyper::body::Incoming>) -> Result
         return Ok(control::handle(state, req).await);
     }
     let label = host.strip_suffix(&format!(".{DOMAIN}")).unwrap_or_default();
-    let (port, id) = match label.split_once('-') {
-        Some((port, id)) => (port.to_owned(), id.split('-').next().unwrap_or_default().to_owned()),
-        None => {
-            let header = |n: &str| req.headers().get(n).and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
-            (header("e2b-sandbox-port"), header("e2b-sandbox-id"))
-        }
+    let header = |n: &str| req.headers().get(n).and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
+    let (port, id) = if let Some((port, id)) = label.split_once('-') {
+        (port.to_owned(), id.split('-').next().unwrap_or_default().to_owned())
+    } else {
+        (header("e2b-sandbox-port"), header("e2b-sandbox-id"))
     };
     let Some(sandbox) = state.sandbox(&id) else { return Ok(not_found_502(&id)) };
     Ok(match port.as_str() {
-        "49983" => envd::handle(state, sandbox, id, req).await,
+        "49983" => envd::handle(state, sandbox, req).await,
         "49999" => code::handle(sandbox, req).await,
         _ => json(
             StatusCode::BAD_GATEWAY,
