@@ -1,5 +1,5 @@
 //! `e2b://` DSN and environment parsing: pure functions from text to a typed
-//! [`E2bConfig`], so every rule has an exact-output test and nothing here does I/O.
+//! `E2bConfig`, so every rule has an exact-output test and nothing here does I/O.
 
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};

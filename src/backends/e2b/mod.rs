@@ -13,7 +13,7 @@
 //! `E2B_DOMAIN`), new sandboxes from `template` (default [`config::DEFAULT_TEMPLATE`], the
 //! code interpreter). The API key comes from `E2B_API_KEY` only (a DSN never holds a
 //! secret); building a backend without it works, and the first call that needs it fails
-//! with [`Error::Auth`](crate::Error::Auth) naming the variable.
+//! with [`Error::Auth`] naming the variable.
 //!
 //! Every connection is HTTPS (rustls, HTTP/1.1); there is no plaintext mode.
 
