@@ -1,21 +1,66 @@
 //! `e2b://`: sandboxes as E2B micro-VMs. Feature `e2b`.
 //!
-//! This module holds the adapter's layers, each with its own tests: the DSN and
-//! environment ([`config`]), the HTTPS client and retry rule (`http`), the control plane
-//! (`client`), envd's Connect transport (`envelope`, `process`, `envd`), the code
-//! interpreter's stream (`code`, `interpreter`) and the error mapping (`errors`). Each
-//! protocol module names the file of E2B's public specification it follows.
+//! The adapter speaks E2B's public protocols directly (no SDK), each in a module with its
+//! own tests and naming the specification file it follows: the DSN and environment
+//! ([`config`]), the HTTPS client and retry rule (`http`), the control plane (`client`,
+//! `spec/openapi.yml`), envd's Connect transport (`envelope`, `process`, `envd`;
+//! `spec/envd/**/*.proto`, the Connect protocol's JSON codec), the code interpreter's
+//! stream (`code`, `interpreter`; the `code-interpreter` repository's server) and the
+//! error mapping (`errors`). Every request runs on a private tokio runtime (reqwest needs
+//! one), so tokio, smol and blocking callers all work.
 //!
 //! # DSN
 //!
 //! `e2b://[?domain=<domain>&template=<template>]`: the control plane at
 //! `https://api.<domain>` (default [`config::DEFAULT_DOMAIN`], or the environment variable
 //! `E2B_DOMAIN`), new sandboxes from `template` (default [`config::DEFAULT_TEMPLATE`], the
-//! code interpreter). The API key comes from `E2B_API_KEY` only (a DSN never holds a
-//! secret); building a backend without it works, and the first call that needs it fails
-//! with [`Error::Auth`] naming the variable.
+//! code interpreter; the builder's `.template(..)` wins). The API key comes from
+//! `E2B_API_KEY` only (a DSN never holds a secret); building a backend without it works
+//! (so does `Sandbox::capabilities_of`), and the first `create` or `connect` fails with
+//! [`Error::Auth`] naming the variable. Every connection is HTTPS (rustls with the
+//! built-in web roots, HTTP/1.1); there is no plaintext mode.
 //!
-//! Every connection is HTTPS (rustls, HTTP/1.1); there is no plaintext mode.
+//! # What the adapter adds to the service
+//!
+//! - **TTL, always sent** (E2B's default is 15 s). An owned sandbox's TTL is at most
+//!   [`OWNER_TTL`] ahead, renewed every [`KEEPALIVE_EVERY`] while a handle lives (never past
+//!   the caller's TTL), so a sandbox whose owner died ends within [`OWNER_TTL`]. A detached
+//!   sandbox gets its whole TTL; `detach` sets what is left of it and stops renewing.
+//! - **Process groups.** envd kills only the process it started (on `Connect-Timeout-Ms`)
+//!   and nothing when its client goes away. Each command runs under a `sh` wrapper that
+//!   makes it a session leader in place (`setsid` without a fork: same pid, exact status,
+//!   so a signal death is [`ExitStatus::Signal`](crate::ExitStatus)); a timeout (the
+//!   adapter's own, no `Connect-Timeout-Ms` is sent), a dropped `run` future or a dropped
+//!   stream kills the command's process group, and the groups its direct children lead,
+//!   from a second process. A process that starts a session of its own escapes the group
+//!   kill (it ends with the sandbox). A missing program exits 127 naming it.
+//! - **Bytes**: output and files are bytes (`/files` both ways); `stdin` through
+//!   `SendInput`/`CloseStdin`.
+//! - **Errors**: the API's 404 and the edge proxy's 502 "The sandbox was not found" are
+//!   [`Error::SandboxGone`], and so is a stream cut without its end frame when envd no
+//!   longer answers (a cut with envd alive is [`Error::Provider`]); 401/403
+//!   [`Error::Auth`]; 429 [`Error::RateLimited`] with `Retry-After`; 400 on create
+//!   [`Error::Configuration`]; a missing working directory [`Error::NotFound`]. 5xx and
+//!   refused connections are retried with backoff (250 ms, doubling, 3 retries) only for
+//!   idempotent calls, never `create`. Every reply is kept as `source()`.
+//! - **Bounds**: an envelope over 4 MiB, a line over 64 MiB, a
+//!   malformed frame, or a stream silent for twice the keepalive period (60 s) ends in a
+//!   typed error, never a panic, a hang or unbounded memory.
+//! - **Metadata** goes to E2B metadata; [`E2bBackend::sweep`] kills the sandboxes that
+//!   carry given pairs. Secret environment variables are passed to each process's start
+//!   request, never to the sandbox's configuration (`envVars`).
+//!
+//! Capabilities ([`crate::backends::capabilities::E2B`]): `RUN`, `RUN_CODE`,
+//! `STATEFUL_CODE`, `RICH_OUTPUTS`, `STREAM`, `STDIN`, `FILESYSTEM`, `NETWORK_DENY`
+//! (`allow_internet_access: false`), `CONNECT`, `DETACH`. Not declared: allowlists (E2B's
+//! domain filter decides on SNI and the Host header, which the allowlist contract's bypass
+//! tests defeat), resource limits (they come from the template: `limits(..)` is a
+//! configuration error), command-scoped secrets. Isolation tier: micro-VM.
+//!
+//! `Sandbox::interrupt` closes the running cell's connection, on which E2B's code
+//! interpreter interrupts the kernel; the context keeps its state (so does a dropped code
+//! stream: the contract's expectation that the context is then lost is not met, and its
+//! contract runs list that as a known failure).
 
 pub mod config;
 
