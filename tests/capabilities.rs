@@ -47,7 +47,10 @@ fn capabilities__the_first_party_sets_need_no_feature() {
     // e2b:// declares no allowlist (E2B's filter decides on SNI and Host) and no limits
     // (they come from the template).
     assert!(!capabilities::E2B.intersects(
-        Capabilities::NETWORK_ALLOWLIST | Capabilities::LIMIT_MEMORY | Capabilities::LIMIT_CPU | Capabilities::LIMIT_PIDS
+        Capabilities::NETWORK_ALLOWLIST
+            | Capabilities::LIMIT_MEMORY
+            | Capabilities::LIMIT_CPU
+            | Capabilities::LIMIT_PIDS
     ));
     // docker:// offers everything local:// does but allowlists (local:// has its egress gate;
     // docker:// does not yet), and more.

@@ -45,22 +45,14 @@ pub const DOCKER: Capabilities = Capabilities::RUN
     .union(Capabilities::DETACH)
     .union(Capabilities::COMMAND_SECRETS);
 
-/// `e2b://` (feature `e2b`): E2B micro-VMs. Commands, streams and stdin through envd; files
-/// through envd; code contexts and rich results from E2B's code interpreter; deny-all as
-/// E2B's `allow_internet_access: false`. No allowlist (E2B's domain filter decides on SNI
+/// `e2b://` (feature `e2b`): E2B micro-VMs, the same set as `local://` but allowlists.
+/// Commands, streams and stdin through envd; files through envd; code contexts and rich
+/// results from E2B's code interpreter; deny-all as E2B's `allow_internet_access: false`.
+/// No allowlist (E2B's domain filter decides on SNI
 /// and the Host header, which the allowlist contract's bypass tests defeat), no resource
 /// limits (they come from the template), no command-scoped secrets (every command of a
 /// sandbox is the same user).
-pub const E2B: Capabilities = Capabilities::RUN
-    .union(Capabilities::RUN_CODE)
-    .union(Capabilities::STATEFUL_CODE)
-    .union(Capabilities::RICH_OUTPUTS)
-    .union(Capabilities::STREAM)
-    .union(Capabilities::STDIN)
-    .union(Capabilities::FILESYSTEM)
-    .union(Capabilities::NETWORK_DENY)
-    .union(Capabilities::CONNECT)
-    .union(Capabilities::DETACH);
+pub const E2B: Capabilities = LOCAL.difference(Capabilities::NETWORK_ALLOWLIST);
 
 /// The schemes [`of_scheme`] knows, in the order error messages list them.
 pub const SCHEMES: &[&str] = &["fake", "local", "docker", "e2b"];

@@ -95,18 +95,13 @@ impl Probes for StubProbes {
     }
 }
 
+mod canary;
+
 fn main() -> ExitCode {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    let port = listener.local_addr().expect("its address").port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            drop(conn);
-        }
-    });
     let stub = Arc::new(e2b_stub::Stub::start());
     let sink = sandboxio::RecordingSink::new();
     let backend = stub.backend().with_audit(sandboxio::AuditConfig::new().with_sink(Arc::clone(&sink)));
-    let probes = StubProbes { stub, canary: Canary { host: "127.0.0.1".into(), port } };
+    let probes = StubProbes { stub, canary: canary::loopback() };
     ContractSuite::new(backend)
         .probes(probes)
         .audit_sink(sink)

@@ -69,17 +69,12 @@ sys.exit(0 if c.recv(64).startswith(b"HTTP/1.1 200") else 1)"#
     }
 }
 
+mod canary;
+
 fn main() -> ExitCode {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    let port = listener.local_addr().expect("its address").port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            drop(conn);
-        }
-    });
     let sink = sandboxio::RecordingSink::new();
     let backend =
         LocalBackend::new().with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
-    let probes = LocalProbes { backend: backend.clone(), canary: Canary { host: "127.0.0.1".into(), port } };
+    let probes = LocalProbes { backend: backend.clone(), canary: canary::loopback() };
     ContractSuite::new(backend).probes(probes).audit_sink(sink).run()
 }

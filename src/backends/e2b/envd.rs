@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::SCHEME;
 use super::config::ENVD_PORT;
 use super::envelope::{self, EnvelopeDecoder, Frame};
-use super::errors::{Call, Reply, to_error};
+use super::errors::{Call, Reply, reply_of, to_error};
 use super::http::{self, REQUEST_TIMEOUT, transport_error};
 use super::process::{self, ProcessEvent};
 use super::wire::WireError;
@@ -153,14 +153,11 @@ impl Envd {
     ///
     /// As [`Envd::unary`].
     pub(crate) async fn signal(&self, pid: u32, kill: bool) -> Result<bool> {
-        match self.unary("process.Process/SendSignal", &process::signal_request(pid, kill), None, true).await
-        {
+        let sent =
+            self.unary("process.Process/SendSignal", &process::signal_request(pid, kill), None, true).await;
+        match sent {
             Ok(_) => Ok(true),
-            Err(Error::Provider { source: Some(source), .. })
-                if source.downcast_ref::<Reply>().is_some_and(|r| r.connect_code() == "not_found") =>
-            {
-                Ok(false)
-            }
+            Err(e) if reply_of(&e).is_some_and(|r| r.connect_code() == "not_found") => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -186,6 +183,17 @@ impl Envd {
         self.unary("process.Process/CloseStdin", &process::close_stdin_request(pid), None, true)
             .await
             .map(drop)
+    }
+
+    /// A `filesystem.Filesystem` call about `path` (`Stat`, `ListDir` one level deep,
+    /// `MakeDir`, `Remove`): its reply's JSON.
+    ///
+    /// # Errors
+    ///
+    /// As [`Envd::unary`]; `not_found` is [`Error::NotFound`] naming `path`.
+    pub(crate) async fn fs(&self, method: &str, path: &str) -> Result<serde_json::Value> {
+        let body = serde_json::json!({ "path": path, "depth": 1 });
+        self.unary(&format!("filesystem.Filesystem/{method}"), &body, Some(path), true).await
     }
 
     /// `GET /files?path=`: a whole file of at most `limit` bytes.
@@ -243,15 +251,10 @@ impl Envd {
 
 /// `/files`' 400 for a directory where a file belongs as [`Error::IsADirectory`].
 fn directory_error(e: Error, path: &str) -> Error {
-    match &e {
-        Error::Provider { source: Some(source), .. }
-            if source
-                .downcast_ref::<Reply>()
-                .is_some_and(|r| r.status == Some(400) && r.message.contains("directory")) =>
-        {
-            Error::is_a_directory(path)
-        }
-        _ => e,
+    if reply_of(&e).is_some_and(|r| r.status == Some(400) && r.message.contains("directory")) {
+        Error::is_a_directory(path)
+    } else {
+        e
     }
 }
 

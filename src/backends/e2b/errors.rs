@@ -113,6 +113,14 @@ impl Reply {
     }
 }
 
+/// The E2B reply an [`Error::Provider`] was made from, if it was made from one.
+pub(crate) fn reply_of(e: &Error) -> Option<&Reply> {
+    match e {
+        Error::Provider { source: Some(source), .. } => source.downcast_ref::<Reply>(),
+        _ => None,
+    }
+}
+
 /// Which kind of call failed, for the parts of the mapping that depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Call<'a> {

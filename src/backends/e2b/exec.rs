@@ -64,14 +64,10 @@ exit 0"#;
 /// A start refused for its working directory (envd's `invalid_argument` "cwd '..' does not
 /// exist") is [`Error::NotFound`] naming the directory as the caller wrote it.
 pub(crate) fn start_error(e: Error, command: &Command) -> Error {
-    match (&e, command.working_dir()) {
-        (Error::Provider { source: Some(source), .. }, Some(cwd))
-            if source
-                .downcast_ref::<super::errors::Reply>()
-                .is_some_and(|r| r.connect_code() == "invalid_argument" && r.message.contains("cwd")) =>
-        {
-            Error::not_found(cwd)
-        }
+    let refused_cwd = super::errors::reply_of(&e)
+        .is_some_and(|r| r.connect_code() == "invalid_argument" && r.message.contains("cwd"));
+    match command.working_dir() {
+        Some(cwd) if refused_cwd => Error::not_found(cwd),
         _ => e,
     }
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use super::cell::{self, Running};
 use super::client::Api;
 use super::envd::Envd;
+use super::errors::reply_of;
 use super::interpreter::Interpreter;
 use super::stream::E2bExecStream;
 use super::{PORTAL, exec};
@@ -218,15 +219,7 @@ impl BackendSandbox for E2bSandbox {
     fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
         let path = path.to_owned();
         self.on_portal(move |s| async move {
-            let reply = s
-                .envd
-                .unary(
-                    "filesystem.Filesystem/ListDir",
-                    &serde_json::json!({ "path": path, "depth": 1 }),
-                    Some(&path),
-                    true,
-                )
-                .await?;
+            let reply = s.envd.fs("ListDir", &path).await?;
             Ok(reply["entries"].as_array().map(|es| es.iter().map(dir_entry).collect()).unwrap_or_default())
         })
     }
@@ -234,26 +227,10 @@ impl BackendSandbox for E2bSandbox {
     fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
         self.on_portal(move |s| async move {
-            match s
-                .envd
-                .unary(
-                    "filesystem.Filesystem/MakeDir",
-                    &serde_json::json!({ "path": path }),
-                    Some(&path),
-                    true,
-                )
-                .await
-            {
-                Ok(_) => Ok(()),
+            match s.envd.fs("MakeDir", &path).await {
                 // An existing directory is not an error here; envd says `already_exists`.
-                Err(Error::Provider { source: Some(src), .. })
-                    if src
-                        .downcast_ref::<super::errors::Reply>()
-                        .is_some_and(|r| r.connect_code() == "already_exists") =>
-                {
-                    Ok(())
-                }
-                Err(e) => Err(e),
+                Err(e) if reply_of(&e).is_some_and(|r| r.connect_code() == "already_exists") => Ok(()),
+                other => other.map(drop),
             }
         })
     }
@@ -261,43 +238,17 @@ impl BackendSandbox for E2bSandbox {
     fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
         let path = path.to_owned();
         self.on_portal(move |s| async move {
-            if !recursive {
-                // envd's Remove is `os.RemoveAll`; refuse a non-empty directory first.
-                let stat = s
-                    .envd
-                    .unary(
-                        "filesystem.Filesystem/Stat",
-                        &serde_json::json!({ "path": path }),
-                        Some(&path),
-                        true,
-                    )
-                    .await?;
-                if stat["entry"]["type"] == "FILE_TYPE_DIRECTORY" {
-                    let listed = s
-                        .envd
-                        .unary(
-                            "filesystem.Filesystem/ListDir",
-                            &serde_json::json!({ "path": path, "depth": 1 }),
-                            Some(&path),
-                            true,
-                        )
-                        .await?;
-                    if listed["entries"].as_array().is_some_and(|e| !e.is_empty()) {
-                        return Err(Error::invalid_input(format!(
-                            "{path} is a directory that is not empty; remove it recursively"
-                        )));
-                    }
+            // envd's Remove is `os.RemoveAll`; a non-recursive remove refuses a non-empty
+            // directory first.
+            if !recursive && s.envd.fs("Stat", &path).await?["entry"]["type"] == "FILE_TYPE_DIRECTORY" {
+                let listed = s.envd.fs("ListDir", &path).await?;
+                if listed["entries"].as_array().is_some_and(|e| !e.is_empty()) {
+                    return Err(Error::invalid_input(format!(
+                        "{path} is a directory that is not empty; remove it recursively"
+                    )));
                 }
             }
-            s.envd
-                .unary(
-                    "filesystem.Filesystem/Remove",
-                    &serde_json::json!({ "path": path }),
-                    Some(&path),
-                    true,
-                )
-                .await
-                .map(drop)
+            s.envd.fs("Remove", &path).await.map(drop)
         })
     }
 
