@@ -270,3 +270,68 @@ fn limits_and_allowlists_are_refused_before_anything_is_created() {
     assert_eq!(err.code(), ErrorCode::CapabilityNotSupported, "{err}");
     assert!(stub.state.creates.lock().unwrap().is_empty());
 }
+
+/// The adapter's added cost per exec round trip over one raw HTTPS request of the same
+/// shape (a `Process.Start` of the same wrapped `true`, read to its end frame) against the
+/// stub on loopback. A measurement, not a check: run it with
+/// `cargo test --features e2b,local,contract --test e2b -- --ignored --nocapture measure`.
+#[test]
+#[ignore = "a measurement: prints figures, asserts nothing about speed"]
+fn measure_exec_round_trip_against_a_raw_request() {
+    const ROUNDS: usize = 30;
+    let stub = e2b_stub::Stub::start();
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let sandbox = block_on(sandbox(stub.backend()));
+    let id = sandbox.id().to_owned();
+    let token = stub.state.sandbox(&id).unwrap().token.clone();
+    let adapter: Vec<Duration> = (0..ROUNDS)
+        .map(|_| {
+            let t = Instant::now();
+            block_on(sandbox.run(Command::new("true"))).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    let host = format!("49983-{id}.{}", e2b_stub::DOMAIN);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let raw: Vec<Duration> = runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .use_rustls_tls()
+            .http1_only()
+            .no_proxy()
+            .add_root_certificate(reqwest::Certificate::from_pem(&stub.ca_pem).unwrap())
+            .resolve(&host, stub.addr)
+            .build()
+            .unwrap();
+        let body = serde_json::json!({"process": {"cmd": "/bin/sh", "args": ["-c", "exec setsid \"$@\"", "sandboxio", "true"], "envs": {}}, "stdin": false, "tag": "raw"}).to_string();
+        let mut envelope = vec![0u8];
+        envelope.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
+        envelope.extend_from_slice(body.as_bytes());
+        let url = format!("https://{host}:{}/process.Process/Start", stub.addr.port());
+        let mut times = Vec::new();
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            let reply = client
+                .post(&url)
+                .header("content-type", "application/connect+json")
+                .header("connect-protocol-version", "1")
+                .header("x-access-token", &token)
+                .body(envelope.clone())
+                .send()
+                .await
+                .unwrap();
+            let bytes = reply.bytes().await.unwrap();
+            assert!(bytes.len() > 5);
+            times.push(t.elapsed());
+        }
+        times
+    });
+    let (a, r) = (median(adapter), median(raw));
+    println!(
+        "exec round trip on loopback, median of {ROUNDS}: adapter run(true) {a:?}, raw Process.Start {r:?}, added {:?}",
+        a.saturating_sub(r)
+    );
+    block_on(sandbox.close()).unwrap();
+}
