@@ -271,6 +271,42 @@ fn limits_and_allowlists_are_refused_before_anything_is_created() {
     assert!(stub.state.creates.lock().unwrap().is_empty());
 }
 
+#[test]
+fn a_5xx_storm_ends_in_a_typed_error_within_the_retry_bound() {
+    let stub = e2b_stub::Stub::start();
+    block_on(async {
+        let owner = sandbox(stub.backend()).await;
+        stub.state.faults.storm_503.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        let err = Sandbox::connect_with(stub.backend(), owner.id()).await.unwrap_err();
+        // Three retries after the first try: 250 + 500 + 1000 ms of backoff.
+        assert_eq!(err.code(), ErrorCode::Provider, "{err}");
+        assert!(std::error::Error::source(&err).is_some_and(|s| s.to_string().contains("503")), "{err:?}");
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(1750) && took < Duration::from_secs(10), "{took:?}");
+        stub.state.faults.storm_503.store(false, Ordering::SeqCst);
+        owner.close().await.unwrap();
+    });
+}
+
+#[test]
+fn neither_the_key_nor_the_access_token_shows_in_debug_output() {
+    let stub = e2b_stub::Stub::start();
+    let backend = stub.backend();
+    let shown = format!("{backend:?}");
+    assert!(!shown.contains(e2b_stub::API_KEY), "{shown}");
+    block_on(async {
+        let sandbox = sandbox(backend).await;
+        let token = stub.state.sandbox(sandbox.id()).unwrap().token.clone();
+        let shown = format!("{sandbox:?}");
+        assert!(!shown.contains(&token) && !shown.contains(e2b_stub::API_KEY), "{shown}");
+        let err = sandbox.run(Command::new("true").cwd("/no/such/dir")).await.unwrap_err();
+        let shown = format!("{err:?} {err}");
+        assert!(!shown.contains(&token) && !shown.contains(e2b_stub::API_KEY), "{shown}");
+        sandbox.close().await.unwrap();
+    });
+}
+
 /// The adapter's added cost per exec round trip over one raw HTTPS request of the same
 /// shape (a `Process.Start` of the same wrapped `true`, read to its end frame) against the
 /// stub on loopback. A measurement, not a check: run it with

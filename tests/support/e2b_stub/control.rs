@@ -46,6 +46,9 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>) -> R
     if req.headers().get("x-api-key").and_then(|k| k.to_str().ok()) != Some(API_KEY) {
         return error(StatusCode::UNAUTHORIZED, "Invalid API key");
     }
+    if state.faults.storm_503.load(Ordering::SeqCst) {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "service unavailable");
+    }
     if state.faults.fail_next_with_504.swap(false, Ordering::SeqCst) {
         return error(StatusCode::GATEWAY_TIMEOUT, "upstream request timeout");
     }

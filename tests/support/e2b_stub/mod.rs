@@ -63,6 +63,8 @@ pub struct Faults {
     pub cut_next_stream: AtomicBool,
     /// The next control-plane request answers 504 once.
     pub fail_next_with_504: AtomicBool,
+    /// Every control-plane request answers 503 while set (a 5xx storm).
+    pub storm_503: AtomicBool,
     /// The most sandboxes alive at once before create answers 429 (0: no cap).
     pub max_sandboxes: AtomicUsize,
 }
