@@ -307,6 +307,22 @@ fn neither_the_key_nor_the_access_token_shows_in_debug_output() {
     });
 }
 
+#[test]
+fn an_owned_sandbox_has_its_ttl_renewed_while_its_handle_lives() {
+    let stub = e2b_stub::Stub::start();
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        let held = stub.state.sandbox(sandbox.id()).unwrap();
+        let first_end = *held.end_at.lock().unwrap();
+        futures_timer::Delay::new(sandboxio::backends::e2b::KEEPALIVE_EVERY + Duration::from_secs(2)).await;
+        let renewed = *held.end_at.lock().unwrap();
+        assert!(renewed > first_end, "the keepalive moved the TTL on");
+        let ahead = renewed.saturating_duration_since(Instant::now());
+        assert!(ahead <= sandboxio::backends::e2b::OWNER_TTL, "never further than OWNER_TTL: {ahead:?}");
+        sandbox.close().await.unwrap();
+    });
+}
+
 /// The adapter's added cost per exec round trip over one raw HTTPS request of the same
 /// shape (a `Process.Start` of the same wrapped `true`, read to its end frame) against the
 /// stub on loopback. A measurement, not a check: run it with
