@@ -82,6 +82,12 @@ impl<T> Task<T> {
     pub(crate) fn abort_handle(&self) -> Option<tokio::task::AbortHandle> {
         self.inner.as_ref().map(tokio::task::JoinHandle::abort_handle)
     }
+
+    /// Lets the task run on its own (this value no longer aborts it) and returns what can
+    /// still stop it: for background work with an owner elsewhere (a keepalive).
+    pub(crate) fn into_abort_handle(mut self) -> Option<tokio::task::AbortHandle> {
+        self.inner.take().map(|handle| handle.abort_handle())
+    }
 }
 
 impl<T> Future for Task<T> {

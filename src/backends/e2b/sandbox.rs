@@ -70,9 +70,7 @@ impl Shared {
                 }
             }
         });
-        *self.keepalive.lock().unwrap_or_else(PoisonError::into_inner) = task.abort_handle();
-        // The task runs detached from this handle: the abort handle stops it.
-        std::mem::forget(task);
+        *self.keepalive.lock().unwrap_or_else(PoisonError::into_inner) = task.into_abort_handle();
     }
 
     fn stop_keepalive(&self) {
