@@ -56,6 +56,11 @@ pub enum OperationKind {
     DropTeardown,
     /// A sandbox that could not be torn down within the grace bound: it may still be running.
     OrphanedSandbox,
+    /// A connection the egress gate of a sandbox under an allowlist judged (not a call:
+    /// the sandbox's code asked): [`Outcome::Ok`] when relayed,
+    /// [`ErrorCode::NetworkPolicyViolation`] when refused; [`OperationRecord::egress`] says
+    /// where to and why.
+    Egress,
 }
 
 impl fmt::Display for OperationKind {
@@ -81,6 +86,7 @@ impl fmt::Display for OperationKind {
             OperationKind::Detach => "detach",
             OperationKind::DropTeardown => "drop_teardown",
             OperationKind::OrphanedSandbox => "orphaned_sandbox",
+            OperationKind::Egress => "egress",
         })
     }
 }
@@ -119,6 +125,46 @@ pub struct OperationRecord {
     pub metadata: BTreeMap<String, String>,
     /// The network policy in effect, when known (a `connect`ed handle may not know it).
     pub policy: Option<NetworkPolicy>,
+    /// For [`OperationKind::Egress`]: the connection the gate judged.
+    pub egress: Option<EgressRecord>,
+}
+
+/// What an egress gate decided about one connection from a sandbox. The host is the text
+/// the sandbox's client named, cut to 253 bytes (the longest DNS name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EgressRecord {
+    /// The destination host as the client named it (a name or an IP literal); empty when the
+    /// gate refused before reading one (too many connections).
+    pub host: String,
+    /// The destination port (0 when not read).
+    pub port: u16,
+    /// The address the gate dialled, when it relayed.
+    pub address: Option<std::net::SocketAddr>,
+    /// Why it refused (`not-listed`, `non-public-address`, `sni-mismatch`, …: the word of the
+    /// gate's `X-Sandboxio-Egress` header), `None` when it relayed.
+    pub refused: Option<String>,
+    /// Decisions left out before this one, to bound what a sandbox's code can make the
+    /// sinks write (at most 100 records per second per sandbox).
+    pub suppressed: u64,
+}
+
+impl EgressRecord {
+    /// A decision about `host:port` (the host cut to 253 bytes on a character boundary).
+    #[must_use]
+    pub fn new(host: &str, port: u16, address: Option<std::net::SocketAddr>, refused: Option<&str>) -> Self {
+        let mut end = host.len().min(253);
+        while !host.is_char_boundary(end) {
+            end -= 1;
+        }
+        EgressRecord {
+            host: host[..end].to_owned(),
+            port,
+            address,
+            refused: refused.map(str::to_owned),
+            suppressed: 0,
+        }
+    }
 }
 
 /// Where operation records go. Implementations must be cheap and must not block for long:
@@ -264,7 +310,9 @@ fn outcome_name(outcome: Outcome) -> &'static str {
 
 /// A sink that appends each record to a file as one JSON object per line:
 /// `{"kind":"run","sandbox_id":"…","backend":"docker","started_at_ms":…,"duration_ms":…,
-/// "outcome":"error","error_code":"SBX-006","policy":"deny-all","metadata":{…}}`.
+/// "outcome":"error","error_code":"SBX-006","policy":"deny-all","metadata":{…}}`, and for
+/// [`OperationKind::Egress`] records an `"egress":{"host":…,"port":…,"address":…,
+/// "refused":…,"suppressed":…}` member last.
 /// Times are milliseconds (`started_at_ms` since the Unix epoch). Records carry no command
 /// lines, env values or file contents, so the file holds no secret.
 #[derive(Debug)]
@@ -302,8 +350,18 @@ impl JsonLinesSink {
         let policy = r.policy.as_ref().map_or_else(|| "null".to_owned(), |p| json_string(&p.to_string()));
         let metadata: Vec<String> =
             r.metadata.iter().map(|(k, v)| format!("{}:{}", json_string(k), json_string(v))).collect();
+        let egress = r.egress.as_ref().map_or_else(String::new, |e| {
+            format!(
+                ",\"egress\":{{\"host\":{},\"port\":{},\"address\":{},\"refused\":{},\"suppressed\":{}}}",
+                json_string(&e.host),
+                e.port,
+                e.address.map_or_else(|| "null".to_owned(), |a| json_string(&a.to_string())),
+                e.refused.as_deref().map_or_else(|| "null".to_owned(), json_string),
+                e.suppressed
+            )
+        });
         format!(
-            "{{\"kind\":{},\"sandbox_id\":{},\"backend\":{},\"started_at_ms\":{started_at_ms},\"duration_ms\":{duration_ms},\"outcome\":{},\"error_code\":{error_code},\"policy\":{policy},\"metadata\":{{{}}}}}",
+            "{{\"kind\":{},\"sandbox_id\":{},\"backend\":{},\"started_at_ms\":{started_at_ms},\"duration_ms\":{duration_ms},\"outcome\":{},\"error_code\":{error_code},\"policy\":{policy},\"metadata\":{{{}}}{egress}}}",
             json_string(&r.kind.to_string()),
             r.sandbox_id.as_deref().map_or_else(|| "null".to_owned(), json_string),
             json_string(&r.backend),
@@ -361,10 +419,28 @@ mod tests {
             outcome: Outcome::Error(ErrorCode::ExecutionTimeout),
             metadata: BTreeMap::from([("team \"x\"".into(), "line\nbreak\u{1}".into())]),
             policy: Some(NetworkPolicy::deny_all()),
+            egress: None,
         };
         assert_eq!(
             JsonLinesSink::line(&record),
             r#"{"kind":"run","sandbox_id":"sb-1","backend":"fake","started_at_ms":1500,"duration_ms":42,"outcome":"error","error_code":"SBX-006","policy":"deny-all","metadata":{"team \"x\"":"line\nbreak\u0001"}}"#
         );
+        let refused = OperationRecord {
+            kind: OperationKind::Egress,
+            outcome: Outcome::Error(ErrorCode::NetworkPolicyViolation),
+            metadata: BTreeMap::new(),
+            policy: None,
+            duration: Duration::ZERO,
+            egress: Some(EgressRecord::new("évil\\".repeat(100).as_str(), 443, None, Some("not-listed"))),
+            ..record
+        };
+        let line = JsonLinesSink::line(&refused);
+        // 42 whole `évil\` (6 bytes each) fit in 253 bytes; the 43rd's first byte would
+        // split its `é`. The backslash is escaped in JSON.
+        let host = "évil\\\\".repeat(42);
+        let expected = format!(
+            r#"{{"kind":"egress","sandbox_id":"sb-1","backend":"fake","started_at_ms":1500,"duration_ms":0,"outcome":"error","error_code":"SBX-008","policy":null,"metadata":{{}},"egress":{{"host":"{host}","port":443,"address":null,"refused":"not-listed","suppressed":0}}}}"#
+        );
+        assert_eq!(line, expected);
     }
 }

@@ -88,6 +88,10 @@ pub struct CreateSpec {
     pub image: Option<String>,
     /// `Some` when the caller chose a provider template.
     pub template: Option<String>,
+    /// The sandbox's audit sinks (the builder's and the backend's), for records the backend
+    /// makes itself while the sandbox lives: the egress gate's decisions
+    /// ([`OperationKind::Egress`](crate::audit::OperationKind::Egress)).
+    pub audit: AuditConfig,
 }
 
 impl CreateSpec {
@@ -107,6 +111,7 @@ impl CreateSpec {
             create_timeout: crate::DEFAULT_CREATE_TIMEOUT,
             detached: false,
             image: None,
+            audit: AuditConfig::new(),
             template: None,
         }
     }

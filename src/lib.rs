@@ -80,8 +80,8 @@ pub use api::lines::{DEFAULT_MAX_LINE, ExecLines, OutputLine};
 pub use api::sandbox::Sandbox;
 pub use api::stream::ExecStream;
 pub use audit::{
-    AuditConfig, AuditSink, JsonLinesSink, OperationKind, OperationRecord, Outcome, RecordingSink,
-    TracingSink,
+    AuditConfig, AuditSink, EgressRecord, JsonLinesSink, OperationKind, OperationRecord, Outcome,
+    RecordingSink, TracingSink,
 };
 pub use error::{BoxError, Error, ErrorCode, Result};
 pub use exec::{

@@ -4,74 +4,23 @@
 #![cfg(feature = "local")]
 #![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-use std::io::Read as _;
-use std::net::TcpListener;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use sandboxio::{Command, NetworkPolicy, Sandbox};
 
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    futures_lite::future::block_on(f)
-}
+mod egress_support;
 
-/// A TCP server on `ip` that counts its connections and answers "canary" to each.
-fn canary(ip: &str) -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind((ip, 0)).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&count);
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            seen.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || {
-                use std::io::Write as _;
-                let _ = conn.write_all(b"canary");
-                let mut sink = [0u8; 64];
-                let _ = conn.read(&mut sink);
-            });
-        }
-    });
-    (port, count)
-}
+use egress_support::{block_on, canary, recorder, run};
 
-/// A Python probe: `CONNECT target` through `$HTTPS_PROXY`; prints the gate's status line
-/// and, once the tunnel is open, the first bytes the destination sent.
+/// The host's Python, which `local://` sandboxes see.
+const PYTHON: &str = "/usr/bin/python3";
+
 fn through_proxy(target: &str) -> Command {
-    python_after_connect(
-        target,
-        r#"for line in head.split(b"\r\n"):
-    if line.lower().startswith(b"x-sandboxio-egress"):
-        print(line.decode())
-if head.startswith(b"HTTP/1.1 200"):
-    c.settimeout(5)
-    print(c.recv(64).decode())"#,
-    )
+    egress_support::through_proxy(PYTHON, target)
 }
 
-/// A Python probe that sends `CONNECT target` through `$HTTPS_PROXY`, reads the gate's
-/// answer head into `head` (printing its status line), then runs `rest` with the socket `c`.
-fn python_after_connect(target: &str, rest: &str) -> Command {
-    Command::new("/usr/bin/python3").arg("-c").arg(format!(
-        r#"import os, socket, ssl
-host, port = os.environ["HTTPS_PROXY"].split("://", 1)[1].rstrip("/").rsplit(":", 1)
-c = socket.create_connection((host, int(port)), 5)
-c.sendall(b"CONNECT {target} HTTP/1.1\r\n\r\n")
-head = b""
-while b"\r\n\r\n" not in head:
-    chunk = c.recv(1)
-    if not chunk:
-        break
-    head += chunk
-print(head.split(b"\r\n")[0].decode())
-{rest}"#
-    ))
-}
-
-fn run(sbx: &Sandbox, command: Command) -> String {
-    let out = block_on(sbx.run(command)).unwrap();
-    format!("{}{}", out.stdout_lossy(), out.stderr_lossy())
+fn tls_through_proxy(target: &str, server_name: &str) -> Command {
+    egress_support::tls_through_proxy(PYTHON, target, server_name)
 }
 
 #[test]
@@ -143,45 +92,6 @@ fn host_uid() -> u32 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-/// A TCP server on `ip` that records the first bytes each connection sends (connections that
-/// send nothing are not recorded: the gate dials before it has read a tunnel's `ClientHello`).
-fn recorder(ip: &str) -> (u16, Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
-    let listener = TcpListener::bind((ip, 0)).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = Arc::clone(&log);
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let seen = Arc::clone(&seen);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 512];
-                if let Ok(n @ 1..) = conn.read(&mut buf) {
-                    seen.lock().unwrap().push(buf[..n].to_vec());
-                }
-            });
-        }
-    });
-    (port, log)
-}
-
-/// A Python probe: a TLS handshake naming `server_name` through a `CONNECT` to `target`
-/// (the handshake itself fails: the destination is no TLS server; what matters is whether
-/// the `ClientHello` got through). Prints the gate's status line.
-fn tls_through_proxy(target: &str, server_name: &str) -> Command {
-    python_after_connect(
-        target,
-        &format!(
-            r#"if head.startswith(b"HTTP/1.1 200"):
-    c.settimeout(3)
-    try:
-        ssl.create_default_context().wrap_socket(c, server_hostname={server_name:?})
-    except Exception as e:
-        print(type(e).__name__)"#
-        ),
-    )
 }
 
 #[test]
@@ -270,4 +180,20 @@ sys.stdin.read()"#;
     assert!(out.starts_with("HTTP/1.1 200") && out.contains("canary"), "{out}");
     assert_eq!(seen.load(Ordering::SeqCst), 1);
     block_on(sbx.close()).unwrap();
+}
+
+#[test]
+fn local_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_does() {
+    egress_support::detached_way_out_lasts_while_its_process_does(
+        "local://",
+        PYTHON,
+        "local_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_does",
+        |_| (),
+        |()| (),
+    );
+}
+
+#[test]
+fn local_egress__every_gate_decision_is_an_audit_record() {
+    egress_support::gate_decisions_are_audit_records("local://", PYTHON);
 }

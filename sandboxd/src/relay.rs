@@ -24,26 +24,38 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// Bytes buffered per direction of a connection.
 pub const BUFFER: usize = 64 * 1024;
 
-/// One direction of a pair: bytes read from one side, waiting to be written to the other.
+/// The most reads one direction of a pair makes per wake-up.
+const ROUNDS: usize = 16;
+
+/// One direction of a pair: bytes read from one side, waiting to be written to the other
+/// (`buf[start..end]`; the buffer is allocated at its first read and never moves bytes).
 #[derive(Default)]
 struct Half {
     buf: Vec<u8>,
-    /// The reading side ended; once `buf` is written, the writing side is shut.
+    start: usize,
+    end: usize,
+    /// The reading side ended; once the buffer is written, the writing side is shut.
     eof: bool,
     shut: bool,
 }
 
 impl Half {
     fn wants_read(&self) -> bool {
-        !self.eof && self.buf.len() < BUFFER
+        !self.eof && self.end < BUFFER
     }
 
     fn wants_write(&self) -> bool {
-        !self.buf.is_empty()
+        self.start < self.end
     }
 
     fn done(&self) -> bool {
         self.shut
+    }
+
+    /// Forgets what is buffered.
+    fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
     }
 }
 
@@ -132,48 +144,61 @@ fn pump(p: &mut Pair) {
     transfer(&mut p.unix, &mut p.down, &mut p.tcp);
 }
 
-/// Reads from `from` into `half` and writes `half` to `to`, then shuts `to`'s write side
-/// once `from` ended and everything is written. An error on either side ends both halves.
+/// Reads from `from` into `half` and writes `half` to `to` until neither can go on without
+/// blocking, or [`ROUNDS`] buffers moved (one wake-up moves as much as the sockets take, not
+/// one buffer, and one busy pair cannot keep the others waiting long), then shuts
+/// `to`'s write side once `from` ended and everything is written. An error on either side
+/// ends both halves.
 fn transfer<R, W>(from: &mut R, half: &mut Half, to: &mut W)
 where
     R: Read + Shut,
     W: Write + Shut,
 {
-    if half.wants_read() {
-        let start = half.buf.len();
-        half.buf.resize(BUFFER, 0);
-        match from.read(&mut half.buf[start..]) {
-            Ok(0) => {
-                half.buf.truncate(start);
-                half.eof = true;
+    for _ in 0..ROUNDS {
+        let mut moved = false;
+        if half.wants_read() {
+            if half.buf.is_empty() {
+                half.buf = vec![0; BUFFER];
             }
-            Ok(n) => half.buf.truncate(start + n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
-                half.buf.truncate(start);
-            }
-            Err(_) => {
-                half.buf.clear();
-                half.eof = true;
-            }
-        }
-    }
-    while half.wants_write() {
-        match to.write(&half.buf) {
-            Ok(n) if n > 0 => {
-                half.buf.drain(..n);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
-                break;
-            }
-            Ok(_) | Err(_) => {
-                // The other side is gone: nothing more can be delivered either way.
-                half.buf.clear();
-                half.eof = true;
-                from.shut_read();
+            match from.read(&mut half.buf[half.end..]) {
+                Ok(0) => half.eof = true,
+                Ok(n) => {
+                    half.end += n;
+                    moved = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                }
+                Err(_) => {
+                    half.clear();
+                    half.eof = true;
+                }
             }
         }
+        while half.wants_write() {
+            match to.write(&half.buf[half.start..half.end]) {
+                Ok(n) if n > 0 => {
+                    half.start += n;
+                    moved = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                    break;
+                }
+                Ok(_) | Err(_) => {
+                    // The other side is gone: nothing more can be delivered either way.
+                    half.clear();
+                    half.eof = true;
+                    from.shut_read();
+                }
+            }
+        }
+        if half.start == half.end {
+            half.clear();
+        }
+        if !moved || half.eof {
+            break;
+        }
     }
-    if half.eof && half.buf.is_empty() && !half.shut {
+    if half.eof && !half.wants_write() && !half.shut {
         to.shut_write();
         half.shut = true;
     }

@@ -413,6 +413,7 @@ impl<N, L> SandboxBuilder<N, L> {
             detached: self.detached,
             image: self.image.clone(),
             template: self.template.clone(),
+            audit: AuditConfig::new(),
         })
     }
 
@@ -450,7 +451,8 @@ impl<N, L> SandboxBuilder<N, L> {
         };
         let mut guard = ctx.start(OperationKind::Create);
         let provision = async {
-            let spec = self.preflight()?;
+            let mut spec = self.preflight()?;
+            spec.audit = ctx.audit.clone();
             let owned = !spec.detached;
             Ok::<_, Error>((self.backend.create(spec).await?, owned))
         };

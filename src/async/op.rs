@@ -32,6 +32,7 @@ impl OpContext {
             outcome: Outcome::Ok,
             metadata: (*self.metadata).clone(),
             policy: self.policy.clone(),
+            egress: None,
         }
     }
 

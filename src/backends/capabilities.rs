@@ -27,9 +27,10 @@ pub const LOCAL: Capabilities = Capabilities::RUN
     .union(Capabilities::CONNECT)
     .union(Capabilities::DETACH);
 
-/// `docker://` (feature `docker`): containers through the Docker engine. No allowlist.
-/// Stateful code and rich outputs come from sandboxd's runner: a sandbox on the exec-API
-/// path, or whose image has no `python3`, narrows them off (with `RUN_CODE` for the latter).
+/// `docker://` (feature `docker`): containers through the Docker engine. Stateful code,
+/// rich outputs and allowlists come from sandboxd (its runner, its relay to the egress
+/// gate): a backend on the exec-API path narrows all three off, one under gVisor the
+/// allowlist, and a sandbox whose image has no `python3` the first two (with `RUN_CODE`).
 pub const DOCKER: Capabilities = Capabilities::RUN
     .union(Capabilities::RUN_CODE)
     .union(Capabilities::STATEFUL_CODE)
@@ -38,6 +39,7 @@ pub const DOCKER: Capabilities = Capabilities::RUN
     .union(Capabilities::STDIN)
     .union(Capabilities::FILESYSTEM)
     .union(Capabilities::NETWORK_DENY)
+    .union(Capabilities::NETWORK_ALLOWLIST)
     .union(Capabilities::LIMIT_MEMORY)
     .union(Capabilities::LIMIT_CPU)
     .union(Capabilities::LIMIT_PIDS)

@@ -20,6 +20,8 @@ use crate::policy::address::{Host, non_public, parse_host};
 pub(crate) struct Refusal {
     pub(crate) reason: Reason,
     pub(crate) detail: String,
+    /// The policy entry that decided it, when one did (a denying entry).
+    pub(crate) rule: Option<String>,
 }
 
 /// The kinds of refusal.
@@ -67,7 +69,13 @@ impl Reason {
 
 impl Refusal {
     pub(crate) fn new(reason: Reason, detail: impl Into<String>) -> Refusal {
-        Refusal { reason, detail: detail.into() }
+        Refusal { reason, detail: detail.into(), rule: None }
+    }
+
+    /// The same refusal, decided by the policy entry `rule`.
+    fn by(mut self, rule: &AllowlistEntry) -> Refusal {
+        self.rule = Some(rule.to_string());
+        self
     }
 }
 
@@ -90,7 +98,9 @@ pub(crate) fn admit(entries: &[AllowlistEntry], host: &str, port: u16) -> Result
         })
     };
     if let Some(entry) = matching(true) {
-        return Err(Refusal::new(Reason::Denied, format!("{text}:{port} is denied by the entry {entry}")));
+        return Err(
+            Refusal::new(Reason::Denied, format!("{text}:{port} is denied by the entry {entry}")).by(entry)
+        );
     }
     if matching(false).is_none() {
         let hint = match &parsed {
@@ -131,7 +141,8 @@ pub(crate) fn vet(
             return Err(Refusal::new(
                 Reason::Denied,
                 format!("{name} resolves to {ip}, denied by the entry {entry}"),
-            ));
+            )
+            .by(entry));
         }
         let listed = entries.iter().any(|e| !e.is_deny() && e.matches_address(ip, port));
         match non_public(ip) {
@@ -169,6 +180,11 @@ mod tests {
         assert_eq!(admit(&e, "PyPI.org.", 443), Ok(Host::Name("pypi.org".into())));
         assert_eq!(reason(admit(&e, "pypi.org", 80)), Reason::NotListed);
         assert_eq!(reason(admit(&e, "evil.pythonhosted.org", 443)), Reason::Denied);
+        assert_eq!(
+            admit(&e, "evil.pythonhosted.org", 443).unwrap_err().rule.as_deref(),
+            Some("!evil.pythonhosted.org:*")
+        );
+        assert_eq!(admit(&e, "other.test", 443).unwrap_err().rule, None);
         assert!(admit(&e, "files.pythonhosted.org", 443).is_ok());
         assert!(admit(&e, "mirror.test", 80).is_ok());
         assert_eq!(reason(admit(&e, "other.test", 443)), Reason::NotListed);

@@ -46,6 +46,10 @@ impl Resolve for SystemResolver {
     }
 }
 
+/// Bytes buffered per direction of a tunnel (tokio's default, 8 KiB, made a 100 MB download
+/// through the gate a fifth as fast as a direct one).
+const RELAY_BUFFER: usize = 256 * 1024;
+
 /// What the gate decided about one connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Event {
@@ -136,7 +140,13 @@ impl Gate {
                 if upstream.write_all(&first).await.is_err() {
                     return;
                 }
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                let _ = tokio::io::copy_bidirectional_with_sizes(
+                    &mut client,
+                    &mut upstream,
+                    RELAY_BUFFER,
+                    RELAY_BUFFER,
+                )
+                .await;
             }
             ProxyRequest::Http { head, body, .. } => {
                 (self.events)(Event::Allowed { host: target.to_string(), port, addr });
@@ -276,8 +286,10 @@ impl Gate {
             _ => "Bad Gateway",
         };
         let body = format!("sandboxio egress gate: {}\n", refusal.detail);
+        // The rule is the policy's own text (a parsed entry: no quote, space or line break).
+        let rule = refusal.rule.as_deref().map_or_else(String::new, |r| format!("; rule=\"{r}\""));
         let response = format!(
-            "HTTP/1.1 {status} {text}\r\nX-Sandboxio-Egress: refused; reason={}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "HTTP/1.1 {status} {text}\r\nX-Sandboxio-Egress: refused; reason={}{rule}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             refusal.reason.as_str(),
             body.len()
         );
@@ -305,7 +317,8 @@ where
         std::future::pending::<()>().await;
     };
     let down = async {
-        let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+        let mut from_server = tokio::io::BufReader::with_capacity(RELAY_BUFFER, &mut from_server);
+        let _ = tokio::io::copy_buf(&mut from_server, &mut to_client).await;
         let _ = to_client.shutdown().await;
     };
     tokio::select! {

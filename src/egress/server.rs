@@ -23,7 +23,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::gate::Gate;
+use super::gate::{Event, Gate};
 
 fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
     static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
@@ -79,7 +79,7 @@ impl GateServer {
                                     drop(slot);
                                 });
                             }
-                            Err(_) => refuse_busy(&stream, gate.max_connections),
+                            Err(_) => refuse_busy(&stream, &gate),
                         },
                         Err(e) => {
                             // Out of descriptors, most likely: retry once some are closed.
@@ -99,14 +99,21 @@ impl GateServer {
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
 /// Answers a connection over the limit with `503`, without waiting (a client that does not
-/// read gets nothing), and closes it.
-fn refuse_busy(stream: &UnixStream, limit: usize) {
+/// read gets nothing), and closes it; reported as any refusal is.
+fn refuse_busy(stream: &UnixStream, gate: &Gate) {
+    let limit = gate.max_connections;
     let body = format!("sandboxio egress gate: {limit} connections are open, the most it serves at once\n");
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\nX-Sandboxio-Egress: refused; reason=too-many-connections\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.try_write(response.as_bytes());
+    (gate.events)(Event::Refused {
+        host: String::new(),
+        port: 0,
+        reason: "too-many-connections",
+        detail: format!("{limit} connections are open"),
+    });
 }
 
 impl Drop for GateServer {

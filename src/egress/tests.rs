@@ -128,7 +128,8 @@ async fn ask(client: &mut DuplexStream, head: &str) -> String {
 }
 
 fn reason_of(answer: &str) -> Option<&str> {
-    answer.lines().find_map(|l| l.strip_prefix("X-Sandboxio-Egress: refused; reason="))
+    let rest = answer.lines().find_map(|l| l.strip_prefix("X-Sandboxio-Egress: refused; reason="))?;
+    Some(rest.split(';').next().unwrap_or(rest))
 }
 
 #[tokio::test]
@@ -213,6 +214,22 @@ async fn unlisted_names_ports_and_addresses_are_refused_at_once() {
     }
     // A refused name was never looked up: only the listed one was.
     assert_eq!(s.table.asked.lock().unwrap().as_slice(), &["allowed.test".to_owned()]);
+}
+
+#[tokio::test]
+async fn a_refusal_by_a_denying_entry_names_it_in_its_header() {
+    let s = setup(&["*.test:*", "!evil.test"], &[("evil.test", "127.0.0.2")]);
+    let mut c = connect(&s.gate);
+    let answer = ask(&mut c, "CONNECT evil.test:443 HTTP/1.1\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(
+        answer.contains("X-Sandboxio-Egress: refused; reason=denied; rule=\"!evil.test:*\"\r\n"),
+        "{answer}"
+    );
+    // A refusal no entry decided names none.
+    let mut c = connect(&s.gate);
+    let answer = ask(&mut c, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n").await;
+    assert!(answer.contains("X-Sandboxio-Egress: refused; reason=not-listed\r\n"), "{answer}");
 }
 
 #[tokio::test]
@@ -437,6 +454,7 @@ fn the_gate_serves_a_bounded_number_of_connections_and_answers_the_rest_at_once(
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("gate.sock");
     let s = setup(&["allowed.test:*"], &[("allowed.test", "127.0.0.1")]);
+    let events = Arc::clone(&s.events);
     let mut gate = Arc::try_unwrap(s.gate).ok().expect("the only reference");
     gate.read_timeout = Duration::from_secs(30);
     gate.max_connections = 4;
@@ -454,6 +472,15 @@ fn the_gate_serves_a_bounded_number_of_connections_and_answers_the_rest_at_once(
     let _ = extra.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
     assert!(answer.contains("reason=too-many-connections"), "{answer}");
+    // The refusal is an event (an audit record) like any other.
+    assert!(
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, Event::Refused { reason: "too-many-connections", .. })),
+        "the 503 was not reported"
+    );
     // The control: once one closes, the gate serves a new client (a refusal of its own).
     drop(held);
     std::thread::sleep(Duration::from_millis(200));

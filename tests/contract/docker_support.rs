@@ -15,7 +15,9 @@ use std::process::{Command as OsCommand, ExitCode};
 use std::time::{Duration, Instant};
 
 use sandboxio::backends::docker::{DockerBackend, ExecPath, container_labels};
-use sandboxio::testing::contract::{Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes};
+use sandboxio::testing::contract::{
+    Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes, python_egress_probe,
+};
 use sandboxio::{Command, ResourceLimits};
 
 /// The image of the run: Debian with python3 (`scripts/build-images python`).
@@ -50,9 +52,8 @@ struct DockerProbes {
 
 impl Probes for DockerProbes {
     fn egress(&self, host: &str, port: u16) -> Command {
-        Command::new("python3")
-            .arg("-c")
-            .arg(format!("import socket; socket.create_connection(({host:?}, {port}), 3)"))
+        // Under an allowlist the way out is the proxy the sandbox is given.
+        python_egress_probe("python3", host, port)
     }
 
     fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use sandboxio::Command;
-use sandboxio::testing::contract::{Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes};
+use sandboxio::testing::contract::{
+    Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes, python_egress_probe,
+};
 
 #[path = "../support/e2b_stub/mod.rs"]
 mod e2b_stub;
@@ -19,9 +21,7 @@ struct StubProbes {
 
 impl Probes for StubProbes {
     fn egress(&self, host: &str, port: u16) -> Command {
-        Command::new("/usr/bin/python3")
-            .arg("-c")
-            .arg(format!("import socket; socket.create_connection(({host:?}, {port}), 3)"))
+        python_egress_probe("/usr/bin/python3", host, port)
     }
 
     fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use sandboxio::Command;
 use sandboxio::backends::local::LocalBackend;
-use sandboxio::testing::contract::{Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes};
+use sandboxio::testing::contract::{
+    Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes, python_egress_probe,
+};
 
 /// Behaviour probes from the backend's own bookkeeping; the canary is a TCP server this
 /// test runs on loopback (reachable only from a sandbox that shares the host's network).
@@ -17,19 +19,8 @@ struct LocalProbes {
 impl Probes for LocalProbes {
     fn egress(&self, host: &str, port: u16) -> Command {
         // The host image has no `nc`; Python's socket module is always there. Under an
-        // allowlist the way out is the proxy the sandbox is given: a `CONNECT` through it
-        // reaches the destination only when the gate answers 200 (it dials first).
-        Command::new("/usr/bin/python3").arg("-c").arg(format!(
-            r#"import os, socket, sys
-proxy = os.environ.get("HTTPS_PROXY", "")
-if not proxy:
-    socket.create_connection(({host:?}, {port}), 3)
-    sys.exit(0)
-addr = proxy.split("://", 1)[-1].rstrip("/").rsplit(":", 1)
-c = socket.create_connection((addr[0], int(addr[1])), 3)
-c.sendall(b"CONNECT {host}:{port} HTTP/1.1\r\n\r\n")
-sys.exit(0 if c.recv(64).startswith(b"HTTP/1.1 200") else 1)"#
-        ))
+        // allowlist the way out is the proxy the sandbox is given.
+        python_egress_probe("/usr/bin/python3", host, port)
     }
 
     fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {

@@ -11,6 +11,8 @@
 //! the host.
 
 mod code;
+#[cfg(feature = "egress")]
+pub(crate) mod egress;
 mod fs;
 mod stream;
 

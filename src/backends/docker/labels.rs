@@ -27,6 +27,9 @@ pub const USER: &str = "io.sandboxio.user";
 /// How commands reach it: `sandboxd` (sandboxd as its main process) or `api` (the exec
 /// API); see [`ExecPath`](super::ExecPath).
 pub const EXEC_PATH: &str = "io.sandboxio.exec";
+/// Its network policy: `deny-all`, `allow-all`, or the allowlist's entries separated by
+/// spaces (a `connect`ed handle reports it).
+pub const NETWORK: &str = "io.sandboxio.network";
 /// The sandboxio version that created it.
 pub const VERSION: &str = "io.sandboxio.version";
 /// The prefix reserved for sandboxio's own labels; user metadata may not use it.

@@ -47,7 +47,9 @@
 //! Hardening, always: every Linux capability dropped (on the sandboxd path PID 1 keeps
 //! `CAP_SETUID`, `CAP_SETGID` and `CAP_KILL`, and every command runs with none),
 //! `no-new-privileges`, a pids limit ([`DEFAULT_PIDS_LIMIT`] unless the caller sets one),
-//! and no network (`network_mode: none`, loopback only) unless the policy is allow-all.
+//! and no network (`network_mode: none`, loopback only) unless the policy is allow-all (under
+//! an allowlist, the one way out is a Unix socket to sandboxio's egress gate, bind-mounted
+//! read-only at `/run/sandboxio-egress` and relayed by sandboxd to `127.0.0.1:3128` inside).
 //! Each command runs as the sandbox's user with a primary group of its own (a random gid in
 //! `1000000000..2000000000`, no supplementary group): the kernel refuses `ptrace` and
 //! `/proc/<pid>/environ` between commands, so a command's own `secret_env` stays its own.
@@ -91,13 +93,16 @@
 //! the sandboxd path only: one persistent interpreter per code context driven by sandboxd's
 //! runner, results by MIME type, every open matplotlib figure as PNG, `Sandbox::interrupt`;
 //! on the exec-API path one process per cell and no rich results), `STREAM`, `STDIN`,
-//! `FILESYSTEM`, `NETWORK_DENY`, the three limits, `CONNECT`, `DETACH` and `COMMAND_SECRETS`
-//! (not for root users). Not declared: allowlists.
+//! `FILESYSTEM`, `NETWORK_DENY`, `NETWORK_ALLOWLIST` (on the sandboxd path, and not under
+//! gVisor: the container has no network and its one way out is sandboxio's egress gate, see
+//! `egress.rs`), the three limits, `CONNECT`, `DETACH` and `COMMAND_SECRETS` (not for root
+//! users).
 
 mod agent;
 mod baked;
 mod client;
 mod code;
+mod egress;
 mod exec;
 mod fs;
 pub mod labels;
@@ -421,6 +426,9 @@ pub(crate) struct Shared {
     /// session); closing the link ends the session.
     agent: std::sync::OnceLock<Arc<crate::backends::agent::Agent>>,
     session: Mutex<Option<agent::Link>>,
+    /// Under an allowlist, for the handle that created the sandbox: its gate and relay
+    /// (`egress.rs`), then the gate's directory (dropped in that order).
+    egress: Mutex<Option<(crate::backends::agent::egress::Egress, egress::GateDir)>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -464,6 +472,7 @@ impl Shared {
             link: Mutex::new(None),
             agent: std::sync::OnceLock::new(),
             session: Mutex::new(None),
+            egress: Mutex::new(None),
         })
     }
 
@@ -564,11 +573,16 @@ impl Backend for DockerBackend {
 
     fn capabilities(&self) -> Capabilities {
         match self.exec_path() {
-            ExecPath::Sandboxd => CAPABILITIES,
-            // Code contexts and rich results need sandboxd's runner.
-            ExecPath::ExecApi => {
-                CAPABILITIES.difference(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS)
+            // gVisor does not connect to the gate's host socket (`egress.rs`).
+            ExecPath::Sandboxd if self.inner.runtime.as_deref() == Some("runsc") => {
+                CAPABILITIES.difference(Capabilities::NETWORK_ALLOWLIST)
             }
+            ExecPath::Sandboxd => CAPABILITIES,
+            // Code contexts and rich results need sandboxd's runner, and an allowlist its
+            // relay.
+            ExecPath::ExecApi => CAPABILITIES.difference(
+                Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS | Capabilities::NETWORK_ALLOWLIST,
+            ),
         }
     }
 
@@ -670,14 +684,35 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     );
     let user = inner.user.clone().or_else(|| image_config.user.filter(|u| !u.is_empty()));
     let workdir = image_config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned());
-    let path = DockerBackend { inner: Arc::clone(&inner) }.exec_path();
-    let body = container_body(&spec, &image, user.as_deref(), &workdir, inner.runtime.clone(), path)?;
+    let backend = DockerBackend { inner: Arc::clone(&inner) };
+    let path = backend.exec_path();
     let name = format!("sandboxio-{}", unique_suffix());
+    let gate_dir = egress::gate_dir(&spec.network, &backend, &name)?;
+    let env = egress::sandbox_env(gate_dir.is_some(), &spec.env);
+    let body = container_body(
+        &spec,
+        &Setup {
+            image: &image,
+            user: user.as_deref(),
+            workdir: &workdir,
+            runtime: inner.runtime.clone(),
+            path,
+        },
+        &env,
+        gate_dir.as_ref().map(egress::GateDir::mount),
+    )?;
     let made = docker
         .create_container(Some(CreateContainerOptions { name: Some(name), platform: String::new() }), body)
         .await
         .map_err(|e| provider("creating the container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
+    // The gate listens in its directory (already mounted) before the container starts.
+    let gate = match gate_dir {
+        Some(dir) => {
+            Some((crate::backends::agent::egress::serve_gate(&dir.socket(), SCHEME, &made.id, &spec)?, dir))
+        }
+        None => None,
+    };
     let host_view = inner.runtime.as_deref() != Some("runsc") && !remapped;
     let shared = Shared::new(
         docker.clone(),
@@ -690,8 +725,8 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
     );
     shared.host_view.store(host_view, Ordering::Release);
     if path == ExecPath::Sandboxd {
-        let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &spec.env);
-        on_sandboxd::start(&shared, env, spec.detached, &baked).await?;
+        let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &env);
+        on_sandboxd::start(&shared, env, spec.detached, &baked, gate).await?;
         return Ok(Created { shared: Some(shared), guard });
     }
     // The owner link exists before the container starts: PID 1's stdin is this attach
@@ -848,18 +883,29 @@ async fn userns_remapped(inner: &Inner, docker: &Docker) -> Result<bool> {
         .copied()
 }
 
-/// The container of a new sandbox: hardened, labelled, PID 1 [`INIT`] as
-/// [`SUPERVISOR_ID`], its stdin open once (the owner link).
-fn container_body(
-    spec: &CreateSpec,
-    image: &str,
-    user: Option<&str>,
-    workdir: &str,
+/// What a new container is made of besides the caller's spec.
+struct Setup<'a> {
+    image: &'a str,
+    /// The sandbox user, as the caller or the image names it.
+    user: Option<&'a str>,
+    workdir: &'a str,
     runtime: Option<String>,
     path: ExecPath,
+}
+
+/// The container of a new sandbox: hardened, labelled, PID 1 [`INIT`] as
+/// [`SUPERVISOR_ID`] (or sandboxd), its stdin open once (the owner link), with `env` as its
+/// variables and, under an allowlist, the gate's directory mounted (`egress`).
+fn container_body(
+    spec: &CreateSpec,
+    setup: &Setup<'_>,
+    env: &[(String, String)],
+    egress: Option<bollard::models::Mount>,
 ) -> Result<ContainerCreateBody> {
+    let Setup { image, user, workdir, path, .. } = *setup;
     let mut labels = labels::for_new(&spec.metadata, spec.ttl, spec.detached)?;
     labels.insert(labels::EXEC_PATH.into(), path.as_str().into());
+    labels.insert(labels::NETWORK.into(), crate::backends::agent::egress::policy_label(&spec.network));
     // Commands run as this user (exec `user`); PID 1 runs as the supervisor id. `connect`
     // reads it back.
     if user.and_then(|u| u.split(':').next()).and_then(|u| u.parse::<u32>().ok()) == Some(SUPERVISOR_ID) {
@@ -869,9 +915,12 @@ fn container_body(
     }
     labels.insert(labels::USER.into(), user.unwrap_or_default().to_owned());
     let network_mode = match &spec.network {
-        NetworkPolicy::DenyAll => "none",
         NetworkPolicy::AllowAll => "bridge",
-        _ => return Err(Error::missing_capability(SCHEME, Capabilities::NETWORK_ALLOWLIST)),
+        NetworkPolicy::Allowlist(_) if egress.is_none() || path == ExecPath::ExecApi => {
+            return Err(Error::missing_capability(SCHEME, Capabilities::NETWORK_ALLOWLIST));
+        }
+        // An allowlisted sandbox's only way out is the gate's socket.
+        _ => "none",
     };
     let limits = &spec.limits;
     let memory =
@@ -886,7 +935,8 @@ fn container_body(
         memory_swap: memory,
         nano_cpus: limits.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
         network_mode: Some(network_mode.into()),
-        runtime,
+        mounts: egress.map(|mount| vec![mount]),
+        runtime: setup.runtime.clone(),
         ..Default::default()
     };
     let ttl_secs = spec.ttl.as_secs().max(1).to_string();
@@ -902,7 +952,7 @@ fn container_body(
         image: Some(image.to_owned()),
         cmd: Some(cmd),
         entrypoint: Some(Vec::new()),
-        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        env: Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
         user: Some(pid1_user),
         working_dir: Some(workdir.to_owned()),
         labels: Some(labels),
@@ -977,10 +1027,16 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         return Err(Error::SandboxGone { id, message: "its container is not running".into() });
     }
     let runsc = inspected.host_config.as_ref().and_then(|h| h.runtime.as_deref()) == Some("runsc");
-    let network = inspected
-        .host_config
-        .and_then(|h| h.network_mode)
-        .map(|mode| if mode == "none" { NetworkPolicy::DenyAll } else { NetworkPolicy::AllowAll });
+    // Recorded at create; containers from before the label: judged by their network mode.
+    let network = labels
+        .get(labels::NETWORK)
+        .and_then(|l| crate::backends::agent::egress::policy_of_label(l))
+        .or_else(|| {
+            inspected
+                .host_config
+                .and_then(|h| h.network_mode)
+                .map(|mode| if mode == "none" { NetworkPolicy::DenyAll } else { NetworkPolicy::AllowAll })
+        });
     let host_view = !runsc && !userns_remapped(&inner, &docker).await?;
     let shared = Shared::new(
         docker,
@@ -1070,10 +1126,11 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
-        // `network_mode: none` under deny-all; docker:// refuses allowlists.
+        // `network_mode: none` under deny-all and an allowlist, whose one way out is the gate.
         Some(match self.shared.network.as_ref()? {
             NetworkPolicy::AllowAll => crate::NetworkEnforcement::unrestricted(),
-            _ => crate::NetworkEnforcement::no_route(),
+            NetworkPolicy::Allowlist(_) => crate::NetworkEnforcement::egress_gate(),
+            NetworkPolicy::DenyAll => crate::NetworkEnforcement::no_route(),
         })
     }
 
@@ -1198,7 +1255,9 @@ impl BackendSandbox for DockerSandbox {
                 // The session stays: this handle keeps working, and sandboxd now outlives it
                 // (its end ends only this handle's commands).
                 on_sandboxd::detach(agent).await?;
-                return mark_detached(&shared).await;
+                mark_detached(&shared).await?;
+                egress::keep_while_running(&shared);
+                return Ok(());
             }
             // Tell PID 1 first: releasing the link while it waits for the owner would end it.
             send_detach(&shared).await?;

@@ -10,8 +10,9 @@ use std::time::Duration;
 use bollard::models::{HostConfig, HostConfigLogConfig};
 
 use crate::backend::BackendExecStream;
-use crate::backends::agent::{Agent, Identity};
+use crate::backends::agent::{Agent, Identity, egress};
 use crate::backends::script_fs;
+use crate::egress::server::GateServer;
 use crate::error::{Error, Result};
 use crate::transfer::StartStream;
 
@@ -68,12 +69,14 @@ fn env_pairs(env: &[String], home: &str) -> Vec<(String, String)> {
 
 /// Starts a created sandboxd container: places sandboxd (unless the image holds this very
 /// binary), resolves its user (unless the image recorded it), attaches the owner link,
-/// starts it, and sets up the handle's session. With `detached`, detaches at once.
+/// starts it, sets up the handle's session, and under an allowlist starts the relay to
+/// `gate` (which the handle then holds). With `detached`, detaches at once.
 pub(super) async fn start(
     shared: &Arc<Shared>,
     env: Vec<String>,
     detached: bool,
     baked: &Baked,
+    gate: Option<(GateServer, super::egress::GateDir)>,
 ) -> Result<()> {
     let docker = &shared.docker;
     let recorded = baked.user(agent::user_spec(shared.user.as_deref()));
@@ -100,10 +103,17 @@ pub(super) async fn start(
     agent::greet(&client, &link).await?;
     *shared.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
     set_up(shared, client, &user, &env).await?;
+    if let Some((server, dir)) = gate {
+        let agent = shared.agent().expect("set up above");
+        let relay =
+            egress::start_relay(agent, server, SANDBOXD_PATH, &super::egress::socket_inside()).await?;
+        *shared.egress.lock().unwrap_or_else(PoisonError::into_inner) = Some((relay, dir));
+    }
     if detached {
         // The session stays, for this handle's commands; sandboxd outlives it.
         detach(shared.agent().expect("set up above")).await?;
         super::mark_detached(shared).await?;
+        super::egress::keep_while_running(shared);
     }
     Ok(())
 }

@@ -44,7 +44,6 @@
 
 mod binary;
 mod dirs;
-mod egress;
 mod fs;
 mod launch;
 mod record;
@@ -62,7 +61,7 @@ use crate::backend::{
     Backend, BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
     collect_cell,
 };
-use crate::backends::agent::{Agent, Identity};
+use crate::backends::agent::{Agent, Identity, egress};
 use crate::backends::owner::Owner;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
@@ -313,15 +312,20 @@ impl LocalBackend {
     /// The session's agent: commands run as sandboxd does (the user namespace maps one uid
     /// and one gid, so sandboxd could not switch), with `PATH`, `HOME` and the sandbox's
     /// variables.
-    fn agent(id: &str, client: crate::sandboxd::client::Client, spec: Option<&CreateSpec>) -> Arc<Agent> {
+    fn agent(
+        id: &str,
+        client: crate::sandboxd::client::Client,
+        network: Option<&NetworkPolicy>,
+        spec: Option<&CreateSpec>,
+    ) -> Arc<Agent> {
         let identity = Identity { user: Self::sandbox_user(), command_gids: false, switch_user: false };
         let mut env = vec![("PATH".to_owned(), PATH.to_owned()), ("HOME".to_owned(), WORKDIR.to_owned())];
         let mut secrets = Vec::new();
+        if matches!(network, Some(NetworkPolicy::Allowlist(_))) {
+            // Before the sandbox's own variables, which may set their own proxy.
+            env.extend(egress::proxy_env());
+        }
         if let Some(spec) = spec {
-            if matches!(spec.network, NetworkPolicy::Allowlist(_)) {
-                // Before the sandbox's own variables, which may set their own proxy.
-                env.extend(egress::proxy_env());
-            }
             env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
             secrets.extend(spec.secret_env.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
@@ -374,7 +378,9 @@ impl LocalBackend {
         // The gate listens before the sandbox starts: its socket is in the `run` directory
         // bound into it. A failed `create()` drops it (and its socket) here.
         let gate = match &spec.network {
-            NetworkPolicy::Allowlist(entries) => Some(egress::serve_gate(&dir, &id, entries)?),
+            NetworkPolicy::Allowlist(_) => {
+                Some(egress::serve_gate(&dir.join("run").join(egress::SOCKET), SCHEME, &id, &spec)?)
+            }
             _ => None,
         };
         let left = timeout.saturating_sub(started.elapsed());
@@ -388,7 +394,7 @@ impl LocalBackend {
             expires: Instant::now() + spec.ttl,
             expired_early: AtomicBool::new(false),
             alive: AtomicBool::new(true),
-            agent: Self::agent(&id, started.client, Some(&spec)),
+            agent: Self::agent(&id, started.client, Some(&spec.network), Some(&spec)),
             link: started.link,
             pid_namespace: launch::pid_namespace(started.sandboxd.pid),
             bwrap: Mutex::new(Some(started.bwrap)),
@@ -401,13 +407,21 @@ impl LocalBackend {
         });
         dir_guard.disarm();
         if let Some(gate) = gate {
-            let started = egress::start_relay(&state.agent, gate).await?;
+            let started = egress::start_relay(
+                &state.agent,
+                gate,
+                launch::SANDBOXD_PATH,
+                &format!("{}/{}", launch::RUN_DIR, egress::SOCKET),
+            )
+            .await?;
             *state.egress.lock().unwrap_or_else(PoisonError::into_inner) = Some(started);
         }
-        let recorded = record::set(&dir, "sandboxd", &state.sandboxd.label());
+        let recorded = record::set(&dir, "sandboxd", &state.sandboxd.label())
+            .and_then(|()| record::set(&dir, "network", &egress::policy_label(&spec.network)));
         recorded.map_err(|e| Error::provider(SCHEME, "cannot record the sandbox", e))?;
         if spec.detached {
             state.agent.client().detach().await.map_err(|why| state.agent.gone_error(&why))?;
+            keep_egress_while_running(&state);
         }
         guard.disarm();
         self.sandboxes().insert(id, Arc::clone(&state));
@@ -434,6 +448,8 @@ impl LocalBackend {
             return Err(gone("its sandboxd is not running"));
         }
         let (client, link) = session::connect(id, &dir, &sandboxd).await?;
+        // Recorded at create (sandboxes from before the record line: unknown).
+        let network = record::field(&text, "network").and_then(egress::policy_of_label);
         let ttl_left = record::field(&text, "expires")
             .and_then(|e| e.parse::<u64>().ok())
             .map_or(0, |at| at.saturating_sub(crate::backends::owner::unix_now()));
@@ -441,12 +457,12 @@ impl LocalBackend {
             id: id.to_owned(),
             dir,
             metadata: BTreeMap::new(),
-            network: None,
+            network: network.clone(),
             config: String::new(),
             expires: Instant::now() + Duration::from_secs(ttl_left),
             expired_early: AtomicBool::new(false),
             alive: AtomicBool::new(true),
-            agent: Self::agent(id, client, None),
+            agent: Self::agent(id, client, network.as_ref(), None),
             link,
             bwrap: Mutex::new(None),
             pid_namespace: launch::pid_namespace(sandboxd.pid),
@@ -509,6 +525,23 @@ fn start_ttl_timer(state: &Arc<State>) {
         if let Some(state) = weak.upgrade() {
             state.destroy("its TTL expired");
         }
+    });
+}
+
+/// Keeps a detached sandbox's way out for as long as its sandboxd runs (until its TTL or a
+/// kill through any handle) or this process lives: the handle that created it may go, but
+/// the relay is a command of that handle's sandboxd session and the gate is in its state,
+/// so the state is held until sandboxd is gone. Nothing is held for a sandbox without a gate.
+fn keep_egress_while_running(state: &Arc<State>) {
+    if state.egress.lock().unwrap_or_else(PoisonError::into_inner).is_none() {
+        return;
+    }
+    let held = Arc::clone(state);
+    let _ = std::thread::Builder::new().name("sandboxio-local-egress".into()).spawn(move || {
+        while held.sandboxd.is_dead_here() == Some(false) && Instant::now() < held.expires {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        drop(held);
     });
 }
 
@@ -748,7 +781,9 @@ impl BackendSandbox for LocalSandbox {
             agent.client().detach().await.map_err(|why| agent.gone_error(&why))?;
             // `reap` must never take a detached sandbox for an orphan.
             record::set(&self.state.dir, "detached", "true")
-                .map_err(|e| Error::provider(SCHEME, "cannot record the sandbox detached", e))
+                .map_err(|e| Error::provider(SCHEME, "cannot record the sandbox detached", e))?;
+            keep_egress_while_running(&self.state);
+            Ok(())
         })
     }
 }

@@ -49,7 +49,10 @@ use std::fmt;
 
 pub use ctx::LABEL_KEY;
 pub use facade::Facade;
-pub use probes::{Canary, CancellationPoints, DefaultProbes, ProbeFuture, ProbeKind, ProbeResult, Probes};
+pub use probes::{
+    Canary, CancellationPoints, DefaultProbes, ProbeFuture, ProbeKind, ProbeResult, Probes,
+    python_egress_probe,
+};
 pub use runner::{ContractSuite, DEFAULT_TEST_TIMEOUT, Executor, STRICT_ENV};
 
 /// The command-line arguments [`ContractSuite::run_with`] takes (`libtest-mimic`'s), for

@@ -189,7 +189,8 @@ pub trait Probes: Send + Sync + 'static {
     /// `nc` in the image; where it is missing, the deny and allowlist tests' positive control
     /// cannot run and they skip, or fail a strict run). Override it where the way out is
     /// something else: a backend whose allowlist is enforced by a proxy (`local://` sets
-    /// `HTTPS_PROXY`) must probe through it, for example a `CONNECT host:port` answered `200`.
+    /// `HTTPS_PROXY`) must probe through it, for example a `CONNECT host:port` answered `200`
+    /// ([`python_egress_probe`] does either, with Python's standard library).
     fn egress(&self, host: &str, port: u16) -> Command {
         Command::new("nc").arg("-z").arg("-w").arg("3").arg(host).arg(port.to_string())
     }
@@ -370,3 +371,24 @@ pub(crate) fn implemented(probes: &dyn Probes, kind: ProbeKind) -> bool {
 pub struct DefaultProbes;
 
 impl Probes for DefaultProbes {}
+
+/// An egress probe in Python's standard library, for [`Probes::egress`] overrides: with no
+/// `HTTPS_PROXY` in the sandbox's environment a direct TCP connection to `host:port`;
+/// with one, a `CONNECT host:port` through that proxy, which counts as reached only when
+/// the proxy answers `200` (sandboxio's egress gate answers only after it has connected).
+/// `python` is the interpreter's path or name in the image. Exits 0 when reached, 1 or an
+/// exception's status otherwise, within about 3 seconds.
+#[must_use]
+pub fn python_egress_probe(python: &str, host: &str, port: u16) -> Command {
+    Command::new(python).arg("-c").arg(format!(
+        r#"import os, socket, sys
+proxy = os.environ.get("HTTPS_PROXY", "")
+if not proxy:
+    socket.create_connection(({host:?}, {port}), 3)
+    sys.exit(0)
+addr = proxy.split("://", 1)[-1].rstrip("/").rsplit(":", 1)
+c = socket.create_connection((addr[0], int(addr[1])), 3)
+c.sendall(b"CONNECT {host}:{port} HTTP/1.1\r\n\r\n")
+sys.exit(0 if c.recv(64).startswith(b"HTTP/1.1 200") else 1)"#
+    ))
+}
