@@ -48,7 +48,7 @@
 //! | – | the backend contract suite (`testing::contract`) | `contract` | available |
 //! | `local://` | Linux namespaces via bubblewrap (`backends::local`) | `local` | available |
 //! | `docker://` | Docker engine over bollard (`backends::docker`) | `docker` | available |
-//! | `e2b://` | E2B | `e2b` | planned |
+//! | `e2b://` | E2B micro-VMs over their REST, Connect and code-interpreter protocols (`backends::e2b`) | `e2b` | available |
 //! | `modal://` | Modal | `modal` | planned |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

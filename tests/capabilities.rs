@@ -18,7 +18,11 @@ fn capabilities__of_a_dsn_before_create_in_both_facades() {
     assert_eq!(Sandbox::capabilities_of("local://").unwrap(), LOCAL);
     #[cfg(feature = "docker")]
     assert_eq!(Sandbox::capabilities_of("docker://?image=sandboxio/busybox:1").unwrap(), DOCKER);
-    for dsn in ["e2b://", "nope://", "not a dsn"] {
+    #[cfg(feature = "e2b")]
+    assert_eq!(Sandbox::capabilities_of("e2b://").unwrap(), capabilities::E2B, "no key needed to ask");
+    #[cfg(not(feature = "e2b"))]
+    assert_eq!(Sandbox::capabilities_of("e2b://").unwrap_err().code(), ErrorCode::Configuration);
+    for dsn in ["modal://", "nope://", "not a dsn"] {
         let e = Sandbox::capabilities_of(dsn).unwrap_err();
         assert_eq!(e.code(), ErrorCode::Configuration, "{dsn}: {e}");
     }
@@ -38,12 +42,22 @@ fn capabilities__the_first_party_sets_need_no_feature() {
     assert_eq!(capabilities::of_scheme("docker"), Some(DOCKER));
     assert_eq!(capabilities::of_scheme("local"), Some(LOCAL));
     assert_eq!(capabilities::of_scheme("fake"), Some(FAKE));
-    assert_eq!(capabilities::of_scheme("e2b"), None);
-    // docker:// offers everything local:// does, allowlists included (both have the egress
-    // gate), and more.
-    let allowlist = Capabilities::NETWORK_ALLOWLIST;
+    assert_eq!(capabilities::of_scheme("e2b"), Some(capabilities::E2B));
+    assert_eq!(capabilities::of_scheme("modal"), None);
+    // e2b:// declares no allowlist (E2B's filter decides on SNI and Host) and no limits
+    // (they come from the template).
+    assert!(!capabilities::E2B.intersects(
+        Capabilities::NETWORK_ALLOWLIST
+            | Capabilities::LIMIT_MEMORY
+            | Capabilities::LIMIT_CPU
+            | Capabilities::LIMIT_PIDS
+    ));
+    // docker:// offers everything local:// does (both enforce allowlists with the egress
+    // gate), and more (limits, command-scoped secrets).
     assert!(DOCKER.contains(LOCAL) && DOCKER != LOCAL);
-    assert!(LOCAL.contains(allowlist) && DOCKER.contains(allowlist));
+    assert!(
+        LOCAL.contains(Capabilities::NETWORK_ALLOWLIST) && DOCKER.contains(Capabilities::NETWORK_ALLOWLIST)
+    );
     // Code contexts and rich results come from sandboxd's runner on docker://.
     assert!(DOCKER.contains(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS));
 }
@@ -93,10 +107,10 @@ fn fake_harness__like_fake_keeps_every_capability() {
 
 #[test]
 #[should_panic(
-    expected = "sbx_fake_like(\"e2b\"): no first-party backend of that name has a known capability set; use one of [\"fake\", \"local\", \"docker\"]"
+    expected = "sbx_fake_like(\"modal\"): no first-party backend of that name has a known capability set; use one of [\"fake\", \"local\", \"docker\", \"e2b\"]"
 )]
 fn fake_harness__an_unknown_backend_name_is_a_clear_error() {
-    let _ = sbx_fake_like("e2b");
+    let _ = sbx_fake_like("modal");
 }
 
 #[test]

@@ -47,18 +47,28 @@ pub const DOCKER: Capabilities = Capabilities::RUN
     .union(Capabilities::DETACH)
     .union(Capabilities::COMMAND_SECRETS);
 
+/// `e2b://` (feature `e2b`): E2B micro-VMs, the same set as `local://` but allowlists.
+/// Commands, streams and stdin through envd; files through envd; code contexts and rich
+/// results from E2B's code interpreter; deny-all as E2B's `allow_internet_access: false`.
+/// No allowlist (E2B's domain filter decides on SNI
+/// and the Host header, which the allowlist contract's bypass tests defeat), no resource
+/// limits (they come from the template), no command-scoped secrets (every command of a
+/// sandbox is the same user).
+pub const E2B: Capabilities = LOCAL.difference(Capabilities::NETWORK_ALLOWLIST);
+
 /// The schemes [`of_scheme`] knows, in the order error messages list them.
-pub const SCHEMES: &[&str] = &["fake", "local", "docker"];
+pub const SCHEMES: &[&str] = &["fake", "local", "docker", "e2b"];
 
 /// The capabilities of the first-party backend with this scheme (`"fake"`, `"local"`,
-/// `"docker"`), whether or not its feature is on in this build; `None` for any other name
-/// (a third-party scheme, or one not shipped yet such as `"e2b"`).
+/// `"docker"`, `"e2b"`), whether or not its feature is on in this build; `None` for any
+/// other name (a third-party scheme, or one not shipped yet such as `"modal"`).
 #[must_use]
 pub fn of_scheme(scheme: &str) -> Option<Capabilities> {
     match scheme {
         "fake" => Some(FAKE),
         "local" => Some(LOCAL),
         "docker" => Some(DOCKER),
+        "e2b" => Some(E2B),
         _ => None,
     }
 }
@@ -69,6 +79,7 @@ pub(crate) fn limits_refusal(scheme: &str) -> Option<&'static str> {
         "local" => {
             Some("bubblewrap puts each command in namespaces but in no cgroup, so nothing would enforce them")
         }
+        "e2b" => Some("an E2B sandbox's CPU and memory come from its template, not from the create request"),
         _ => None,
     }
 }

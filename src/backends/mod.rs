@@ -12,6 +12,9 @@ pub(crate) mod code_runner;
 pub(crate) mod fs_scripts;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod owner;
+/// A private tokio runtime for the backends whose clients need tokio.
+#[cfg(any(feature = "docker", feature = "e2b"))]
+pub(crate) mod portal;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod script_fs;
 
@@ -22,6 +25,10 @@ pub mod local;
 #[cfg(feature = "docker")]
 #[cfg_attr(docsrs, doc(cfg(feature = "docker")))]
 pub mod docker;
+
+#[cfg(feature = "e2b")]
+#[cfg_attr(docsrs, doc(cfg(feature = "e2b")))]
+pub mod e2b;
 
 #[cfg(any(feature = "local", feature = "docker"))]
 mod reap_types {

@@ -100,7 +100,7 @@ pub fn sbx_fake() -> FakeHarness {
 ///
 /// # Panics
 ///
-/// For any other name (for example `"e2b"`, not shipped yet, or a misspelling), with a
+/// For any other name (for example `"modal"`, not shipped yet, or a misspelling), with a
 /// message listing the names it knows.
 #[must_use]
 pub fn sbx_fake_like(backend: &str) -> FakeHarness {
@@ -115,7 +115,11 @@ pub fn sbx_fake_like(backend: &str) -> FakeHarness {
     };
     // The typed builder options each backend accepts, as its `supports_option` says
     // (the fake's own default accepts none).
-    let options: &[BackendOption] = if name == "docker" { &[BackendOption::Image] } else { &[] };
+    let options: &[BackendOption] = match name {
+        "docker" => &[BackendOption::Image],
+        "e2b" => &[BackendOption::Template],
+        _ => &[],
+    };
     let mut harness = sbx_fake_with(FakeBackend::new().with_capabilities(caps).with_options(options));
     harness.mirrors = Some(name);
     harness

@@ -67,14 +67,9 @@ impl Probes for LocalProbes {
     }
 }
 
+mod canary;
+
 fn main() -> ExitCode {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    let port = listener.local_addr().expect("its address").port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            drop(conn);
-        }
-    });
     let sink = sandboxio::RecordingSink::new();
     let mut backend =
         LocalBackend::new().with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
@@ -85,7 +80,6 @@ fn main() -> ExitCode {
         backend = backend
             .with_egress_resolver(net.resolver().expect("the test network's block is a documentation range"));
     }
-    let probes =
-        LocalProbes { backend: backend.clone(), canary: Canary { host: "127.0.0.1".into(), port }, network };
+    let probes = LocalProbes { backend: backend.clone(), canary: canary::loopback(), network };
     ContractSuite::new(backend).probes(probes).audit_sink(sink).run()
 }

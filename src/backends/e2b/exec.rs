@@ -1,0 +1,277 @@
+//! Commands on envd, with the semantics sandboxio promises on top of what envd does.
+//!
+//! envd kills only the process it started, and only when `Connect-Timeout-Ms` passes; it
+//! kills nothing when the client goes away. So every command runs under [`WRAPPER`], a
+//! POSIX `sh` that starts it in a session (and process group) of its own and waits for it;
+//! a timeout, a dropped future or a dropped stream runs [`KILL_TREE`] as a second process,
+//! which kills every process group whose leader is a child of the wrapper, then the
+//! wrapper. No `Connect-Timeout-Ms` is sent: the timeout is the adapter's, so the wrapper
+//! is still alive (and its child findable) when the group is killed.
+//!
+//! A signal death of the command is passed on by the wrapper signalling itself, so envd
+//! reports it as a signal (`ExitStatus::Signal`); a command that calls `exit(128 + n)`
+//! itself is reported the same way (the shell cannot tell the two apart).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use super::envd::{Envd, EventStream};
+use super::process::{self, ProcessEvent};
+use super::{PORTAL, SCHEME};
+use crate::error::{Error, Result};
+use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk, StreamKind};
+use crate::secret::SecretString;
+
+/// Runs `"$@"` in a new session (its own process group), after checking that the program
+/// exists (a missing one exits 127 naming it, as a shell would).
+///
+/// envd starts each process without a process group of its own (E2B's infra repository,
+/// `packages/envd/internal/services/process/handler/handler.go`), so the shell is not a
+/// group leader and `exec setsid` makes the command a session leader in place: same pid,
+/// and envd reports its exact status (a signal death as a signal). Where the shell does
+/// lead its group, `setsid` would fork and its parent exit at once, so the command runs in
+/// a subshell instead, whose status the shell passes on (an exit of 128 + n then reads as
+/// signal n). A shell without job control gives a background job `/dev/null` as stdin
+/// before any redirection, so stdin is handed over on fd 3 first.
+pub(crate) const WRAPPER: &str = r#"command -v "$1" >/dev/null 2>&1 || { printf '%s: not found\n' "$1" >&2; exit 127; }
+st=$(cat /proc/$$/stat)
+pgrp() { printf %s "$3"; }
+if [ "$(pgrp ${st##*) })" != "$$" ]; then exec setsid "$@"; fi
+exec 3<&0
+( exec setsid "$@" <&3 3<&- ) &
+c=$!
+exec 3<&- 0</dev/null
+wait "$c"
+s=$?
+if [ "$s" -gt 128 ] && [ "$s" -lt 160 ]; then trap - "$((s - 128))" 2>/dev/null; kill -"$((s - 128))" $$; fi
+exit "$s""#;
+
+/// Kills process group `$1` (the command's, when it leads it), every process group led by
+/// a child of pid `$1`, then `$1` itself. Reads only `/proc/<pid>/stat`, which the
+/// sandboxed code cannot forge for another process.
+pub(crate) const KILL_TREE: &str = r#"p=$1
+kill -KILL -- "-$p" 2>/dev/null
+for d in /proc/[0-9]*; do
+  read -r st < "$d/stat" 2>/dev/null || continue
+  set -- ${st##*) }
+  [ "$2" = "$p" ] && kill -KILL -- "-$3" 2>/dev/null
+done
+kill -KILL "$p" 2>/dev/null
+exit 0"#;
+
+/// A start refused for its working directory (envd's `invalid_argument` "cwd '..' does not
+/// exist") is [`Error::NotFound`] naming the directory as the caller wrote it.
+pub(crate) fn start_error(e: Error, command: &Command) -> Error {
+    let refused_cwd = super::errors::reply_of(&e)
+        .is_some_and(|r| r.connect_code() == "invalid_argument" && r.message.contains("cwd"));
+    match command.working_dir() {
+        Some(cwd) if refused_cwd => Error::not_found(cwd),
+        _ => e,
+    }
+}
+
+/// The argv and environment of a command, as envd's `StartRequest` JSON.
+pub(crate) fn start_request(
+    command: &Command,
+    sandbox_secrets: &[(String, SecretString)],
+    stdin: bool,
+    tag: &str,
+) -> serde_json::Value {
+    let mut args = vec!["-c".to_owned(), WRAPPER.to_owned(), "sandboxio".to_owned()];
+    args.extend(command.argv().iter().cloned());
+    let mut envs = BTreeMap::new();
+    for (k, v) in sandbox_secrets {
+        envs.insert(k.clone(), v.expose_secret().to_owned());
+    }
+    for (k, v) in command.env_vars() {
+        envs.insert(k.clone(), v.clone());
+    }
+    for (k, v) in command.secret_env_vars() {
+        envs.insert(k.clone(), v.expose_secret().to_owned());
+    }
+    let mut request = process::start_request("/bin/sh", &args, &envs, command.working_dir(), stdin);
+    request["tag"] = tag.into();
+    request
+}
+
+/// A tag unique in this process, so a process whose start event never arrived can still
+/// be found (envd's `ProcessSelector` takes a tag).
+pub(crate) fn next_tag() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("sandboxio-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// How often, and how far apart, a command whose start event never arrived is looked for
+/// by its tag before it is taken as never started (its `Start` may still be on its way).
+const FIND_TRIES: u32 = 10;
+const FIND_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Kills the process tree of the command tagged `tag` (pid `pid` when known).
+pub(crate) async fn kill_tree(envd: &Envd, pid: Option<u32>, tag: &str) -> Result<()> {
+    let mut pid = pid;
+    for _ in 0..FIND_TRIES {
+        if pid.is_some() {
+            break;
+        }
+        pid = find_by_tag(envd, tag).await?;
+        if pid.is_none() {
+            tokio::time::sleep(FIND_PAUSE).await;
+        }
+    }
+    let Some(pid) = pid else { return Ok(()) };
+    let request = process::start_request(
+        "/bin/sh",
+        &["-c".to_owned(), KILL_TREE.to_owned(), "sandboxio".to_owned(), pid.to_string()],
+        &BTreeMap::new(),
+        None,
+        false,
+    );
+    let mut stream = envd.start(&request, None).await?;
+    while stream.next().await?.is_some() {}
+    // The wrapper may have been stopped by nothing else: envd's own kill makes sure.
+    envd.signal(pid, true).await.map(drop)
+}
+
+async fn find_by_tag(envd: &Envd, tag: &str) -> Result<Option<u32>> {
+    let listed = envd.unary("process.Process/List", &serde_json::json!({}), None, true).await?;
+    Ok(listed["processes"].as_array().and_then(|ps| {
+        ps.iter()
+            .find(|p| p["tag"] == tag)
+            .and_then(|p| p["pid"].as_u64())
+            .and_then(|p| u32::try_from(p).ok())
+    }))
+}
+
+/// Kills the command's tree on the portal when dropped armed: a cancelled `run`, a
+/// dropped stream.
+pub(crate) struct KillOnDrop {
+    envd: Envd,
+    tag: String,
+    pub(crate) pid: Option<u32>,
+    armed: bool,
+}
+
+impl KillOnDrop {
+    pub(crate) fn new(envd: &Envd, tag: &str) -> Self {
+        KillOnDrop { envd: envd.clone(), tag: tag.to_owned(), pid: None, armed: true }
+    }
+
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let (envd, pid, tag) = (self.envd.clone(), self.pid, std::mem::take(&mut self.tag));
+            PORTAL.detach(async move {
+                if let Err(e) = kill_tree(&envd, pid, &tag).await {
+                    tracing::warn!(target: "sandboxio::orphan", sandbox = envd.id(), error = %e, "could not kill a command's process tree");
+                }
+            });
+        }
+    }
+}
+
+/// Output gathered so far, bounded by the command's output limit.
+struct Gathered {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    limit: usize,
+    truncated: bool,
+}
+
+impl Gathered {
+    fn add(&mut self, kind: StreamKind, data: &[u8]) {
+        let buf = if kind == StreamKind::Stdout { &mut self.stdout } else { &mut self.stderr };
+        let room = self.limit.saturating_sub(buf.len());
+        if data.len() > room {
+            self.truncated = true;
+        }
+        buf.extend_from_slice(&data[..data.len().min(room)]);
+    }
+
+    fn result(self, status: ExitStatus, started: Instant) -> ExecResult {
+        ExecResult::new(0, self.stdout, self.stderr)
+            .with_truncated(self.truncated)
+            .with_status(status)
+            .with_duration(started.elapsed())
+    }
+}
+
+/// Runs `command` to completion on the portal (call it inside a portal task).
+pub(crate) async fn run(
+    envd: Envd,
+    secrets: Arc<Vec<(String, SecretString)>>,
+    command: Command,
+) -> Result<ExecResult> {
+    let started = Instant::now();
+    let tag = next_tag();
+    let stdin = command.stdin_bytes().map(<[u8]>::to_vec);
+    let mut guard = KillOnDrop::new(&envd, &tag);
+    let mut stream = envd
+        .start(&start_request(&command, &secrets, stdin.is_some(), &tag), None)
+        .await
+        .map_err(|e| start_error(e, &command))?;
+    let pid = first_pid(&mut stream).await.map_err(|e| start_error(e, &command))?;
+    guard.pid = Some(pid);
+    if let Some(data) = stdin {
+        for chunk in data.chunks(1 << 20) {
+            envd.send_input(pid, chunk).await?;
+        }
+        envd.close_stdin(pid).await?;
+    }
+    let mut gathered = Gathered {
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        limit: command.output_limit_bytes(),
+        truncated: false,
+    };
+    let drain = async {
+        loop {
+            match stream.next().await? {
+                Some(ProcessEvent::Stdout(d)) => gathered.add(StreamKind::Stdout, &d),
+                Some(ProcessEvent::Stderr(d)) => gathered.add(StreamKind::Stderr, &d),
+                Some(ProcessEvent::End(status)) => return Ok(Some(status)),
+                Some(ProcessEvent::Start(_)) => {}
+                None => return Ok(None),
+            }
+        }
+    };
+    let ended: Result<Option<ExitStatus>> = match command.timeout_duration() {
+        Some(limit) => {
+            let Ok(ended) = tokio::time::timeout(limit, drain).await else {
+                guard.disarm();
+                kill_tree(&envd, Some(pid), &tag).await?;
+                return Err(Error::execution_timeout(limit, gathered.result(ExitStatus::Signal(9), started)));
+            };
+            ended
+        }
+        None => drain.await,
+    };
+    guard.disarm();
+    match ended? {
+        Some(status) => Ok(gathered.result(status, started)),
+        None => Err(Error::provider_message(SCHEME, "envd ended the process stream without an end event")),
+    }
+}
+
+/// Reads the stream's first event, which envd always makes `start{pid}`.
+pub(crate) async fn first_pid(stream: &mut EventStream) -> Result<u32> {
+    match stream.next().await? {
+        Some(ProcessEvent::Start(pid)) => Ok(pid),
+        other => Err(Error::provider_message(SCHEME, format!("envd's first event was {other:?}, not start"))),
+    }
+}
+
+/// One chunk of output from an event, `None` for other events.
+pub(crate) fn chunk_of(event: &ProcessEvent) -> Option<OutputChunk> {
+    match event {
+        ProcessEvent::Stdout(d) => Some(OutputChunk { stream: StreamKind::Stdout, data: d.clone() }),
+        ProcessEvent::Stderr(d) => Some(OutputChunk { stream: StreamKind::Stderr, data: d.clone() }),
+        _ => None,
+    }
+}

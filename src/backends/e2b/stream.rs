@@ -1,0 +1,238 @@
+//! A streamed command: a pump task on the portal reads envd's events into a bounded
+//! channel (a slow consumer slows the reads, memory stays bounded) and serves stdin writes
+//! as `SendInput` calls. Dropping the stream aborts the pump, whose guard kills the
+//! command's process tree ([`super::exec::KillOnDrop`]).
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::envd::Envd;
+use super::exec::{self, KillOnDrop};
+use super::process::ProcessEvent;
+use super::{PORTAL, SCHEME};
+use crate::backend::{BackendExecStream, BoxFuture};
+use crate::backends::portal::Task;
+use crate::error::{Error, Result};
+use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk};
+use crate::secret::SecretString;
+
+/// Chunks buffered between envd and a consumer that has not polled yet.
+const CHANNEL_CHUNKS: usize = 32;
+
+enum StdinOp {
+    Data(Vec<u8>, oneshot::Sender<Result<()>>),
+    Close(oneshot::Sender<Result<()>>),
+}
+
+pub(super) struct E2bExecStream {
+    envd: Envd,
+    tag: String,
+    pid: Arc<std::sync::Mutex<Option<u32>>>,
+    chunks: mpsc::Receiver<Result<OutputChunk>>,
+    stdin: mpsc::Sender<StdinOp>,
+    exit: Option<oneshot::Receiver<ExitStatus>>,
+    pump: Option<Task<()>>,
+    ended: bool,
+    started: Instant,
+    done: Option<ExecResult>,
+}
+
+impl std::fmt::Debug for E2bExecStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("E2bExecStream")
+            .field("tag", &self.tag)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl E2bExecStream {
+    pub(super) fn start(envd: &Envd, secrets: Arc<Vec<(String, SecretString)>>, command: Command) -> Self {
+        let tag = exec::next_tag();
+        let (chunk_tx, chunks) = mpsc::channel(CHANNEL_CHUNKS);
+        let (stdin, stdin_rx) = mpsc::channel(4);
+        let (exit_tx, exit) = oneshot::channel();
+        let pid = Arc::new(std::sync::Mutex::new(None));
+        let pump = PORTAL.spawn(pump(
+            envd.clone(),
+            secrets,
+            command,
+            tag.clone(),
+            Arc::clone(&pid),
+            chunk_tx,
+            stdin_rx,
+            exit_tx,
+        ));
+        E2bExecStream {
+            envd: envd.clone(),
+            tag,
+            pid,
+            chunks,
+            stdin,
+            exit: Some(exit),
+            pump: Some(pump),
+            ended: false,
+            started: Instant::now(),
+            done: None,
+        }
+    }
+
+    async fn stdin_op(&mut self, op: impl FnOnce(oneshot::Sender<Result<()>>) -> StdinOp) -> Result<()> {
+        let (ack, acked) = oneshot::channel();
+        let ended = || Error::provider_message(SCHEME, "the process has ended");
+        self.stdin.send(op(ack)).await.map_err(|_| ended())?;
+        acked.await.map_err(|_| ended())?
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one task's channels, each used once
+async fn pump(
+    envd: Envd,
+    secrets: Arc<Vec<(String, SecretString)>>,
+    command: Command,
+    tag: String,
+    pid_slot: Arc<std::sync::Mutex<Option<u32>>>,
+    chunks: mpsc::Sender<Result<OutputChunk>>,
+    mut stdin_rx: mpsc::Receiver<StdinOp>,
+    exit: oneshot::Sender<ExitStatus>,
+) -> Result<()> {
+    let mut guard = KillOnDrop::new(&envd, &tag);
+    let started = async {
+        let mut stream = envd.start(&exec::start_request(&command, &secrets, true, &tag), None).await?;
+        let pid = exec::first_pid(&mut stream).await?;
+        Ok::<_, Error>((stream, pid))
+    };
+    let started = async { started.await.map_err(|e| exec::start_error(e, &command)) };
+    let (mut stream, pid) = match started.await {
+        Ok(started) => started,
+        Err(e) => {
+            let _ = chunks.send(Err(e)).await;
+            return Ok(());
+        }
+    };
+    guard.pid = Some(pid);
+    *pid_slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(pid);
+    let mut stdin_open = true;
+    let read = async {
+        loop {
+            tokio::select! {
+                event = stream.next() => match event {
+                    Ok(Some(ProcessEvent::End(status))) => return Ok(Some(status)),
+                    Ok(Some(event)) => {
+                        if let Some(chunk) = exec::chunk_of(&event)
+                            && chunks.send(Ok(chunk)).await.is_err()
+                        {
+                            return Ok(None); // the consumer is gone: the guard kills
+                        }
+                    }
+                    Ok(None) => return Err(Error::provider_message(SCHEME, "envd ended the process stream without an end event")),
+                    Err(e) => return Err(e),
+                },
+                Some(op) = stdin_rx.recv() => match op {
+                    StdinOp::Data(data, ack) if stdin_open => {
+                        let _ = ack.send(envd.send_input(pid, &data).await);
+                    }
+                    StdinOp::Data(_, ack) => {
+                        let _ = ack.send(Err(Error::invalid_input("stdin was already closed")));
+                    }
+                    StdinOp::Close(ack) => {
+                        let closed = if stdin_open { envd.close_stdin(pid).await } else { Ok(()) };
+                        stdin_open = false;
+                        let _ = ack.send(closed);
+                    }
+                },
+            }
+        }
+    };
+    let finished = match command.timeout_duration() {
+        Some(limit) => tokio::time::timeout(limit, read).await.map_err(|_| limit),
+        None => Ok(read.await),
+    };
+    match finished {
+        Err(limit) => {
+            guard.disarm();
+            let killed = exec::kill_tree(&envd, Some(pid), &tag).await;
+            let ending = match killed {
+                Err(gone @ Error::SandboxGone { .. }) => gone,
+                _ => Error::execution_timeout(limit, ExecResult::new(137, "", "")),
+            };
+            let _ = chunks.send(Err(ending)).await;
+        }
+        Ok(Ok(None)) => {}
+        Ok(Ok(Some(status))) => {
+            guard.disarm();
+            let _ = exit.send(status);
+        }
+        Ok(Err(e)) => {
+            let _ = chunks.send(Err(e)).await;
+        }
+    }
+    Ok(())
+}
+
+impl BackendExecStream for E2bExecStream {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match self.chunks.poll_recv(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                self.ended = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                self.ended = true;
+                Poll::Ready(None)
+            }
+            other => other,
+        }
+    }
+
+    fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        let data = data.to_vec();
+        Box::pin(self.stdin_op(move |ack| StdinOp::Data(data, ack)))
+    }
+
+    fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.stdin_op(StdinOp::Close))
+    }
+
+    fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
+        Box::pin(async move {
+            if let Some(done) = &self.done {
+                return Ok(done.clone());
+            }
+            while !self.ended {
+                if let Some(Err(e)) = std::future::poll_fn(|cx| self.poll_chunk(cx)).await {
+                    return Err(e);
+                }
+            }
+            let terminated = || Error::provider_message(SCHEME, "the process was terminated");
+            let status = self.exit.take().ok_or_else(terminated)?.await.map_err(|_| terminated())?;
+            let result = ExecResult::new(0, "", "").with_status(status).with_duration(self.started.elapsed());
+            self.done = Some(result.clone());
+            Ok(result)
+        })
+    }
+
+    fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            self.ended = true;
+            self.exit = None;
+            drop(self.pump.take());
+            let pid = *self.pid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (envd, tag) = (self.envd.clone(), self.tag.clone());
+            PORTAL
+                .spawn(async move {
+                    match exec::kill_tree(&envd, pid, &tag).await {
+                        Ok(()) | Err(Error::SandboxGone { .. }) => Ok(()),
+                        Err(e) => Err(e),
+                    }
+                })
+                .await
+        })
+    }
+}
