@@ -74,6 +74,20 @@ pub(crate) fn error_json(e: &Error) -> Value {
     json!({ "code": e.code().as_str(), "message": e.to_string() })
 }
 
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM; never, if neither can be watched.
+pub(crate) async fn interrupt() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 fn interrupted(json: bool, what: &str) -> i32 {
     if json {
         println!("{}", json!({ "error": { "code": "interrupted", "message": what } }));
@@ -148,11 +162,11 @@ async fn in_fresh_sandbox(common: &Common, opts: &SandboxOpts, work: impl AsyncF
             Ok(sandbox) => sandbox,
             Err(e) => return fail(common.json, &e),
         },
-        _ = tokio::signal::ctrl_c() => return interrupted(common.json, "the sandbox being created is removed"),
+        () = interrupt() => return interrupted(common.json, "the sandbox being created is removed"),
     };
     let code = tokio::select! {
         code = work(&sandbox) => Some(code),
-        _ = tokio::signal::ctrl_c() => None,
+        () = interrupt() => None,
     };
     let closed = sandbox.close().await;
     match (code, closed) {
@@ -213,7 +227,7 @@ pub async fn exec(args: ExecArgs) -> i32 {
     };
     tokio::select! {
         out = work => out.unwrap_or_else(|e| fail(json, &e)),
-        _ = tokio::signal::ctrl_c() => interrupted(json, "the command was killed"),
+        () = interrupt() => interrupted(json, "the command was killed"),
     }
 }
 
@@ -296,10 +310,13 @@ pub async fn code(args: CodeArgs) -> i32 {
                 println!("saved {}", file.display());
             }
             if let Some(e) = &result.error {
+                // The traceback ends with the `Name: value` line; print that alone without one.
+                if e.traceback.is_empty() {
+                    eprintln!("{}: {}", e.name, e.value);
+                }
                 for line in &e.traceback {
                     eprintln!("{line}");
                 }
-                eprintln!("{}: {}", e.name, e.value);
             }
         }
         if result.success() { 0 } else { 1 }

@@ -143,7 +143,7 @@ impl SandboxServer {
     }
 
     /// The names of the registered tools, in order.
-    #[must_use]
+    #[cfg(test)]
     pub fn tool_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.tool_router.list_all().into_iter().map(|t| t.name.into_owned()).collect();
         names.sort();
@@ -209,9 +209,8 @@ impl SandboxServer {
         }
         match &result.error {
             Some(e) => {
-                let mut text = e.traceback.join("\n");
-                text.push_str(&format!("\n{}: {}", e.name, e.value));
-                content.push(ContentBlock::text(text.trim_start().to_owned()));
+                let text = if e.traceback.is_empty() { format!("{}: {}", e.name, e.value) } else { e.traceback.join("\n") };
+                content.push(ContentBlock::text(text));
                 CallToolResult::error(content)
             }
             None => CallToolResult::success(content),
@@ -286,7 +285,7 @@ pub async fn serve(args: McpArgs) -> i32 {
         Ok(running) => {
             tokio::select! {
                 _ = running.waiting() => 0,
-                _ = tokio::signal::ctrl_c() => crate::commands::EXIT_INTERRUPTED,
+                () = crate::commands::interrupt() => crate::commands::EXIT_INTERRUPTED,
             }
         }
         Err(e) => {
