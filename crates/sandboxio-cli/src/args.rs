@@ -30,11 +30,15 @@ pub struct Cli {
 pub enum Cmd {
     /// Create a sandbox, run one command in it with live output, download files, and exit
     /// with the command's exit code; Ctrl-C kills and removes the sandbox.
-    #[command(after_help = "Examples:\n  sandboxio run -- sh -c 'echo hi; exit 3'\n  sandboxio run --json --network deny -- python3 -c 'print(1)'")]
+    #[command(
+        after_help = "Examples:\n  sandboxio run -- sh -c 'echo hi; exit 3'\n  sandboxio run --json --network deny -- python3 -c 'print(1)'"
+    )]
     Run(RunArgs),
     /// Run a Python cell (from FILE, or `-` for stdin); rich results (PNG, SVG, HTML) are
     /// saved as files and named on stdout.
-    #[command(after_help = "Examples:\n  sandboxio code plot.py --out-dir results\n  echo '1 + 1' | sandboxio code -")]
+    #[command(
+        after_help = "Examples:\n  sandboxio code plot.py --out-dir results\n  echo '1 + 1' | sandboxio code -"
+    )]
     Code(CodeArgs),
     /// Create a sandbox that outlives this command and print its id.
     Create(CreateArgs),
@@ -42,12 +46,16 @@ pub enum Cmd {
     #[command(after_help = "Example:\n  sandboxio exec 3f2a9c -- cat /etc/os-release")]
     Exec(ExecArgs),
     /// Copy a file into or out of a sandbox: one side is `ID:PATH`.
-    #[command(after_help = "Examples:\n  sandboxio cp ./in.txt 3f2a9c:/workspace/in.txt\n  sandboxio cp 3f2a9c:/workspace/out.txt ./out.txt")]
+    #[command(
+        after_help = "Examples:\n  sandboxio cp ./in.txt 3f2a9c:/workspace/in.txt\n  sandboxio cp 3f2a9c:/workspace/out.txt ./out.txt"
+    )]
     Cp(CpArgs),
     /// Kill sandboxes by id.
     Kill(KillArgs),
     /// Serve one sandbox per session to an MCP client over stdio.
-    #[command(after_help = "Example (an MCP client's server entry):\n  {\"command\": \"sandboxio\", \"args\": [\"mcp\", \"--dsn\", \"local://\"]}")]
+    #[command(
+        after_help = "Example (an MCP client's server entry):\n  {\"command\": \"sandboxio\", \"args\": [\"mcp\", \"--dsn\", \"local://\"]}"
+    )]
     Mcp(McpArgs),
     /// Print a shell completion script.
     Completions {
@@ -380,8 +388,24 @@ mod tests {
     #[test]
     fn run_argv() {
         let cli = parse(&[
-            "run", "--dsn", "fake://", "--json", "--network", "allow", "--memory", "256", "--timeout", "5",
-            "--upload", "a.txt:/w/a.txt", "--download", "/w/b", "--", "sh", "-c", "exit 3",
+            "run",
+            "--dsn",
+            "fake://",
+            "--json",
+            "--network",
+            "allow",
+            "--memory",
+            "256",
+            "--timeout",
+            "5",
+            "--upload",
+            "a.txt:/w/a.txt",
+            "--download",
+            "/w/b",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
         ])
         .unwrap();
         let Cmd::Run(run) = cli.command else { panic!("not run: {cli:?}") };

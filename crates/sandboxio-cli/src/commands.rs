@@ -50,7 +50,10 @@ async fn with_spinner<T>(message: &'static str, work: impl Future<Output = T>) -
         () = tokio::time::sleep(Duration::from_secs(1)) => {}
     }
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    bar.set_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
     bar.set_message(message);
     bar.enable_steady_tick(Duration::from_millis(100));
     let out = work.await;
@@ -113,7 +116,7 @@ impl Sink {
     fn take(&mut self, chunk: &OutputChunk) {
         let (kept, live): (&mut Vec<u8>, &mut dyn Write) = match chunk.stream {
             StreamKind::Stderr => (&mut self.stderr, &mut std::io::stderr()),
-            _ => (&mut self.stdout, &mut std::io::stdout()),
+            StreamKind::Stdout => (&mut self.stdout, &mut std::io::stdout()),
         };
         if self.json {
             kept.extend_from_slice(&chunk.data);
@@ -126,7 +129,11 @@ impl Sink {
 
 /// Runs `command` in `sandbox` with its output streamed into `sink`; the result's
 /// `stdout`/`stderr` are what the sink kept.
-async fn stream_command(sandbox: &Sandbox, command: Command, sink: &mut Sink) -> sandboxio::Result<ExecResult> {
+async fn stream_command(
+    sandbox: &Sandbox,
+    command: Command,
+    sink: &mut Sink,
+) -> sandboxio::Result<ExecResult> {
     let mut stream = sandbox.stream(command)?;
     while let Some(chunk) = stream.next_chunk().await {
         sink.take(&chunk?);
@@ -156,7 +163,11 @@ fn exec_report(sandbox_id: &str, result: &ExecResult, sink: &Sink, downloaded: &
 
 /// Creates a sandbox, runs `work` in it, and closes it, whether `work` finished, failed or
 /// was interrupted by Ctrl-C (which first drops `work`, killing what it ran).
-async fn in_fresh_sandbox(common: &Common, opts: &SandboxOpts, work: impl AsyncFnOnce(&Sandbox) -> i32) -> i32 {
+async fn in_fresh_sandbox(
+    common: &Common,
+    opts: &SandboxOpts,
+    work: impl AsyncFnOnce(&Sandbox) -> i32,
+) -> i32 {
     let sandbox = tokio::select! {
         created = create_sandbox(&common.dsn, opts, false, None) => match created {
             Ok(sandbox) => sandbox,
@@ -289,7 +300,10 @@ pub async fn code(args: CodeArgs) -> i32 {
             Err(e) => return fail(json, &Error::invalid_input(format!("cannot save a result: {e}"))),
         };
         if json {
-            let error = result.error.as_ref().map(|e| json!({ "name": e.name, "value": e.value, "traceback": e.traceback }));
+            let error = result
+                .error
+                .as_ref()
+                .map(|e| json!({ "name": e.name, "value": e.value, "traceback": e.traceback }));
             println!(
                 "{}",
                 json!({
@@ -319,7 +333,7 @@ pub async fn code(args: CodeArgs) -> i32 {
                 }
             }
         }
-        if result.success() { 0 } else { 1 }
+        i32::from(!result.success())
     })
     .await
 }
@@ -328,7 +342,9 @@ pub async fn code(args: CodeArgs) -> i32 {
 pub async fn create(args: CreateArgs) -> i32 {
     let json = args.common.json;
     let made = async {
-        let sandbox = create_sandbox(&args.common.dsn, &args.sandbox, args.detach, args.ttl.map(Duration::from_secs)).await?;
+        let sandbox =
+            create_sandbox(&args.common.dsn, &args.sandbox, args.detach, args.ttl.map(Duration::from_secs))
+                .await?;
         let backend = sandbox.backend().to_owned();
         let id = sandbox.detach().await?;
         Ok::<_, Error>((id, backend))
@@ -388,7 +404,9 @@ pub async fn cp(args: CpArgs) -> i32 {
                 let sandbox = Sandbox::connect(&args.common.dsn, &id).await?;
                 with_spinner("downloading", sandbox.fs().download(&path, &dst)).await
             }
-            _ => Err(Error::invalid_input("exactly one side of cp must be a sandbox path, as in ID:/workspace/file")),
+            _ => Err(Error::invalid_input(
+                "exactly one side of cp must be a sandbox path, as in ID:/workspace/file",
+            )),
         }
     };
     match copy.await {

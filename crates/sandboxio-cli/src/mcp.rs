@@ -79,8 +79,14 @@ pub struct SandboxServer {
 /// structured content.
 fn tool_error(e: &Error) -> CallToolResult {
     let mut result = CallToolResult::error(vec![ContentBlock::text(e.to_string())]);
-    result.structured_content = Some(serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }));
+    result.structured_content =
+        Some(serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }));
     result
+}
+
+/// Output under a header naming its stream: `--- stdout ---\nhi\n`.
+fn labelled(stream: &str, bytes: &[u8]) -> String {
+    format!("--- {stream} ---\n{}", String::from_utf8_lossy(bytes))
 }
 
 fn exec_text(result: &ExecResult) -> String {
@@ -92,7 +98,8 @@ fn exec_text(result: &ExecResult) -> String {
     let mut text = status;
     for (name, bytes) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
         if !bytes.is_empty() {
-            text.push_str(&format!("\n--- {name} ---\n{}", String::from_utf8_lossy(bytes)));
+            text.push('\n');
+            text.push_str(&labelled(name, bytes));
         }
     }
     text
@@ -145,7 +152,8 @@ impl SandboxServer {
     /// The names of the registered tools, in order.
     #[cfg(test)]
     pub fn tool_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.tool_router.list_all().into_iter().map(|t| t.name.into_owned()).collect();
+        let mut names: Vec<String> =
+            self.tool_router.list_all().into_iter().map(|t| t.name.into_owned()).collect();
         names.sort();
         names
     }
@@ -170,7 +178,9 @@ impl SandboxServer {
         }
     }
 
-    #[tool(description = "Run a shell command (sh -c) in this session's sandbox. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error.")]
+    #[tool(
+        description = "Run a shell command (sh -c) in this session's sandbox. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error."
+    )]
     async fn run_command(&self, Parameters(p): Parameters<RunCommandParams>) -> CallToolResult {
         let run = async {
             let mut command = Command::shell(p.command);
@@ -185,7 +195,9 @@ impl SandboxServer {
         }
     }
 
-    #[tool(description = "Run a Python cell in this session's sandbox. Returns stdout and stderr as text, and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback.")]
+    #[tool(
+        description = "Run a Python cell in this session's sandbox. Returns stdout and stderr as text, and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback."
+    )]
     async fn run_code(&self, Parameters(p): Parameters<RunCodeParams>) -> CallToolResult {
         let run = async {
             let mut code = Code::new(p.code);
@@ -201,7 +213,7 @@ impl SandboxServer {
         let mut content = Vec::new();
         for (name, bytes) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
             if !bytes.is_empty() {
-                content.push(ContentBlock::text(format!("--- {name} ---\n{}", String::from_utf8_lossy(bytes))));
+                content.push(ContentBlock::text(labelled(name, bytes)));
             }
         }
         for bundle in &result.results {
@@ -209,7 +221,11 @@ impl SandboxServer {
         }
         match &result.error {
             Some(e) => {
-                let text = if e.traceback.is_empty() { format!("{}: {}", e.name, e.value) } else { e.traceback.join("\n") };
+                let text = if e.traceback.is_empty() {
+                    format!("{}: {}", e.name, e.value)
+                } else {
+                    e.traceback.join("\n")
+                };
                 content.push(ContentBlock::text(text));
                 CallToolResult::error(content)
             }
@@ -217,7 +233,9 @@ impl SandboxServer {
         }
     }
 
-    #[tool(description = "Read a file of this session's sandbox. Text comes back as text; other bytes as base64.")]
+    #[tool(
+        description = "Read a file of this session's sandbox. Text comes back as text; other bytes as base64."
+    )]
     async fn read_file(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
         let read = async { self.sandbox().await?.fs().read(&p.path).await };
         match read.await {
@@ -241,12 +259,16 @@ impl SandboxServer {
         let len = p.content.len();
         let write = async { self.sandbox().await?.fs().write(&p.path, p.content).await };
         match write.await {
-            Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!("wrote {len} bytes to {}", p.path))]),
+            Ok(()) => {
+                CallToolResult::success(vec![ContentBlock::text(format!("wrote {len} bytes to {}", p.path))])
+            }
             Err(e) => tool_error(&e),
         }
     }
 
-    #[tool(description = "List a directory of this session's sandbox: one entry a line, directories with a trailing slash, files with their size.")]
+    #[tool(
+        description = "List a directory of this session's sandbox: one entry a line, directories with a trailing slash, files with their size."
+    )]
     async fn list_files(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
         let list = async { self.sandbox().await?.fs().list(&p.path).await };
         match list.await {
@@ -314,6 +336,7 @@ mod tests {
         SandboxOpts { network: NetworkPolicy::deny_all(), memory: None }
     }
 
+    #[expect(clippy::unnecessary_wraps, reason = "the signature of a scheme factory")]
     fn run_only(_: &sandboxio::dsn::Dsn) -> sandboxio::Result<Arc<dyn Backend>> {
         Ok(Arc::new(FakeBackend::new().with_capabilities(Capabilities::RUN | Capabilities::NETWORK_DENY)))
     }
@@ -336,13 +359,16 @@ mod tests {
         let (server_io, client_io) = tokio::io::duplex(1 << 16);
         let server = SandboxServer::new("fake://", deny()).unwrap();
         let session = server.clone();
-        let served = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
+        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
         let client = ().serve(client_io).await.unwrap();
-        let tools: Vec<String> = client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
+        let tools: Vec<String> =
+            client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
         assert_eq!(tools.len(), 5, "{tools:?}");
         let args = serde_json::json!({ "command": "echo hello; exit 3" });
         let out = client
-            .call_tool(CallToolRequestParams::new("run_command").with_arguments(args.as_object().unwrap().clone()))
+            .call_tool(
+                CallToolRequestParams::new("run_command").with_arguments(args.as_object().unwrap().clone()),
+            )
             .await
             .unwrap();
         assert_eq!(out.is_error, Some(false));
@@ -350,13 +376,15 @@ mod tests {
         assert_eq!(text.text, "exit code 3\n--- stdout ---\nhello\n");
         let args = serde_json::json!({ "path": "/missing.txt" });
         let out = client
-            .call_tool(CallToolRequestParams::new("read_file").with_arguments(args.as_object().unwrap().clone()))
+            .call_tool(
+                CallToolRequestParams::new("read_file").with_arguments(args.as_object().unwrap().clone()),
+            )
             .await
             .unwrap();
         assert_eq!(out.is_error, Some(true));
         assert_eq!(out.structured_content.as_ref().unwrap()["code"], "SBX-010");
         client.cancel().await.unwrap();
-        served.await.unwrap().unwrap();
+        serving.await.unwrap().unwrap();
         assert!(session.sandbox.lock().await.is_some(), "the first call made the session's sandbox");
         session.end_session().await;
         assert!(session.sandbox.lock().await.is_none());

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 
 /// A 1×1 PNG.
-const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+const PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 
 struct Scratch(PathBuf);
 
@@ -78,7 +79,15 @@ fn run_json_shape_uploads_and_downloads() {
     let s = Scratch::new("json");
     std::fs::write(s.0.join("in.txt"), "data\n").unwrap();
     let out = s.run(&[
-        "run", "--json", "--upload", "in.txt:in.txt", "--download", "/workspace/out.txt", "--", "sh", "-c",
+        "run",
+        "--json",
+        "--upload",
+        "in.txt:in.txt",
+        "--download",
+        "/workspace/out.txt",
+        "--",
+        "sh",
+        "-c",
         "tr a-z A-Z < in.txt > out.txt; echo done; echo warn >&2; exit 4",
     ]);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
@@ -120,7 +129,9 @@ fn network_deny_refuses_a_connection_the_host_accepts() {
     let port = listener.local_addr().unwrap().port();
     // The positive control: the host itself reaches the listener.
     std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let probe = format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')");
+    let probe = format!(
+        "import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')"
+    );
     let out = s.run(&["run", "--network", "deny", "--", "python3", "-c", &probe]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert_eq!(text(&out.stdout), "");
@@ -181,7 +192,8 @@ fn create_detach_exec_cp_kill() {
 #[test]
 fn ctrl_c_kills_the_sandbox_and_leaves_nothing() {
     let s = Scratch::new("sigint");
-    let mut child = s.cmd(&["run", "--", "sh", "-c", "echo ready; sleep 30"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        s.cmd(&["run", "--", "sh", "-c", "echo ready; sleep 30"]).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n", "output arrives while the command still runs");
@@ -202,6 +214,10 @@ fn completions_and_help() {
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("_sandboxio()"), "{}", text(&out.stdout));
     let out = s.run(&["run", "--help"]);
-    assert!(text(&out.stdout).contains("Examples:\n  sandboxio run -- sh -c 'echo hi; exit 3'"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("Examples:\n  sandboxio run -- sh -c 'echo hi; exit 3'"),
+        "{}",
+        text(&out.stdout)
+    );
     assert!(Path::new(env!("CARGO_BIN_EXE_sandboxio")).exists());
 }

@@ -11,9 +11,14 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 
-const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+const PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 
-async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: serde_json::Value) -> CallToolResult {
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: serde_json::Value,
+) -> CallToolResult {
     let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
     client.call_tool(params).await.unwrap()
 }
@@ -51,12 +56,15 @@ async fn mcp_over_stdio_on_local() {
 
     let info = client.peer_info().expect("initialize answered");
     assert_eq!(info.server_info.as_ref().map(|i| i.name.as_str()), Some("sandboxio"));
-    let mut tools: Vec<String> = client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
+    let mut tools: Vec<String> =
+        client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
     tools.sort();
     assert_eq!(tools, ["list_files", "read_file", "run_code", "run_command", "write_file"]);
     assert_eq!(workspaces(&tmp), 0, "the sandbox is made lazily, on the first call");
 
-    let out = call(&client, "run_command", serde_json::json!({ "command": "echo hi; echo oops >&2; exit 2" })).await;
+    let out =
+        call(&client, "run_command", serde_json::json!({ "command": "echo hi; echo oops >&2; exit 2" }))
+            .await;
     assert_eq!(out.is_error, Some(false), "{out:?}");
     assert_eq!(texts(&out), ["exit code 2\n--- stdout ---\nhi\n\n--- stderr ---\noops\n"]);
     assert_eq!(workspaces(&tmp), 1);
@@ -85,7 +93,8 @@ async fn mcp_over_stdio_on_local() {
     assert_eq!(out.is_error, Some(true), "a cell that raised is a tool error");
     assert!(texts(&out).last().unwrap().ends_with("ZeroDivisionError: division by zero"), "{out:?}");
 
-    let out = call(&client, "write_file", serde_json::json!({ "path": "notes.txt", "content": "one\n" })).await;
+    let out =
+        call(&client, "write_file", serde_json::json!({ "path": "notes.txt", "content": "one\n" })).await;
     assert_eq!(texts(&out), ["wrote 4 bytes to notes.txt"]);
     let out = call(&client, "read_file", serde_json::json!({ "path": "notes.txt" })).await;
     assert_eq!(texts(&out), ["one\n"]);
