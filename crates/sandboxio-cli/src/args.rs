@@ -75,6 +75,28 @@ pub struct Common {
     pub json: bool,
 }
 
+/// What every subcommand that makes a sandbox takes.
+#[derive(Debug, Args)]
+pub struct NewSandbox {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub common: Common,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub sandbox: SandboxOpts,
+}
+
+/// The command that `run` and `exec` run.
+#[derive(Debug, Args)]
+pub struct CommandLine {
+    /// Kill the command after this many seconds.
+    #[arg(long, value_name = "S")]
+    pub timeout: Option<u64>,
+    /// The command and its arguments (argv, no shell).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
 /// How a new sandbox is made.
 #[derive(Debug, Args)]
 pub struct SandboxOpts {
@@ -91,22 +113,16 @@ pub struct SandboxOpts {
 pub struct RunArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
-    pub common: Common,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub sandbox: SandboxOpts,
-    /// Kill the command after this many seconds.
-    #[arg(long, value_name = "S")]
-    pub timeout: Option<u64>,
+    pub new: NewSandbox,
     /// Copy a host file into the sandbox before the command runs.
     #[arg(long, value_name = "SRC:DST", value_parser = parse_upload)]
     pub upload: Vec<Upload>,
     /// Copy a file out of the sandbox after the command (into the current directory).
     #[arg(long, value_name = "PATH")]
     pub download: Vec<String>,
-    /// The command and its arguments (argv, no shell).
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub line: CommandLine,
 }
 
 /// `sandboxio code`.
@@ -114,10 +130,7 @@ pub struct RunArgs {
 pub struct CodeArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
-    pub common: Common,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub sandbox: SandboxOpts,
+    pub new: NewSandbox,
     /// The cell's source file, or `-` for stdin.
     #[arg(default_value = "-")]
     pub file: String,
@@ -131,10 +144,7 @@ pub struct CodeArgs {
 pub struct CreateArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
-    pub common: Common,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub sandbox: SandboxOpts,
+    pub new: NewSandbox,
     /// Let the sandbox outlive this command, until its TTL or `sandboxio kill` (required:
     /// a sandbox that did not would end with the command that made it).
     #[arg(long, required = true)]
@@ -152,12 +162,9 @@ pub struct ExecArgs {
     pub common: Common,
     /// The sandbox id that `create --detach` printed.
     pub id: String,
-    /// Kill the command after this many seconds.
-    #[arg(long, value_name = "S")]
-    pub timeout: Option<u64>,
-    /// The command and its arguments (argv, no shell).
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub line: CommandLine,
 }
 
 /// `sandboxio cp`.
@@ -409,22 +416,22 @@ mod tests {
         ])
         .unwrap();
         let Cmd::Run(run) = cli.command else { panic!("not run: {cli:?}") };
-        assert_eq!(run.common.dsn, "fake://");
-        assert!(run.common.json);
-        assert_eq!(run.sandbox.network, NetworkPolicy::allow_all());
-        assert_eq!(run.sandbox.memory, Some(256));
-        assert_eq!(run.timeout, Some(5));
+        assert_eq!(run.new.common.dsn, "fake://");
+        assert!(run.new.common.json);
+        assert_eq!(run.new.sandbox.network, NetworkPolicy::allow_all());
+        assert_eq!(run.new.sandbox.memory, Some(256));
+        assert_eq!(run.line.timeout, Some(5));
         assert_eq!(run.upload, vec![Upload { src: "a.txt".into(), dst: "/w/a.txt".into() }]);
         assert_eq!(run.download, vec!["/w/b".to_owned()]);
-        assert_eq!(run.command, ["sh", "-c", "exit 3"]);
+        assert_eq!(run.line.command, ["sh", "-c", "exit 3"]);
     }
 
     #[test]
     fn defaults() {
         let Cmd::Run(run) = parse(&["run", "--", "true"]).unwrap().command else { panic!() };
-        assert_eq!(run.common.dsn, "local://");
-        assert!(!run.common.json);
-        assert_eq!(run.sandbox.network, NetworkPolicy::deny_all());
+        assert_eq!(run.new.common.dsn, "local://");
+        assert!(!run.new.common.json);
+        assert_eq!(run.new.sandbox.network, NetworkPolicy::deny_all());
         let Cmd::Code(code) = parse(&["code"]).unwrap().command else { panic!() };
         assert_eq!(code.file, "-");
         assert_eq!(code.out_dir, PathBuf::from("."));

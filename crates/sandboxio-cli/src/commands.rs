@@ -12,8 +12,8 @@ use sandboxio::{
 use serde_json::{Value, json};
 
 use crate::args::{
-    CodeArgs, Common, CpArgs, CreateArgs, Endpoint, ExecArgs, KillArgs, RunArgs, SandboxOpts, download_name,
-    exit_code, extension, parse_endpoint,
+    CodeArgs, CommandLine, CpArgs, CreateArgs, Endpoint, ExecArgs, KillArgs, NewSandbox, RunArgs,
+    SandboxOpts, download_name, exit_code, extension, parse_endpoint,
 };
 
 /// A sandboxio error (the backend, the DSN, a refused policy): `docker run`'s code for its own failures.
@@ -141,9 +141,10 @@ async fn stream_command(
     stream.wait().await
 }
 
-fn command_of(argv: &[String], timeout: Option<u64>) -> Command {
+fn command_of(line: &CommandLine) -> Command {
+    let argv = &line.command;
     let mut command = Command::new(&argv[0]).args(&argv[1..]);
-    if let Some(s) = timeout {
+    if let Some(s) = line.timeout {
         command = command.timeout(Duration::from_secs(s));
     }
     command
@@ -163,11 +164,8 @@ fn exec_report(sandbox_id: &str, result: &ExecResult, sink: &Sink, downloaded: &
 
 /// Creates a sandbox, runs `work` in it, and closes it, whether `work` finished, failed or
 /// was interrupted by Ctrl-C (which first drops `work`, killing what it ran).
-async fn in_fresh_sandbox(
-    common: &Common,
-    opts: &SandboxOpts,
-    work: impl AsyncFnOnce(&Sandbox) -> i32,
-) -> i32 {
+async fn in_fresh_sandbox(new: &NewSandbox, work: impl AsyncFnOnce(&Sandbox) -> i32) -> i32 {
+    let NewSandbox { common, sandbox: opts } = new;
     let sandbox = tokio::select! {
         created = create_sandbox(&common.dsn, opts, false, None) => match created {
             Ok(sandbox) => sandbox,
@@ -192,8 +190,8 @@ async fn in_fresh_sandbox(
 
 /// `sandboxio run`.
 pub async fn run(args: RunArgs) -> i32 {
-    let json = args.common.json;
-    in_fresh_sandbox(&args.common, &args.sandbox, async |sandbox: &Sandbox| {
+    let json = args.new.common.json;
+    in_fresh_sandbox(&args.new, async |sandbox: &Sandbox| {
         for up in &args.upload {
             let fs = sandbox.fs();
             if let Err(e) = with_spinner("uploading", fs.upload(&up.src, &up.dst)).await {
@@ -201,7 +199,7 @@ pub async fn run(args: RunArgs) -> i32 {
             }
         }
         let mut sink = Sink::new(json);
-        let result = match stream_command(sandbox, command_of(&args.command, args.timeout), &mut sink).await {
+        let result = match stream_command(sandbox, command_of(&args.line), &mut sink).await {
             Ok(result) => result,
             Err(e) => return fail(json, &e),
         };
@@ -230,7 +228,7 @@ pub async fn exec(args: ExecArgs) -> i32 {
     let work = async {
         let sandbox = Sandbox::connect(&args.common.dsn, &args.id).await?;
         let mut sink = Sink::new(json);
-        let result = stream_command(&sandbox, command_of(&args.command, args.timeout), &mut sink).await?;
+        let result = stream_command(&sandbox, command_of(&args.line), &mut sink).await?;
         if json {
             println!("{}", exec_report(sandbox.id(), &result, &sink, &[]));
         }
@@ -277,12 +275,12 @@ fn save_results(result: &CodeResult, dir: &Path) -> std::io::Result<(Vec<PathBuf
 
 /// `sandboxio code`.
 pub async fn code(args: CodeArgs) -> i32 {
-    let json = args.common.json;
+    let json = args.new.common.json;
     let source = match read_source(&args.file) {
         Ok(source) => source,
         Err(e) => return fail(json, &Error::invalid_input(format!("cannot read {}: {e}", args.file))),
     };
-    in_fresh_sandbox(&args.common, &args.sandbox, async |sandbox: &Sandbox| {
+    in_fresh_sandbox(&args.new, async |sandbox: &Sandbox| {
         let mut sink = Sink::new(json);
         let cell = async {
             let mut stream = sandbox.run_code_stream(Code::new(source))?;
@@ -340,11 +338,15 @@ pub async fn code(args: CodeArgs) -> i32 {
 
 /// `sandboxio create --detach`.
 pub async fn create(args: CreateArgs) -> i32 {
-    let json = args.common.json;
+    let json = args.new.common.json;
     let made = async {
-        let sandbox =
-            create_sandbox(&args.common.dsn, &args.sandbox, args.detach, args.ttl.map(Duration::from_secs))
-                .await?;
+        let sandbox = create_sandbox(
+            &args.new.common.dsn,
+            &args.new.sandbox,
+            args.detach,
+            args.ttl.map(Duration::from_secs),
+        )
+        .await?;
         let backend = sandbox.backend().to_owned();
         let id = sandbox.detach().await?;
         Ok::<_, Error>((id, backend))
