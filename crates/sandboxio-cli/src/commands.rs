@@ -141,13 +141,35 @@ async fn stream_command(
     stream.wait().await
 }
 
+/// A command or a cell with an optional timeout in whole seconds.
+pub(crate) trait Within: Sized {
+    /// The library's own `timeout(..)`.
+    fn timeout_after(self, timeout: Duration) -> Self;
+
+    /// `timeout_after(secs)` when `secs` is given.
+    fn within(self, secs: Option<u64>) -> Self {
+        match secs {
+            Some(s) => self.timeout_after(Duration::from_secs(s)),
+            None => self,
+        }
+    }
+}
+
+impl Within for Command {
+    fn timeout_after(self, timeout: Duration) -> Self {
+        self.timeout(timeout)
+    }
+}
+
+impl Within for Code {
+    fn timeout_after(self, timeout: Duration) -> Self {
+        self.timeout(timeout)
+    }
+}
+
 fn command_of(line: &CommandLine) -> Command {
     let argv = &line.command;
-    let mut command = Command::new(&argv[0]).args(&argv[1..]);
-    if let Some(s) = line.timeout {
-        command = command.timeout(Duration::from_secs(s));
-    }
-    command
+    Command::new(&argv[0]).args(&argv[1..]).within(line.timeout)
 }
 
 fn exec_report(sandbox_id: &str, result: &ExecResult, sink: &Sink, downloaded: &[PathBuf]) -> Value {

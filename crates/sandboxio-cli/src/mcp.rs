@@ -7,7 +7,6 @@
 //! code and message, never a protocol error or a crash.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use base64::Engine as _;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -20,7 +19,7 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use crate::args::{McpArgs, SandboxOpts};
-use crate::commands::create_sandbox;
+use crate::commands::{Within as _, create_sandbox};
 
 /// Which capability each tool needs; a tool whose capability the backend lacks is not
 /// registered.
@@ -182,13 +181,8 @@ impl SandboxServer {
         description = "Run a shell command (sh -c) in this session's sandbox. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error."
     )]
     async fn run_command(&self, Parameters(p): Parameters<RunCommandParams>) -> CallToolResult {
-        let run = async {
-            let mut command = Command::shell(p.command);
-            if let Some(s) = p.timeout_seconds {
-                command = command.timeout(Duration::from_secs(s));
-            }
-            self.sandbox().await?.run(command).await
-        };
+        let run =
+            async { self.sandbox().await?.run(Command::shell(p.command).within(p.timeout_seconds)).await };
         match run.await {
             Ok(result) => CallToolResult::success(vec![ContentBlock::text(exec_text(&result))]),
             Err(e) => tool_error(&e),
@@ -199,13 +193,7 @@ impl SandboxServer {
         description = "Run a Python cell in this session's sandbox. Returns stdout and stderr as text, and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback."
     )]
     async fn run_code(&self, Parameters(p): Parameters<RunCodeParams>) -> CallToolResult {
-        let run = async {
-            let mut code = Code::new(p.code);
-            if let Some(s) = p.timeout_seconds {
-                code = code.timeout(Duration::from_secs(s));
-            }
-            self.sandbox().await?.run_code(code).await
-        };
+        let run = async { self.sandbox().await?.run_code(Code::new(p.code).within(p.timeout_seconds)).await };
         let result = match run.await {
             Ok(result) => result,
             Err(e) => return tool_error(&e),
@@ -364,23 +352,15 @@ mod tests {
         let tools: Vec<String> =
             client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
         assert_eq!(tools.len(), 5, "{tools:?}");
-        let args = serde_json::json!({ "command": "echo hello; exit 3" });
-        let out = client
-            .call_tool(
-                CallToolRequestParams::new("run_command").with_arguments(args.as_object().unwrap().clone()),
-            )
-            .await
-            .unwrap();
+        let call = async |tool: &'static str, args: serde_json::Value| {
+            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+            client.call_tool(params).await.unwrap()
+        };
+        let out = call("run_command", serde_json::json!({ "command": "echo hello; exit 3" })).await;
         assert_eq!(out.is_error, Some(false));
         let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
         assert_eq!(text.text, "exit code 3\n--- stdout ---\nhello\n");
-        let args = serde_json::json!({ "path": "/missing.txt" });
-        let out = client
-            .call_tool(
-                CallToolRequestParams::new("read_file").with_arguments(args.as_object().unwrap().clone()),
-            )
-            .await
-            .unwrap();
+        let out = call("read_file", serde_json::json!({ "path": "/missing.txt" })).await;
         assert_eq!(out.is_error, Some(true));
         assert_eq!(out.structured_content.as_ref().unwrap()["code"], "SBX-010");
         client.cancel().await.unwrap();
