@@ -139,6 +139,16 @@ fn network_deny_refuses_a_connection_the_host_accepts() {
 }
 
 #[test]
+fn an_allowlist_refuses_a_host_it_does_not_list() {
+    let s = Scratch::new("allow");
+    // The egress gate answers 403 before it resolves or dials anything.
+    let probe = "import urllib.request\ntry:\n    urllib.request.urlopen('https://not-listed.invalid/', timeout=10)\nexcept OSError as e:\n    print(e)";
+    let out = s.run(&["run", "--network", "allow=example.org", "--", "python3", "-c", probe]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(text(&out.stdout).contains("403"), "{}", text(&out.stdout));
+}
+
+#[test]
 fn code_saves_a_png_and_names_it() {
     let s = Scratch::new("code");
     let cell = format!(
