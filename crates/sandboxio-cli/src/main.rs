@@ -1,0 +1,48 @@
+//! `sandboxio`: run untrusted code in a sandbox from a shell (`run`, `code`, `create`,
+//! `exec`, `cp`, `kill`), or serve sandboxes to agent frameworks over MCP (`mcp`).
+
+mod args;
+mod commands;
+mod mcp;
+
+use std::time::Duration;
+
+use clap::{CommandFactory, Parser};
+
+use crate::args::{Cli, Cmd};
+
+/// How long the end of `main` waits for background teardowns (a sandbox dropped on an
+/// error path) before exiting.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+
+fn main() {
+    let cli = Cli::parse();
+    if let Cmd::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "sandboxio", &mut std::io::stdout());
+        return;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("sandboxio: cannot start the async runtime: {e}");
+            std::process::exit(commands::EXIT_ERROR);
+        }
+    };
+    let code = runtime.block_on(async {
+        let code = match cli.command {
+            Cmd::Run(a) => commands::run(a).await,
+            Cmd::Code(a) => commands::code(a).await,
+            Cmd::Create(a) => commands::create(a).await,
+            Cmd::Exec(a) => commands::exec(a).await,
+            Cmd::Cp(a) => commands::cp(a).await,
+            Cmd::Kill(a) => commands::kill(a).await,
+            Cmd::Mcp(a) => mcp::serve(a).await,
+            Cmd::Completions { .. } => unreachable!("handled before the runtime starts"),
+        };
+        sandboxio::shutdown(SHUTDOWN_WAIT).await;
+        code
+    });
+    // Stop the runtime before exit so no task outlives the teardown wait.
+    drop(runtime);
+    std::process::exit(code);
+}

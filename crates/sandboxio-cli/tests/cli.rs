@@ -1,0 +1,233 @@
+//! The `sandboxio` binary end to end on `local://` (bubblewrap). Each test gives the
+//! binary its own `TMPDIR`, so the local backend keeps its workspaces in a directory the test
+//! can inspect for leftovers.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+
+/// A 1×1 PNG.
+const PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("sandboxio-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandboxio"));
+        cmd.args(args).env("TMPDIR", &self.0).current_dir(&self.0);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).stdin(Stdio::null()).output().unwrap()
+    }
+
+    /// The sandbox workspaces the local backend left under this TMPDIR.
+    fn leftovers(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        for root in std::fs::read_dir(&self.0).unwrap().flatten() {
+            if root.file_name().to_string_lossy().starts_with("sandboxio-local-") {
+                for entry in std::fs::read_dir(root.path()).unwrap().flatten() {
+                    if entry.file_type().unwrap().is_dir() {
+                        left.push(entry.file_name().to_string_lossy().into_owned());
+                    }
+                }
+            }
+        }
+        left
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn text(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap()
+}
+
+#[test]
+fn run_streams_both_streams_and_exits_with_the_command_code() {
+    let s = Scratch::new("run");
+    let out = s.run(&["run", "--", "sh", "-c", "echo out; echo err >&2; exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(text(&out.stdout), "out\n");
+    assert_eq!(text(&out.stderr), "err\n");
+    let out = s.run(&["run", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = s.run(&["run", "--", "sh", "-c", "kill -9 $$"]);
+    assert_eq!(out.status.code(), Some(137), "a signal is 128 + its number");
+    assert_eq!(s.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn run_json_shape_uploads_and_downloads() {
+    let s = Scratch::new("json");
+    std::fs::write(s.0.join("in.txt"), "data\n").unwrap();
+    let out = s.run(&[
+        "run",
+        "--json",
+        "--upload",
+        "in.txt:in.txt",
+        "--download",
+        "/workspace/out.txt",
+        "--",
+        "sh",
+        "-c",
+        "tr a-z A-Z < in.txt > out.txt; echo done; echo warn >&2; exit 4",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["downloaded", "duration_ms", "exit_code", "sandbox_id", "signal", "stderr", "stdout"]);
+    assert_eq!(v["exit_code"], 4);
+    assert_eq!(v["signal"], serde_json::Value::Null);
+    assert_eq!(v["stdout"], "done\n");
+    assert_eq!(v["stderr"], "warn\n");
+    assert!(v["sandbox_id"].as_str().unwrap().starts_with("local-"));
+    assert_eq!(v["downloaded"], serde_json::json!(["out.txt"]));
+    assert_eq!(std::fs::read_to_string(s.0.join("out.txt")).unwrap(), "DATA\n");
+    assert!(out.stderr.is_empty(), "with --json nothing is streamed: {}", text(&out.stderr));
+}
+
+#[test]
+fn errors_exit_125_with_the_code_and_timeouts_124() {
+    let s = Scratch::new("errors");
+    let out = s.run(&["run", "--dsn", "nosuch://", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).starts_with("sandboxio: [SBX-003] "), "{}", text(&out.stderr));
+    let out = s.run(&["run", "--json", "--memory", "64", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "local:// refuses memory limits");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "SBX-003", "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("LIMIT_MEMORY"), "{v}");
+    let out = s.run(&["run", "--timeout", "1", "--", "sleep", "30"]);
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    assert!(text(&out.stderr).contains("[SBX-006]"), "{}", text(&out.stderr));
+    assert_eq!(s.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn network_deny_refuses_a_connection_the_host_accepts() {
+    let s = Scratch::new("net");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // The positive control: the host itself reaches the listener.
+    std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let probe = format!(
+        "import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')"
+    );
+    let out = s.run(&["run", "--network", "deny", "--", "python3", "-c", &probe]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(text(&out.stdout), "");
+    assert!(text(&out.stderr).contains("ConnectionRefusedError"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn an_allowlist_refuses_a_host_it_does_not_list() {
+    let s = Scratch::new("allow");
+    // The egress gate answers 403 before it resolves or dials anything.
+    let probe = "import urllib.request\ntry:\n    urllib.request.urlopen('https://not-listed.invalid/', timeout=10)\nexcept OSError as e:\n    print(e)";
+    let out = s.run(&["run", "--network", "allow=example.org", "--", "python3", "-c", probe]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(text(&out.stdout).contains("403"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn code_saves_a_png_and_names_it() {
+    let s = Scratch::new("code");
+    let cell = format!(
+        "import base64\nclass Pic:\n    def _repr_png_(self): return base64.b64decode('{PNG_B64}')\nprint('drawing')\nPic()"
+    );
+    std::fs::write(s.0.join("cell.py"), cell).unwrap();
+    let out = s.run(&["code", "cell.py", "--out-dir", "res"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(text(&out.stdout), "drawing\nsaved res/result-1.png\n");
+    let png = std::fs::read(s.0.join("res/result-1.png")).unwrap();
+    assert_eq!(png, base64::engine::general_purpose::STANDARD.decode(PNG_B64).unwrap());
+
+    let out = s.run(&["code", "--json", "cell.py"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["files"], serde_json::json!(["./result-1.png"]), "{v}");
+    assert_eq!(v["error"], serde_json::Value::Null);
+
+    std::fs::write(s.0.join("bad.py"), "1/0").unwrap();
+    let out = s.run(&["code", "--json", "bad.py"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["name"], "ZeroDivisionError", "{v}");
+    assert_eq!(s.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn create_detach_exec_cp_kill() {
+    let s = Scratch::new("detach");
+    let out = s.run(&["create", "--detach"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let id = text(&out.stdout).trim().to_owned();
+    assert!(id.starts_with("local-"), "{id}");
+    std::fs::write(s.0.join("in.txt"), "hello\n").unwrap();
+    let dst = format!("{id}:/workspace/in.txt");
+    assert_eq!(s.run(&["cp", "in.txt", &dst]).status.code(), Some(0));
+    let out = s.run(&["exec", &id, "--", "sh", "-c", "cat in.txt; cp in.txt copy.txt; exit 5"]);
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert_eq!(text(&out.stdout), "hello\n");
+    let src = format!("{id}:/workspace/copy.txt");
+    assert_eq!(s.run(&["cp", &src, "back.txt"]).status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(s.0.join("back.txt")).unwrap(), "hello\n");
+    let out = s.run(&["kill", "--json", &id, "local-0000000000000000"]);
+    assert_eq!(out.status.code(), Some(125), "one id is unknown");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["killed"], serde_json::json!([id]));
+    assert_eq!(v["errors"][0]["error"]["code"], "SBX-001", "{v}");
+    let out = s.run(&["exec", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "the sandbox is gone");
+}
+
+#[test]
+fn ctrl_c_kills_the_sandbox_and_leaves_nothing() {
+    let s = Scratch::new("sigint");
+    let mut child =
+        s.cmd(&["run", "--", "sh", "-c", "echo ready; sleep 30"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n", "output arrives while the command still runs");
+    assert_eq!(s.leftovers().len(), 1, "the sandbox exists while it runs");
+    let started = Instant::now();
+    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert_eq!(s.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn completions_and_help() {
+    let s = Scratch::new("help");
+    let out = s.run(&["completions", "bash"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("_sandboxio()"), "{}", text(&out.stdout));
+    let out = s.run(&["run", "--help"]);
+    assert!(
+        text(&out.stdout).contains("Examples:\n  sandboxio run -- sh -c 'echo hi; exit 3'"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(Path::new(env!("CARGO_BIN_EXE_sandboxio")).exists());
+}

@@ -1,0 +1,123 @@
+//! `sandboxio mcp` over stdio on `local://`, driven by rmcp's own client as a child process:
+//! initialize, tools/list, tools/call of a command and a cell (a PNG as image content),
+//! errors as tool errors, and the session's sandbox gone once the client hangs up.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+
+const PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: serde_json::Value,
+) -> CallToolResult {
+    let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+    client.call_tool(params).await.unwrap()
+}
+
+fn texts(result: &CallToolResult) -> Vec<&str> {
+    result
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The sandbox workspaces the local backend keeps under `tmp`.
+fn workspaces(tmp: &PathBuf) -> usize {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .filter(|root| root.file_name().to_string_lossy().starts_with("sandboxio-local-"))
+        .flat_map(|root| std::fs::read_dir(root.path()).unwrap().flatten())
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_over_stdio_on_local() {
+    let tmp = std::env::temp_dir().join(format!("sandboxio-cli-mcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandboxio"));
+    cmd.args(["mcp", "--dsn", "local://", "--network", "deny"]).env("TMPDIR", &tmp);
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+
+    let info = client.peer_info().expect("initialize answered");
+    assert_eq!(info.server_info.as_ref().map(|i| i.name.as_str()), Some("sandboxio"));
+    let mut tools: Vec<String> =
+        client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
+    tools.sort();
+    assert_eq!(tools, ["list_files", "read_file", "run_code", "run_command", "write_file"]);
+    assert_eq!(workspaces(&tmp), 0, "the sandbox is made lazily, on the first call");
+
+    let out =
+        call(&client, "run_command", serde_json::json!({ "command": "echo hi; echo oops >&2; exit 2" }))
+            .await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+    assert_eq!(texts(&out), ["exit code 2\n--- stdout ---\nhi\n\n--- stderr ---\noops\n"]);
+    assert_eq!(workspaces(&tmp), 1);
+
+    let cell = format!(
+        "import base64\nclass Pic:\n    def _repr_png_(self): return base64.b64decode('{PNG_B64}')\nprint('drawn')\nPic()"
+    );
+    let out = call(&client, "run_code", serde_json::json!({ "code": cell })).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+    assert_eq!(texts(&out), ["--- stdout ---\ndrawn\n"]);
+    let images: Vec<_> = out
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            ContentBlock::Image(i) => Some(i),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(images.len(), 1, "{out:?}");
+    assert_eq!(images[0].mime_type, "image/png");
+    assert_eq!(images[0].data, PNG_B64);
+    let decoded = base64::engine::general_purpose::STANDARD.decode(&images[0].data).unwrap();
+    assert!(decoded.starts_with(b"\x89PNG"));
+
+    let out = call(&client, "run_code", serde_json::json!({ "code": "1/0" })).await;
+    assert_eq!(out.is_error, Some(true), "a cell that raised is a tool error");
+    assert!(texts(&out).last().unwrap().ends_with("ZeroDivisionError: division by zero"), "{out:?}");
+
+    let out =
+        call(&client, "write_file", serde_json::json!({ "path": "notes.txt", "content": "one\n" })).await;
+    assert_eq!(texts(&out), ["wrote 4 bytes to notes.txt"]);
+    let out = call(&client, "read_file", serde_json::json!({ "path": "notes.txt" })).await;
+    assert_eq!(texts(&out), ["one\n"]);
+    let out = call(&client, "list_files", serde_json::json!({ "path": "." })).await;
+    assert!(texts(&out)[0].lines().any(|l| l == "notes.txt\t4 bytes"), "{out:?}");
+
+    let out = call(&client, "read_file", serde_json::json!({ "path": "missing.txt" })).await;
+    assert_eq!(out.is_error, Some(true));
+    assert!(texts(&out)[0].starts_with("[SBX-010] "), "{out:?}");
+    assert_eq!(out.structured_content.as_ref().unwrap()["code"], "SBX-010");
+
+    // A missing required argument is a tool error too, and the server keeps serving.
+    let bad = client.call_tool(CallToolRequestParams::new("run_command")).await.unwrap();
+    assert_eq!(bad.is_error, Some(true));
+    assert!(texts(&bad)[0].contains("missing field `command`"), "{bad:?}");
+    let out = call(&client, "run_command", serde_json::json!({ "command": "true" })).await;
+    assert_eq!(texts(&out), ["exit code 0"]);
+
+    client.cancel().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while workspaces(&tmp) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(workspaces(&tmp), 0, "the session's sandbox is removed when the client hangs up");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
