@@ -1,0 +1,43 @@
+//! `modal://`: sandboxes on Modal (gVisor), over Modal's gRPC API. Feature `modal`.
+//!
+//! **Status: the lower layers only.** This module holds the protocol and the pure pieces of
+//! the adapter; the backend itself (create, exec through the command router, files,
+//! terminate, sweep) is not built yet, so `modal://` still resolves to the "not released yet"
+//! configuration error of [`crate::dsn::FIRST_PARTY`] and declares no capability.
+//!
+//! What is here, each with exact-output tests:
+//!
+//! - the trimmed protocol (`proto/modal/api.proto`, `proto/modal/task_command_router.proto`,
+//!   naming the upstream commit they follow), compiled at build time by protox (no
+//!   `protoc`) into prost messages and tonic clients (TLS through rustls with ring and the
+//!   built-in web roots; no plaintext mode). `scripts/check-modal-proto` compares every
+//!   declaration with upstream files;
+//! - [`config`]: the DSN `modal://[?app=<name>&image=<ref>&idle_timeout=<s>&profile=<name>]`,
+//!   the environment (`MODAL_TOKEN_ID`, `MODAL_TOKEN_SECRET`, `MODAL_SERVER_URL`,
+//!   `MODAL_ENVIRONMENT`, `MODAL_PROFILE`, `MODAL_CONFIG_PATH`,
+//!   `MODAL_IMAGE_BUILDER_VERSION`) over the profile file (`~/.modal.toml`: a table per
+//!   profile with `token_id`, `token_secret`, `server_url`, `environment`,
+//!   `image_builder_version`, `active`); a missing token half is [`Error::Auth`] naming its
+//!   variable;
+//! - the client identity sent on every control-plane call and the `SandboxCreate` request
+//!   (`request`): TTL always sent as `timeout_secs`, idle timeout, CPU and memory, the
+//!   network blocked or open, metadata as tags; `docs/adr/0008-modal-backend.md` says which
+//!   client the adapter presents and why;
+//! - the mapping of gRPC statuses to [`Error`] with the status kept as the source, the
+//!   server's retry-after read from the status details, a "client too old" refusal as a
+//!   configuration error, and the retry rule for idempotent calls (`errors`).
+//!
+//! [`Error`]: crate::Error
+//! [`Error::Auth`]: crate::Error::Auth
+
+// Until the backend that calls them lands (issue #16), the pieces are used by their tests only.
+#![allow(dead_code)]
+
+pub mod config;
+
+mod errors;
+mod proto;
+mod request;
+
+/// The DSN scheme.
+const SCHEME: &str = "modal";
