@@ -25,7 +25,14 @@
 //!   client the adapter presents and why;
 //! - the mapping of gRPC statuses to [`Error`] with the status kept as the source, the
 //!   server's retry-after read from the status details, a "client too old" refusal as a
-//!   configuration error, and the retry rule for idempotent calls (`errors`).
+//!   configuration error, and the retry rule for idempotent calls (`errors`);
+//! - the control-plane client (`client`): one TLS channel (connected lazily: building it does
+//!   no I/O), the identity headers on every call (the secret marked sensitive), messages
+//!   bounded to 16 MiB, a 60 s deadline a call, and idempotent calls (all of app, create,
+//!   terminate, list) retried after a transient status under one `x-idempotency-key`, so a
+//!   lost create reply does not make a second sandbox; terminate of a sandbox Modal no longer
+//!   knows succeeds; listing by tags reads pages backwards by creation time. Its tests run it
+//!   against a `ModalClient` server on loopback over TLS from a CA made at test time.
 //!
 //! [`Error`]: crate::Error
 //! [`Error::Auth`]: crate::Error::Auth
@@ -35,6 +42,7 @@
 
 pub mod config;
 
+mod client;
 mod errors;
 mod proto;
 mod request;

@@ -1,0 +1,237 @@
+//! The control-plane client: one TLS channel to `ModalClient`, the identity headers on every
+//! call, bounded messages, and the retry rule for idempotent calls (`errors::transient`,
+//! `errors::backoff`) with one `x-idempotency-key` kept across the attempts of a call.
+
+use std::time::Duration;
+
+use tonic::metadata::{AsciiMetadataValue, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::{Request, Status};
+
+use super::SCHEME;
+use super::config::Settings;
+use super::errors::{self, Call};
+use super::proto::client::modal_client_client::ModalClientClient;
+use super::proto::client::{
+    AppGetOrCreateRequest, ObjectCreationType, SandboxCreateRequest, SandboxListRequest, SandboxTag,
+    SandboxTerminateRequest,
+};
+use super::request::identity_headers;
+use crate::error::{Error, Result};
+
+/// The largest message the adapter accepts from the control plane.
+pub(crate) const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+/// How long one control-plane call may take before it is abandoned (and, if idempotent,
+/// retried).
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_mins(1);
+/// The most pages a listing reads (a page is what the server returns for one call).
+pub(crate) const MAX_PAGES: usize = 1000;
+
+/// Adds the identity and token headers to every request.
+#[derive(Clone)]
+pub(crate) struct Identity {
+    headers: Vec<(&'static str, AsciiMetadataValue)>,
+}
+
+impl tonic::service::Interceptor for Identity {
+    fn call(&mut self, mut request: Request<()>) -> std::result::Result<Request<()>, Status> {
+        for (name, value) in &self.headers {
+            request.metadata_mut().insert(*name, value.clone());
+        }
+        Ok(request)
+    }
+}
+
+type Inner = ModalClientClient<InterceptedService<Channel, Identity>>;
+
+/// A control-plane client. Building it does no I/O: the channel connects on first use.
+#[derive(Clone)]
+pub(crate) struct Control {
+    inner: Inner,
+}
+
+impl Control {
+    /// A client for `settings`, trusting the built-in web roots, or only `ca_pem` when given
+    /// (the test servers' authority; `domain` is then the name their certificate carries).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] when the URL or the TLS settings are refused, or a header
+    /// value is not visible ASCII.
+    pub(crate) fn new(settings: &Settings, trust: Option<(&[u8], &str)>) -> Result<Self> {
+        let tls = match trust {
+            None => ClientTlsConfig::new().with_webpki_roots(),
+            Some((ca_pem, domain)) => {
+                ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem)).domain_name(domain)
+            }
+        };
+        let endpoint = Endpoint::from_shared(settings.server_url.clone())
+            .and_then(|e| e.tls_config(tls))
+            .map_err(|e| {
+                Error::configuration(format!("the Modal server URL {} is refused", settings.server_url))
+                    .with_source(e)
+            })?
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true)
+            .connect_timeout(Duration::from_secs(30));
+        let channel = endpoint.connect_lazy();
+        let mut headers = Vec::new();
+        for (name, value) in identity_headers(&settings.credentials) {
+            let mut v: AsciiMetadataValue = MetadataValue::try_from(value.as_str())
+                .map_err(|_| Error::configuration(format!("the Modal header {name} is not visible ASCII")))?;
+            if name == "x-modal-token-secret" {
+                v.set_sensitive(true);
+            }
+            headers.push((name, v));
+        }
+        let inner = ModalClientClient::with_interceptor(channel, Identity { headers })
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE);
+        Ok(Control { inner })
+    }
+
+    /// Runs `call` once, or, when `idempotent`, up to [`errors::RETRIES`] more times after a
+    /// transient status, every attempt carrying the same `x-idempotency-key` and its
+    /// `x-retry-attempt`.
+    async fn unary<Req, Resp, F, Fut>(
+        &self,
+        message: Req,
+        idempotent: bool,
+        what: Call<'_>,
+        call: F,
+    ) -> Result<Resp>
+    where
+        Req: Clone,
+        F: Fn(Inner, Request<Req>) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<tonic::Response<Resp>, Status>>,
+    {
+        let key = idempotency_key();
+        let mut attempt = 0u32;
+        loop {
+            let mut request = Request::new(message.clone());
+            request.set_timeout(CALL_TIMEOUT);
+            let md = request.metadata_mut();
+            md.insert("x-idempotency-key", MetadataValue::try_from(key.as_str()).expect("hex is ASCII"));
+            md.insert("x-retry-attempt", MetadataValue::from(attempt));
+            match call(self.inner.clone(), request).await {
+                Ok(reply) => return Ok(reply.into_inner()),
+                Err(status)
+                    if idempotent && attempt < errors::RETRIES && errors::transient(status.code()) =>
+                {
+                    attempt += 1;
+                    futures_timer::Delay::new(errors::backoff(attempt)).await;
+                }
+                Err(status) => return Err(errors::from_status(status, what)),
+            }
+        }
+    }
+
+    /// The id of app `name` in `environment`, created if missing.
+    ///
+    /// # Errors
+    ///
+    /// The mapped status (`errors::from_status`).
+    pub(crate) async fn app(&self, name: &str, environment: &str) -> Result<String> {
+        let message = AppGetOrCreateRequest {
+            app_name: name.to_owned(),
+            environment_name: environment.to_owned(),
+            object_creation_type: ObjectCreationType::CreateIfMissing as i32,
+        };
+        let reply = self
+            .unary(message, true, Call::Control, |mut c, r| async move { c.app_get_or_create(r).await })
+            .await?;
+        Ok(reply.app_id)
+    }
+
+    /// Creates a sandbox and returns its id. Retried after a transient status under one
+    /// idempotency key, so a lost reply does not make a second sandbox (the server
+    /// deduplicates by the key).
+    ///
+    /// # Errors
+    ///
+    /// The mapped status; a reply without an id is [`Error::Provider`].
+    pub(crate) async fn create(&self, request: SandboxCreateRequest) -> Result<String> {
+        let reply = self
+            .unary(request, true, Call::Create, |mut c, r| async move { c.sandbox_create(r).await })
+            .await?;
+        if reply.sandbox_id.is_empty() {
+            return Err(Error::provider_message(SCHEME, "SandboxCreate answered without a sandbox id"));
+        }
+        Ok(reply.sandbox_id)
+    }
+
+    /// Terminates sandbox `id`; a sandbox Modal no longer knows counts as terminated.
+    ///
+    /// # Errors
+    ///
+    /// The mapped status, other than `NOT_FOUND`.
+    pub(crate) async fn terminate(&self, id: &str) -> Result<()> {
+        let message = SandboxTerminateRequest { sandbox_id: id.to_owned() };
+        match self
+            .unary(message, true, Call::Sandbox(id), |mut c, r| async move { c.sandbox_terminate(r).await })
+            .await
+        {
+            Ok(_) | Err(Error::SandboxGone { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The ids of the running sandboxes of `app_id` that carry at least `tags`, newest first,
+    /// reading pages backwards by creation time until an empty page (at most [`MAX_PAGES`]).
+    ///
+    /// # Errors
+    ///
+    /// The mapped status; a page that does not move backwards is [`Error::Provider`].
+    pub(crate) async fn list(
+        &self,
+        app_id: &str,
+        environment: &str,
+        tags: &[(String, String)],
+    ) -> Result<Vec<String>> {
+        let tags: Vec<SandboxTag> =
+            tags.iter().map(|(k, v)| SandboxTag { tag_name: k.clone(), tag_value: v.clone() }).collect();
+        let mut ids = Vec::new();
+        let mut before = 0.0f64;
+        for _ in 0..MAX_PAGES {
+            let message = SandboxListRequest {
+                app_id: app_id.to_owned(),
+                before_timestamp: before,
+                environment_name: environment.to_owned(),
+                include_finished: false,
+                tags: tags.clone(),
+            };
+            let page = self
+                .unary(message, true, Call::Control, |mut c, r| async move { c.sandbox_list(r).await })
+                .await?;
+            let Some(last) = page.sandboxes.last() else { return Ok(ids) };
+            if before != 0.0 && last.created_at >= before {
+                return Err(Error::provider_message(
+                    SCHEME,
+                    "SandboxList returned a page that does not go back in time",
+                ));
+            }
+            before = last.created_at;
+            ids.extend(page.sandboxes.into_iter().map(|s| s.id));
+        }
+        Err(Error::provider_message(SCHEME, format!("SandboxList returned more than {MAX_PAGES} pages")))
+    }
+}
+
+/// 128 random bits as hex, from the standard library's randomly seeded hasher (no extra
+/// dependency): the idempotency key of one call.
+fn idempotency_key() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let half = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+        );
+        h.finish()
+    };
+    format!("{:016x}{:016x}", half(), half())
+}
+
+#[cfg(test)]
+mod tests;

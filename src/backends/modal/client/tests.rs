@@ -1,0 +1,327 @@
+//! The control-plane client against a `ModalClient` server on loopback over TLS (a CA made by
+//! rcgen for the test), built from its own copy of the generated messages
+//! (`OUT_DIR/modal-stub/`): headers, idempotency keys across retries, idempotent terminate,
+//! the error mapping end to end, paging.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use tonic::{Request, Response, Status};
+
+use super::*;
+use crate::ErrorCode;
+use crate::backends::modal::config::Credentials;
+use crate::secret::SecretString;
+
+#[allow(clippy::pedantic, missing_docs, reason = "generated code")]
+mod stub {
+    include!(concat!(env!("OUT_DIR"), "/modal-stub/modal.client.rs"));
+}
+
+use stub::modal_client_server::{ModalClient, ModalClientServer};
+
+/// What the server saw of one call: method, headers of interest.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: &'static str,
+    headers: BTreeMap<String, String>,
+}
+
+#[derive(Default)]
+struct State {
+    seen: Vec<Seen>,
+    /// Statuses to answer, in order, before answering normally.
+    faults: Vec<Status>,
+    /// Sandboxes by idempotency key (the server's deduplication) and their ids.
+    created: BTreeMap<String, String>,
+    terminated: Vec<String>,
+    /// `(id, created_at)` of listed sandboxes, newest first.
+    listed: Vec<(String, f64)>,
+    page: usize,
+}
+
+#[derive(Clone, Default)]
+struct Server(Arc<Mutex<State>>);
+
+impl Server {
+    fn record<T>(&self, method: &'static str, r: &Request<T>) -> Result<(), Status> {
+        let headers = r
+            .metadata()
+            .iter()
+            .filter_map(|kv| match kv {
+                tonic::metadata::KeyAndValueRef::Ascii(k, v) if k.as_str().starts_with("x-") => {
+                    Some((k.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned()))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut s = self.0.lock().unwrap();
+        s.seen.push(Seen { method, headers });
+        if s.faults.is_empty() { Ok(()) } else { Err(s.faults.remove(0)) }
+    }
+}
+
+type Never =
+    Pin<Box<dyn futures_core::Stream<Item = Result<stub::ImageJoinStreamingResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ModalClient for Server {
+    async fn app_get_or_create(
+        &self,
+        r: Request<stub::AppGetOrCreateRequest>,
+    ) -> Result<Response<stub::AppGetOrCreateResponse>, Status> {
+        self.record("AppGetOrCreate", &r)?;
+        let m = r.into_inner();
+        assert_eq!(m.object_creation_type, stub::ObjectCreationType::CreateIfMissing as i32);
+        Ok(Response::new(stub::AppGetOrCreateResponse {
+            app_id: format!("ap-{}-{}", m.app_name, m.environment_name),
+        }))
+    }
+    async fn environment_get_or_create(
+        &self,
+        _: Request<stub::EnvironmentGetOrCreateRequest>,
+    ) -> Result<Response<stub::EnvironmentGetOrCreateResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn image_get_or_create(
+        &self,
+        _: Request<stub::ImageGetOrCreateRequest>,
+    ) -> Result<Response<stub::ImageGetOrCreateResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    type ImageJoinStreamingStream = Never;
+    async fn image_join_streaming(
+        &self,
+        _: Request<stub::ImageJoinStreamingRequest>,
+    ) -> Result<Response<Never>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn sandbox_create(
+        &self,
+        r: Request<stub::SandboxCreateRequest>,
+    ) -> Result<Response<stub::SandboxCreateResponse>, Status> {
+        self.record("SandboxCreate", &r)?;
+        let key = r
+            .metadata()
+            .get("x-idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let m = r.into_inner();
+        let timeout = m.definition.as_ref().map_or(0, |d| d.timeout_secs);
+        let mut s = self.0.lock().unwrap();
+        let n = s.created.len();
+        let id = s.created.entry(key).or_insert_with(|| format!("sb-{n}-ttl{timeout}")).clone();
+        Ok(Response::new(stub::SandboxCreateResponse { sandbox_id: id, metadata: None }))
+    }
+    async fn sandbox_get_task_id(
+        &self,
+        _: Request<stub::SandboxGetTaskIdRequest>,
+    ) -> Result<Response<stub::SandboxGetTaskIdResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn sandbox_list(
+        &self,
+        r: Request<stub::SandboxListRequest>,
+    ) -> Result<Response<stub::SandboxListResponse>, Status> {
+        self.record("SandboxList", &r)?;
+        let m = r.into_inner();
+        assert_eq!(
+            m.tags.iter().map(|t| (t.tag_name.as_str(), t.tag_value.as_str())).collect::<Vec<_>>(),
+            [("owner", "ci")]
+        );
+        let mut s = self.0.lock().unwrap();
+        s.page += 1;
+        let sandboxes = s
+            .listed
+            .iter()
+            .filter(|(_, at)| m.before_timestamp == 0.0 || *at < m.before_timestamp)
+            .take(2)
+            .map(|(id, at)| stub::SandboxInfo { id: id.clone(), created_at: *at, ..Default::default() })
+            .collect();
+        Ok(Response::new(stub::SandboxListResponse { sandboxes }))
+    }
+    async fn sandbox_terminate(
+        &self,
+        r: Request<stub::SandboxTerminateRequest>,
+    ) -> Result<Response<stub::SandboxTerminateResponse>, Status> {
+        self.record("SandboxTerminate", &r)?;
+        let id = r.into_inner().sandbox_id;
+        let mut s = self.0.lock().unwrap();
+        if !s.created.values().any(|v| *v == id) || s.terminated.contains(&id) {
+            return Err(Status::not_found(format!("Sandbox {id} not found")));
+        }
+        s.terminated.push(id);
+        Ok(Response::new(stub::SandboxTerminateResponse { existing_result: None }))
+    }
+    async fn sandbox_wait(
+        &self,
+        _: Request<stub::SandboxWaitRequest>,
+    ) -> Result<Response<stub::SandboxWaitResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn task_get_command_router_access(
+        &self,
+        _: Request<stub::TaskGetCommandRouterAccessRequest>,
+    ) -> Result<Response<stub::TaskGetCommandRouterAccessResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+}
+
+/// Serves `server` on 127.0.0.1 over TLS; returns the settings and the CA to trust.
+async fn serve(server: Server) -> (Settings, Vec<u8>) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["modal.test".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let identity = tonic::transport::Identity::from_pem(cert.pem(), key.serialize_pem());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .unwrap()
+            .add_service(ModalClientServer::new(server))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let settings = Settings {
+        server_url: format!("https://{addr}"),
+        credentials: Credentials {
+            token_id: "ak-test".into(),
+            token_secret: SecretString::new("as-hunter2"),
+        },
+        environment: "main".into(),
+        image_builder_version: None,
+    };
+    (settings, ca.pem().into_bytes())
+}
+
+async fn client(server: &Server) -> Control {
+    let (settings, ca) = serve(server.clone()).await;
+    Control::new(&settings, Some((&ca, "modal.test"))).unwrap()
+}
+
+fn create_request() -> SandboxCreateRequest {
+    let deny = crate::NetworkPolicy::deny_all();
+    let none = BTreeMap::new();
+    let plan = super::super::request::CreatePlan {
+        ttl: Duration::from_secs(90),
+        idle_timeout: None,
+        limits: crate::ResourceLimits::default(),
+        network: &deny,
+        metadata: &none,
+    };
+    super::super::request::create_request("ap-1", "im-1", &plan).unwrap()
+}
+
+#[tokio::test]
+async fn every_call_carries_the_identity_and_a_retried_create_keeps_its_key() {
+    let server = Server::default();
+    server.0.lock().unwrap().faults = vec![Status::unavailable("lost"), Status::internal("lost again")];
+    let c = client(&server).await;
+    let id = c.create(create_request()).await.unwrap();
+    assert_eq!(id, "sb-0-ttl90");
+    let s = server.0.lock().unwrap();
+    assert_eq!(s.seen.len(), 3, "two transient faults, then the answer");
+    assert_eq!(s.created.len(), 1, "one sandbox for three attempts");
+    let keys: Vec<_> = s.seen.iter().map(|c| c.headers["x-idempotency-key"].clone()).collect();
+    assert!(keys[0].len() == 32 && keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+    let attempts: Vec<_> = s.seen.iter().map(|c| c.headers["x-retry-attempt"].as_str()).collect();
+    assert_eq!(attempts, ["0", "1", "2"]);
+    for seen in &s.seen {
+        assert_eq!(seen.headers["x-modal-client-type"], "9");
+        assert_eq!(seen.headers["x-modal-client-version"], "1.0.0");
+        assert_eq!(
+            seen.headers["x-modal-libmodal-version"],
+            format!("sandboxio-rust/{}", env!("CARGO_PKG_VERSION"))
+        );
+        assert_eq!(seen.headers["x-modal-token-id"], "ak-test");
+        assert_eq!(seen.headers["x-modal-token-secret"], "as-hunter2");
+    }
+}
+
+#[tokio::test]
+async fn two_creates_get_two_keys_and_two_sandboxes() {
+    let server = Server::default();
+    let c = client(&server).await;
+    let a = c.create(create_request()).await.unwrap();
+    let b = c.create(create_request()).await.unwrap();
+    assert_ne!(a, b);
+}
+
+#[tokio::test]
+async fn retries_stop_after_three_and_non_transient_statuses_are_not_retried() {
+    let server = Server::default();
+    server.0.lock().unwrap().faults = (0..4).map(|_| Status::unavailable("down")).collect();
+    let c = client(&server).await;
+    let err = c.create(create_request()).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Connect);
+    assert_eq!(server.0.lock().unwrap().seen.len(), 4);
+
+    let server = Server::default();
+    server.0.lock().unwrap().faults =
+        vec![Status::resource_exhausted("Sandbox creation rate limit (5/s) exceeded")];
+    let c = client(&server).await;
+    let err = c.create(create_request()).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::RateLimited);
+    assert_eq!(server.0.lock().unwrap().seen.len(), 1);
+
+    let server = Server::default();
+    server.0.lock().unwrap().faults = vec![Status::unauthenticated("invalid token")];
+    let err = client(&server).await.app("evals", "main").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[SBX-002] authentication with the modal backend failed: Modal refused the token: invalid token"
+    );
+    assert!(!format!("{err:?}").contains("hunter2"));
+
+    let server = Server::default();
+    server.0.lock().unwrap().faults = vec![Status::failed_precondition("Old client")];
+    let err = client(&server).await.app("evals", "main").await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Configuration);
+}
+
+#[tokio::test]
+async fn app_and_terminate_twice() {
+    let server = Server::default();
+    let c = client(&server).await;
+    assert_eq!(c.app("evals", "main").await.unwrap(), "ap-evals-main");
+    let id = c.create(create_request()).await.unwrap();
+    c.terminate(&id).await.unwrap();
+    c.terminate(&id).await.unwrap();
+    c.terminate("sb-never").await.unwrap();
+    let s = server.0.lock().unwrap();
+    assert_eq!(s.terminated, [id]);
+    assert_eq!(s.seen.iter().filter(|c| c.method == "SandboxTerminate").count(), 3);
+}
+
+#[tokio::test]
+async fn list_reads_pages_backwards_until_an_empty_one() {
+    let server = Server::default();
+    server.0.lock().unwrap().listed = (0..5).map(|i| (format!("sb-{i}"), f64::from(100 - i))).collect();
+    let c = client(&server).await;
+    let ids = c.list("ap-1", "main", &[("owner".into(), "ci".into())]).await.unwrap();
+    assert_eq!(ids, ["sb-0", "sb-1", "sb-2", "sb-3", "sb-4"]);
+    assert_eq!(server.0.lock().unwrap().page, 4, "pages of 2, 2, 1, then the empty one");
+}
+
+#[tokio::test]
+async fn a_server_with_another_authority_is_refused() {
+    let server = Server::default();
+    let (settings, _) = serve(server.clone()).await;
+    let other = rcgen::CertificateParams::new(Vec::<String>::new())
+        .unwrap()
+        .self_signed(&rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let c = Control::new(&settings, Some((other.pem().as_bytes(), "modal.test"))).unwrap();
+    let err = c.app("evals", "main").await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Connect, "{err}");
+    assert!(server.0.lock().unwrap().seen.is_empty());
+}
