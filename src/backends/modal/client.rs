@@ -14,17 +14,22 @@ use super::config::Settings;
 use super::errors::{self, Call};
 use super::proto::client::modal_client_client::ModalClientClient;
 use super::proto::client::{
-    AppGetOrCreateRequest, ObjectCreationType, SandboxCreateRequest, SandboxListRequest, SandboxTag,
-    SandboxTerminateRequest,
+    AppGetOrCreateRequest, ObjectCreationType, SandboxCreateRequest, SandboxGetTaskIdRequest,
+    SandboxListRequest, SandboxTag, SandboxTerminateRequest, TaskGetCommandRouterAccessRequest,
 };
 use super::request::identity_headers;
 use crate::error::{Error, Result};
+use crate::secret::SecretString;
 
 /// The largest message the adapter accepts from the control plane.
 pub(crate) const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 /// How long one control-plane call may take before it is abandoned (and, if idempotent,
 /// retried).
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_mins(1);
+/// How long one `SandboxGetTaskId` long poll may wait on the server.
+pub(crate) const TASK_POLL: Duration = Duration::from_secs(10);
+/// The most task-id polls before giving up (5 minutes at [`TASK_POLL`]).
+pub(crate) const TASK_POLLS: u32 = 30;
 /// The most pages a listing reads (a page is what the server returns for one call).
 pub(crate) const MAX_PAGES: usize = 1000;
 
@@ -41,6 +46,32 @@ impl tonic::service::Interceptor for Identity {
         }
         Ok(request)
     }
+}
+
+/// A lazily connected TLS channel to `url` (`https://` only), trusting the built-in web roots
+/// or only `trust`'s CA for its named domain; HTTP/2 keepalive every 30 s.
+///
+/// # Errors
+///
+/// [`Error::Configuration`] when the URL is not `https://` or is refused.
+pub(crate) fn channel(url: &str, trust: Option<(&[u8], &str)>) -> Result<Channel> {
+    if !url.starts_with("https://") {
+        return Err(Error::configuration(format!("the Modal URL {url:?} is not https://")));
+    }
+    let tls = match trust {
+        None => ClientTlsConfig::new().with_webpki_roots(),
+        Some((ca_pem, domain)) => {
+            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem)).domain_name(domain)
+        }
+    };
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .and_then(|e| e.tls_config(tls))
+        .map_err(|e| Error::configuration(format!("the Modal URL {url} is refused")).with_source(e))?
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true)
+        .connect_timeout(Duration::from_secs(30));
+    Ok(endpoint.connect_lazy())
 }
 
 type Inner = ModalClientClient<InterceptedService<Channel, Identity>>;
@@ -60,23 +91,7 @@ impl Control {
     /// [`Error::Configuration`] when the URL or the TLS settings are refused, or a header
     /// value is not visible ASCII.
     pub(crate) fn new(settings: &Settings, trust: Option<(&[u8], &str)>) -> Result<Self> {
-        let tls = match trust {
-            None => ClientTlsConfig::new().with_webpki_roots(),
-            Some((ca_pem, domain)) => {
-                ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem)).domain_name(domain)
-            }
-        };
-        let endpoint = Endpoint::from_shared(settings.server_url.clone())
-            .and_then(|e| e.tls_config(tls))
-            .map_err(|e| {
-                Error::configuration(format!("the Modal server URL {} is refused", settings.server_url))
-                    .with_source(e)
-            })?
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .keep_alive_timeout(Duration::from_secs(10))
-            .keep_alive_while_idle(true)
-            .connect_timeout(Duration::from_secs(30));
-        let channel = endpoint.connect_lazy();
+        let channel = channel(&settings.server_url, trust)?;
         let mut headers = Vec::new();
         for (name, value) in identity_headers(&settings.credentials) {
             let mut v: AsciiMetadataValue = MetadataValue::try_from(value.as_str())
@@ -178,6 +193,63 @@ impl Control {
         }
     }
 
+    /// The task (container) of sandbox `id`, waiting for it to be scheduled: long polls of
+    /// [`TASK_POLL`] each, at most [`TASK_POLLS`] of them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SandboxGone`] when the sandbox already finished; the mapped status;
+    /// [`Error::Provider`] when no task came within the polls.
+    pub(crate) async fn task_id(&self, id: &str) -> Result<String> {
+        for _ in 0..TASK_POLLS {
+            let message = SandboxGetTaskIdRequest {
+                sandbox_id: id.to_owned(),
+                timeout: Some(TASK_POLL.as_secs_f32()),
+                wait_until_ready: false,
+            };
+            let reply =
+                self.unary(message, true, Call::Sandbox(id), |mut c, r| async move {
+                    c.sandbox_get_task_id(r).await
+                })
+                .await?;
+            if let Some(result) = reply.task_result {
+                return Err(Error::sandbox_gone(
+                    id,
+                    format!("it already finished (status {}, exit code {})", result.status, result.exitcode),
+                ));
+            }
+            if let Some(task) = reply.task_id.filter(|t| !t.is_empty()) {
+                return Ok(task);
+            }
+        }
+        Err(Error::provider_message(SCHEME, format!("sandbox {id} got no task within {TASK_POLLS} polls")))
+    }
+
+    /// The command router of task `task_id`: its URL and the token for it.
+    ///
+    /// # Errors
+    ///
+    /// The mapped status; an empty URL or token is [`Error::Provider`].
+    pub(crate) async fn router_access(
+        &self,
+        sandbox_id: &str,
+        task_id: &str,
+    ) -> Result<(String, SecretString)> {
+        let message = TaskGetCommandRouterAccessRequest { task_id: task_id.to_owned() };
+        let reply = self
+            .unary(message, true, Call::Sandbox(sandbox_id), |mut c, r| async move {
+                c.task_get_command_router_access(r).await
+            })
+            .await?;
+        if reply.url.is_empty() || reply.jwt.is_empty() {
+            return Err(Error::provider_message(
+                SCHEME,
+                "TaskGetCommandRouterAccess answered without a URL or a token",
+            ));
+        }
+        Ok((reply.url, SecretString::new(reply.jwt)))
+    }
+
     /// The ids of the running sandboxes of `app_id` that carry at least `tags`, newest first,
     /// reading pages backwards by creation time until an empty page (at most [`MAX_PAGES`]).
     ///
@@ -221,7 +293,7 @@ impl Control {
 
 /// 128 random bits as hex, from the standard library's randomly seeded hasher (no extra
 /// dependency): the idempotency key of one call.
-fn idempotency_key() -> String {
+pub(crate) fn idempotency_key() -> String {
     use std::hash::{BuildHasher, Hasher};
     let half = || {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();

@@ -49,6 +49,14 @@ pub(crate) fn backoff(attempt: u32) -> Duration {
         .min(Duration::from_secs(1))
 }
 
+/// The wait before reopening a router stream or repeating a router call for the `attempt`th
+/// time (1-based): 10 ms, doubling, at most 320 ms (the router is one hop from the task, so
+/// a cut there is retried sooner than a control-plane call).
+pub(crate) fn router_backoff(attempt: u32) -> Duration {
+    Duration::from_millis(10u64.saturating_mul(1 << attempt.saturating_sub(1).min(10)))
+        .min(Duration::from_millis(320))
+}
+
 /// Whether an idempotent call may be retried after `code`.
 pub(crate) fn transient(code: Code) -> bool {
     matches!(
@@ -281,6 +289,8 @@ mod tests {
         let waits: Vec<_> = (1..=5).map(backoff).collect();
         assert_eq!(waits, [100, 200, 400, 800, 1000].map(Duration::from_millis));
         assert_eq!(backoff(u32::MAX), Duration::from_secs(1));
+        let waits: Vec<_> = (1..=7).map(router_backoff).collect();
+        assert_eq!(waits, [10, 20, 40, 80, 160, 320, 320].map(Duration::from_millis));
         for code in
             [Code::DeadlineExceeded, Code::Unavailable, Code::Cancelled, Code::Internal, Code::Unknown]
         {

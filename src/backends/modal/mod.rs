@@ -31,8 +31,23 @@
 //!   bounded to 16 MiB, a 60 s deadline a call, and idempotent calls (all of app, create,
 //!   terminate, list) retried after a transient status under one `x-idempotency-key`, so a
 //!   lost create reply does not make a second sandbox; terminate of a sandbox Modal no longer
-//!   knows succeeds; listing by tags reads pages backwards by creation time. Its tests run it
-//!   against a `ModalClient` server on loopback over TLS from a CA made at test time.
+//!   knows succeeds; listing by tags reads pages backwards by creation time; the task id is
+//!   long-polled (a timeout always sent; a sandbox that already finished is
+//!   [`Error::SandboxGone`](crate::Error::SandboxGone)), then the router's URL and token;
+//! - the command-router client (`router`): one TLS channel per task with
+//!   `authorization: Bearer <token>` (the Modal token is never sent there), exec ids made by
+//!   the client, stdout/stderr read from a byte offset and reopened where a cut stream stopped
+//!   (at most 10 times), stdin written at a byte offset with an end-of-file, the exit as a code
+//!   or a signal. No command timeout is sent: the router would kill only the command, not its
+//!   process group, so the adapter will keep its own (as `e2b://` does).
+//!
+//! Both clients' tests run them against servers on loopback over TLS from a CA made at test
+//! time, built from their own generated copy of the messages (`OUT_DIR/modal-stub/`).
+//!
+//! Not built yet: the image step (`ImageGetOrCreate`, `ImageJoinStreaming`), the backend and
+//! sandbox types over these clients (process-group wrapper and group kill through a second
+//! exec, owner death through the idle timeout, files through Modal's fs tools), the
+//! `local://`-backed stub and its contract run, the live run.
 //!
 //! [`Error`]: crate::Error
 //! [`Error::Auth`]: crate::Error::Auth
@@ -46,6 +61,7 @@ mod client;
 mod errors;
 mod proto;
 mod request;
+mod router;
 
 /// The DSN scheme.
 const SCHEME: &str = "modal";

@@ -117,9 +117,21 @@ impl ModalClient for Server {
     }
     async fn sandbox_get_task_id(
         &self,
-        _: Request<stub::SandboxGetTaskIdRequest>,
+        r: Request<stub::SandboxGetTaskIdRequest>,
     ) -> Result<Response<stub::SandboxGetTaskIdResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
+        self.record("SandboxGetTaskId", &r)?;
+        let m = r.into_inner();
+        assert_eq!(m.timeout, Some(10.0), "a timeout is always sent");
+        let polls = self.0.lock().unwrap().seen.iter().filter(|c| c.method == "SandboxGetTaskId").count();
+        Ok(Response::new(match m.sandbox_id.as_str() {
+            // Scheduled on the third poll.
+            "sb-slow" if polls < 3 => stub::SandboxGetTaskIdResponse::default(),
+            "sb-slow" => stub::SandboxGetTaskIdResponse { task_id: Some("ta-1".into()), task_result: None },
+            _ => stub::SandboxGetTaskIdResponse {
+                task_id: None,
+                task_result: Some(stub::GenericResult { status: 4, exitcode: 124, ..Default::default() }),
+            },
+        }))
     }
     async fn sandbox_list(
         &self,
@@ -163,9 +175,14 @@ impl ModalClient for Server {
     }
     async fn task_get_command_router_access(
         &self,
-        _: Request<stub::TaskGetCommandRouterAccessRequest>,
+        r: Request<stub::TaskGetCommandRouterAccessRequest>,
     ) -> Result<Response<stub::TaskGetCommandRouterAccessResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
+        self.record("TaskGetCommandRouterAccess", &r)?;
+        let task = r.into_inner().task_id;
+        Ok(Response::new(stub::TaskGetCommandRouterAccessResponse {
+            jwt: if task == "ta-1" { "jwt-1".into() } else { String::new() },
+            url: "https://router.test:443".into(),
+        }))
     }
 }
 
@@ -324,4 +341,20 @@ async fn a_server_with_another_authority_is_refused() {
     let err = c.app("evals", "main").await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Connect, "{err}");
     assert!(server.0.lock().unwrap().seen.is_empty());
+}
+
+#[tokio::test]
+async fn the_task_comes_after_polls_and_a_finished_sandbox_is_gone() {
+    let server = Server::default();
+    let c = client(&server).await;
+    assert_eq!(c.task_id("sb-slow").await.unwrap(), "ta-1");
+    let err = c.task_id("sb-done").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[SBX-007] sandbox sb-done is gone: it already finished (status 4, exit code 124)"
+    );
+    let (url, jwt) = c.router_access("sb-slow", "ta-1").await.unwrap();
+    assert_eq!((url.as_str(), jwt.expose_secret()), ("https://router.test:443", "jwt-1"));
+    let err = c.router_access("sb-slow", "ta-2").await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Provider);
 }
