@@ -62,6 +62,8 @@ mod errors;
 mod proto;
 mod request;
 mod router;
+#[cfg(test)]
+mod test_tls;
 
 /// The DSN scheme.
 const SCHEME: &str = "modal";

@@ -188,26 +188,8 @@ impl ModalClient for Server {
 
 /// Serves `server` on 127.0.0.1 over TLS; returns the settings and the CA to trust.
 async fn serve(server: Server) -> (Settings, Vec<u8>) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["modal.test".to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    let identity = tonic::transport::Identity::from_pem(cert.pem(), key.serialize_pem());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
-            .unwrap()
-            .add_service(ModalClientServer::new(server))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    let (mut builder, ca, incoming, addr) = super::super::test_tls::tls_server("modal.test").await;
+    tokio::spawn(builder.add_service(ModalClientServer::new(server)).serve_with_incoming(incoming));
     let settings = Settings {
         server_url: format!("https://{addr}"),
         credentials: Credentials {
@@ -217,7 +199,7 @@ async fn serve(server: Server) -> (Settings, Vec<u8>) {
         environment: "main".into(),
         image_builder_version: None,
     };
-    (settings, ca.pem().into_bytes())
+    (settings, ca)
 }
 
 async fn client(server: &Server) -> Control {

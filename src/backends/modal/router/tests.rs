@@ -121,35 +121,12 @@ impl TaskCommandRouter for Server {
 }
 
 async fn router(server: &Server) -> Router {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["router.test".to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    let identity = tonic::transport::Identity::from_pem(cert.pem(), key.serialize_pem());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let (mut builder, ca, incoming, addr) = super::super::test_tls::tls_server("router.test").await;
     tokio::spawn(
-        tonic::transport::Server::builder()
-            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
-            .unwrap()
-            .add_service(TaskCommandRouterServer::new(server.clone()))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        builder.add_service(TaskCommandRouterServer::new(server.clone())).serve_with_incoming(incoming),
     );
     let token = SecretString::new("jwt-abc");
-    Router::new(
-        &format!("https://{addr}"),
-        &token,
-        "sb-1",
-        "ta-1",
-        Some((ca.pem().as_bytes(), "router.test")),
-    )
-    .unwrap()
+    Router::new(&format!("https://{addr}"), &token, "sb-1", "ta-1", Some((&ca, "router.test"))).unwrap()
 }
 
 #[tokio::test]
