@@ -12,10 +12,13 @@ use tonic::{Request, Status};
 use super::SCHEME;
 use super::config::Settings;
 use super::errors::{self, Call};
+use super::proto::client::generic_result::GenericStatus;
 use super::proto::client::modal_client_client::ModalClientClient;
 use super::proto::client::{
-    AppGetOrCreateRequest, ObjectCreationType, SandboxCreateRequest, SandboxGetTaskIdRequest,
-    SandboxListRequest, SandboxTag, SandboxTerminateRequest, TaskGetCommandRouterAccessRequest,
+    AppGetOrCreateRequest, EnvironmentGetOrCreateRequest, GenericResult, Image, ImageGetOrCreateRequest,
+    ImageJoinStreamingRequest, ObjectCreationType, SandboxCreateRequest, SandboxGetTaskIdRequest,
+    SandboxListRequest, SandboxTag, SandboxTerminateRequest, SandboxWaitRequest,
+    TaskGetCommandRouterAccessRequest,
 };
 use super::request::identity_headers;
 use crate::error::{Error, Result};
@@ -30,6 +33,10 @@ pub(crate) const CALL_TIMEOUT: Duration = Duration::from_mins(1);
 pub(crate) const TASK_POLL: Duration = Duration::from_secs(10);
 /// The most task-id polls before giving up (5 minutes at [`TASK_POLL`]).
 pub(crate) const TASK_POLLS: u32 = 30;
+/// How long one `ImageJoinStreaming` stream may wait on the server.
+pub(crate) const BUILD_POLL: Duration = Duration::from_secs(55);
+/// The most `ImageJoinStreaming` streams opened for one image (about 30 minutes).
+pub(crate) const BUILD_POLLS: u32 = 33;
 /// The most pages a listing reads (a page is what the server returns for one call).
 pub(crate) const MAX_PAGES: usize = 1000;
 
@@ -158,6 +165,128 @@ impl Control {
             .unary(message, true, Call::Control, |mut c, r| async move { c.app_get_or_create(r).await })
             .await?;
         Ok(reply.app_id)
+    }
+
+    /// The image builder version of `environment` (Modal decides it per workspace).
+    ///
+    /// # Errors
+    ///
+    /// The mapped status; an empty version is [`Error::Provider`].
+    pub(crate) async fn builder_version(&self, environment: &str) -> Result<String> {
+        let message = EnvironmentGetOrCreateRequest {
+            deployment_name: environment.to_owned(),
+            object_creation_type: ObjectCreationType::Unspecified as i32,
+        };
+        let reply =
+            self.unary(message, true, Call::Control, |mut c, r| async move {
+                c.environment_get_or_create(r).await
+            })
+            .await?;
+        reply
+            .metadata
+            .and_then(|m| m.settings)
+            .map(|s| s.image_builder_version)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                Error::provider_message(
+                    SCHEME,
+                    "EnvironmentGetOrCreate answered without an image builder version",
+                )
+            })
+    }
+
+    /// The id of the image `FROM <reference>` in app `app_id`, built if needed: the build is
+    /// followed through `ImageJoinStreaming` (reopened from the last entry id when a stream
+    /// ends without a result, at most [`BUILD_POLLS`] times of [`BUILD_POLL`] each).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] when the build failed (the image cannot be pulled or built);
+    /// the mapped status; [`Error::Provider`] for a build that outlasts the polls (the
+    /// caller's create deadline usually ends it first).
+    pub(crate) async fn image(&self, app_id: &str, reference: &str, builder_version: &str) -> Result<String> {
+        let message = ImageGetOrCreateRequest {
+            image: Some(Image {
+                base_images: Vec::new(),
+                dockerfile_commands: vec![format!("FROM {reference}")],
+                secret_ids: Vec::new(),
+            }),
+            app_id: app_id.to_owned(),
+            force_build: false,
+            builder_version: builder_version.to_owned(),
+        };
+        let reply = self
+            .unary(message, true, Call::Control, |mut c, r| async move { c.image_get_or_create(r).await })
+            .await?;
+        let image_id = reply.image_id;
+        if image_id.is_empty() {
+            return Err(Error::provider_message(SCHEME, "ImageGetOrCreate answered without an image id"));
+        }
+        let mut result = reply.result.filter(finished);
+        let mut last_entry_id = String::new();
+        let mut polls = 0;
+        while result.is_none() {
+            if polls == BUILD_POLLS {
+                return Err(Error::provider_message(
+                    SCHEME,
+                    format!("image {image_id} was still building after {BUILD_POLLS} polls"),
+                ));
+            }
+            polls += 1;
+            let message = ImageJoinStreamingRequest {
+                image_id: image_id.clone(),
+                timeout: BUILD_POLL.as_secs_f32(),
+                last_entry_id: last_entry_id.clone(),
+                include_logs_for_finished: false,
+            };
+            let mut stream = match self.inner.clone().image_join_streaming(message).await {
+                Ok(reply) => reply.into_inner(),
+                Err(s) if errors::transient(s.code()) => continue,
+                Err(s) => return Err(errors::from_status(s, Call::Control)),
+            };
+            loop {
+                match stream.message().await {
+                    Ok(Some(entry)) => {
+                        if !entry.entry_id.is_empty() {
+                            last_entry_id = entry.entry_id;
+                        }
+                        if let Some(r) = entry.result.filter(finished) {
+                            result = Some(r);
+                            break;
+                        }
+                        if entry.eof {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(s) if errors::transient(s.code()) => break,
+                    Err(s) => return Err(errors::from_status(s, Call::Control)),
+                }
+            }
+        }
+        match result {
+            Some(r) if r.status == GenericStatus::Success as i32 => Ok(image_id),
+            Some(r) => Err(Error::configuration(format!(
+                "Modal could not build the image {reference}: {} (status {})",
+                if r.exception.is_empty() { "no reason given" } else { r.exception.as_str() },
+                r.status
+            ))),
+            None => unreachable!("the loop ends with a result"),
+        }
+    }
+
+    /// Sandbox `id`'s outcome when it has ended, `None` while it runs; a long poll of at
+    /// most `timeout` on the server (`Duration::ZERO` to just look).
+    ///
+    /// # Errors
+    ///
+    /// The mapped status.
+    pub(crate) async fn wait(&self, id: &str, timeout: Duration) -> Result<Option<GenericResult>> {
+        let message = SandboxWaitRequest { sandbox_id: id.to_owned(), timeout: timeout.as_secs_f32() };
+        let reply = self
+            .unary(message, true, Call::Sandbox(id), |mut c, r| async move { c.sandbox_wait(r).await })
+            .await?;
+        Ok(reply.result.filter(finished))
     }
 
     /// Creates a sandbox and returns its id. Retried after a transient status under one
@@ -289,6 +418,11 @@ impl Control {
         }
         Err(Error::provider_message(SCHEME, format!("SandboxList returned more than {MAX_PAGES} pages")))
     }
+}
+
+/// Whether a result says something ended (an `UNSPECIFIED` status means "not yet").
+fn finished(result: &GenericResult) -> bool {
+    result.status != GenericStatus::Unspecified as i32
 }
 
 /// 128 random bits as hex, from the standard library's randomly seeded hasher (no extra

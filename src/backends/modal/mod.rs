@@ -34,6 +34,10 @@
 //!   knows succeeds; listing by tags reads pages backwards by creation time; the task id is
 //!   long-polled (a timeout always sent; a sandbox that already finished is
 //!   [`Error::SandboxGone`](crate::Error::SandboxGone)), then the router's URL and token;
+//!   the workspace's image builder version; the image `FROM <ref>` built through
+//!   `ImageGetOrCreate` and `ImageJoinStreaming` (a stream that ends without a result is
+//!   reopened from its last entry id; a failed build is a configuration error saying why);
+//!   `SandboxWait` telling a running sandbox from an ended one;
 //! - the command-router client (`router`): one TLS channel per task with
 //!   `authorization: Bearer <token>` (the Modal token is never sent there), exec ids made by
 //!   the client, stdout/stderr read from a byte offset and reopened where a cut stream stopped
@@ -44,8 +48,7 @@
 //! Both clients' tests run them against servers on loopback over TLS from a CA made at test
 //! time, built from their own generated copy of the messages (`OUT_DIR/modal-stub/`).
 //!
-//! Not built yet: the image step (`ImageGetOrCreate`, `ImageJoinStreaming`), the backend and
-//! sandbox types over these clients (process-group wrapper and group kill through a second
+//! Not built yet: the backend and sandbox types over these clients (process-group wrapper and group kill through a second
 //! exec, owner death through the idle timeout, files through Modal's fs tools), the
 //! `local://`-backed stub and its contract run, the live run.
 //!

@@ -80,22 +80,57 @@ impl ModalClient for Server {
     }
     async fn environment_get_or_create(
         &self,
-        _: Request<stub::EnvironmentGetOrCreateRequest>,
+        r: Request<stub::EnvironmentGetOrCreateRequest>,
     ) -> Result<Response<stub::EnvironmentGetOrCreateResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
+        self.record("EnvironmentGetOrCreate", &r)?;
+        let m = r.into_inner();
+        assert_eq!(m.object_creation_type, 0, "look up only");
+        let settings =
+            stub::EnvironmentSettings { image_builder_version: format!("2025.06-{}", m.deployment_name) };
+        Ok(Response::new(stub::EnvironmentGetOrCreateResponse {
+            environment_id: "en-1".into(),
+            metadata: Some(stub::EnvironmentMetadata { name: m.deployment_name, settings: Some(settings) }),
+        }))
     }
     async fn image_get_or_create(
         &self,
-        _: Request<stub::ImageGetOrCreateRequest>,
+        r: Request<stub::ImageGetOrCreateRequest>,
     ) -> Result<Response<stub::ImageGetOrCreateResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
+        self.record("ImageGetOrCreate", &r)?;
+        let m = r.into_inner();
+        assert_eq!((m.app_id.as_str(), m.builder_version.as_str()), ("ap-1", "2025.06"));
+        let image = m.image.unwrap();
+        let result = |status, exception: &str| {
+            Some(stub::GenericResult { status, exception: exception.into(), ..Default::default() })
+        };
+        let (id, result) = match image.dockerfile_commands.as_slice() {
+            [c] if c == "FROM ready:1" => ("im-ready", result(1, "")),
+            [c] if c == "FROM bad:1" => ("im-bad", result(2, "pull access denied")),
+            [c] if c == "FROM slow:1" => ("im-slow", result(0, "")),
+            other => panic!("unexpected image {other:?}"),
+        };
+        Ok(Response::new(stub::ImageGetOrCreateResponse { image_id: id.into(), result }))
     }
     type ImageJoinStreamingStream = Never;
     async fn image_join_streaming(
         &self,
-        _: Request<stub::ImageJoinStreamingRequest>,
+        r: Request<stub::ImageJoinStreamingRequest>,
     ) -> Result<Response<Never>, Status> {
-        Err(Status::unimplemented("not in this test"))
+        self.record("ImageJoinStreaming", &r)?;
+        let m = r.into_inner();
+        assert_eq!((m.image_id.as_str(), m.timeout), ("im-slow", 55.0));
+        let entry = |id: &str, status| stub::ImageJoinStreamingResponse {
+            result: (status > 0).then(|| stub::GenericResult { status, ..Default::default() }),
+            entry_id: id.into(),
+            eof: false,
+        };
+        // The first stream ends with no result; the one reopened from its last entry has it.
+        let items = match m.last_entry_id.as_str() {
+            "" => vec![Ok(entry("e1", 0)), Ok(entry("e2", 0))],
+            "e2" => vec![Ok(entry("e3", 0)), Ok(entry("e4", 1))],
+            other => panic!("reopened from {other:?}"),
+        };
+        Ok(Response::new(Box::pin(tokio_stream::iter(items))))
     }
     async fn sandbox_create(
         &self,
@@ -169,9 +204,15 @@ impl ModalClient for Server {
     }
     async fn sandbox_wait(
         &self,
-        _: Request<stub::SandboxWaitRequest>,
+        r: Request<stub::SandboxWaitRequest>,
     ) -> Result<Response<stub::SandboxWaitResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
+        self.record("SandboxWait", &r)?;
+        let m = r.into_inner();
+        let result = match m.sandbox_id.as_str() {
+            "sb-running" => Some(stub::GenericResult::default()),
+            _ => Some(stub::GenericResult { status: 3, exitcode: 137, ..Default::default() }),
+        };
+        Ok(Response::new(stub::SandboxWaitResponse { result, metadata: None }))
     }
     async fn task_get_command_router_access(
         &self,
@@ -339,4 +380,29 @@ async fn the_task_comes_after_polls_and_a_finished_sandbox_is_gone() {
     assert_eq!((url.as_str(), jwt.expose_secret()), ("https://router.test:443", "jwt-1"));
     let err = c.router_access("sb-slow", "ta-2").await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::Provider);
+}
+
+#[tokio::test]
+async fn images_are_built_through_reopened_join_streams_and_a_failed_build_says_why() {
+    let server = Server::default();
+    let c = client(&server).await;
+    assert_eq!(c.builder_version("main").await.unwrap(), "2025.06-main");
+    assert_eq!(c.image("ap-1", "ready:1", "2025.06").await.unwrap(), "im-ready");
+    assert_eq!(c.image("ap-1", "slow:1", "2025.06").await.unwrap(), "im-slow");
+    let joins = server.0.lock().unwrap().seen.iter().filter(|c| c.method == "ImageJoinStreaming").count();
+    assert_eq!(joins, 2);
+    let err = c.image("ap-1", "bad:1", "2025.06").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[SBX-003] configuration error: Modal could not build the image bad:1: pull access denied (status 2)"
+    );
+}
+
+#[tokio::test]
+async fn wait_tells_running_from_ended() {
+    let server = Server::default();
+    let c = client(&server).await;
+    assert_eq!(c.wait("sb-running", Duration::ZERO).await.unwrap(), None);
+    let ended = c.wait("sb-1", Duration::from_secs(10)).await.unwrap().unwrap();
+    assert_eq!((ended.status, ended.exitcode), (3, 137));
 }
