@@ -48,9 +48,13 @@
 //! Both clients' tests run them against servers on loopback over TLS from a CA made at test
 //! time, built from their own generated copy of the messages (`OUT_DIR/modal-stub/`).
 //!
-//! Not built yet: the backend and sandbox types over these clients (process-group wrapper and group kill through a second
-//! exec, owner death through the idle timeout, files through Modal's fs tools), the
-//! `local://`-backed stub and its contract run, the live run.
+//! An opt-in test (`live`, `#[ignore]`d) drives both clients against the real service:
+//! create, exec `echo` through the router, list by tag, terminate twice, wait.
+//!
+//! Not built yet: the backend and sandbox types over these clients (process-group wrapper
+//! and group kill through a second exec, owner death through the idle timeout, files
+//! through Modal's fs tools), the `local://`-backed stub and its contract run, the live
+//! contract run.
 //!
 //! [`Error`]: crate::Error
 //! [`Error::Auth`]: crate::Error::Auth
@@ -62,6 +66,8 @@ pub mod config;
 
 mod client;
 mod errors;
+#[cfg(test)]
+mod live;
 mod proto;
 mod request;
 mod router;
