@@ -52,11 +52,10 @@ fn capabilities__the_first_party_sets_need_no_feature() {
             | Capabilities::LIMIT_CPU
             | Capabilities::LIMIT_PIDS
     ));
-    // docker:// offers everything local:// does but allowlists (local:// has its egress gate;
-    // docker:// does not yet), and more.
-    let allowlist = Capabilities::NETWORK_ALLOWLIST;
-    assert!(DOCKER.contains(LOCAL.difference(allowlist)) && DOCKER != LOCAL.difference(allowlist));
-    assert!(LOCAL.contains(allowlist) && !DOCKER.contains(allowlist));
+    // docker:// offers everything local:// does (both enforce allowlists with the egress
+    // gate), and more (limits, command-scoped secrets).
+    assert!(DOCKER.contains(LOCAL) && DOCKER != LOCAL);
+    assert!(LOCAL.contains(Capabilities::NETWORK_ALLOWLIST));
     // Code contexts and rich results come from sandboxd's runner on docker://.
     assert!(DOCKER.contains(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS));
 }

@@ -197,3 +197,48 @@ fn local_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_do
 fn local_egress__every_gate_decision_is_an_audit_record() {
     egress_support::gate_decisions_are_audit_records("local://", PYTHON);
 }
+
+/// Set in the child of the test below.
+const LIMIT_CHILD: &str = "SANDBOXIO_TEST_EGRESS_NOFILE";
+
+/// The soft `RLIMIT_NOFILE` of this process, from `/proc/self/limits`.
+fn soft_descriptor_limit() -> String {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    line.split_whitespace().nth(3).unwrap().to_owned()
+}
+
+#[test]
+fn local_egress__the_first_gate_raises_its_owners_soft_descriptor_limit() {
+    let test = "local_egress__the_first_gate_raises_its_owners_soft_descriptor_limit";
+    if std::env::var_os(LIMIT_CHILD).is_some() {
+        let before = soft_descriptor_limit();
+        let (port, _) = canary("127.0.0.2");
+        let policy = NetworkPolicy::allowlist([format!("127.0.0.2:{port}")]).unwrap();
+        let sbx = block_on(Sandbox::builder("local://").unwrap().network(policy).create()).unwrap();
+        println!("limits={before},{}", soft_descriptor_limit());
+        block_on(sbx.close()).unwrap();
+        return;
+    }
+    let hard = std::process::Command::new("sh").args(["-c", "ulimit -Hn"]).output().unwrap();
+    let hard = String::from_utf8_lossy(&hard.stdout).trim().to_owned();
+    if hard.parse::<u64>().is_ok_and(|h| h <= 1024) {
+        println!("[skip] {test}: the hard descriptor limit is {hard}, nothing to raise");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -Sn 1024 && exec \"$0\" --exact {test} --nocapture --test-threads=1"))
+        .arg(exe)
+        .env(LIMIT_CHILD, "1")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&child.stdout);
+    let limits = said.lines().find_map(|l| l.split("limits=").nth(1)).unwrap_or_else(|| {
+        panic!("the child said nothing: {said} {}", String::from_utf8_lossy(&child.stderr))
+    });
+    let expected_after = hard.parse::<u64>().map_or(1 << 20, |h| h.min(1 << 20));
+    // The control: the child started at 1024.
+    assert_eq!(limits.trim(), format!("1024,{expected_after}"), "hard limit {hard}");
+}

@@ -9,6 +9,7 @@
 //! and every decision is reported as an [`Event`]. Nothing waits without a deadline before
 //! the relay starts.
 
+use std::fmt::Write as _;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -47,8 +48,18 @@ impl Resolve for SystemResolver {
 }
 
 /// Bytes buffered per direction of a tunnel (tokio's default, 8 KiB, made a 100 MB download
-/// through the gate a fifth as fast as a direct one).
+/// through the gate a fifth as fast as a direct one), for the first [`LARGE_BUFFERED`]
+/// connections a gate serves at once.
 const RELAY_BUFFER: usize = 256 * 1024;
+
+/// How many connections of one gate get [`RELAY_BUFFER`]s at once; the others get
+/// [`SMALL_BUFFER`]s. A package install uses a few connections at a time; the sandbox's code
+/// can hold the gate's limit of them, each full of bytes a destination does not read, and
+/// with large buffers for all that held 128 MiB of the owner's memory per sandbox.
+const LARGE_BUFFERED: usize = 8;
+
+/// Bytes buffered per direction of the connections beyond [`LARGE_BUFFERED`].
+const SMALL_BUFFER: usize = 16 * 1024;
 
 /// What the gate decided about one connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +82,8 @@ pub(crate) struct Gate {
     pub(crate) dial_timeout: Duration,
     /// The most connections served at once (`server`).
     pub(crate) max_connections: usize,
+    /// The connections that may relay with large buffers now ([`LARGE_BUFFERED`]).
+    large_buffers: Arc<tokio::sync::Semaphore>,
 }
 
 /// The most connections a gate serves at once, by default: as many as `sandboxd relay`
@@ -88,6 +101,16 @@ impl Gate {
             read_timeout: Duration::from_secs(10),
             dial_timeout: Duration::from_secs(10),
             max_connections: MAX_CONNECTIONS,
+            large_buffers: Arc::new(tokio::sync::Semaphore::new(LARGE_BUFFERED)),
+        }
+    }
+
+    /// The buffer size for a connection about to relay, and the permit that holds a large
+    /// one until the connection ends.
+    fn buffer(&self) -> (usize, Option<tokio::sync::OwnedSemaphorePermit>) {
+        match Arc::clone(&self.large_buffers).try_acquire_owned() {
+            Ok(permit) => (RELAY_BUFFER, Some(permit)),
+            Err(_) => (SMALL_BUFFER, None),
         }
     }
 
@@ -140,17 +163,14 @@ impl Gate {
                 if upstream.write_all(&first).await.is_err() {
                     return;
                 }
-                let _ = tokio::io::copy_bidirectional_with_sizes(
-                    &mut client,
-                    &mut upstream,
-                    RELAY_BUFFER,
-                    RELAY_BUFFER,
-                )
-                .await;
+                let (size, _large) = self.buffer();
+                let _ =
+                    tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, size, size).await;
             }
             ProxyRequest::Http { head, body, .. } => {
                 (self.events)(Event::Allowed { host: target.to_string(), port, addr });
-                forward_one(client, upstream, head, leftover, body).await;
+                let (size, _large) = self.buffer();
+                forward_one(client, upstream, head, leftover, body, size).await;
             }
         }
     }
@@ -267,12 +287,16 @@ impl Gate {
         }
     }
 
+    /// Reports a refusal. Its host and detail carry what the sandbox sent (a host that is no
+    /// host, a TLS server name), and they reach log lines and audit records: anything but
+    /// printable ASCII in them is escaped, so no line break or terminal escape of the
+    /// sandbox's choosing gets there.
     fn report_refusal(&self, host: &str, port: u16, refusal: &Refusal) {
         (self.events)(Event::Refused {
-            host: host.to_owned(),
+            host: printable(host),
             port,
             reason: refusal.reason.as_str(),
-            detail: refusal.detail.clone(),
+            detail: printable(&refusal.detail),
         });
     }
 
@@ -298,12 +322,32 @@ impl Gate {
     }
 }
 
+/// `text` with every character but printable ASCII and the space written as `\u{..}`.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == ' ' || c.is_ascii_graphic() {
+            out.push(c);
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        }
+    }
+    out
+}
+
 /// Sends one plain-HTTP request (its rewritten `head`, then the `body` bytes long body, of
-/// which `read` came with the head) and relays the answer until the server closes. The
+/// which `read` came with the head) and relays the answer, through a `buffer`-byte buffer,
+/// until the server closes. The
 /// client's bytes after the body are never read: a second request on the connection, which
 /// could name another virtual host of the same server, does not reach it.
-async fn forward_one<S>(client: S, mut upstream: TcpStream, head: Vec<u8>, read: Vec<u8>, body: u64)
-where
+async fn forward_one<S>(
+    client: S,
+    mut upstream: TcpStream,
+    head: Vec<u8>,
+    read: Vec<u8>,
+    body: u64,
+    buffer: usize,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let rest = body.saturating_sub(read.len() as u64);
@@ -317,7 +361,7 @@ where
         std::future::pending::<()>().await;
     };
     let down = async {
-        let mut from_server = tokio::io::BufReader::with_capacity(RELAY_BUFFER, &mut from_server);
+        let mut from_server = tokio::io::BufReader::with_capacity(buffer, &mut from_server);
         let _ = tokio::io::copy_buf(&mut from_server, &mut to_client).await;
         let _ = to_client.shutdown().await;
     };

@@ -29,6 +29,7 @@ fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
     static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
+            raise_descriptor_limit();
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .thread_name("sandboxio-egress")
@@ -38,6 +39,33 @@ fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
         })
         .as_ref()
         .map_err(|e| io::Error::other(format!("cannot start the egress runtime: {e}")))
+}
+
+/// The most the soft descriptor limit is raised to.
+const DESCRIPTOR_LIMIT: u64 = 1 << 20;
+
+/// Raises this process's soft `RLIMIT_NOFILE` to its hard limit (at most [`DESCRIPTOR_LIMIT`]),
+/// once, when the first gate starts: a gate holds up to two descriptors per connection it
+/// serves, [`MAX_CONNECTIONS`](super::gate::MAX_CONNECTIONS) at once, so the common soft
+/// default of 1024 would let the code of two sandboxes use up their owner's descriptors. Go's
+/// runtime raises it at every program's start for the same reason. A limit that cannot be
+/// raised is left as it is.
+fn raise_descriptor_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    let wanted = limit.maximum.unwrap_or(DESCRIPTOR_LIMIT).min(DESCRIPTOR_LIMIT);
+    if limit.current.is_some_and(|current| current < wanted) {
+        let before = limit.current;
+        limit.current = Some(wanted);
+        match setrlimit(Resource::Nofile, limit) {
+            Ok(()) => {
+                tracing::debug!(target: "sandboxio::egress", ?before, wanted, "raised the soft descriptor limit");
+            }
+            Err(e) => {
+                tracing::debug!(target: "sandboxio::egress", error = %e, "cannot raise the soft descriptor limit");
+            }
+        }
+    }
 }
 
 /// A running gate; dropping it stops the gate and removes its socket.

@@ -492,3 +492,46 @@ fn the_gate_serves_a_bounded_number_of_connections_and_answers_the_rest_at_once(
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Whether `text` holds a character a terminal or a line-based log reader acts on.
+fn has_control(text: &str) -> bool {
+    text.chars().any(|c| {
+        (c.is_control() && c != '\t') || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}')
+    })
+}
+
+#[tokio::test]
+async fn what_the_sandbox_names_reaches_the_gates_events_as_printable_ascii_only() {
+    let up = server(b"welcome").await;
+    let port = up.addr.port();
+    let s = setup(&[&format!("allowed.test:{port}"), "127.0.0.1/32:*"], &[("allowed.test", "127.0.0.1")]);
+    // The control: a matching ClientHello is relayed, and its event names the host.
+    let mut c = connect(&s.gate);
+    ask(&mut c, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
+    c.write_all(&hello(Some("allowed.test"), false)).await.unwrap();
+    assert_eq!(read_all(&mut c).await, b"welcome");
+    // A server name with a line break and a terminal escape (it would forge a log line), and
+    // CONNECT hosts with a bidirectional override, a C1 control and a line separator.
+    let mut c = connect(&s.gate);
+    ask(&mut c, &format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n")).await;
+    c.write_all(&hello(Some("a.test\n2026-01-01T00:00:00Z INFO forged\u{1b}[2J"), false)).await.unwrap();
+    assert_eq!(read_all(&mut c).await, b"");
+    for host in ["\u{202e}tset.dewolla", "x\u{9b}2J", "a\u{2028}b", "a\tb"] {
+        let mut c = connect(&s.gate);
+        let answer = ask(&mut c, &format!("CONNECT {host}:{port} HTTP/1.1\r\n\r\n")).await;
+        assert_eq!(reason_of(&answer), Some("malformed-request"), "{host:?}: {answer}");
+    }
+    let events = s.events.lock().unwrap();
+    assert!(matches!(&events[0], Event::Allowed { host, .. } if host == "allowed.test"), "{events:?}");
+    assert_eq!(events.len(), 6, "{events:?}");
+    for event in events.iter() {
+        if let Event::Refused { host, detail, .. } = event {
+            assert!(!has_control(host) && !has_control(detail), "{event:?}");
+            assert!(host.is_ascii() && detail.is_ascii(), "{event:?}");
+        }
+    }
+    assert!(
+        matches!(&events[1], Event::Refused { detail, .. } if detail.contains(r"a.test\u{a}2026")),
+        "the escaped server name is still readable: {events:?}"
+    );
+}

@@ -12,6 +12,8 @@
     reason = "helpers shared by the local and docker halves; a build with one backend leaves the other's unused"
 )]
 
+#[cfg(any(feature = "local", feature = "docker"))]
+mod egress_attacks;
 mod fs_attacks;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod sandboxd_attacks;

@@ -162,6 +162,13 @@ pub fn drain_an_unread_gib(sandbox: Sandbox) {
 /// Runs `child_test` (which calls [`drain_an_unread_gib`]) as a child process with `role`
 /// and returns its `(bytes drained, peak RSS in MiB)`.
 pub fn unread_stream_figures(child_test: &str, role: &str) -> (u64, u64) {
+    let figures = child_figures(child_test, role);
+    (figures[0], figures[1])
+}
+
+/// Runs `child_test` as a child process with `role` (see [`spawn_child`]); the numbers it
+/// printed after `RESULT `.
+pub fn child_figures(child_test: &str, role: &str) -> Vec<u64> {
     use std::io::Read as _;
     let mut child = spawn_child(child_test, role, &[]);
     let mut out = String::new();
@@ -171,8 +178,7 @@ pub fn unread_stream_figures(child_test: &str, role: &str) -> (u64, u64) {
         .lines()
         .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
         .unwrap_or_else(|| panic!("no result: {out}"));
-    let mut fields = result.split_whitespace().map(|f| f.parse::<u64>().unwrap());
-    (fields.next().unwrap(), fields.next().unwrap())
+    result.split_whitespace().map(|f| f.parse::<u64>().unwrap()).collect()
 }
 
 /// How many cancellation points a stress run makes (`SANDBOXIO_STRESS_POINTS`; CI's

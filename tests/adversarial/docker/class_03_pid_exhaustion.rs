@@ -1,19 +1,24 @@
 //! Class 3 under pid exhaustion: a command that fills the container's pids limit leaves no
-//! free pid for the killer, which is a new exec (`docker exec` then fails: "read init-p:
-//! connection reset by peer"). Every way a command or a sandbox ends must still end it:
-//! a timeout, a terminated stream, `kill`, the TTL and owner death. First seen failing on
-//! aed87c0 (main): the timed-out `run()` reported `ExecutionTimeout` although the killer
-//! never started and the whole sandbox had been removed (the next call said "it was
-//! killed"): a sandbox that dies under an operation must give `SandboxGone`.
+//! free pid for anything new. Every way a command or a sandbox ends must still end it: a
+//! timeout, a terminated stream, `kill`, the TTL and owner death. On the exec-API path the
+//! killer is a new exec, which the full limit can refuse ("read init-p: connection reset by
+//! peer"); first seen failing there on aed87c0 (main): the timed-out `run()` reported
+//! `ExecutionTimeout` although the killer never started and the whole sandbox had been
+//! removed (a sandbox that dies under an operation must give `SandboxGone`). On the sandboxd
+//! path (the default) nothing new is started to kill: sandboxd tells the command's shepherd,
+//! which kills without forking, so a timeout is `ExecutionTimeout` with the sandbox alive,
+//! never the removal fallback. The timeout tests run as the image's user and as root (whose
+//! command may also kill its own shepherd, which sandboxd then replaces by killing the
+//! orphans itself).
 //!
 //! Each test first proves the exhaustion (the positive control): while the payload runs, the
-//! engine cannot start a process in the container (`docker exec … true` fails).
+//! payload holds (nearly) every pid of the limit.
 
 use std::time::{Duration, Instant};
 
 use sandboxio::{Command, ErrorCode, NetworkPolicy, ResourceLimits, Sandbox};
 
-use super::{docker_cli, host_view, survivors};
+use super::{docker_cli, host_view, on_sandboxd, survivors};
 use crate::support::{self, block_on, eventually};
 
 /// The container's pids limit in these tests: small, so that filling it is quick.
@@ -27,16 +32,24 @@ pub(super) fn bomb(marker: u32) -> String {
     )
 }
 
-/// A sandbox with the small pids limit (and `ttl`).
-fn small_sandbox(ttl: Duration, detached: bool) -> Sandbox {
+/// The sandbox users the timeout tests run as: the image's (`sandbox`, uid 1000) and root.
+const USERS: [&str; 2] = ["", "0"];
+
+/// A sandbox with the small pids limit (and `ttl`), as `user` (empty: the image's).
+fn small_sandbox(ttl: Duration, detached: bool, user: &str) -> Sandbox {
+    let user = if user.is_empty() { String::new() } else { format!("&user={user}") };
     block_on(
-        Sandbox::builder(&format!("docker://?image={}{}", support::DOCKER_IMAGE, support::exec_option()))
-            .unwrap()
-            .network(NetworkPolicy::deny_all())
-            .limits(ResourceLimits::new().pids(PIDS))
-            .ttl(ttl)
-            .detached(detached)
-            .create(),
+        Sandbox::builder(&format!(
+            "docker://?image={}{user}{}",
+            support::DOCKER_IMAGE,
+            support::exec_option()
+        ))
+        .unwrap()
+        .network(NetworkPolicy::deny_all())
+        .limits(ResourceLimits::new().pids(PIDS))
+        .ttl(ttl)
+        .detached(detached)
+        .create(),
     )
     .unwrap()
 }
@@ -65,12 +78,15 @@ fn container_gone(id: &str) -> bool {
 }
 
 /// What a `run()` whose command was killed at its timeout may say: `ExecutionTimeout` with
-/// the sandbox alive (the killer got through), or `SandboxGone` with the sandbox removed
-/// (the fallback), never a timeout of a sandbox that is gone.
-fn timed_out_honestly(sandbox: &Sandbox, result: sandboxio::Result<sandboxio::ExecResult>) {
+/// the sandbox alive (the killer got through), or, on the exec-API path only, `SandboxGone`
+/// with the sandbox removed (the fallback when no killer could start), never a timeout of a
+/// sandbox that is gone. sandboxd needs no new process to kill: there, only the first.
+fn timed_out_honestly(sandbox: &Sandbox, sandboxd: bool, result: sandboxio::Result<sandboxio::ExecResult>) {
     let id = sandbox.id();
     let err = result.expect_err("a command killed at its timeout");
-    if container_gone(id) || host_view(id).is_empty() {
+    let gone = container_gone(id) || host_view(id).is_empty();
+    assert!(!(sandboxd && gone), "sandboxd's kill at the pids limit cost the sandbox: {err}");
+    if gone {
         assert_eq!(err.code(), ErrorCode::SandboxGone, "the sandbox was removed under the run, yet: {err}");
         let next = block_on(sandbox.run(Command::shell("true"))).unwrap_err();
         assert_eq!(next.code(), ErrorCode::SandboxGone);
@@ -89,26 +105,36 @@ fn class_03__a_command_at_the_pids_limit_still_ends_on_timeout() {
     if !support::docker_ready(TEST) {
         return;
     }
-    let sandbox = small_sandbox(Duration::from_mins(10), false);
-    let id = sandbox.id().to_owned();
-    let control = {
-        let id = id.clone();
-        std::thread::spawn(move || exhausted(&id, 7403))
-    };
-    let started = Instant::now();
-    let result = block_on(sandbox.run(Command::shell(bomb(7403)).timeout(Duration::from_secs(6))));
-    let took = started.elapsed();
-    if !control.join().unwrap() {
-        support::skip(TEST, "the payload did not exhaust the pids limit: nothing to prove");
+    for (user, marker) in USERS.into_iter().zip([7403, 7409]) {
+        let sandbox = small_sandbox(Duration::from_mins(10), false, user);
+        let id = sandbox.id().to_owned();
+        let sandboxd = on_sandboxd(&id);
+        let control = {
+            let id = id.clone();
+            std::thread::spawn(move || exhausted(&id, marker))
+        };
+        let started = Instant::now();
+        let result = block_on(sandbox.run(Command::shell(bomb(marker)).timeout(Duration::from_secs(6))));
+        let took = started.elapsed();
+        if !control.join().unwrap() {
+            support::skip(TEST, "the payload did not exhaust the pids limit: nothing to prove");
+            let _ = block_on(sandbox.kill());
+            return;
+        }
+        println!(
+            "{TEST}: user {user:?}, sandboxd {sandboxd}: control: the payload held the pids limit; run gave {result:?} after {took:?}"
+        );
+        let marker = marker.to_string();
+        let cleaned = eventually(Duration::from_secs(10), || survivors(&id, &marker).is_empty());
+        assert!(
+            cleaned,
+            "the command outlived its timeout: {} processes left",
+            survivors(&id, &marker).len()
+        );
+        assert!(took < Duration::from_secs(30), "the kill took {took:?}");
+        timed_out_honestly(&sandbox, sandboxd, result);
         let _ = block_on(sandbox.kill());
-        return;
     }
-    println!("{TEST}: control: the payload held the pids limit; run gave {result:?} after {took:?}");
-    let cleaned = eventually(Duration::from_secs(10), || survivors(&id, "7403").is_empty());
-    assert!(cleaned, "the command outlived its timeout: {} processes left", survivors(&id, "7403").len());
-    assert!(took < Duration::from_secs(30), "the kill took {took:?}");
-    timed_out_honestly(&sandbox, result);
-    let _ = block_on(sandbox.kill());
 }
 
 #[test]
@@ -118,7 +144,7 @@ fn class_03__a_stream_at_the_pids_limit_still_ends_when_terminated_or_killed() {
         return;
     }
     for (round, marker) in [(0, 7404), (1, 7405)] {
-        let sandbox = small_sandbox(Duration::from_mins(10), false);
+        let sandbox = small_sandbox(Duration::from_mins(10), false, "");
         let id = sandbox.id().to_owned();
         let mut stream = sandbox.stream(Command::shell(format!("echo started; {}", bomb(marker)))).unwrap();
         let first = block_on(stream.next_chunk()).expect("the payload starts").unwrap();
@@ -127,6 +153,9 @@ fn class_03__a_stream_at_the_pids_limit_still_ends_when_terminated_or_killed() {
             support::skip(TEST, "the payload did not exhaust the pids limit: nothing to prove");
             let _ = block_on(sandbox.kill());
             return;
+        }
+        if round == 0 && on_sandboxd(&id) {
+            at_the_limit_on_sandboxd(&sandbox);
         }
         let started = Instant::now();
         let ended = if round == 0 { block_on(stream.close()) } else { block_on(sandbox.kill()).map(drop) };
@@ -145,6 +174,22 @@ fn class_03__a_stream_at_the_pids_limit_still_ends_when_terminated_or_killed() {
     }
 }
 
+/// What a sandbox whose pids limit is full still does on the sandboxd path: file reads and
+/// writes, which sandboxd does itself, succeed; a new command, which needs a process, fails
+/// at once (never hangs), saying why.
+fn at_the_limit_on_sandboxd(sandbox: &Sandbox) {
+    let started = Instant::now();
+    let wrote = block_on(sandbox.fs().write("/tmp/at-the-limit", "still here"));
+    let read = block_on(sandbox.fs().read("/tmp/at-the-limit"));
+    let ran = block_on(sandbox.run(Command::new("true").timeout(Duration::from_secs(20))));
+    println!("  at the limit: write {wrote:?}, read {read:?}, run {ran:?}, in {:?}", started.elapsed());
+    assert!(wrote.is_ok(), "a write at the pids limit: {wrote:?}");
+    assert_eq!(read.ok().as_deref(), Some(&b"still here"[..]), "a read at the pids limit");
+    let err = ran.expect_err("a new command at a full pids limit");
+    assert_ne!(err.code(), ErrorCode::ExecutionTimeout, "a new command hung at the limit: {err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
 #[test]
 fn class_03__a_detached_sandbox_at_the_pids_limit_still_ends_at_its_ttl() {
     const TEST: &str = "class_03__a_detached_sandbox_at_the_pids_limit_still_ends_at_its_ttl";
@@ -152,7 +197,7 @@ fn class_03__a_detached_sandbox_at_the_pids_limit_still_ends_at_its_ttl() {
         return;
     }
     let ttl = Duration::from_secs(30);
-    let sandbox = small_sandbox(ttl, true);
+    let sandbox = small_sandbox(ttl, true, "");
     let created = Instant::now();
     let id = sandbox.id().to_owned();
     let mut stream = sandbox.stream(Command::shell(format!("echo started; {}", bomb(7406)))).unwrap();
@@ -211,8 +256,9 @@ fn class_03__a_command_at_the_pids_limit_that_hunts_its_killer_still_ends() {
     if !support::docker_ready(TEST) {
         return;
     }
-    let sandbox = small_sandbox(Duration::from_mins(10), false);
+    let sandbox = small_sandbox(Duration::from_mins(10), false, "");
     let id = sandbox.id().to_owned();
+    let sandboxd = on_sandboxd(&id);
     let uid = block_on(sandbox.run(Command::shell("id -u"))).unwrap().stdout_lossy().trim().to_owned();
     // Control: once the payload holds the pids, no fresh process of the user (in the
     // user's own group, like the killer) lives through two seconds.
@@ -252,6 +298,73 @@ fn class_03__a_command_at_the_pids_limit_that_hunts_its_killer_still_ends() {
     let cleaned = eventually(Duration::from_secs(10), || survivors(&id, "7407").is_empty());
     assert!(cleaned, "the command outlived its timeout: {} processes left", survivors(&id, "7407").len());
     assert!(took < Duration::from_secs(40), "the kill took {took:?}");
-    timed_out_honestly(&sandbox, result);
+    timed_out_honestly(&sandbox, sandboxd, result);
+    let _ = block_on(sandbox.kill());
+}
+
+/// A root command that fills the pids limit and then kills its own shepherd (root may: same
+/// uid, and commands hold no capability but need none for that). Says `exhausted` once a
+/// fork fails and `killed-shepherd` once the kill went through, then keeps the limit full.
+const SHEPHERD_KILLER: &str = r#"import os, time
+said = False
+while True:
+    try:
+        os.fork() or os.execvp("sleep", ["sleep", "7410"])
+    except OSError:
+        if not said:
+            print("exhausted", flush=True)
+            os.kill(os.getppid(), 9)
+            print("killed-shepherd", flush=True)
+            said = True
+        time.sleep(0.001)
+"#;
+
+/// sandboxd path only: a root command at the pids limit kills its own shepherd, so the
+/// command's end falls to sandboxd, which kills the orphans itself (no fork): the run ends
+/// at once with an error saying so, nothing of it is left, and the sandbox still runs
+/// commands.
+#[test]
+fn class_03__a_root_command_at_the_pids_limit_that_kills_its_shepherd_still_ends() {
+    const TEST: &str = "class_03__a_root_command_at_the_pids_limit_that_kills_its_shepherd_still_ends";
+    if !support::docker_ready(TEST) {
+        return;
+    }
+    let sandbox = small_sandbox(Duration::from_mins(10), false, "0");
+    let id = sandbox.id().to_owned();
+    if !on_sandboxd(&id) {
+        println!("[n/a] {TEST}: the exec-API path has no shepherd");
+        let _ = block_on(sandbox.kill());
+        return;
+    }
+    let started = Instant::now();
+    let payload = Command::new("python3").args(["-c", SHEPHERD_KILLER]).timeout(Duration::from_secs(20));
+    // Streamed, so that what the payload said before its end is seen (a failed `run` keeps none).
+    let (said, result) = block_on(async {
+        let mut stream = sandbox.stream(payload)?;
+        let mut said = Vec::new();
+        loop {
+            match stream.next_chunk().await {
+                Some(Ok(chunk)) => said.extend(chunk.data),
+                Some(Err(e)) => return Ok::<_, sandboxio::Error>((said, Err(e))),
+                None => return Ok((said, stream.wait().await)),
+            }
+        }
+    })
+    .unwrap();
+    let said = String::from_utf8_lossy(&said).into_owned();
+    let took = started.elapsed();
+    println!("{TEST}: the payload said {said:?}; the command gave {result:?} after {took:?}");
+    let cleaned = eventually(Duration::from_secs(10), || survivors(&id, "7410").is_empty());
+    assert!(cleaned, "the command outlived its shepherd: {} processes left", survivors(&id, "7410").len());
+    if !said.contains("exhausted\nkilled-shepherd") {
+        support::skip(TEST, &format!("the payload did not fill the limit and kill its shepherd: {said:?}"));
+        let _ = block_on(sandbox.kill());
+        return;
+    }
+    let err = result.expect_err("a command whose shepherd was killed");
+    assert_ne!(err.code(), ErrorCode::ExecutionTimeout, "the run waited for its timeout: {err}");
+    assert!(took < Duration::from_secs(15), "the end took {took:?}");
+    let next = block_on(sandbox.run(Command::shell("echo alive"))).unwrap();
+    assert_eq!(next.stdout_lossy(), "alive\n");
     let _ = block_on(sandbox.kill());
 }

@@ -2,64 +2,83 @@
 //! sandboxed code cannot detach its own sandbox (PID 1's stdin, the owner link, is out of
 //! its reach, root user included), `connect` attaches only to containers sandboxio made,
 //! and a `connect`ed handle's kills end only its own commands, never the owner's.
-//! These held on aed87c0 (main); they keep holding.
+//! These held on aed87c0 (main); they keep holding. The detach attack was vacuous on the
+//! sandboxd path until 2026-12 (it looked only for the exec-API path's `sandboxio-init`
+//! shell and its engine log, which a sandboxd container has neither of): it now also
+//! writes a well-formed `Detach` frame into sandboxd's stdin, and the proof is the owner's
+//! death ending the container, on both paths.
 
 use std::time::Duration;
 
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox};
 
+use super::class_08_owner_death::{kill_owner, owner_child, owner_said, running, spawn_owner};
 use super::{docker_cli, survivors};
 use crate::support::{self, block_on, eventually};
 
-/// As the sandbox's user (root here), writes `detach` into the stdin of every process it can
-/// find, PID 1's supervisor shell (the owner link) included, through `/proc/<pid>/fd/0`
-/// (the pattern `sandboxio-in[i]t` keeps the payload's own command line from matching).
-/// The positive control: the same write reaches a reader of its own uid (`control-got-x`).
-const DETACH_ATTACK: &str = r#"sleep 3 | { read -r l; echo "control-got-$l"; } &
+/// As the sandbox's user, writes into the stdin of every process it can open, through
+/// `/proc/<pid>/fd/0`: to PID 1 (the owner link) what would detach it on either path (a
+/// `detach` line for the exec-API path's `sandboxio-init` shell, a `Detach` frame for
+/// sandboxd), `x` to any other pipe reader. (The brackets in `sandboxio-in[i]t` and
+/// `sandbox[d]` keep the payload's own command line, which its subshells share, from
+/// matching.) Two positive controls
+/// in the same run: the same write reaches a reader of the user's own (`control-got-x`),
+/// and the frame bytes, fed to a sandboxd of the code's own after a `Hello`, make it answer
+/// `Detached` (`control-frame-detaches`: a zero-length frame of kind `0x89`).
+pub(super) const DETACH_ATTACK: &str = r#"hello='\000\000\000\003\001\000\000\000\000\000\003\000'
+detach='\000\000\000\000\011\000\000\000\000'
+{ printf "$hello$detach"; sleep 1; } | timeout 3 /.sandboxio/sandbox[d] 2>/dev/null | od -An -tx1 | tr -d ' \n' | grep -q 000000008900000000 && echo control-frame-detaches
+sleep 3 | { read -r l; echo "control-got-$l"; } &
 sleep 0.3
 for p in /proc/[0-9]*; do
   p=${p#/proc/}
   [ "$p" = "$$" ] && continue
+  ( : >> /proc/$p/fd/0 ) 2>/dev/null || continue
   case "$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)" in
-    *sandboxio-in[i]t*) printf 'detach\n' > /proc/$p/fd/0 2>/dev/null && echo "wrote-pid1-$p" ;;
-    *) [ -p /proc/$p/fd/0 ] && printf 'x\n' > /proc/$p/fd/0 2>/dev/null ;;
+    *sandboxio-in[i]t*) printf 'detach\n' >> /proc/$p/fd/0 && echo "wrote-owner-link-$p" ;;
+    /.sandboxio/sandbox[d]*) printf "$detach" >> /proc/$p/fd/0 && echo "wrote-owner-link-$p" ;;
+    *) [ -p /proc/$p/fd/0 ] && printf 'x\n' >> /proc/$p/fd/0 ;;
   esac
 done
 wait"#;
 
+/// One owner child per sandbox user (the image's, then root) runs [`DETACH_ATTACK`] in its
+/// sandbox and is then killed (`SIGKILL`): a sandbox the code had detached would run on to its TTL
+/// (10 minutes); an attached one ends within the owner-death bound.
 #[test]
 fn class_08__sandboxed_code_cannot_detach_its_own_sandbox() {
     const TEST: &str = "class_08__sandboxed_code_cannot_detach_its_own_sandbox";
+    if let Ok(label) = std::env::var("SBX_ADV_OWNER") {
+        return owner_child(&label);
+    }
     if !support::docker_ready(TEST) {
         return;
     }
-    let sandbox = block_on(
-        Sandbox::builder(&format!(
-            "docker://?image={}&user=0{}",
-            support::DOCKER_IMAGE,
-            support::exec_option()
-        ))
-        .unwrap()
-        .network(NetworkPolicy::deny_all())
-        .create(),
-    )
-    .unwrap();
-    let id = sandbox.id().to_owned();
-    let said = block_on(sandbox.run(Command::shell(DETACH_ATTACK).timeout(Duration::from_secs(20))))
-        .unwrap()
-        .stdout_lossy()
-        .into_owned();
-    if !said.contains("control-got-x") {
-        support::skip(TEST, &format!("the payload cannot write a reader's stdin unconfined: {said:?}"));
-        let _ = block_on(sandbox.kill());
-        return;
+    for user in ["", "0"] {
+        let label = format!("{}-detach-{user}", std::process::id());
+        let mut child = spawn_owner(module_path!(), TEST, &label, user, "detach");
+        let (_, said) = owner_said(&mut child);
+        let said = said.expect("the owner ran the attack");
+        if !said.contains("control-got-x") || !said.contains("control-frame-detaches") {
+            let _ = child.kill();
+            let _ = child.wait();
+            for (id, _) in running(&label) {
+                docker_cli(&["rm", "-f", &id]);
+            }
+            support::skip(TEST, &format!("a positive control failed (user {user:?}): {said}"));
+            return;
+        }
+        assert!(
+            !said.contains("wrote-owner-link"),
+            "user {user:?}: the code wrote into the owner link: {said}"
+        );
+        assert!(!running(&label).is_empty(), "user {user:?}: the sandbox died of the attack itself: {said}");
+        let (gone, after, left) = kill_owner(child, &label);
+        println!(
+            "{TEST}: user {user:?}: the payload said {said}; container gone {after:?} after the owner's SIGKILL: {gone}"
+        );
+        assert!(gone, "user {user:?}: the sandbox outlived its owner (detached from inside?): {left:?}");
     }
-    println!("{TEST}: the payload said {said:?}");
-    assert!(!said.contains("wrote-pid1"), "sandboxed code wrote into the owner link: {said:?}");
-    // PID 1 answers a detach with `detached` on its output, which the engine logs.
-    let logs = docker_cli(&["logs", &id]);
-    assert!(!logs.contains("detached"), "PID 1 was detached from inside: {logs:?}");
-    let _ = block_on(sandbox.close());
 }
 
 #[test]

@@ -38,7 +38,7 @@ exit 0"#;
 
 /// The child mode: create one sandbox labelled `label`, say so, maybe attack, then wait to
 /// be killed.
-fn owner_child(label: &str) {
+pub(super) fn owner_child(label: &str) {
     let user = std::env::var("SBX_ADV_OWNER_USER").unwrap_or_default();
     let dsn = if user.is_empty() {
         format!("docker://?image={}{}", support::DOCKER_IMAGE, support::exec_option())
@@ -59,8 +59,14 @@ fn owner_child(label: &str) {
         .create()
         .unwrap();
     println!("CREATED {}", sandbox.id());
-    if attack == "1" {
-        let said = sandbox.run(Command::shell(ROOT_ATTACK)).map(|o| o.stdout_lossy().into_owned());
+    let payload = match attack.as_str() {
+        "1" => Some(ROOT_ATTACK),
+        "detach" => Some(super::class_08_detach_misuse::DETACH_ATTACK),
+        _ => None,
+    };
+    if let Some(payload) = payload {
+        let ran = sandbox.run(Command::shell(payload).timeout(Duration::from_secs(20)));
+        let said = ran.map(|o| o.stdout_lossy().into_owned());
         println!("ATTACKED {said:?}");
     }
     // Fills the pids limit and keeps it full; the stream stays open until the owner dies.
@@ -72,9 +78,17 @@ fn owner_child(label: &str) {
     std::thread::sleep(Duration::from_mins(10));
 }
 
-fn spawn_owner(test: &str, label: &str, user: &str, attack: &str) -> std::process::Child {
+/// Runs `test` of `module` (its `module_path!()`) as an owner child, which creates one sandbox
+/// labelled `label` as `user` and runs `attack` in it.
+pub(super) fn spawn_owner(
+    module: &str,
+    test: &str,
+    label: &str,
+    user: &str,
+    attack: &str,
+) -> std::process::Child {
     // libtest's `--exact` wants the path inside the crate: `docker::class_08_…::<test>`.
-    let path = format!("{}::{test}", module_path!().split_once("::").map_or("", |(_, rest)| rest));
+    let path = format!("{}::{test}", module.split_once("::").map_or("", |(_, rest)| rest));
     OsCommand::new(std::env::current_exe().unwrap())
         .args([path.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env("SBX_ADV_OWNER", label)
@@ -88,7 +102,7 @@ fn spawn_owner(test: &str, label: &str, user: &str, attack: &str) -> std::proces
 
 /// What an owner child said, up to its attack: its sandbox's id (`CREATED <id>`) and what
 /// the attack reported (`ATTACKED <what>`). libtest's own `test … ... ` may precede a line.
-fn owner_said(child: &mut std::process::Child) -> (Option<String>, Option<String>) {
+pub(super) fn owner_said(child: &mut std::process::Child) -> (Option<String>, Option<String>) {
     let (mut id, mut attacked) = (None, None);
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
@@ -106,7 +120,10 @@ fn owner_said(child: &mut std::process::Child) -> (Option<String>, Option<String
 /// SIGKILLs an owner child and waits (up to [`BOUND`]) for its sandbox to go: whether it
 /// went, how long it took, and what was left (removed here, so nothing leaks into other
 /// tests).
-fn kill_owner(mut child: std::process::Child, label: &str) -> (bool, Duration, Vec<(String, String)>) {
+pub(super) fn kill_owner(
+    mut child: std::process::Child,
+    label: &str,
+) -> (bool, Duration, Vec<(String, String)>) {
     child.kill().unwrap();
     child.wait().unwrap();
     let killed = Instant::now();
@@ -119,7 +136,7 @@ fn kill_owner(mut child: std::process::Child, label: &str) -> (bool, Duration, V
     (gone, after, left)
 }
 
-fn running(label: &str) -> Vec<(String, String)> {
+pub(super) fn running(label: &str) -> Vec<(String, String)> {
     labelled(LABEL, label).into_iter().filter(|(_, state)| state != "created").collect()
 }
 
@@ -142,7 +159,7 @@ fn class_08__owner_death_during_create_leaves_nothing_running() {
         let delay = Duration::from_millis(i * 50 + (u64::from(std::process::id()) + i * 7) % 13);
         let user = if i % 2 == 0 { "" } else { "0" };
         let label = format!("{run}-{i}");
-        let mut child = spawn_owner(TEST, &label, user, "0");
+        let mut child = spawn_owner(module_path!(), TEST, &label, user, "0");
         std::thread::sleep(delay);
         child.kill().unwrap();
         child.wait().unwrap();
@@ -185,7 +202,7 @@ fn class_08__a_root_sandbox_user_cannot_outlive_its_owner() {
         return;
     }
     let label = format!("{}-root", std::process::id());
-    let mut child = spawn_owner(TEST, &label, "0", "1");
+    let mut child = spawn_owner(module_path!(), TEST, &label, "0", "1");
     let (_, attacked) = owner_said(&mut child);
     let attacked = attacked.expect("the owner ran the attack");
     if !attacked.contains("control-root-stop-works") {
@@ -210,7 +227,7 @@ fn class_08__owner_death_ends_a_sandbox_at_its_pids_limit() {
         return;
     }
     let label = format!("{}-bomb", std::process::id());
-    let mut child = spawn_owner(TEST, &label, "", "bomb");
+    let mut child = spawn_owner(module_path!(), TEST, &label, "", "bomb");
     let (id, _) = owner_said(&mut child);
     let id = id.expect("the owner created its sandbox");
     // Control: the payload holds the pids limit (no new process can start).

@@ -1,6 +1,10 @@
 //! Class 10: the kill path depends on nothing the sandboxed code can write. First seen
 //! failing on d269073 (main): a command rewrote `/tmp/.sandboxio/<key>` (the process group
 //! its killer read) and `run()` reported `ExecutionTimeout` while the process lived on.
+//! The rewrite is an attack on the exec-API path's old state; on the sandboxd path the kill
+//! is a frame to sandboxd and a pipe to the shepherd (class 17 shows the code reaches
+//! neither), so there it finds nothing to rewrite and shows only that the command still
+//! ends. The hunter attacks the killer on both paths.
 
 use std::time::Duration;
 

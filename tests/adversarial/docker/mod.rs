@@ -15,6 +15,7 @@ mod class_09_command_secrets;
 mod class_10_kill_path;
 mod class_11_forged_results;
 mod class_17_attacks_on_sandboxd;
+mod class_18_egress;
 
 use std::process::Command as OsCommand;
 
@@ -29,6 +30,12 @@ pub fn docker_cli(args: &[&str]) -> String {
 /// `PID ARGS`; empty when the container is gone.
 pub fn host_view(id: &str) -> Vec<String> {
     docker_cli(&["top", id, "-eo", "pid,args"]).lines().skip(1).map(str::to_owned).collect()
+}
+
+/// Whether container `id` runs its commands through sandboxd (its `io.sandboxio.exec`
+/// label), not the exec API.
+pub fn on_sandboxd(id: &str) -> bool {
+    docker_cli(&["inspect", "-f", "{{index .Config.Labels \"io.sandboxio.exec\"}}", id]).trim() == "sandboxd"
 }
 
 /// The processes of container `id` whose command line contains `marker`, as the host sees them.

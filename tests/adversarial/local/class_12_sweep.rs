@@ -47,7 +47,7 @@ fn orphan(dir: &std::path::Path) {
 }
 
 /// The host pid of a sandbox's sandboxd, from its record.
-fn sandboxd_pid(dir: &std::path::Path) -> u32 {
+pub(super) fn sandboxd_pid(dir: &std::path::Path) -> u32 {
     let text = std::fs::read_to_string(dir.join("sandbox")).unwrap();
     let label = text.lines().find_map(|l| l.strip_prefix("sandboxd ")).expect("no sandboxd in the record");
     label.rsplit(':').nth(1).unwrap().parse().unwrap()
