@@ -10,7 +10,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Status};
 
 use super::SCHEME;
-use super::config::Settings;
+use super::config::{Credentials, Settings};
 use super::errors::{self, Call};
 use super::proto::client::generic_result::GenericStatus;
 use super::proto::client::modal_client_client::ModalClientClient;
@@ -44,6 +44,33 @@ pub(crate) const MAX_PAGES: usize = 1000;
 #[derive(Clone)]
 pub(crate) struct Identity {
     headers: Vec<(&'static str, AsciiMetadataValue)>,
+}
+
+impl Identity {
+    /// The headers of [`identity_headers`], the token secret marked sensitive (its `Debug`
+    /// shows `Sensitive`, and HTTP/2 never indexes it in its header table).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] when a value is not visible ASCII.
+    pub(crate) fn new(credentials: &Credentials) -> Result<Self> {
+        let mut headers = Vec::new();
+        for (name, value) in identity_headers(credentials) {
+            let mut v: AsciiMetadataValue = MetadataValue::try_from(value.as_str())
+                .map_err(|_| Error::configuration(format!("the Modal header {name} is not visible ASCII")))?;
+            if name == "x-modal-token-secret" {
+                v.set_sensitive(true);
+            }
+            headers.push((name, v));
+        }
+        Ok(Identity { headers })
+    }
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.headers.iter().map(|(k, v)| (k, v))).finish()
+    }
 }
 
 impl tonic::service::Interceptor for Identity {
@@ -99,16 +126,7 @@ impl Control {
     /// value is not visible ASCII.
     pub(crate) fn new(settings: &Settings, trust: Option<(&[u8], &str)>) -> Result<Self> {
         let channel = channel(&settings.server_url, trust)?;
-        let mut headers = Vec::new();
-        for (name, value) in identity_headers(&settings.credentials) {
-            let mut v: AsciiMetadataValue = MetadataValue::try_from(value.as_str())
-                .map_err(|_| Error::configuration(format!("the Modal header {name} is not visible ASCII")))?;
-            if name == "x-modal-token-secret" {
-                v.set_sensitive(true);
-            }
-            headers.push((name, v));
-        }
-        let inner = ModalClientClient::with_interceptor(channel, Identity { headers })
+        let inner = ModalClientClient::with_interceptor(channel, Identity::new(&settings.credentials)?)
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE);
         Ok(Control { inner })

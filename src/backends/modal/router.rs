@@ -24,8 +24,24 @@ use crate::secret::SecretString;
 pub(crate) const REOPENS: u32 = 10;
 
 /// Adds the router token to every request.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub(crate) struct Bearer(AsciiMetadataValue);
+
+impl Bearer {
+    /// `Bearer <token>`, marked sensitive (its `Debug` shows `Sensitive`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Provider`] for a token that is not visible ASCII.
+    pub(crate) fn new(token: &SecretString) -> Result<Self> {
+        let mut bearer: AsciiMetadataValue =
+            MetadataValue::try_from(format!("Bearer {}", token.expose_secret())).map_err(|_| {
+                Error::provider_message(SCHEME, "the command router's token is not visible ASCII")
+            })?;
+        bearer.set_sensitive(true);
+        Ok(Bearer(bearer))
+    }
+}
 
 impl tonic::service::Interceptor for Bearer {
     fn call(&mut self, mut request: Request<()>) -> std::result::Result<Request<()>, Status> {
@@ -74,12 +90,7 @@ impl Router {
         trust: Option<(&[u8], &str)>,
     ) -> Result<Self> {
         let channel = channel(url, trust)?;
-        let mut bearer: AsciiMetadataValue =
-            MetadataValue::try_from(format!("Bearer {}", token.expose_secret())).map_err(|_| {
-                Error::provider_message(SCHEME, "the command router's token is not visible ASCII")
-            })?;
-        bearer.set_sensitive(true);
-        let inner = TaskCommandRouterClient::with_interceptor(channel, Bearer(bearer))
+        let inner = TaskCommandRouterClient::with_interceptor(channel, Bearer::new(token)?)
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE);
         Ok(Router { inner, sandbox_id: sandbox_id.to_owned(), task_id: task_id.to_owned() })

@@ -406,3 +406,15 @@ async fn wait_tells_running_from_ended() {
     let ended = c.wait("sb-1", Duration::from_secs(10)).await.unwrap().unwrap();
     assert_eq!((ended.status, ended.exitcode), (3, 137));
 }
+
+#[test]
+fn the_token_secret_is_a_sensitive_header_and_never_printed() {
+    let credentials = Credentials { token_id: "ak-1".into(), token_secret: SecretString::new("as-hunter2") };
+    let identity = Identity::new(&credentials).unwrap();
+    let shown = format!("{identity:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("\"x-modal-token-secret\": Sensitive"), "{shown}");
+    assert!(shown.contains("\"x-modal-token-id\": \"ak-1\""), "{shown}");
+    let bad = Credentials { token_id: "ak-\n".into(), token_secret: SecretString::new("s") };
+    assert_eq!(Identity::new(&bad).unwrap_err().code(), ErrorCode::Configuration);
+}

@@ -223,3 +223,10 @@ async fn wait_gives_a_code_or_a_signal_and_a_gone_sandbox() {
     };
     assert_eq!(err.code(), ErrorCode::Configuration);
 }
+
+#[test]
+fn the_router_token_is_sensitive_and_never_printed() {
+    let bearer = Bearer::new(&SecretString::new("jwt-hunter2")).unwrap();
+    assert_eq!(format!("{bearer:?}"), "Bearer(Sensitive)");
+    assert_eq!(Bearer::new(&SecretString::new("a\nb")).unwrap_err().code(), ErrorCode::Provider);
+}
