@@ -18,6 +18,7 @@ mod sha256;
 const RUSTC_ARGS: &str = include_str!("sandboxd/src/rustc-args");
 
 fn main() {
+    modal_proto();
     println!("cargo::rerun-if-changed=sandboxd/src");
     println!("cargo::rustc-check-cfg=cfg(sandboxd_embedded)");
     let wanted =
@@ -58,3 +59,33 @@ fn main() {
         Err(e) => println!("cargo::warning=sandboxd could not be built: rustc did not start: {e}"),
     }
 }
+
+/// With the `modal` feature: compiles the trimmed Modal protocol (`proto/modal/`) with protox
+/// (a protobuf compiler in Rust, so no `protoc`) and generates prost messages and tonic
+/// clients into `OUT_DIR` (`modal.client.rs`, `modal.task_command_router.rs`), and the same
+/// messages with servers into `OUT_DIR/modal-stub/` for tests.
+#[cfg(feature = "modal")]
+fn modal_proto() {
+    println!("cargo::rerun-if-changed=proto/modal");
+    let files = ["modal/api.proto", "modal/task_command_router.proto"];
+    let fds =
+        protox::compile(files, ["proto"]).unwrap_or_else(|e| panic!("proto/modal does not compile: {e}"));
+    tonic_prost_build::configure()
+        .build_server(false)
+        .build_transport(false)
+        .compile_fds(fds.clone())
+        .unwrap_or_else(|e| panic!("cannot generate the Modal client from proto/modal: {e}"));
+    // The same messages with servers and no clients, for the test servers only (included by
+    // `#[cfg(test)]` code; never part of the library).
+    let stub = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("modal-stub");
+    std::fs::create_dir_all(&stub).expect("OUT_DIR is writable");
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_transport(false)
+        .out_dir(&stub)
+        .compile_fds(fds)
+        .unwrap_or_else(|e| panic!("cannot generate the Modal test servers from proto/modal: {e}"));
+}
+
+#[cfg(not(feature = "modal"))]
+fn modal_proto() {}

@@ -30,6 +30,10 @@ pub mod docker;
 #[cfg_attr(docsrs, doc(cfg(feature = "e2b")))]
 pub mod e2b;
 
+#[cfg(feature = "modal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "modal")))]
+pub mod modal;
+
 #[cfg(any(feature = "local", feature = "docker"))]
 mod reap_types {
     /// What a backend's sweep (`DockerBackend::reap`, `LocalBackend::reap`) removes besides
