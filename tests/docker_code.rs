@@ -75,9 +75,13 @@ fn code__a_streamed_cell_is_interrupted_after_its_first_chunk_and_the_context_ke
         let ctx = context_with_state(&sandbox).await;
         let cell = Code::new("import time\nprint('started')\ntime.sleep(3600)").in_context(&ctx);
         let mut stream = sandbox.run_code_stream(cell).unwrap();
-        // The interrupt goes out once the cell has said it started: ordered, not timed.
-        let first = stream.next_chunk().await.unwrap().unwrap();
-        assert_eq!(first.data, b"started\n");
+        // The interrupt goes out once the cell has said it started: ordered, not timed. The
+        // line may come in more than one chunk (`python3 -u` writes the text, then the newline).
+        let mut said = Vec::new();
+        while !said.ends_with(b"\n") {
+            said.extend_from_slice(&stream.next_chunk().await.unwrap().unwrap().data);
+        }
+        assert_eq!(said, b"started\n");
         sandbox.interrupt(&ctx).await.unwrap();
         while let Some(chunk) = stream.next_chunk().await {
             chunk.unwrap();
