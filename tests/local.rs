@@ -243,3 +243,27 @@ fn local__refusing_limits_names_the_real_reason() {
     .unwrap();
     block_on(none.close()).unwrap();
 }
+
+#[test]
+fn local__a_matplotlib_figure_comes_back_as_a_png() {
+    // The control: the host's Python has matplotlib (`.ci/run` installs it), else say so.
+    let host =
+        std::process::Command::new("/usr/bin/python3").args(["-c", "import matplotlib"]).output().unwrap();
+    if !host.status.success() {
+        assert!(
+            std::env::var("SANDBOXIO_STRICT").map_or(true, |v| v != "1"),
+            "the host's python3 has no matplotlib (SANDBOXIO_STRICT=1)"
+        );
+        println!(
+            "[skip] local__a_matplotlib_figure_comes_back_as_a_png: the host's python3 has no matplotlib"
+        );
+        return;
+    }
+    let sbx = sandbox();
+    let cell = sandboxio::Code::new("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()");
+    let out = block_on(sbx.run_code(cell)).unwrap();
+    assert!(out.error.is_none(), "{out:?}");
+    let png = out.results.iter().find_map(|r| r.get("image/png")).expect("no image/png result");
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG: {:?}", &png[..8.min(png.len())]);
+    block_on(sbx.close()).unwrap();
+}

@@ -107,7 +107,10 @@ impl Launch<'_> {
                 push(&["--symlink", target, link]);
             }
         }
-        for etc in ["/etc/alternatives", "/etc/ssl", "/etc/resolv.conf", "/etc/hosts"] {
+        // What the host's programs read from `/etc` to start: links to alternatives, CA
+        // certificates, and matplotlib's defaults (Debian keeps `matplotlibrc` there, and
+        // `import matplotlib` fails without it: no figure could come back as a rich result).
+        for etc in ["/etc/alternatives", "/etc/ssl", "/etc/resolv.conf", "/etc/hosts", "/etc/matplotlibrc"] {
             push(&["--ro-bind-try", etc, etc]);
         }
         let mut bind = |how: &str, host: PathBuf, inside: &str| {
