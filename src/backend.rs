@@ -35,8 +35,10 @@ use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkEnforcement, NetworkPolicy, ResourceLimits};
 use crate::secret::SecretString;
 
+mod blocking;
 pub(crate) mod cell_stream;
 
+pub use blocking::{Blocking, CancelToken, run_blocking};
 pub use cell_stream::{CellStream, ChunkSink, collect_cell};
 
 /// A boxed, sendable future, the return type of the async adapter methods.

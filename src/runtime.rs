@@ -5,7 +5,7 @@
 //! dropped un-closed, or when host files are read or written.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use event_listener::Event;
@@ -33,63 +33,14 @@ pub fn teardown_grace() -> Duration {
     Duration::from_millis(GRACE_MILLIS.load(std::sync::atomic::Ordering::Relaxed))
 }
 
-/// A one-shot slot: a value set once from a thread, awaited from any executor.
-struct Slot<T> {
-    value: Mutex<Option<T>>,
-    ready: Event,
-}
-
-impl<T> Slot<T> {
-    fn new() -> Arc<Self> {
-        Arc::new(Slot { value: Mutex::new(None), ready: Event::new() })
-    }
-
-    fn set(&self, v: T) {
-        *self.value.lock().unwrap_or_else(PoisonError::into_inner) = Some(v);
-        self.ready.notify(usize::MAX);
-    }
-
-    fn take(&self) -> Option<T> {
-        self.value.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-
-    async fn wait(&self) -> T {
-        loop {
-            if let Some(v) = self.take() {
-                return v;
-            }
-            let listener = self.ready.listen();
-            if let Some(v) = self.take() {
-                return v;
-            }
-            listener.await;
-        }
-    }
-}
-
-/// Runs blocking `work` on a fresh thread and awaits its result, so that host file I/O never
-/// blocks the caller's executor.
+/// Runs blocking `work` on a thread of its own and awaits its result, so that host file
+/// I/O never blocks the caller's executor.
 pub(crate) async fn unblock<T, F>(work: F) -> crate::Result<T>
 where
     T: Send + 'static,
     F: FnOnce() -> crate::Result<T> + Send + 'static,
 {
-    let slot = Slot::new();
-    let sender = Arc::clone(&slot);
-    std::thread::Builder::new()
-        .name("sandboxio-blocking".into())
-        .spawn(move || {
-            let result = std::panic::catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|_| {
-                Err(crate::Error::Provider {
-                    backend: "host".into(),
-                    message: "the host file I/O thread panicked".into(),
-                    source: None,
-                })
-            });
-            sender.set(result);
-        })
-        .map_err(|e| crate::Error::provider("host", "could not start a thread for host file I/O", e))?;
-    slot.wait().await
+    crate::backend::run_blocking("host", |_| work()).await
 }
 
 /// Teardowns still running in the background.

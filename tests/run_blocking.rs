@@ -1,0 +1,131 @@
+//! `sandboxio::backend::run_blocking`: a blocking call awaited from any executor, cancelled
+//! by dropping its future.
+#![allow(non_snake_case, reason = "test names read as clauses: `area__requirement`")]
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use futures_lite::future;
+use sandboxio::ErrorCode;
+use sandboxio::backend::run_blocking;
+
+/// Polls `fut` once with a no-op waker, then drops it: cancellation while in flight.
+fn poll_once_then_drop<F: std::future::Future>(fut: F) {
+    let mut fut = std::pin::pin!(fut);
+    assert!(future::block_on(future::poll_once(fut.as_mut())).is_none(), "expected the call in flight");
+}
+
+#[test]
+fn run_blocking__returns_what_the_work_returns_under_each_executor() {
+    let work = || run_blocking("test", |_| Ok(6 * 7));
+    assert_eq!(future::block_on(work()).unwrap(), 42);
+    assert_eq!(smol::block_on(work()).unwrap(), 42);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    assert_eq!(rt.block_on(work()).unwrap(), 42);
+    let err = future::block_on(run_blocking::<(), _>("test", |_| Err(sandboxio::Error::not_found("/x"))));
+    assert_eq!(err.unwrap_err().code(), ErrorCode::NotFound);
+}
+
+#[test]
+fn run_blocking__does_not_block_the_executor_thread() {
+    // One thread drives both futures: the timer must fire while the blocking call sleeps.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let started = Instant::now();
+    let (timer_at, blocked) = rt.block_on(async {
+        let slow = run_blocking("test", |_| {
+            std::thread::sleep(Duration::from_millis(600));
+            Ok(())
+        });
+        let timer = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            started.elapsed()
+        };
+        tokio::join!(timer, slow)
+    });
+    blocked.unwrap();
+    assert!(timer_at < Duration::from_millis(400), "expected the timer at ~50 ms, observed {timer_at:?}");
+}
+
+#[test]
+fn run_blocking__a_future_dropped_unpolled_runs_nothing() {
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    drop(run_blocking("test", move |_| {
+        flag.store(true, Ordering::SeqCst);
+        Ok(())
+    }));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!ran.load(Ordering::SeqCst), "expected no work from an unpolled future");
+}
+
+#[test]
+fn run_blocking__dropping_the_future_cancels_the_work_and_runs_its_hooks() {
+    let (hook_tx, hook_rx) = mpsc::channel();
+    let (seen_tx, seen_rx) = mpsc::channel();
+    poll_once_then_drop(run_blocking("test", move |cancel| {
+        cancel.on_cancel(move || hook_tx.send("hook ran").unwrap());
+        // The provider call: blocks until the caller gives up (at most 10 s).
+        let started = Instant::now();
+        let cancelled = cancel.wait(Duration::from_secs(10));
+        seen_tx.send((cancelled, cancel.is_cancelled(), started.elapsed())).unwrap();
+        Ok(())
+    }));
+    assert_eq!(hook_rx.recv_timeout(Duration::from_secs(5)).unwrap(), "hook ran");
+    let (woke, is_cancelled, after) = seen_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(woke && is_cancelled, "expected the work to see the cancellation");
+    assert!(after < Duration::from_secs(5), "expected wait() to return at the drop, observed {after:?}");
+}
+
+#[test]
+fn run_blocking__a_hook_registered_after_the_drop_runs_at_once() {
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (ran_tx, ran_rx) = mpsc::channel();
+    poll_once_then_drop(run_blocking("test", move |cancel| {
+        go_rx.recv().unwrap();
+        let on_this_thread = std::thread::current().id();
+        cancel.on_cancel(move || ran_tx.send(std::thread::current().id() == on_this_thread).unwrap());
+        Ok(())
+    }));
+    go_tx.send(()).unwrap();
+    assert!(ran_rx.recv_timeout(Duration::from_secs(5)).unwrap(), "expected the hook inline on the worker");
+}
+
+#[test]
+fn run_blocking__hooks_never_run_once_the_work_returned() {
+    let hooks = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&hooks);
+    let fut = run_blocking("test", move |cancel| {
+        cancel.on_cancel(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        Ok("done")
+    });
+    assert_eq!(future::block_on(fut).unwrap(), "done");
+    // Also when the result is never taken: the work finished before the drop.
+    let counter = Arc::clone(&hooks);
+    let (done_tx, done_rx) = mpsc::channel();
+    let fut = run_blocking("test", move |cancel| {
+        let c = Arc::clone(&counter);
+        cancel.on_cancel(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        });
+        done_tx.send(()).unwrap();
+        Ok(())
+    });
+    let mut fut = Box::pin(fut);
+    assert!(future::block_on(future::poll_once(fut.as_mut())).is_none());
+    done_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    // The work has returned (it sent before returning); let its result land, then drop.
+    std::thread::sleep(Duration::from_millis(200));
+    drop(fut);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(hooks.load(Ordering::SeqCst), 0, "expected no hook after the work returned");
+}
+
+#[test]
+fn run_blocking__a_panic_is_a_provider_error_naming_the_backend() {
+    let err = future::block_on(run_blocking::<(), _>("fly", |_| panic!("the SDK panicked"))).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Provider);
+    assert!(err.to_string().contains("fly"), "expected the backend named, observed {err}");
+}
