@@ -98,7 +98,11 @@ pub struct Blocking<T> {
 
 impl<T> std::fmt::Debug for Blocking<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Blocking").field("started", &self.job.is_none()).field("done", &self.done).finish()
+        f.debug_struct("Blocking")
+            .field("backend", &self.backend)
+            .field("started", &self.job.is_none())
+            .field("done", &self.done)
+            .finish_non_exhaustive()
     }
 }
 

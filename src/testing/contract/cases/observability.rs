@@ -20,6 +20,7 @@ pub(super) fn cases() -> Vec<Case> {
         Case::new(Row::Observability, "observability__secrets_are_absent_from_every_sink", |cx| {
             Box::pin(secrets(cx))
         })
+        .probes(&[P::ProviderConfigText])
         .audited(),
         Case::new(Row::Observability, "observability__metadata_is_propagated_to_provider_labels", |cx| {
             Box::pin(labels(cx))
