@@ -66,6 +66,14 @@ impl Probes for ExampleProbes {
         }))
     }
 
+    fn simulate_kill_hang(&self, sandbox_id: &str) -> Option<ProbeFuture<()>> {
+        let (provider, id) = (Arc::clone(&self.provider), sandbox_id.to_owned());
+        Some(Box::pin(async move {
+            provider.hang_next_delete(&id);
+            Ok(())
+        }))
+    }
+
     fn missing_credentials(&self) -> Option<(Arc<dyn Backend>, String)> {
         let backend = ExampleBackend::new(&self.provider.endpoint).with_api_key("");
         Some((Arc::new(backend), API_KEY_ENV.to_owned()))

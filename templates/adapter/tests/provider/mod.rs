@@ -5,7 +5,7 @@
 //! Not part of the adapter: when you copy the template for a real provider, the contract
 //! test points at that provider (or at a stub of it like this one) instead.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +35,8 @@ struct State {
     /// Execs by id, with their kill flags (kept after they end: a late kill is a no-op).
     execs: Mutex<HashMap<String, Arc<AtomicBool>>>,
     creates: Mutex<HashMap<String, Token>>,
+    /// Sandboxes whose next `DELETE` never answers (the `simulate_kill_hang` probe).
+    hung: Mutex<HashSet<String>>,
 }
 
 struct Entry {
@@ -71,6 +73,7 @@ impl Provider {
             sandboxes: Mutex::default(),
             execs: Mutex::default(),
             creates: Mutex::default(),
+            hung: Mutex::default(),
         });
         let serving = Arc::clone(&state);
         std::thread::spawn(move || {
@@ -85,6 +88,12 @@ impl Provider {
             }
         });
         Provider { endpoint, state }
+    }
+
+    /// Makes the next `DELETE` of sandbox `id` hang, as a provider that stopped answering
+    /// would (the `simulate_kill_hang` probe).
+    pub fn hang_next_delete(&self, id: &str) {
+        self.state.hung.lock().unwrap().insert(id.to_owned());
     }
 
     /// Ends a sandbox's life as its TTL would (the `expire_sandbox` probe).
@@ -210,6 +219,10 @@ impl State {
     }
 
     fn delete(&self, id: &str) -> Reply {
+        if self.hung.lock().unwrap().remove(id) {
+            // Longer than any test waits; the thread ends with the test process.
+            std::thread::sleep(Duration::from_secs(3600));
+        }
         let Some(entry) = self.sandboxes.lock().unwrap().remove(id) else {
             return not_found(id);
         };
