@@ -251,3 +251,34 @@ fn hygiene__the_citation_check_sees_a_citation() {
     assert!(cites(&["The Seed'", "s coverage map"].concat()));
     assert!(!cites("fake://?seed=7 shares one world per seed"));
 }
+
+/// The link fragment GitHub gives a heading: lower case, spaces to `-`, punctuation other
+/// than `-` and `_` dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn contract_docs__every_failure_names_a_clause_and_an_existing_guide_section() {
+    let guide = std::fs::read_to_string(format!("{ROOT}/docs/adapter-guide.md")).unwrap();
+    let sections: BTreeSet<String> =
+        guide.lines().filter_map(|l| l.strip_prefix("## ").or_else(|| l.strip_prefix("### "))).map(slug).collect();
+    for row in Row::ALL {
+        assert!(
+            sections.contains(row.guide_section()),
+            "{row}: docs/adapter-guide.md has no heading #{}; it has {sections:?}",
+            row.guide_section()
+        );
+    }
+    let unlisted: Vec<&str> = cases().iter().filter(|c| c.clause.is_none()).map(|c| c.name).collect();
+    assert!(unlisted.is_empty(), "tests whose failure could name no clause: {unlisted:?}");
+}

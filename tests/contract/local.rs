@@ -61,6 +61,10 @@ impl Probes for LocalProbes {
         Some(Box::pin(async move { backend.stored_config(&id).ok_or_else(|| format!("no sandbox {id}")) }))
     }
 
+    fn no_credentials(&self) -> Option<String> {
+        Some("local:// runs on this host through bubblewrap: there is no account or key".to_owned())
+    }
+
     fn cancellation_points(&self) -> CancellationPoints {
         // Real processes: a few points, each catching the command in flight.
         CancellationPoints::Sample(vec![1, 2, 3, 5, 8])

@@ -30,7 +30,7 @@
 //! when it is there. A control that cannot run skips its test with the reason (reported
 //! ignored, listed in the summary), and fails it in a strict run
 //! ([`ContractSuite::strict`], on by default under `SANDBOXIO_STRICT=1` or
-//! `SANDBOXIO_REQUIRE_DOCKER=1`).
+//! any `SANDBOXIO_REQUIRE_*=1`, such as `SANDBOXIO_REQUIRE_DOCKER=1`).
 //!
 //! The tests drive the async API by default. [`ContractSuite::facade`] with
 //! [`Facade::Blocking`] runs the same tests through the blocking facade
@@ -44,6 +44,7 @@ mod ctx;
 mod facade;
 mod net_scripts;
 mod probes;
+mod rules;
 mod runner;
 
 use std::fmt;
@@ -149,7 +150,7 @@ impl fmt::Display for Row {
 }
 
 /// A contract test's name and row, as `docs/contract.md` lists them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CaseInfo {
     /// The test's name, a contract clause (`run__exit_codes_are_data`).
@@ -159,10 +160,16 @@ pub struct CaseInfo {
     /// `Some(reason)` for a test of async-only behaviour, reported n/a with that reason
     /// under [`Facade::Blocking`].
     pub async_only: Option<&'static str>,
+    /// The clause of `docs/contract.md` the test checks (its clause table's text; several
+    /// joined with ` / `), as a failure reports it; `None` if the page does not list it.
+    pub clause: Option<String>,
 }
 
 /// Every test of the suite, in order.
 #[must_use]
 pub fn cases() -> Vec<CaseInfo> {
-    cases::all().iter().map(|c| CaseInfo { name: c.name, row: c.row, async_only: c.async_only }).collect()
+    cases::all()
+        .iter()
+        .map(|c| CaseInfo { name: c.name, row: c.row, async_only: c.async_only, clause: rules::clause_of(c.name) })
+        .collect()
 }

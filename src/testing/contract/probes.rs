@@ -393,6 +393,15 @@ pub trait Probes: Send + Sync + 'static {
         None
     }
 
+    /// `Some(reason)` for a backend that takes no credentials at all (a local one): the
+    /// credentials test (`errors__auth_error_names_the_missing_env_var`) is then reported
+    /// `n/a` with this reason, instead of skipped for want of
+    /// [`Probes::missing_credentials`]. A backend that takes credentials implements
+    /// `missing_credentials` instead. Default `None`.
+    fn no_credentials(&self) -> Option<String> {
+        None
+    }
+
     /// How many cancellation points to try. Real backends must return a
     /// [`CancellationPoints::Sample`]: the operations cancelled are long-running, so trying
     /// every point until completion would take an hour.

@@ -18,7 +18,7 @@ use super::Row;
 use super::cases::{self, Case};
 use super::ctx::Ctx;
 use super::facade::Facade;
-use super::probes::{DefaultProbes, Probes};
+use super::probes::{DefaultProbes, ProbeKind, Probes};
 
 /// Runs a test's future to completion. The default is `futures_lite::future::block_on`;
 /// supply your own to run the suite inside tokio (either flavour) or smol.
@@ -36,9 +36,24 @@ pub struct ContractSuite {
     strict: bool,
 }
 
-/// The environment variables that make a run strict unless [`ContractSuite::strict`] says
-/// otherwise: `SANDBOXIO_STRICT=1` (CI sets it) or `SANDBOXIO_REQUIRE_DOCKER=1`.
+/// The environment variables sandboxio's own runs use to make a run strict unless
+/// [`ContractSuite::strict`] says otherwise: `SANDBOXIO_STRICT=1` (CI sets it) or
+/// `SANDBOXIO_REQUIRE_DOCKER=1`. Any other `SANDBOXIO_REQUIRE_*` variable set to `1` (an
+/// adapter's own, `SANDBOXIO_REQUIRE_FLY=1`) makes it strict too.
 pub const STRICT_ENV: &[&str] = &["SANDBOXIO_STRICT", "SANDBOXIO_REQUIRE_DOCKER"];
+
+/// Whether the environment makes a run strict: `SANDBOXIO_STRICT=1` or any
+/// `SANDBOXIO_REQUIRE_*=1`.
+fn strict_from_env() -> bool {
+    strict_in(std::env::vars_os())
+}
+
+fn strict_in(vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> bool {
+    vars.into_iter().any(|(name, value)| {
+        let name = name.to_string_lossy();
+        value == "1" && (STRICT_ENV.contains(&name.as_ref()) || name.starts_with("SANDBOXIO_REQUIRE_"))
+    })
+}
 
 /// How long one contract test may take unless [`ContractSuite::test_timeout`] says
 /// otherwise: 5 minutes. A test past it fails as a hang.
@@ -93,7 +108,7 @@ impl ContractSuite {
             executor: Arc::new(futures_lite::future::block_on),
             test_timeout: DEFAULT_TEST_TIMEOUT,
             facade: Facade::Async,
-            strict: STRICT_ENV.iter().any(|var| std::env::var(var).is_ok_and(|v| v == "1")),
+            strict: strict_from_env(),
         }
     }
 
@@ -107,8 +122,8 @@ impl ContractSuite {
     /// reason, or, in a strict run, failed, so that CI cannot go green on a probe that
     /// never worked.
     ///
-    /// Default: strict when the environment sets `SANDBOXIO_STRICT=1` or
-    /// `SANDBOXIO_REQUIRE_DOCKER=1` ([`STRICT_ENV`]).
+    /// Default: strict when the environment sets `SANDBOXIO_STRICT=1` or any
+    /// `SANDBOXIO_REQUIRE_*=1` (`SANDBOXIO_REQUIRE_DOCKER=1`, [`STRICT_ENV`]).
     #[must_use]
     pub fn strict(mut self, strict: bool) -> Self {
         self.strict = strict;
@@ -263,6 +278,11 @@ impl ContractSuite {
         if let Some(why) = case.not_applicable.and_then(|decide| decide(&*self.backend)) {
             return Some(Skip::NotApplicable(why));
         }
+        if case.probes.contains(&ProbeKind::MissingCredentials)
+            && let Some(why) = self.probes.no_credentials()
+        {
+            return Some(Skip::NotApplicable(format!("the backend takes no credentials: {why}")));
+        }
         if let Some(probe) = case.probes.iter().find(|p| !super::probes::implemented(&*self.probes, **p)) {
             return Some(Skip::Skipped(format!("probe {} is not implemented", probe.name())));
         }
@@ -325,8 +345,10 @@ impl ContractSuite {
             match control {
                 Some(why) if strict => Err(format!(
                     "[{scheme}] {} ({} row): its positive control could not run, and this run is strict \
-                     (SANDBOXIO_STRICT=1 or SANDBOXIO_REQUIRE_DOCKER=1): {why}",
-                    case.name, case.row
+                     (SANDBOXIO_STRICT=1 or a SANDBOXIO_REQUIRE_*=1 switch): {why}{}",
+                    case.name,
+                    case.row,
+                    super::rules::advice(case.name, case.row)
                 )
                 .into()),
                 Some(why) => {
@@ -336,9 +358,10 @@ impl ContractSuite {
                         .push(format!("{}: positive control could not run: {why}", case.name));
                     Ok(Completion::ignored_with(format!("skip: positive control could not run: {why}")))
                 }
-                None => verdict
-                    .map(|()| Completion::Completed)
-                    .map_err(|e| format!("[{scheme}] {} ({} row): {e}", case.name, case.row).into()),
+                None => verdict.map(|()| Completion::Completed).map_err(|e| {
+                    format!("[{scheme}] {} ({} row): {e}{}", case.name, case.row, super::rules::advice(case.name, case.row))
+                        .into()
+                }),
             }
         })
     }
@@ -421,4 +444,58 @@ fn is_selected(name: &str, args: &Arguments) -> bool {
     };
     let skipped = args.skip.iter().any(|s| if args.exact { name == s } else { name.contains(s.as_str()) });
     filtered_in && !skipped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::FakeBackend;
+    use crate::testing::contract::FakeProbes;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+        pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+    }
+
+    #[test]
+    fn any_require_switch_makes_a_run_strict() {
+        assert!(strict_in(vars(&[("SANDBOXIO_STRICT", "1")])));
+        assert!(strict_in(vars(&[("SANDBOXIO_REQUIRE_DOCKER", "1")])));
+        assert!(strict_in(vars(&[("SANDBOXIO_REQUIRE_FLY", "1")])));
+        assert!(!strict_in(vars(&[("SANDBOXIO_REQUIRE_FLY", "0"), ("PATH", "1")])));
+        assert!(!strict_in(vars(&[])));
+    }
+
+    /// The fake's probes, for a backend that says it takes no credentials.
+    struct NoCredentials(FakeProbes);
+
+    impl Probes for NoCredentials {
+        fn no_credentials(&self) -> Option<String> {
+            Some("it runs on this host".to_owned())
+        }
+
+        fn missing_credentials(&self) -> Option<(Arc<dyn Backend>, String)> {
+            self.0.missing_credentials()
+        }
+    }
+
+    #[test]
+    fn a_backend_without_credentials_makes_the_credentials_test_not_applicable() {
+        let case = cases::all().iter().find(|c| c.name == "errors__auth_error_names_the_missing_env_var").unwrap();
+        let fake = FakeBackend::new();
+        let suite = ContractSuite::new(fake.clone()).probes(NoCredentials(FakeProbes::new(fake.clone())));
+        match suite.skip_reason(case) {
+            Some(Skip::NotApplicable(why)) => assert!(why.contains("it runs on this host"), "{why}"),
+            other => panic!("expected n/a with the reason, observed {other:?}"),
+        }
+        let suite = ContractSuite::new(fake.clone()).probes(FakeProbes::new(fake));
+        assert!(suite.skip_reason(case).is_none(), "expected the test to run with missing_credentials");
+    }
+
+    #[test]
+    fn a_failure_names_its_clause_and_the_guide_section() {
+        let advice = super::super::rules::advice("run__exit_codes_are_data_not_errors", Row::Run);
+        assert!(advice.contains("rule (docs/contract.md, The clauses): "), "{advice}");
+        assert!(advice.contains("docs/adapter-guide.md#commands-what-an-adapter-honours"), "{advice}");
+        assert!(!advice.contains("not listed"), "{advice}");
+    }
 }
