@@ -270,8 +270,11 @@ fn slug(heading: &str) -> String {
 #[test]
 fn contract_docs__every_failure_names_a_clause_and_an_existing_guide_section() {
     let guide = std::fs::read_to_string(format!("{ROOT}/docs/adapter-guide.md")).unwrap();
-    let sections: BTreeSet<String> =
-        guide.lines().filter_map(|l| l.strip_prefix("## ").or_else(|| l.strip_prefix("### "))).map(slug).collect();
+    let sections: BTreeSet<String> = guide
+        .lines()
+        .filter_map(|l| l.strip_prefix("## ").or_else(|| l.strip_prefix("### ")))
+        .map(slug)
+        .collect();
     for row in Row::ALL {
         assert!(
             sections.contains(row.guide_section()),
@@ -281,4 +284,14 @@ fn contract_docs__every_failure_names_a_clause_and_an_existing_guide_section() {
     }
     let unlisted: Vec<&str> = cases().iter().filter(|c| c.clause.is_none()).map(|c| c.name).collect();
     assert!(unlisted.is_empty(), "tests whose failure could name no clause: {unlisted:?}");
+}
+
+#[test]
+fn contract_docs__every_test_name_in_the_adapter_guide_is_a_test() {
+    let guide = std::fs::read_to_string(format!("{ROOT}/docs/adapter-guide.md")).unwrap();
+    let suite: BTreeSet<&str> = cases().iter().map(|c| c.name).collect();
+    let named: Vec<String> = code_spans(&guide).into_iter().filter(|n| looks_like_a_test_name(n)).collect();
+    assert!(named.len() > 20, "the guide names tests by name; found only {named:?}");
+    let wrong: Vec<String> = named.iter().filter_map(|n| names_a_real_test(n, &suite).err()).collect();
+    assert!(wrong.is_empty(), "docs/adapter-guide.md names tests that do not exist: {wrong:?}");
 }

@@ -170,6 +170,11 @@ pub struct CaseInfo {
 pub fn cases() -> Vec<CaseInfo> {
     cases::all()
         .iter()
-        .map(|c| CaseInfo { name: c.name, row: c.row, async_only: c.async_only, clause: rules::clause_of(c.name) })
+        .map(|c| CaseInfo {
+            name: c.name,
+            row: c.row,
+            async_only: c.async_only,
+            clause: rules::clause_of(c.name),
+        })
         .collect()
 }

@@ -359,8 +359,13 @@ impl ContractSuite {
                     Ok(Completion::ignored_with(format!("skip: positive control could not run: {why}")))
                 }
                 None => verdict.map(|()| Completion::Completed).map_err(|e| {
-                    format!("[{scheme}] {} ({} row): {e}{}", case.name, case.row, super::rules::advice(case.name, case.row))
-                        .into()
+                    format!(
+                        "[{scheme}] {} ({} row): {e}{}",
+                        case.name,
+                        case.row,
+                        super::rules::advice(case.name, case.row)
+                    )
+                    .into()
                 }),
             }
         })
@@ -480,7 +485,8 @@ mod tests {
 
     #[test]
     fn a_backend_without_credentials_makes_the_credentials_test_not_applicable() {
-        let case = cases::all().iter().find(|c| c.name == "errors__auth_error_names_the_missing_env_var").unwrap();
+        let case =
+            cases::all().iter().find(|c| c.name == "errors__auth_error_names_the_missing_env_var").unwrap();
         let fake = FakeBackend::new();
         let suite = ContractSuite::new(fake.clone()).probes(NoCredentials(FakeProbes::new(fake.clone())));
         match suite.skip_reason(case) {

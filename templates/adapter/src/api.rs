@@ -106,11 +106,14 @@ pub struct ExecReply {
 /// The body of every error reply (any status from 400 up).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErrorBody {
-    /// A stable kind: `unauthorized`, `sandbox_not_found`, `sandbox_gone`, `exec_not_found`,
-    /// `invalid_request`, `cancelled`, `rate_limited`, `internal`.
+    /// A stable kind: `unauthorized`, `sandbox_not_found`, `sandbox_gone`, `path_not_found`,
+    /// `permission_denied`, `invalid_request`, `cancelled`, `rate_limited`, `internal`.
     pub error: String,
     /// For people.
     pub message: String,
+    /// The path a `path_not_found` or `permission_denied` is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 mod base64_bytes {

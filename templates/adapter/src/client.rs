@@ -211,7 +211,10 @@ fn check(reply: &mut Response<ureq::Body>) -> Result<(), ApiError> {
         .and_then(|v| v.parse().ok())
         .map(Duration::from_secs);
     let text = reply.body_mut().with_config().limit(SMALL_REPLY).read_to_string().unwrap_or_default();
-    let body = serde_json::from_str(&text)
-        .unwrap_or_else(|_| ErrorBody { error: "internal".to_owned(), message: text });
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| ErrorBody {
+        error: "internal".to_owned(),
+        message: text,
+        path: None,
+    });
     Err(ApiError::Status { status, body, retry_after })
 }

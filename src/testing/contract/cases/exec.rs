@@ -37,6 +37,10 @@ pub(super) fn cases() -> Vec<Case> {
         Case::new(Row::Run, "run__output_is_byte_exact", |cx| Box::pin(byte_exact(cx))).requires(C::RUN),
         Case::new(Row::Run, "run__stdin_is_delivered_with_end_of_file", |cx| Box::pin(stdin_eof(cx)))
             .requires(C::RUN),
+        Case::new(Row::Run, "run__output_past_the_limit_is_dropped_and_flagged", |cx| {
+            Box::pin(output_limit(cx))
+        })
+        .requires(C::RUN),
         Case::new(Row::Run, "run__a_child_outliving_its_parent_neither_blocks_nor_survives", |cx| {
             Box::pin(orphan_child(cx))
         })
@@ -230,6 +234,27 @@ async fn byte_exact(cx: Arc<Ctx>) -> Verdict {
         let (cmd, expected) = cx.probes.binary();
         let out = sandbox.run(cmd).await.map_err(|e| cx.unexpected("run(binary)", &e))?;
         expect_eq(out.stdout, expected, "binary stdout")
+    })
+}
+
+/// `Command::output_limit`: the first `limit` bytes of each stream are kept, the rest is
+/// dropped and `truncated` set; output that fits is whole, with `truncated` unset.
+async fn output_limit(cx: Arc<Ctx>) -> Verdict {
+    with_sandbox!(cx, |sandbox| {
+        let (cmd, expected) = cx.probes.binary();
+        let limit = expected.len() / 2;
+        let cut = sandbox.run(cmd.output_limit(limit)).await.map_err(|e| cx.unexpected("run(binary)", &e))?;
+        expect_eq(cut.stdout, expected[..limit].to_vec(), "stdout under an output limit of half of it")?;
+        expect(cut.truncated, || {
+            format!("expected truncated with {limit} of {} bytes kept", expected.len())
+        })?;
+        let (cmd, expected) = cx.probes.binary();
+        let whole = sandbox
+            .run(cmd.output_limit(expected.len()))
+            .await
+            .map_err(|e| cx.unexpected("run(binary)", &e))?;
+        expect_eq(whole.stdout, expected, "stdout under a limit it fits exactly")?;
+        expect(!whole.truncated, || "expected truncated unset for output that fits its limit".to_owned())
     })
 }
 

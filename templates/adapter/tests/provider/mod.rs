@@ -294,8 +294,14 @@ fn with_json<T: serde::de::DeserializeOwned>(body: &[u8], handle: impl FnOnce(T)
 }
 
 fn from_error(e: &Error) -> Reply {
-    match e.code() {
-        ErrorCode::InvalidInput => error(400, "invalid_request", &e.to_string()),
+    let with_path = |status: u16, kind: &str, path: &str| {
+        let body = ErrorBody { error: kind.to_owned(), message: e.to_string(), path: Some(path.to_owned()) };
+        json(status, &body)
+    };
+    match e {
+        Error::NotFound { path, .. } => with_path(404, "path_not_found", path),
+        Error::PermissionDenied { path, .. } => with_path(403, "permission_denied", path),
+        _ if e.code() == ErrorCode::InvalidInput => error(400, "invalid_request", &e.to_string()),
         _ => error(500, "internal", &e.to_string()),
     }
 }
@@ -316,5 +322,5 @@ fn empty(status: u16) -> Reply {
 }
 
 fn error(status: u16, kind: &str, message: &str) -> Reply {
-    json(status, &ErrorBody { error: kind.to_owned(), message: message.to_owned() })
+    json(status, &ErrorBody { error: kind.to_owned(), message: message.to_owned(), path: None })
 }
