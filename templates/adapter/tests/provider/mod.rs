@@ -221,7 +221,7 @@ impl State {
     fn delete(&self, id: &str) -> Reply {
         if self.hung.lock().unwrap().remove(id) {
             // Longer than any test waits; the thread ends with the test process.
-            std::thread::sleep(Duration::from_secs(3600));
+            std::thread::sleep(Duration::from_hours(1));
         }
         let Some(entry) = self.sandboxes.lock().unwrap().remove(id) else {
             return not_found(id);
