@@ -47,10 +47,10 @@ fn looks_like_a_test_name(name: &str) -> bool {
 /// some), names something that exists.
 fn names_a_real_test(name: &str, suite: &BTreeSet<&str>) -> Result<(), String> {
     if let Some(ui) = name.strip_prefix("ui: ") {
-        return if Path::new(&format!("{ROOT}/tests/ui/{ui}.rs")).exists() {
+        return if Path::new(&format!("{ROOT}/crates/sandboxio-ui/tests/ui/{ui}.rs")).exists() {
             Ok(())
         } else {
-            Err(format!("no trybuild case tests/ui/{ui}.rs"))
+            Err(format!("no trybuild case crates/sandboxio-ui/tests/ui/{ui}.rs"))
         };
     }
     if let Some(unit) = name.strip_prefix("unit: ") {

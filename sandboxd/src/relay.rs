@@ -9,6 +9,11 @@
 //!
 //! One process, one thread, one `poll` loop; at most [`MAX_CONNECTIONS`] pairs, each with a
 //! fixed [`BUFFER`] per direction, so its memory is bounded whatever the clients do.
+//!
+//! It copies through those buffers rather than `splice(2)` as the gate does: a Unix stream's
+//! bytes are not in pages a pipe can take over, so a splice from the gate's socket into a pipe
+//! copies them anyway, and on a 6.18 kernel the relay spent about 1.8 times the CPU per byte
+//! spliced that it spends copied (0.38 against 0.21 CPU seconds per GB, loopback).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

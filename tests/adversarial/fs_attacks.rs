@@ -435,12 +435,25 @@ pub fn a_file_operation_past_its_deadline_is_stopped_with_its_process(
         return;
     }
     let data = vec![0u8; 256 << 20];
-    let started = std::time::Instant::now();
     // 256 MiB in 20 ms is past any backend here (sandboxd's own writes on `local://` took
-    // 200 ms at times).
-    let wrote = block_on(sbx.fs().timeout(Duration::from_millis(20)).write("slow.bin", data));
-    let took = started.elapsed();
-    assert_eq!(code(&wrote), "SBX-006", "a write past its 20 ms deadline: {wrote:?}");
+    // 200 ms at times). The deadline is a timer raced against the write: on a machine so
+    // loaded that the timer's thread is not scheduled until the write has ended, the write
+    // wins and nothing was past its deadline. That says nothing about what this test proves
+    // (a deadline that fires stops the write and its process), so such a run is tried again,
+    // up to three times, and said; three in a row fail.
+    let mut tries = 0;
+    let (wrote, took) = loop {
+        tries += 1;
+        let started = std::time::Instant::now();
+        let wrote = block_on(sbx.fs().timeout(Duration::from_millis(20)).write("slow.bin", data.clone()));
+        let took = started.elapsed();
+        if wrote.is_ok() && tries < 3 {
+            eprintln!("[{test}] the write ended ({took:?}) before its 20 ms timer was seen: again");
+            continue;
+        }
+        break (wrote, took);
+    };
+    assert_eq!(code(&wrote), "SBX-006", "a write past its 20 ms deadline ({tries} tries): {wrote:?}");
     assert!(took < Duration::from_secs(5), "the deadline was not kept: {took:?}");
     let gone = crate::support::eventually(Duration::from_secs(10), || leftover(&sbx) == Some(0));
     assert!(gone, "the write's process outlived its deadline: {:?} left", leftover(&sbx));

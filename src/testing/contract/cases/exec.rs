@@ -383,8 +383,9 @@ async fn code_interrupt(cx: Arc<Ctx>) -> Verdict {
 #[expect(clippy::unused_async, reason = "every case has the same async signature")]
 async fn not_awaitable(cx: Arc<Ctx>) -> Verdict {
     // Compiles only while neither facade's stream is `IntoFuture` (so `.await` on it cannot
-    // compile); trybuild's `tests/ui/await_exec_stream.rs` checks the message. The run
-    // names the facade it drives: a `Stream` for the async API, an `Iterator` for `sync`.
+    // compile); trybuild's `crates/sandboxio-ui/tests/ui/await_exec_stream.rs` checks the
+    // message. The run names the facade it drives: a `Stream` for the async API, an
+    // `Iterator` for `sync`.
     trait AmbiguousIfFuture<A> {
         fn check() {}
     }

@@ -1,6 +1,6 @@
 //! Compile-time misuse, checked by trybuild, and a program that must compile against both
 //! facades. `.stderr` files are pinned to the toolchain in `rust-toolchain.toml`;
-//! regenerate with `TRYBUILD=overwrite cargo test --test ui` and review the diff.
+//! regenerate with `TRYBUILD=overwrite cargo test -p sandboxio-ui --test ui` and review the diff.
 
 #[test]
 fn ui() {

@@ -1,0 +1,1 @@
+//! Nothing here: the crate exists for its test, `tests/ui.rs` (see `Cargo.toml`).
