@@ -387,3 +387,36 @@ fn measure_exec_round_trip_against_a_raw_request() {
     );
     block_on(sandbox.close()).unwrap();
 }
+
+#[test]
+fn a_provider_allowlist_goes_to_e2bs_own_filter_and_says_what_it_checks() {
+    let stub = e2b_stub::Stub::start();
+    let policy = NetworkPolicy::provider_allowlist(["pypi.org", "*.pythonhosted.org"]).unwrap();
+    block_on(async {
+        let sandbox = Sandbox::builder_with(stub.backend()).network(policy.clone()).create().await.unwrap();
+        assert_eq!(sandbox.network_policy(), Some(&policy));
+        let report = sandbox.network_enforcement().expect("e2b:// reports a provider allowlist");
+        assert_eq!(
+            report.mechanisms,
+            [sandboxio::EgressMechanism::ProviderNameFilter, sandboxio::EgressMechanism::Cidr]
+        );
+        assert!(report.dns_from_inside && report.domain_fronting_possible, "{report}");
+        sandbox.close().await.unwrap();
+    });
+    let sent = stub.state.creates.lock().unwrap()[0].clone();
+    assert_eq!(sent["allow_internet_access"], true, "{sent}");
+    assert_eq!(
+        sent["network"],
+        serde_json::json!({"allowOut": ["pypi.org", "*.pythonhosted.org"], "denyOut": ["0.0.0.0/0"]}),
+        "{sent}"
+    );
+    // sandboxio's own allowlist is not handed to E2B's filter: refused before any request.
+    let err = block_on(
+        Sandbox::builder_with(stub.backend())
+            .network(NetworkPolicy::allowlist(["pypi.org"]).unwrap())
+            .create(),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);
+    assert_eq!(stub.state.creates.lock().unwrap().len(), 1, "the refused policy reached E2B");
+}

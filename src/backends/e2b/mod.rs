@@ -52,9 +52,13 @@
 //!
 //! Capabilities ([`crate::backends::capabilities::E2B`]): `RUN`, `RUN_CODE`,
 //! `STATEFUL_CODE`, `RICH_OUTPUTS`, `STREAM`, `STDIN`, `FILESYSTEM`, `NETWORK_DENY`
-//! (`allow_internet_access: false`), `CONNECT`, `DETACH`. Not declared: allowlists (E2B's
-//! domain filter decides on SNI and the Host header, which the allowlist contract's bypass
-//! tests defeat), resource limits (they come from the template: `limits(..)` is a
+//! (`allow_internet_access: false`), `PROVIDER_ALLOWLIST`, `CONNECT`, `DETACH`. Not declared:
+//! `NETWORK_ALLOWLIST` (E2B's domain filter decides on SNI and the Host header, which the
+//! allowlist contract's bypass tests defeat; it is offered as
+//! [`NetworkPolicy::provider_allowlist`](crate::NetworkPolicy::provider_allowlist) instead,
+//! sent as `network.allowOut` over a `denyOut` of `0.0.0.0/0`, and reported as
+//! [`EgressMechanism::ProviderNameFilter`](crate::EgressMechanism::ProviderNameFilter)),
+//! resource limits (they come from the template: `limits(..)` is a
 //! configuration error), command-scoped secrets. Isolation tier: micro-VM.
 //!
 //! `Sandbox::interrupt` closes the running cell's connection, on which E2B's code
@@ -290,14 +294,15 @@ impl E2bBackend {
         let api = self.api()?;
         let template = spec.template.clone().unwrap_or_else(|| self.inner.config.template.clone());
         config::check_template(&template)?;
-        let internet = match &spec.network {
-            NetworkPolicy::DenyAll => false,
-            NetworkPolicy::AllowAll => true,
+        let egress = match &spec.network {
+            NetworkPolicy::DenyAll => client::Egress::Deny,
+            NetworkPolicy::AllowAll => client::Egress::Allow,
+            NetworkPolicy::ProviderAllowlist(list) => client::Egress::Domains(list),
             other => return Err(Error::unsupported(SCHEME, format!("the network policy {other:?}"))),
         };
         let ttl = if spec.detached { spec.ttl } else { spec.ttl.min(OWNER_TTL) };
         let env: BTreeMap<String, String> = spec.env.iter().cloned().collect();
-        let body = client::create_body(&template, ttl, &spec.metadata, &env, internet);
+        let body = client::create_body(&template, ttl, &spec.metadata, &env, egress);
         let info = api.create(&body).await?;
         let shared = self.shared(api, &info, Some(spec.network.clone()), Some(&spec))?;
         if !spec.detached {

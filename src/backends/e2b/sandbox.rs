@@ -147,10 +147,11 @@ impl BackendSandbox for E2bSandbox {
 
     fn network_enforcement(&self) -> Option<NetworkEnforcement> {
         // E2B's deny-all is `allow_internet_access: false`, its firewall's deny of
-        // 0.0.0.0/0; what that leaves (DNS, UDP) is E2B's to say, so only the
-        // unrestricted case is stated.
+        // 0.0.0.0/0; what that leaves (DNS, UDP) is E2B's to say, so it is not stated. A
+        // provider allowlist is E2B's name filter over that deny, with its resolver open.
         match &self.shared.network {
-            Some(p) if *p == NetworkPolicy::allow_all() => Some(NetworkEnforcement::unrestricted()),
+            Some(NetworkPolicy::AllowAll) => Some(NetworkEnforcement::unrestricted()),
+            Some(NetworkPolicy::ProviderAllowlist(_)) => Some(NetworkEnforcement::provider_name_filter()),
             _ => None,
         }
     }

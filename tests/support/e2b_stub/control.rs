@@ -159,8 +159,10 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
     let Some(template) = body["templateID"].as_str().map(str::to_owned) else {
         return error(StatusCode::BAD_REQUEST, "templateID is required");
     };
-    let internet = body["allow_internet_access"].as_bool().unwrap_or(true);
-    let policy = if internet { NetworkPolicy::allow_all() } else { NetworkPolicy::deny_all() };
+    let policy = match egress_policy(&body) {
+        Ok(policy) => policy,
+        Err(e) => return *e,
+    };
     let mut builder = Sandbox::builder_with(state.local.clone()).network(policy).ttl(Duration::from_hours(1));
     if let Some(env) = body["envVars"].as_object() {
         for (k, v) in env {
@@ -191,6 +193,35 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
     let reply = sandbox_json(&id, &sandbox);
     state.sandboxes.lock().unwrap().insert(id, sandbox);
     json(StatusCode::CREATED, &reply)
+}
+
+/// The `local://` policy that stands for the create request's egress fields:
+/// `allow_internet_access: false` denies all; `network.allowOut` over a `denyOut` of
+/// `0.0.0.0/0` becomes an allowlist of the same destinations on every port (the local gate
+/// checks more than E2B's name filter does: the stub is faithful to the wire, not to the
+/// filter's weaknesses). `denyOut` takes addresses only, as E2B's API says.
+fn egress_policy(body: &serde_json::Value) -> Result<NetworkPolicy, Box<Response<Body>>> {
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_owned)).collect()
+    };
+    let (allow, deny) = (strings(&body["network"]["allowOut"]), strings(&body["network"]["denyOut"]));
+    if let Some(name) = deny.iter().find(|d| d.chars().any(|c| c.is_ascii_alphabetic()) && !d.contains(':')) {
+        let message =
+            format!("invalid denyOut entry {name:?}: domain names are not supported for deny rules");
+        return Err(Box::new(error(StatusCode::BAD_REQUEST, &message)));
+    }
+    if body["allow_internet_access"] == false {
+        return Ok(NetworkPolicy::deny_all());
+    }
+    if deny.iter().any(|d| d == "0.0.0.0/0") {
+        if allow.is_empty() {
+            return Ok(NetworkPolicy::deny_all());
+        }
+        let entries = allow.iter().map(|a| format!("{a}:*"));
+        return NetworkPolicy::allowlist(entries)
+            .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, &format!("invalid allowOut: {e}"))));
+    }
+    Ok(NetworkPolicy::allow_all())
 }
 
 /// `GET /v2/sandboxes?metadata=<k=v&..., each part percent-encoded>&state=..&limit=..`.

@@ -117,7 +117,7 @@ async fn write_files(
     for (p, data) in files {
         match sandbox.local.fs().write(&p, data).await {
             Ok(()) => {
-                written.push(serde_json::json!({"path": p, "name": p.rsplit('/').next(), "type": "file"}))
+                written.push(serde_json::json!({"path": p, "name": p.rsplit('/').next(), "type": "file"}));
             }
             Err(e) if e.code() == ErrorCode::IsADirectory => {
                 return http_error(StatusCode::BAD_REQUEST, &format!("path '{p}' is a directory"));
