@@ -104,7 +104,7 @@ use client::Api;
 use config::{CODE_PORT, E2bConfig, ENVD_PORT};
 use envd::Envd;
 use interpreter::Interpreter;
-use sandbox::{E2bSandbox, Shared};
+use sandbox::{E2bSandbox, Lease, Shared};
 pub use sandbox::{KEEPALIVE_EVERY, OWNER_TTL};
 
 /// What `e2b://` declares (see [`crate::backends::capabilities::E2B`]).
@@ -121,6 +121,7 @@ struct Inner {
     config: E2bConfig,
     stub: Option<http::StubTrust>,
     audit: crate::AuditConfig,
+    lease: Lease,
     http: OnceLock<std::result::Result<reqwest::Client, String>>,
 }
 
@@ -150,7 +151,13 @@ impl E2bBackend {
 
     fn with_config(config: E2bConfig, stub: Option<http::StubTrust>) -> Self {
         E2bBackend {
-            inner: Arc::new(Inner { config, stub, audit: crate::AuditConfig::new(), http: OnceLock::new() }),
+            inner: Arc::new(Inner {
+                config,
+                stub,
+                audit: crate::AuditConfig::new(),
+                lease: Lease::DEFAULT,
+                http: OnceLock::new(),
+            }),
         }
     }
 
@@ -167,12 +174,18 @@ impl E2bBackend {
     /// The same backend writing to `audit`'s sinks as well.
     #[must_use]
     pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+        self.rebuilt(audit, self.inner.lease)
+    }
+
+    /// This backend's configuration with other audit sinks and lease (a new HTTP client).
+    fn rebuilt(&self, audit: crate::AuditConfig, lease: Lease) -> Self {
         let inner = &self.inner;
         E2bBackend {
             inner: Arc::new(Inner {
                 config: inner.config.clone(),
                 stub: inner.stub.clone(),
                 audit,
+                lease,
                 http: OnceLock::new(),
             }),
         }
@@ -198,6 +211,16 @@ impl E2bBackend {
         let config = E2bConfig::parse(&dsn, |k| (k == config::API_KEY_ENV).then(|| key.clone()))?;
         let stub = http::StubTrust { domain_host: domain_host.to_owned(), addr, ca_pem: ca_pem.to_vec() };
         Ok(Self::with_config(config, Some(stub)))
+    }
+
+    /// Test support (feature `contract`): the same backend keeping owned sandboxes alive
+    /// with a TTL of at most `ttl`, renewed every `every`, instead of [`OWNER_TTL`] and
+    /// [`KEEPALIVE_EVERY`], so that a test can watch a sandbox outlive several leases while
+    /// its owner lives and end within one after the owner dies.
+    #[cfg(feature = "contract")]
+    #[must_use]
+    pub fn with_owner_lease(self, ttl: std::time::Duration, every: std::time::Duration) -> Self {
+        self.rebuilt(self.inner.audit.clone(), Lease { ttl, every })
     }
 
     /// Kills every running or paused sandbox of this account whose metadata holds all of
@@ -286,6 +309,7 @@ impl E2bBackend {
             owned: AtomicBool::new(spec.is_some_and(|s| !s.detached)),
             killed: AtomicBool::new(false),
             keepalive: Mutex::new(None),
+            lease: self.inner.lease,
             running: Arc::default(),
         }))
     }
@@ -300,7 +324,7 @@ impl E2bBackend {
             NetworkPolicy::ProviderAllowlist(list) => client::Egress::Domains(list),
             other => return Err(Error::unsupported(SCHEME, format!("the network policy {other:?}"))),
         };
-        let ttl = if spec.detached { spec.ttl } else { spec.ttl.min(OWNER_TTL) };
+        let ttl = if spec.detached { spec.ttl } else { spec.ttl.min(self.inner.lease.ttl) };
         let env: BTreeMap<String, String> = spec.env.iter().cloned().collect();
         let body = client::create_body(&template, ttl, &spec.metadata, &env, egress);
         let info = api.create(&body).await?;
