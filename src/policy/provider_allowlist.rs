@@ -97,17 +97,8 @@ impl fmt::Display for ProviderAllowlist {
 fn parse(raw: &str) -> Result<String> {
     let domain = raw.trim().trim_end_matches('.').to_ascii_lowercase();
     let name = domain.strip_prefix("*.").unwrap_or(&domain);
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    let labels: Vec<&str> = name.split('.').collect();
-    // A name of digits and dots only would be an IPv4 address.
-    let is_address = labels.iter().all(|l| l.chars().all(|c| c.is_ascii_digit()));
-    if name.len() > 253 || labels.len() < 2 || !labels.iter().all(|l| label_ok(l)) || is_address {
+    // At least two labels: a provider's filter judges public names, and `*.com` is no list.
+    if !super::allowlist::valid_host_name(name) || !name.contains('.') {
         return Err(Error::invalid_input(format!(
             "provider allowlist entry {raw:?} is not a host name or a *.suffix wildcard \
              (no addresses, ports or denials: the provider's filter judges names only)"
