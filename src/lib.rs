@@ -94,7 +94,8 @@ pub use fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, Dir
 pub use policy::EgressResolver;
 pub use policy::{
     ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget, Capabilities, EgressMechanism,
-    IsolationTier, NetworkEnforcement, NetworkPolicy, ResourceLimits,
+    IsolationTier, NetworkEnforcement, NetworkPolicy, PROVIDER_ALLOWLIST_MAX, ProviderAllowlist,
+    ResourceLimits,
 };
 pub use runtime::{TEARDOWN_GRACE, pending_teardowns, set_teardown_grace, shutdown, teardown_grace};
 pub use secret::SecretString;

@@ -387,3 +387,126 @@ fn measure_exec_round_trip_against_a_raw_request() {
     );
     block_on(sandbox.close()).unwrap();
 }
+
+#[test]
+fn a_provider_allowlist_goes_to_e2bs_own_filter_and_says_what_it_checks() {
+    let stub = e2b_stub::Stub::start();
+    let policy = NetworkPolicy::provider_allowlist(["pypi.org", "*.pythonhosted.org"]).unwrap();
+    block_on(async {
+        let sandbox = Sandbox::builder_with(stub.backend()).network(policy.clone()).create().await.unwrap();
+        assert_eq!(sandbox.network_policy(), Some(&policy));
+        let report = sandbox.network_enforcement().expect("e2b:// reports a provider allowlist");
+        assert_eq!(
+            report.mechanisms,
+            [sandboxio::EgressMechanism::ProviderNameFilter, sandboxio::EgressMechanism::Cidr]
+        );
+        assert!(report.dns_from_inside && report.domain_fronting_possible, "{report}");
+        sandbox.close().await.unwrap();
+    });
+    let sent = stub.state.creates.lock().unwrap()[0].clone();
+    assert_eq!(sent["allow_internet_access"], true, "{sent}");
+    assert_eq!(
+        sent["network"],
+        serde_json::json!({"allowOut": ["pypi.org", "*.pythonhosted.org"], "denyOut": ["0.0.0.0/0"]}),
+        "{sent}"
+    );
+    // sandboxio's own allowlist is not handed to E2B's filter: refused before any request.
+    let err = block_on(
+        Sandbox::builder_with(stub.backend())
+            .network(NetworkPolicy::allowlist(["pypi.org"]).unwrap())
+            .create(),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);
+    assert_eq!(stub.state.creates.lock().unwrap().len(), 1, "the refused policy reached E2B");
+}
+
+/// The lease the owner-death test gives its owner process: created with a TTL of 3 s,
+/// renewed every second (production: `OWNER_TTL`, 2 min, renewed every 30 s).
+const TEST_LEASE: Duration = Duration::from_secs(3);
+const TEST_RENEW_EVERY: Duration = Duration::from_secs(1);
+
+/// The owner process of `owner_death_an_owned_sandbox_ends_within_its_lease_after_its_owner_is_killed`,
+/// which runs this test binary again with the stub's address and CA in the environment.
+/// Run alone it does nothing.
+#[test]
+#[ignore = "the owner process of the owner-death test, run by it as a child"]
+fn owner_death_child() {
+    let (Ok(addr), Ok(ca)) =
+        (std::env::var("SANDBOXIO_E2B_OWNER_STUB"), std::env::var("SANDBOXIO_E2B_OWNER_CA"))
+    else {
+        return;
+    };
+    let ca = std::fs::read(ca).unwrap();
+    let backend = E2bBackend::for_stub(e2b_stub::DOMAIN, addr.parse().unwrap(), &ca, e2b_stub::API_KEY)
+        .unwrap()
+        .with_owner_lease(TEST_LEASE, TEST_RENEW_EVERY);
+    let sandbox = block_on(
+        Sandbox::builder_with(backend)
+            .network(NetworkPolicy::deny_all())
+            .ttl(Duration::from_mins(10))
+            .create(),
+    )
+    .unwrap();
+    println!("owned-sandbox {}", sandbox.id());
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    // Hold the handle until the parent kills this process.
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn owner_death_an_owned_sandbox_ends_within_its_lease_after_its_owner_is_killed() {
+    use std::io::BufRead as _;
+    let stub = e2b_stub::Stub::start();
+    let ca = std::env::temp_dir().join(format!("sandboxio-e2b-owner-{}.pem", std::process::id()));
+    std::fs::write(&ca, &stub.ca_pem).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "owner_death_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("SANDBOXIO_E2B_OWNER_STUB", stub.addr.to_string())
+        .env("SANDBOXIO_E2B_OWNER_CA", &ca)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the owner process");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            // libtest may print `test owner_death_child ... ` on the same line first.
+            if let Some((_, id)) = line.split_once("owned-sandbox ") {
+                let _ = tx.send(id.trim().to_owned());
+            }
+        }
+    });
+    let id = rx.recv_timeout(Duration::from_secs(20));
+    let _ = std::fs::remove_file(&ca);
+    let id = id.unwrap_or_else(|_| {
+        let _ = child.kill();
+        panic!("the owner process made no sandbox within 20 s");
+    });
+    let sent = stub.state.creates.lock().unwrap()[0].clone();
+    assert_eq!(
+        sent["timeout"], 3,
+        "an owned sandbox is created with the lease, not the caller's TTL: {sent}"
+    );
+    // While its owner lives, the sandbox outlives three leases.
+    std::thread::sleep(3 * TEST_LEASE);
+    let alive = stub.state.sandbox(&id).is_some();
+    // SIGKILL: the owner runs no Drop and no teardown; only the lease can end the sandbox.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed_at = Instant::now();
+    assert!(alive, "the sandbox ended while its owner lived");
+    while stub.state.sandbox(&id).is_some() && killed_at.elapsed() < TEST_LEASE + Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = killed_at.elapsed();
+    println!(
+        "the sandbox ended {took:?} after its owner's SIGKILL (lease {TEST_LEASE:?}, renewed every {TEST_RENEW_EVERY:?})"
+    );
+    assert!(stub.state.sandbox(&id).is_none(), "the sandbox outlived its dead owner by {took:?}");
+    // No renewal is sent after the kill (one already on the wire may still land), so the
+    // sandbox ends within one lease, plus the stub's 100 ms expiry tick and that slack.
+    assert!(took <= TEST_LEASE + Duration::from_secs(1), "ended {took:?} after its owner died");
+}

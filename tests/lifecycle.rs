@@ -184,6 +184,29 @@ fn policy__a_policy_the_backend_cannot_enforce_is_refused() {
 }
 
 #[test]
+fn policy__a_provider_allowlist_is_never_taken_for_an_allowlist() {
+    // A backend that enforces sandboxio's allowlist but has no provider filter refuses a
+    // provider allowlist, and the other way round: neither stands in for the other.
+    let allowlist_only =
+        FakeBackend::new().with_capabilities(Capabilities::all() - Capabilities::PROVIDER_ALLOWLIST);
+    let policy = NetworkPolicy::provider_allowlist(["pypi.org"]).unwrap();
+    let err = block_on(Sandbox::builder_with(allowlist_only).network(policy.clone()).create()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);
+    assert!(err.to_string().contains("PROVIDER_ALLOWLIST"), "{err}");
+    let provider_only =
+        FakeBackend::new().with_capabilities(Capabilities::all() - Capabilities::NETWORK_ALLOWLIST);
+    let err = block_on(
+        Sandbox::builder_with(provider_only.clone())
+            .network(NetworkPolicy::allowlist(["pypi.org"]).unwrap())
+            .create(),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);
+    let sandbox = block_on(Sandbox::builder_with(provider_only).network(policy.clone()).create()).unwrap();
+    assert_eq!(sandbox.network_policy(), Some(&policy));
+}
+
+#[test]
 fn timeouts__create_timeout_raises_create_timeout() {
     let fake = FakeBackend::new().with_create_latency(Duration::from_secs(90));
     let err = block_on(

@@ -50,11 +50,12 @@ pub const DOCKER: Capabilities = Capabilities::RUN
 /// `e2b://` (feature `e2b`): E2B micro-VMs, the same set as `local://` but allowlists.
 /// Commands, streams and stdin through envd; files through envd; code contexts and rich
 /// results from E2B's code interpreter; deny-all as E2B's `allow_internet_access: false`.
-/// No allowlist (E2B's domain filter decides on SNI
-/// and the Host header, which the allowlist contract's bypass tests defeat), no resource
-/// limits (they come from the template), no command-scoped secrets (every command of a
-/// sandbox is the same user).
-pub const E2B: Capabilities = LOCAL.difference(Capabilities::NETWORK_ALLOWLIST);
+/// No `NETWORK_ALLOWLIST` (E2B's domain filter decides on SNI and the Host header, which
+/// the allowlist contract's bypass tests defeat): that filter is offered under its own
+/// name, `PROVIDER_ALLOWLIST`. No resource limits (they come from the template), no
+/// command-scoped secrets (every command of a sandbox is the same user).
+pub const E2B: Capabilities =
+    LOCAL.difference(Capabilities::NETWORK_ALLOWLIST).union(Capabilities::PROVIDER_ALLOWLIST);
 
 /// The schemes [`of_scheme`] knows, in the order error messages list them.
 pub const SCHEMES: &[&str] = &["fake", "local", "docker", "e2b"];

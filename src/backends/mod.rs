@@ -15,6 +15,8 @@ pub(crate) mod owner;
 /// A private tokio runtime for the backends whose clients need tokio.
 #[cfg(any(feature = "docker", feature = "e2b"))]
 pub(crate) mod portal;
+#[cfg(any(feature = "docker", feature = "e2b"))]
+pub(crate) mod pumped;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod script_fs;
 

@@ -27,6 +27,11 @@ pub enum EgressMechanism {
     TlsTerminate,
     /// The policy is simulated, not enforced: the in-memory fake.
     Simulated,
+    /// A cloud provider's own filter decides on the name a connection claims (TLS SNI, the
+    /// HTTP `Host` header), not on the address it reaches: a connection to any address
+    /// that names an allowed host passes (see
+    /// [`ProviderAllowlist`](super::ProviderAllowlist)).
+    ProviderNameFilter,
 }
 
 impl fmt::Display for EgressMechanism {
@@ -39,6 +44,7 @@ impl fmt::Display for EgressMechanism {
             EgressMechanism::Cidr => "CIDR",
             EgressMechanism::TlsTerminate => "TLS termination",
             EgressMechanism::Simulated => "simulated",
+            EgressMechanism::ProviderNameFilter => "provider name filter (SNI/Host)",
         })
     }
 }
@@ -104,6 +110,19 @@ impl NetworkEnforcement {
         }
     }
 
+    /// A [`ProviderAllowlist`](super::ProviderAllowlist) handed to the provider: its name
+    /// filter, then address blocks for connections that claim no allowed name; the
+    /// provider's resolvers stay reachable (DNS and UDP to them), and fronting is possible.
+    #[must_use]
+    pub fn provider_name_filter() -> Self {
+        NetworkEnforcement {
+            mechanisms: vec![EgressMechanism::ProviderNameFilter, EgressMechanism::Cidr],
+            dns_from_inside: true,
+            udp_out: true,
+            domain_fronting_possible: true,
+        }
+    }
+
     /// A policy the in-memory fake simulates.
     #[must_use]
     pub fn simulated() -> Self {
@@ -144,6 +163,10 @@ mod tests {
         assert_eq!(
             NetworkEnforcement::egress_gate().to_string(),
             "no route + proxy CONNECT + CIDR + SNI check (DNS from inside: no, UDP out: no, domain fronting possible: yes)"
+        );
+        assert_eq!(
+            NetworkEnforcement::provider_name_filter().to_string(),
+            "provider name filter (SNI/Host) + CIDR (DNS from inside: yes, UDP out: yes, domain fronting possible: yes)"
         );
         assert_eq!(
             NetworkEnforcement::no_route().to_string(),

@@ -8,11 +8,13 @@ use crate::error::Result;
 pub(crate) mod address;
 pub(crate) mod allowlist;
 mod enforcement;
+mod provider_allowlist;
 #[cfg(feature = "egress")]
 mod resolver;
 
 pub use allowlist::{ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget};
 pub use enforcement::{EgressMechanism, NetworkEnforcement};
+pub use provider_allowlist::{PROVIDER_ALLOWLIST_MAX, ProviderAllowlist};
 #[cfg(feature = "egress")]
 #[cfg_attr(docsrs, doc(cfg(feature = "egress")))]
 pub use resolver::EgressResolver;
@@ -32,6 +34,11 @@ pub enum NetworkPolicy {
     /// Egress only to the listed destinations, minus the denied ones (needs
     /// [`Capabilities::NETWORK_ALLOWLIST`]); see [`NetworkPolicy::allowlist`].
     Allowlist(Vec<AllowlistEntry>),
+    /// Egress only to the listed domains as the **provider's own filter** judges them, on
+    /// the name a connection claims (TLS SNI, HTTP `Host`), not on where it goes (needs
+    /// [`Capabilities::PROVIDER_ALLOWLIST`]); see [`NetworkPolicy::provider_allowlist`].
+    /// Weaker than [`NetworkPolicy::Allowlist`], and never taken for it.
+    ProviderAllowlist(ProviderAllowlist),
 }
 
 impl NetworkPolicy {
@@ -90,6 +97,37 @@ impl NetworkPolicy {
             .map(NetworkPolicy::Allowlist)
     }
 
+    /// Egress only to `domains` as a cloud provider's own filter judges them (E2B's
+    /// `allowOut`): a separate, explicit choice, because such a filter decides on the name
+    /// a connection claims (TLS SNI, the HTTP `Host` header) and not on the address it
+    /// reaches, so it is weaker than [`NetworkPolicy::allowlist`]. [`ProviderAllowlist`]
+    /// says what it cannot see; only backends that declare
+    /// [`Capabilities::PROVIDER_ALLOWLIST`] take it, the others refuse it at `create()`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderAllowlist::new`]: [`Error::InvalidInput`](crate::Error::InvalidInput)
+    /// for an entry that is not a host name or a `*.suffix` wildcard, or an empty list.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sandboxio::NetworkPolicy;
+    ///
+    /// let policy = NetworkPolicy::provider_allowlist(["pypi.org", "*.pythonhosted.org"])?;
+    /// assert!(policy.permits("files.pythonhosted.org", 443));
+    /// assert!(!policy.permits("example.org", 443));
+    /// assert_ne!(policy, NetworkPolicy::allowlist(["pypi.org", "*.pythonhosted.org"])?);
+    /// # Ok::<(), sandboxio::Error>(())
+    /// ```
+    pub fn provider_allowlist<I, S>(domains: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        ProviderAllowlist::new(domains).map(NetworkPolicy::ProviderAllowlist)
+    }
+
     /// Whether this policy lets a connection to `host` (a name or an IP literal) on `port`
     /// through, judged on the name alone: no denying entry matches and an allowing one does.
     /// Backends that simulate policy (the fake) and canary tests use it; a real gate also
@@ -103,6 +141,8 @@ impl NetworkPolicy {
                 !entries.iter().any(|e| e.is_deny() && e.matches(host, port))
                     && entries.iter().any(|e| !e.is_deny() && e.matches(host, port))
             }
+            // A name filter: any port, as long as the name is claimed.
+            NetworkPolicy::ProviderAllowlist(list) => list.matches(host),
         }
     }
 
@@ -113,6 +153,7 @@ impl NetworkPolicy {
             NetworkPolicy::DenyAll => Capabilities::NETWORK_DENY,
             NetworkPolicy::AllowAll => Capabilities::empty(),
             NetworkPolicy::Allowlist(_) => Capabilities::NETWORK_ALLOWLIST,
+            NetworkPolicy::ProviderAllowlist(_) => Capabilities::PROVIDER_ALLOWLIST,
         }
     }
 }
@@ -132,6 +173,7 @@ impl fmt::Display for NetworkPolicy {
                 }
                 f.write_str("]")
             }
+            NetworkPolicy::ProviderAllowlist(list) => write!(f, "provider-allowlist[{list}]"),
         }
     }
 }
@@ -203,6 +245,7 @@ bitflags::bitflags! {
     /// | `RICH_OUTPUTS` | return MIME bundles (HTML, PNG, …) from code cells |
     /// | `NETWORK_DENY` | enforce `NetworkPolicy::deny_all()` |
     /// | `NETWORK_ALLOWLIST` | enforce `NetworkPolicy::allowlist(..)` |
+    /// | `PROVIDER_ALLOWLIST` | hand `NetworkPolicy::provider_allowlist(..)` to the provider's own name filter |
     /// | `LIMIT_MEMORY` | enforce `ResourceLimits::memory_mib` |
     /// | `LIMIT_CPU` | enforce `ResourceLimits::cpu_millicores` |
     /// | `LIMIT_PIDS` | enforce `ResourceLimits::pids` |
@@ -252,6 +295,11 @@ bitflags::bitflags! {
         /// guarantees this (for example a PID namespace per command); elsewhere such a
         /// command is refused with `CapabilityNotSupported` before anything starts.
         const COMMAND_SECRETS = 1 << 14;
+        /// Hand a domain allowlist to the provider's own egress filter, which decides on
+        /// the name a connection claims (SNI, `Host`), not on the address it reaches
+        /// (`NetworkPolicy::provider_allowlist`). Not `NETWORK_ALLOWLIST`: it cannot pass
+        /// that contract's bypass tests.
+        const PROVIDER_ALLOWLIST = 1 << 15;
     }
 }
 

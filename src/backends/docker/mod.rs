@@ -1141,7 +1141,10 @@ impl BackendSandbox for DockerSandbox {
         Some(match self.shared.network.as_ref()? {
             NetworkPolicy::AllowAll => crate::NetworkEnforcement::unrestricted(),
             NetworkPolicy::Allowlist(_) => crate::NetworkEnforcement::egress_gate(),
-            NetworkPolicy::DenyAll => crate::NetworkEnforcement::no_route(),
+            // A provider allowlist is refused at `create()` (no `PROVIDER_ALLOWLIST`).
+            NetworkPolicy::DenyAll | NetworkPolicy::ProviderAllowlist(_) => {
+                crate::NetworkEnforcement::no_route()
+            }
         })
     }
 

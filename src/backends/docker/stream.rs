@@ -13,6 +13,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::{BackendExecStream, BoxFuture};
+use crate::backends::pumped::{PumpedOutput, StdinOp};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, OutputChunk, StreamKind};
 
@@ -21,32 +22,21 @@ use super::client::sandbox_error;
 use super::exec::{self, KillOnDrop, Launched};
 use super::rt;
 
-/// Chunks buffered between the engine and a consumer that has not polled yet.
-const CHANNEL_CHUNKS: usize = 32;
-
-enum StdinOp {
-    Data(Vec<u8>, oneshot::Sender<Result<()>>),
-    Close(oneshot::Sender<Result<()>>),
-}
-
 pub(super) struct DockerExecStream {
     shared: Arc<Shared>,
     gid: u32,
     exec: Arc<std::sync::Mutex<Option<String>>>,
-    chunks: mpsc::Receiver<Result<OutputChunk>>,
-    stdin: mpsc::Sender<StdinOp>,
+    out: PumpedOutput,
     exit: Option<oneshot::Receiver<Result<i64>>>,
     pump: Option<rt::Task<()>>,
-    ended: bool,
     started: Instant,
-    done: Option<ExecResult>,
 }
 
 impl std::fmt::Debug for DockerExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DockerExecStream")
             .field("gid", &self.gid)
-            .field("ended", &self.ended)
+            .field("ended", &self.out.ended)
             .finish_non_exhaustive()
     }
 }
@@ -55,29 +45,18 @@ impl DockerExecStream {
     pub(super) fn start(shared: &Arc<Shared>, command: Command) -> Self {
         let guard = KillOnDrop::new(shared);
         let (gid, exec) = (guard.gid(), guard.exec_slot());
-        let (chunk_tx, chunks) = mpsc::channel(CHANNEL_CHUNKS);
-        let (stdin, stdin_rx) = mpsc::channel(4);
+        let (out, ends) = PumpedOutput::new(super::SCHEME);
         let (exit_tx, exit) = oneshot::channel();
-        let pump = rt::spawn(pump(Arc::clone(shared), command, guard, chunk_tx, stdin_rx, exit_tx));
+        let pump = rt::spawn(pump(Arc::clone(shared), command, guard, ends.chunks, ends.stdin, exit_tx));
         DockerExecStream {
             shared: Arc::clone(shared),
             gid,
             exec,
-            chunks,
-            stdin,
+            out,
             exit: Some(exit),
             pump: Some(pump),
-            ended: false,
             started: Instant::now(),
-            done: None,
         }
-    }
-
-    async fn stdin_op(&mut self, op: impl FnOnce(oneshot::Sender<Result<()>>) -> StdinOp) -> Result<()> {
-        let (ack, acked) = oneshot::channel();
-        let ended = || Error::provider_message(super::SCHEME, "the process has ended");
-        self.stdin.send(op(ack)).await.map_err(|_| ended())?;
-        acked.await.map_err(|_| ended())?
     }
 }
 
@@ -220,41 +199,23 @@ fn stdin_writer(
 
 impl BackendExecStream for DockerExecStream {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        match self.chunks.poll_recv(cx) {
-            Poll::Ready(Some(Err(e))) => {
-                self.ended = true;
-                Poll::Ready(Some(Err(e)))
-            }
-            Poll::Ready(None) => {
-                self.ended = true;
-                Poll::Ready(None)
-            }
-            other => other,
-        }
+        self.out.poll_chunk(cx)
     }
 
     fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-        let data = data.to_vec();
-        Box::pin(self.stdin_op(move |ack| StdinOp::Data(data, ack)))
+        self.out.write_stdin(data)
     }
 
     fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.stdin_op(StdinOp::Close))
+        self.out.close_stdin()
     }
 
     fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
         Box::pin(async move {
-            if let Some(done) = &self.done {
+            if let Some(done) = &self.out.done {
                 return Ok(done.clone());
             }
-            while !self.ended {
-                if let Some(Err(e)) = std::future::poll_fn(|cx| self.poll_chunk(cx)).await {
-                    return Err(e);
-                }
-            }
+            self.out.drain().await?;
             let Some(exit) = self.exit.take() else {
                 return Err(Error::provider_message(super::SCHEME, "the process was terminated"));
             };
@@ -264,14 +225,14 @@ impl BackendExecStream for DockerExecStream {
             self.shared.check_alive()?;
             let result = ExecResult::new(i32::try_from(code).unwrap_or(-1), "", "")
                 .with_duration(self.started.elapsed());
-            self.done = Some(result.clone());
+            self.out.done = Some(result.clone());
             Ok(result)
         })
     }
 
     fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
-            self.ended = true;
+            self.out.ended = true;
             self.exit = None;
             // Drop the pump (its guard would kill too), and kill now so that the call
             // returns once every process of the command is gone.

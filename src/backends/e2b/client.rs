@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::errors::Call;
 use super::http::{self, REQUEST_TIMEOUT};
 use crate::error::Result;
+use crate::policy::ProviderAllowlist;
 use crate::secret::SecretString;
 
 /// What create and connect return (`components.schemas.Sandbox`).
@@ -51,26 +52,46 @@ pub(crate) fn ttl_secs(ttl: Duration) -> u64 {
     ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0).max(u64::from(ttl.is_zero()))
 }
 
+/// What a create request says about egress.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Egress<'a> {
+    /// `allow_internet_access: false` (the API's equivalent of `denyOut: ["0.0.0.0/0"]`).
+    Deny,
+    /// `allow_internet_access: true`.
+    Allow,
+    /// E2B's own domain filter: `network.allowOut` the domains, `network.denyOut`
+    /// everything else (`0.0.0.0/0`); allowed entries take precedence over denied ones.
+    /// `dnsServers` is left out, so E2B's default resolver (8.8.8.8) stays reachable:
+    /// without one no allowed name resolves.
+    Domains(&'a ProviderAllowlist),
+}
+
 /// The JSON of `POST /sandboxes` (`NewSandbox`). `timeout` is always sent: E2B's default
-/// TTL is 15 s. `secure` is always true so envd asks for the access token, and
-/// `allow_internet_access: false` (the API's equivalent of `denyOut: ["0.0.0.0/0"]`)
-/// denies egress before any code runs.
+/// TTL is 15 s. `secure` is always true so envd asks for the access token; `egress` is
+/// set before any code runs.
 pub(crate) fn create_body(
     template: &str,
     ttl: Duration,
     metadata: &BTreeMap<String, String>,
     env: &BTreeMap<String, String>,
-    internet: bool,
+    egress: Egress<'_>,
 ) -> serde_json::Value {
-    serde_json::json!({
+    let mut body = serde_json::json!({
         "templateID": template,
         "timeout": ttl_secs(ttl),
         "metadata": metadata,
         "envVars": env,
         "secure": true,
-        "allow_internet_access": internet,
-    })
+        "allow_internet_access": !matches!(egress, Egress::Deny),
+    });
+    if let Egress::Domains(list) = egress {
+        body["network"] = serde_json::json!({ "allowOut": list.domains(), "denyOut": [ALL_TRAFFIC] });
+    }
+    body
 }
+
+/// The CIDR block of every IPv4 address, as E2B's SDKs name "all traffic".
+const ALL_TRAFFIC: &str = "0.0.0.0/0";
 
 /// The `metadata` query value of `GET /v2/sandboxes`: `k=v` pairs joined by `&`, each key
 /// and value percent-encoded first, so that the whole string is one query value (the URL
@@ -187,13 +208,26 @@ mod tests {
         let metadata = BTreeMap::from([("sandboxio.owner".to_owned(), "p1".to_owned())]);
         let env = BTreeMap::from([("A".to_owned(), "1".to_owned())]);
         assert_eq!(
-            create_body("code-interpreter-v1", Duration::from_millis(120_500), &metadata, &env, false)
+            create_body("code-interpreter-v1", Duration::from_millis(120_500), &metadata, &env, Egress::Deny)
                 .to_string(),
             r#"{"allow_internet_access":false,"envVars":{"A":"1"},"metadata":{"sandboxio.owner":"p1"},"secure":true,"templateID":"code-interpreter-v1","timeout":121}"#
         );
         assert_eq!(
-            create_body("base", Duration::from_mins(5), &BTreeMap::new(), &BTreeMap::new(), true).to_string(),
+            create_body("base", Duration::from_mins(5), &BTreeMap::new(), &BTreeMap::new(), Egress::Allow)
+                .to_string(),
             r#"{"allow_internet_access":true,"envVars":{},"metadata":{},"secure":true,"templateID":"base","timeout":300}"#
+        );
+        let list = ProviderAllowlist::new(["pypi.org", "*.pythonhosted.org"]).unwrap();
+        assert_eq!(
+            create_body(
+                "base",
+                Duration::from_mins(5),
+                &BTreeMap::new(),
+                &BTreeMap::new(),
+                Egress::Domains(&list)
+            )
+            .to_string(),
+            r#"{"allow_internet_access":true,"envVars":{},"metadata":{},"network":{"allowOut":["pypi.org","*.pythonhosted.org"],"denyOut":["0.0.0.0/0"]},"secure":true,"templateID":"base","timeout":300}"#
         );
     }
 

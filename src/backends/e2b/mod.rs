@@ -52,9 +52,13 @@
 //!
 //! Capabilities ([`crate::backends::capabilities::E2B`]): `RUN`, `RUN_CODE`,
 //! `STATEFUL_CODE`, `RICH_OUTPUTS`, `STREAM`, `STDIN`, `FILESYSTEM`, `NETWORK_DENY`
-//! (`allow_internet_access: false`), `CONNECT`, `DETACH`. Not declared: allowlists (E2B's
-//! domain filter decides on SNI and the Host header, which the allowlist contract's bypass
-//! tests defeat), resource limits (they come from the template: `limits(..)` is a
+//! (`allow_internet_access: false`), `PROVIDER_ALLOWLIST`, `CONNECT`, `DETACH`. Not declared:
+//! `NETWORK_ALLOWLIST` (E2B's domain filter decides on SNI and the Host header, which the
+//! allowlist contract's bypass tests defeat; it is offered as
+//! [`NetworkPolicy::provider_allowlist`](crate::NetworkPolicy::provider_allowlist) instead,
+//! sent as `network.allowOut` over a `denyOut` of `0.0.0.0/0`, and reported as
+//! [`EgressMechanism::ProviderNameFilter`](crate::EgressMechanism::ProviderNameFilter)),
+//! resource limits (they come from the template: `limits(..)` is a
 //! configuration error), command-scoped secrets. Isolation tier: micro-VM.
 //!
 //! `Sandbox::interrupt` closes the running cell's connection, on which E2B's code
@@ -100,7 +104,7 @@ use client::Api;
 use config::{CODE_PORT, E2bConfig, ENVD_PORT};
 use envd::Envd;
 use interpreter::Interpreter;
-use sandbox::{E2bSandbox, Shared};
+use sandbox::{E2bSandbox, Lease, Shared};
 pub use sandbox::{KEEPALIVE_EVERY, OWNER_TTL};
 
 /// What `e2b://` declares (see [`crate::backends::capabilities::E2B`]).
@@ -117,6 +121,7 @@ struct Inner {
     config: E2bConfig,
     stub: Option<http::StubTrust>,
     audit: crate::AuditConfig,
+    lease: Lease,
     http: OnceLock<std::result::Result<reqwest::Client, String>>,
 }
 
@@ -146,7 +151,13 @@ impl E2bBackend {
 
     fn with_config(config: E2bConfig, stub: Option<http::StubTrust>) -> Self {
         E2bBackend {
-            inner: Arc::new(Inner { config, stub, audit: crate::AuditConfig::new(), http: OnceLock::new() }),
+            inner: Arc::new(Inner {
+                config,
+                stub,
+                audit: crate::AuditConfig::new(),
+                lease: Lease::DEFAULT,
+                http: OnceLock::new(),
+            }),
         }
     }
 
@@ -163,12 +174,18 @@ impl E2bBackend {
     /// The same backend writing to `audit`'s sinks as well.
     #[must_use]
     pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+        self.rebuilt(audit, self.inner.lease)
+    }
+
+    /// This backend's configuration with other audit sinks and lease (a new HTTP client).
+    fn rebuilt(&self, audit: crate::AuditConfig, lease: Lease) -> Self {
         let inner = &self.inner;
         E2bBackend {
             inner: Arc::new(Inner {
                 config: inner.config.clone(),
                 stub: inner.stub.clone(),
                 audit,
+                lease,
                 http: OnceLock::new(),
             }),
         }
@@ -194,6 +211,16 @@ impl E2bBackend {
         let config = E2bConfig::parse(&dsn, |k| (k == config::API_KEY_ENV).then(|| key.clone()))?;
         let stub = http::StubTrust { domain_host: domain_host.to_owned(), addr, ca_pem: ca_pem.to_vec() };
         Ok(Self::with_config(config, Some(stub)))
+    }
+
+    /// Test support (feature `contract`): the same backend keeping owned sandboxes alive
+    /// with a TTL of at most `ttl`, renewed every `every`, instead of [`OWNER_TTL`] and
+    /// [`KEEPALIVE_EVERY`], so that a test can watch a sandbox outlive several leases while
+    /// its owner lives and end within one after the owner dies.
+    #[cfg(feature = "contract")]
+    #[must_use]
+    pub fn with_owner_lease(self, ttl: std::time::Duration, every: std::time::Duration) -> Self {
+        self.rebuilt(self.inner.audit.clone(), Lease { ttl, every })
     }
 
     /// Kills every running or paused sandbox of this account whose metadata holds all of
@@ -282,6 +309,7 @@ impl E2bBackend {
             owned: AtomicBool::new(spec.is_some_and(|s| !s.detached)),
             killed: AtomicBool::new(false),
             keepalive: Mutex::new(None),
+            lease: self.inner.lease,
             running: Arc::default(),
         }))
     }
@@ -290,14 +318,15 @@ impl E2bBackend {
         let api = self.api()?;
         let template = spec.template.clone().unwrap_or_else(|| self.inner.config.template.clone());
         config::check_template(&template)?;
-        let internet = match &spec.network {
-            NetworkPolicy::DenyAll => false,
-            NetworkPolicy::AllowAll => true,
+        let egress = match &spec.network {
+            NetworkPolicy::DenyAll => client::Egress::Deny,
+            NetworkPolicy::AllowAll => client::Egress::Allow,
+            NetworkPolicy::ProviderAllowlist(list) => client::Egress::Domains(list),
             other => return Err(Error::unsupported(SCHEME, format!("the network policy {other:?}"))),
         };
-        let ttl = if spec.detached { spec.ttl } else { spec.ttl.min(OWNER_TTL) };
+        let ttl = if spec.detached { spec.ttl } else { spec.ttl.min(self.inner.lease.ttl) };
         let env: BTreeMap<String, String> = spec.env.iter().cloned().collect();
-        let body = client::create_body(&template, ttl, &spec.metadata, &env, internet);
+        let body = client::create_body(&template, ttl, &spec.metadata, &env, egress);
         let info = api.create(&body).await?;
         let shared = self.shared(api, &info, Some(spec.network.clone()), Some(&spec))?;
         if !spec.detached {

@@ -34,6 +34,19 @@ pub const OWNER_TTL: Duration = Duration::from_mins(2);
 /// How often the owner renews an owned sandbox's TTL.
 pub const KEEPALIVE_EVERY: Duration = Duration::from_secs(30);
 
+/// How an owned sandbox is kept alive: created with a TTL of at most `ttl`, renewed to
+/// that every `every`. [`OWNER_TTL`] and [`KEEPALIVE_EVERY`] in production; tests of
+/// owner death shorten both (`E2bBackend::with_owner_lease`, feature `contract`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Lease {
+    pub(super) ttl: Duration,
+    pub(super) every: Duration,
+}
+
+impl Lease {
+    pub(super) const DEFAULT: Lease = Lease { ttl: OWNER_TTL, every: KEEPALIVE_EVERY };
+}
+
 /// What every handle of one sandbox shares.
 pub(super) struct Shared {
     pub(super) id: String,
@@ -49,6 +62,7 @@ pub(super) struct Shared {
     pub(super) owned: AtomicBool,
     pub(super) killed: AtomicBool,
     pub(super) keepalive: Mutex<Option<tokio::task::AbortHandle>>,
+    pub(super) lease: Lease,
     pub(super) running: Running,
 }
 
@@ -57,15 +71,16 @@ impl Shared {
     /// when the last handle goes.
     pub(super) fn start_keepalive(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
+        let lease = self.lease;
         let task = PORTAL.spawn(async move {
             loop {
-                tokio::time::sleep(KEEPALIVE_EVERY).await;
+                tokio::time::sleep(lease.every).await;
                 let Some(shared) = weak.upgrade() else { return Ok(()) };
                 let left = shared.deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() || shared.killed.load(Ordering::SeqCst) {
                     return Ok(());
                 }
-                if let Err(e) = shared.api.set_timeout(&shared.id, left.min(OWNER_TTL)).await {
+                if let Err(e) = shared.api.set_timeout(&shared.id, left.min(lease.ttl)).await {
                     tracing::warn!(target: "sandboxio::e2b", sandbox = %shared.id, error = %e, "could not renew the TTL");
                 }
             }
@@ -147,10 +162,11 @@ impl BackendSandbox for E2bSandbox {
 
     fn network_enforcement(&self) -> Option<NetworkEnforcement> {
         // E2B's deny-all is `allow_internet_access: false`, its firewall's deny of
-        // 0.0.0.0/0; what that leaves (DNS, UDP) is E2B's to say, so only the
-        // unrestricted case is stated.
+        // 0.0.0.0/0; what that leaves (DNS, UDP) is E2B's to say, so it is not stated. A
+        // provider allowlist is E2B's name filter over that deny, with its resolver open.
         match &self.shared.network {
-            Some(p) if *p == NetworkPolicy::allow_all() => Some(NetworkEnforcement::unrestricted()),
+            Some(NetworkPolicy::AllowAll) => Some(NetworkEnforcement::unrestricted()),
+            Some(NetworkPolicy::ProviderAllowlist(_)) => Some(NetworkEnforcement::provider_name_filter()),
             _ => None,
         }
     }

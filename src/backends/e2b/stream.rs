@@ -15,36 +15,26 @@ use super::process::ProcessEvent;
 use super::{PORTAL, SCHEME};
 use crate::backend::{BackendExecStream, BoxFuture};
 use crate::backends::portal::Task;
+use crate::backends::pumped::{PumpedOutput, StdinOp};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk};
 use crate::secret::SecretString;
-
-/// Chunks buffered between envd and a consumer that has not polled yet.
-const CHANNEL_CHUNKS: usize = 32;
-
-enum StdinOp {
-    Data(Vec<u8>, oneshot::Sender<Result<()>>),
-    Close(oneshot::Sender<Result<()>>),
-}
 
 pub(super) struct E2bExecStream {
     envd: Envd,
     tag: String,
     pid: Arc<std::sync::Mutex<Option<u32>>>,
-    chunks: mpsc::Receiver<Result<OutputChunk>>,
-    stdin: mpsc::Sender<StdinOp>,
+    out: PumpedOutput,
     exit: Option<oneshot::Receiver<ExitStatus>>,
     pump: Option<Task<()>>,
-    ended: bool,
     started: Instant,
-    done: Option<ExecResult>,
 }
 
 impl std::fmt::Debug for E2bExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("E2bExecStream")
             .field("tag", &self.tag)
-            .field("ended", &self.ended)
+            .field("ended", &self.out.ended)
             .finish_non_exhaustive()
     }
 }
@@ -52,8 +42,7 @@ impl std::fmt::Debug for E2bExecStream {
 impl E2bExecStream {
     pub(super) fn start(envd: &Envd, secrets: Arc<Vec<(String, SecretString)>>, command: Command) -> Self {
         let tag = exec::next_tag();
-        let (chunk_tx, chunks) = mpsc::channel(CHANNEL_CHUNKS);
-        let (stdin, stdin_rx) = mpsc::channel(4);
+        let (out, ends) = PumpedOutput::new(SCHEME);
         let (exit_tx, exit) = oneshot::channel();
         let pid = Arc::new(std::sync::Mutex::new(None));
         let pump = PORTAL.spawn(pump(
@@ -62,29 +51,19 @@ impl E2bExecStream {
             command,
             tag.clone(),
             Arc::clone(&pid),
-            chunk_tx,
-            stdin_rx,
+            ends.chunks,
+            ends.stdin,
             exit_tx,
         ));
         E2bExecStream {
             envd: envd.clone(),
             tag,
             pid,
-            chunks,
-            stdin,
+            out,
             exit: Some(exit),
             pump: Some(pump),
-            ended: false,
             started: Instant::now(),
-            done: None,
         }
-    }
-
-    async fn stdin_op(&mut self, op: impl FnOnce(oneshot::Sender<Result<()>>) -> StdinOp) -> Result<()> {
-        let (ack, acked) = oneshot::channel();
-        let ended = || Error::provider_message(SCHEME, "the process has ended");
-        self.stdin.send(op(ack)).await.map_err(|_| ended())?;
-        acked.await.map_err(|_| ended())?
     }
 }
 
@@ -175,52 +154,34 @@ async fn pump(
 
 impl BackendExecStream for E2bExecStream {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        match self.chunks.poll_recv(cx) {
-            Poll::Ready(Some(Err(e))) => {
-                self.ended = true;
-                Poll::Ready(Some(Err(e)))
-            }
-            Poll::Ready(None) => {
-                self.ended = true;
-                Poll::Ready(None)
-            }
-            other => other,
-        }
+        self.out.poll_chunk(cx)
     }
 
     fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-        let data = data.to_vec();
-        Box::pin(self.stdin_op(move |ack| StdinOp::Data(data, ack)))
+        self.out.write_stdin(data)
     }
 
     fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.stdin_op(StdinOp::Close))
+        self.out.close_stdin()
     }
 
     fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
         Box::pin(async move {
-            if let Some(done) = &self.done {
+            if let Some(done) = &self.out.done {
                 return Ok(done.clone());
             }
-            while !self.ended {
-                if let Some(Err(e)) = std::future::poll_fn(|cx| self.poll_chunk(cx)).await {
-                    return Err(e);
-                }
-            }
+            self.out.drain().await?;
             let terminated = || Error::provider_message(SCHEME, "the process was terminated");
             let status = self.exit.take().ok_or_else(terminated)?.await.map_err(|_| terminated())?;
             let result = ExecResult::new(0, "", "").with_status(status).with_duration(self.started.elapsed());
-            self.done = Some(result.clone());
+            self.out.done = Some(result.clone());
             Ok(result)
         })
     }
 
     fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
-            self.ended = true;
+            self.out.ended = true;
             self.exit = None;
             drop(self.pump.take());
             let pid = *self.pid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -174,6 +174,20 @@ impl AnySandbox {
         }
     }
 
+    pub(crate) fn network_policy(&self) -> Option<&crate::NetworkPolicy> {
+        match self {
+            AnySandbox::Async(s) => s.network_policy(),
+            AnySandbox::Blocking(s) => s.network_policy(),
+        }
+    }
+
+    pub(crate) fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+        match self {
+            AnySandbox::Async(s) => s.network_enforcement(),
+            AnySandbox::Blocking(s) => s.network_enforcement(),
+        }
+    }
+
     pub(crate) async fn run(&self, command: Command) -> Result<ExecResult> {
         match self {
             AnySandbox::Async(s) => s.run(command).await,

@@ -70,7 +70,8 @@ fn result_line(bundle: &sandboxio::MimeBundle) -> serde_json::Value {
 fn execute(sandbox: Arc<StubSandbox>, msg: &serde_json::Value) -> Response<Body> {
     let code_text = msg["code"].as_str().unwrap_or_default().to_owned();
     let context = msg["context_id"].as_str().map(str::to_owned);
-    if context.is_some() && msg.get("language").is_some() {
+    // The official SDK sends every field, `null` when unset: only a value counts.
+    if context.is_some() && !msg["language"].is_null() {
         return text(StatusCode::BAD_REQUEST, "Only one of context_id or language can be provided");
     }
     let language = msg["language"].as_str().unwrap_or("python").to_owned();

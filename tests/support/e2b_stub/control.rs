@@ -37,9 +37,43 @@ fn ttl(body: &serde_json::Value) -> Result<Duration, Box<Response<Body>>> {
 
 fn sandbox_json(id: &str, s: &StubSandbox) -> serde_json::Value {
     serde_json::json!({
-        "templateID": s.template, "sandboxID": id, "clientID": "stub", "envdVersion": "0.6.13",
+        "templateID": s.template, "sandboxID": id, "clientID": "stub", "envdVersion": ENVD_VERSION,
         "envdAccessToken": s.token, "domain": null, "alias": s.template,
     })
+}
+
+/// The version of envd the stub claims (E2B's SDKs pick features by it: octet-stream
+/// uploads from 0.5.7, the default user from 0.4.0).
+const ENVD_VERSION: &str = "0.6.13";
+
+/// A sandbox as `GET /sandboxes/{id}` (`SandboxDetail`) and `GET /v2/sandboxes`
+/// (`ListedSandbox`) describe it: both require the times, sizes, state and envd version.
+fn detail_json(id: &str, s: &StubSandbox) -> serde_json::Value {
+    let left = s.end_at.lock().unwrap().saturating_duration_since(Instant::now());
+    let now = std::time::SystemTime::now();
+    serde_json::json!({
+        "templateID": s.template, "sandboxID": id, "clientID": "stub", "alias": s.template,
+        "startedAt": rfc3339(s.started_at), "endAt": rfc3339(now + left),
+        "cpuCount": 2, "memoryMB": 512, "diskSizeMB": 10240, "state": "running",
+        "envdVersion": ENVD_VERSION, "envdAccessToken": s.token, "metadata": s.metadata,
+    })
+}
+
+/// `time` as RFC 3339 in UTC, to the second.
+fn rfc3339(time: std::time::SystemTime) -> String {
+    let secs = time.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days.cast_signed() + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
 }
 
 pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>) -> Response<Body> {
@@ -65,10 +99,12 @@ pub async fn handle(state: Arc<State>, req: Request<hyper::body::Incoming>) -> R
         }
     };
     match (method, parts.as_slice()) {
-        (Method::POST, ["sandboxes"]) => create(&state, body).await,
+        // E2B's current SDKs create through `/v2/sandboxes` (same body, plus optional
+        // `network`, `autoPause`, ...); the first version stays served.
+        (Method::POST, ["sandboxes"] | ["v2", "sandboxes"]) => create(&state, body).await,
         (Method::GET, ["v2", "sandboxes"]) => list(&state, &query),
         (Method::GET, ["sandboxes", id]) => match state.sandbox(id) {
-            Some(s) => json(StatusCode::OK, &sandbox_json(id, &s)),
+            Some(s) => json(StatusCode::OK, &detail_json(id, &s)),
             None => missing(id),
         },
         (Method::DELETE, ["sandboxes", id]) => {
@@ -123,8 +159,10 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
     let Some(template) = body["templateID"].as_str().map(str::to_owned) else {
         return error(StatusCode::BAD_REQUEST, "templateID is required");
     };
-    let internet = body["allow_internet_access"].as_bool().unwrap_or(true);
-    let policy = if internet { NetworkPolicy::allow_all() } else { NetworkPolicy::deny_all() };
+    let policy = match egress_policy(&body) {
+        Ok(policy) => policy,
+        Err(e) => return *e,
+    };
     let mut builder = Sandbox::builder_with(state.local.clone()).network(policy).ttl(Duration::from_hours(1));
     if let Some(env) = body["envVars"].as_object() {
         for (k, v) in env {
@@ -147,6 +185,7 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
         template,
         metadata,
         config: body.to_string(),
+        started_at: std::time::SystemTime::now(),
         end_at: std::sync::Mutex::new(Instant::now() + ttl),
         killed: std::sync::atomic::AtomicBool::new(false),
         processes: std::sync::Mutex::new(std::collections::HashMap::new()),
@@ -154,6 +193,35 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
     let reply = sandbox_json(&id, &sandbox);
     state.sandboxes.lock().unwrap().insert(id, sandbox);
     json(StatusCode::CREATED, &reply)
+}
+
+/// The `local://` policy that stands for the create request's egress fields:
+/// `allow_internet_access: false` denies all; `network.allowOut` over a `denyOut` of
+/// `0.0.0.0/0` becomes an allowlist of the same destinations on every port (the local gate
+/// checks more than E2B's name filter does: the stub is faithful to the wire, not to the
+/// filter's weaknesses). `denyOut` takes addresses only, as E2B's API says.
+fn egress_policy(body: &serde_json::Value) -> Result<NetworkPolicy, Box<Response<Body>>> {
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_owned)).collect()
+    };
+    let (allow, deny) = (strings(&body["network"]["allowOut"]), strings(&body["network"]["denyOut"]));
+    if let Some(name) = deny.iter().find(|d| d.chars().any(|c| c.is_ascii_alphabetic()) && !d.contains(':')) {
+        let message =
+            format!("invalid denyOut entry {name:?}: domain names are not supported for deny rules");
+        return Err(Box::new(error(StatusCode::BAD_REQUEST, &message)));
+    }
+    if body["allow_internet_access"] == false {
+        return Ok(NetworkPolicy::deny_all());
+    }
+    if deny.iter().any(|d| d == "0.0.0.0/0") {
+        if allow.is_empty() {
+            return Ok(NetworkPolicy::deny_all());
+        }
+        let entries = allow.iter().map(|a| format!("{a}:*"));
+        return NetworkPolicy::allowlist(entries)
+            .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, &format!("invalid allowOut: {e}"))));
+    }
+    Ok(NetworkPolicy::allow_all())
 }
 
 /// `GET /v2/sandboxes?metadata=<k=v&..., each part percent-encoded>&state=..&limit=..`.
@@ -178,9 +246,7 @@ fn list(state: &Arc<State>, query: &str) -> Response<Body> {
         .unwrap()
         .iter()
         .filter(|(_, s)| filter.iter().all(|(k, v)| s.metadata.get(k) == Some(v)))
-        .map(|(id, s)| {
-            serde_json::json!({"sandboxID": id, "templateID": s.template, "metadata": s.metadata, "state": "running", "endAt": "2099-01-01T00:00:00Z"})
-        })
+        .map(|(id, s)| detail_json(id, s))
         .collect();
     json(StatusCode::OK, &serde_json::Value::Array(listed))
 }

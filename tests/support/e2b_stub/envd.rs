@@ -16,7 +16,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use sandboxio::{Command, ErrorCode, ExitStatus, StreamKind};
 use tokio::sync::mpsc;
 
-use super::{Body, State, StubSandbox, body_bytes, empty, json};
+use super::{Body, State, StubSandbox, body_bytes, empty, json, multipart};
 
 /// A running process's stdin.
 pub struct Proc {
@@ -54,13 +54,16 @@ pub async fn handle(
     let query = req.uri().query().unwrap_or_default().to_owned();
     let authorized =
         req.headers().get("x-access-token").and_then(|t| t.to_str().ok()) == Some(sandbox.token.as_str());
-    if !authorized && !matches!(path.as_str(), "/health" | "/files") {
+    // `/files` takes the token too (or a signed URL, which the stub does not issue).
+    if !authorized && path != "/health" {
         return http_error(
             StatusCode::UNAUTHORIZED,
             "unauthorized access, please provide a valid access token or method signing if supported",
         );
     }
     let method = req.method().clone();
+    let content_type =
+        req.headers().get("content-type").and_then(|t| t.to_str().ok()).unwrap_or_default().to_owned();
     let body = body_bytes(req).await;
     let file_path = || {
         form_urlencoded::parse(query.as_bytes())
@@ -71,22 +74,7 @@ pub async fn handle(
     match (method, path.as_str()) {
         (Method::GET, "/health") => empty(StatusCode::NO_CONTENT),
         (Method::GET, "/files") => read_file(&sandbox, &file_path()).await,
-        (Method::POST, "/files") => {
-            let p = file_path();
-            match sandbox.local.fs().write(&p, body.to_vec()).await {
-                Ok(()) => json(
-                    StatusCode::OK,
-                    &serde_json::json!([{"path": p, "name": p.rsplit('/').next(), "type": "file"}]),
-                ),
-                Err(e) if e.code() == ErrorCode::IsADirectory => {
-                    http_error(StatusCode::BAD_REQUEST, &format!("path '{p}' is a directory"))
-                }
-                Err(e) if e.code() == ErrorCode::PermissionDenied => {
-                    http_error(StatusCode::FORBIDDEN, &format!("permission denied: {p}"))
-                }
-                Err(e) => http_error(StatusCode::BAD_REQUEST, &e.to_string()),
-            }
-        }
+        (Method::POST, "/files") => write_files(&sandbox, &file_path(), &content_type, &body).await,
         (Method::POST, "/process.Process/Start") => start(&state, &sandbox, &body),
         (Method::POST, rpc) => {
             let Ok(msg) = serde_json::from_slice::<serde_json::Value>(&body) else {
@@ -96,6 +84,51 @@ pub async fn handle(
         }
         _ => http_error(StatusCode::NOT_FOUND, "no such path"),
     }
+}
+
+/// `POST /files`: the raw body (`application/octet-stream`) to `?path=`, or each
+/// `multipart/form-data` part named `file` to `?path=` (one part) or to its `filename`.
+/// Answers the entries written.
+async fn write_files(
+    sandbox: &StubSandbox,
+    query_path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Response<Body> {
+    let files = match multipart::boundary(content_type) {
+        Some(boundary) => {
+            let Some(parts) = multipart::files(body, &boundary) else {
+                return http_error(StatusCode::BAD_REQUEST, "malformed multipart body");
+            };
+            let single = parts.len() == 1 && !query_path.is_empty();
+            let mut files = Vec::new();
+            for part in parts {
+                let path = if single { Some(query_path.to_owned()) } else { part.filename };
+                let Some(path) = path.filter(|p| !p.is_empty()) else {
+                    return http_error(StatusCode::BAD_REQUEST, "a part names no path");
+                };
+                files.push((path, part.data));
+            }
+            files
+        }
+        None => vec![(query_path.to_owned(), body.to_vec())],
+    };
+    let mut written = Vec::new();
+    for (p, data) in files {
+        match sandbox.local.fs().write(&p, data).await {
+            Ok(()) => {
+                written.push(serde_json::json!({"path": p, "name": p.rsplit('/').next(), "type": "file"}));
+            }
+            Err(e) if e.code() == ErrorCode::IsADirectory => {
+                return http_error(StatusCode::BAD_REQUEST, &format!("path '{p}' is a directory"));
+            }
+            Err(e) if e.code() == ErrorCode::PermissionDenied => {
+                return http_error(StatusCode::FORBIDDEN, &format!("permission denied: {p}"));
+            }
+            Err(e) => return http_error(StatusCode::BAD_REQUEST, &e.to_string()),
+        }
+    }
+    json(StatusCode::OK, &serde_json::Value::Array(written))
 }
 
 async fn read_file(sandbox: &StubSandbox, path: &str) -> Response<Body> {

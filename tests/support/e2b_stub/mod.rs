@@ -22,6 +22,8 @@ mod certs;
 mod code;
 mod control;
 mod envd;
+mod multipart;
+mod proxy;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -50,6 +52,7 @@ pub struct StubSandbox {
     pub metadata: BTreeMap<String, String>,
     /// The create request as E2B stores it (what its API would show).
     pub config: String,
+    pub started_at: std::time::SystemTime,
     pub end_at: Mutex<Instant>,
     /// Set when the sandbox is killed or expires: its streams then drop without end frames.
     pub killed: AtomicBool,
@@ -136,6 +139,13 @@ impl Stub {
         });
         runtime.spawn(control::expire_loop(Arc::clone(&state)));
         Stub { addr, ca_pem, state, runtime: Some(runtime) }
+    }
+
+    /// Starts an HTTP `CONNECT` proxy on loopback that tunnels every host under [`DOMAIN`]
+    /// to this stub (see `proxy.rs`): how a client that resolves names itself reaches it.
+    pub fn connect_proxy(&self) -> SocketAddr {
+        let runtime = self.runtime.as_ref().expect("the stub's runtime");
+        runtime.block_on(proxy::start(DOMAIN, self.addr))
     }
 
     /// An `e2b://` backend pointed at this stub.

@@ -88,6 +88,7 @@ undeclared! {
     RICH_OUTPUTS => "capability_honesty__undeclared_rich_outputs_are_never_returned", undeclared_rich;
     NETWORK_DENY => "capability_honesty__undeclared_network_deny_raises", undeclared_deny;
     NETWORK_ALLOWLIST => "capability_honesty__undeclared_network_allowlist_raises", undeclared_allowlist;
+    PROVIDER_ALLOWLIST => "capability_honesty__undeclared_provider_allowlist_raises", undeclared_provider_allowlist;
     LIMIT_MEMORY => "capability_honesty__undeclared_limit_memory_is_refused", undeclared_memory;
     LIMIT_CPU => "capability_honesty__undeclared_limit_cpu_is_refused", undeclared_cpu;
     LIMIT_PIDS => "capability_honesty__undeclared_limit_pids_is_refused", undeclared_pids;
@@ -193,6 +194,11 @@ async fn undeclared_deny(cx: Arc<Ctx>) -> Verdict {
 async fn undeclared_allowlist(cx: Arc<Ctx>) -> Verdict {
     let policy = NetworkPolicy::allowlist(["pypi.org"]).map_err(|e| e.to_string())?;
     refused_policy(&cx, policy, "create() with an allowlist without NETWORK_ALLOWLIST").await
+}
+
+async fn undeclared_provider_allowlist(cx: Arc<Ctx>) -> Verdict {
+    let policy = NetworkPolicy::provider_allowlist(["pypi.org"]).map_err(|e| e.to_string())?;
+    refused_policy(&cx, policy, "create() with a provider allowlist without PROVIDER_ALLOWLIST").await
 }
 
 async fn refused_limit(cx: &Ctx, limits: ResourceLimits, what: &str) -> Verdict {

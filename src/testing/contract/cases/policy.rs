@@ -39,6 +39,12 @@ pub(super) fn cases() -> Vec<Case> {
         )
         .requires(C::RUN | C::NETWORK_ALLOWLIST)
         .probes(&[P::Canary]),
+        Case::new(
+            Row::Policy,
+            "policy__a_provider_allowlist_is_kept_and_reported_as_the_providers_name_filter",
+            |cx| Box::pin(provider_allowlist(cx)),
+        )
+        .requires(C::PROVIDER_ALLOWLIST),
         Case::new(Row::Policy, "policy__resource_caps_are_applied", |cx| Box::pin(caps_applied(cx)))
             .requires_any(ANY_LIMIT)
             .probes(&[P::LimitsInEffect]),
@@ -166,6 +172,33 @@ async fn literal_spellings(cx: Arc<Ctx>) -> Verdict {
         expect(!reached, || format!("expected the unlisted canary refused as {spelling}:{}", canary.port))?;
     }
     Ok(())
+}
+
+/// A provider allowlist is handed to the provider as given, and never reported as a
+/// mechanism that checks more than names (sandboxio's gate, TLS termination, no route).
+async fn provider_allowlist(cx: Arc<Ctx>) -> Verdict {
+    let policy =
+        NetworkPolicy::provider_allowlist(["pypi.org", "*.pythonhosted.org"]).map_err(|e| e.to_string())?;
+    let sandbox =
+        cx.builder().network(policy.clone()).create().await.map_err(|e| cx.unexpected("create", &e))?;
+    let (kept, report) = (sandbox.network_policy().cloned(), sandbox.network_enforcement());
+    let _ = sandbox.close().await;
+    expect_eq(kept.as_ref(), Some(&policy), "the sandbox's policy")?;
+    let Some(report) = report else { return Ok(()) };
+    let honest = report.mechanisms == [crate::EgressMechanism::Simulated]
+        || (report.mechanisms.contains(&crate::EgressMechanism::ProviderNameFilter)
+            && report.domain_fronting_possible
+            && !report.mechanisms.iter().any(|m| {
+                matches!(
+                    m,
+                    crate::EgressMechanism::ProxyConnect
+                        | crate::EgressMechanism::TlsTerminate
+                        | crate::EgressMechanism::NoRoute
+                )
+            }));
+    expect(honest, || {
+        format!("expected the provider's name filter reported (fronting possible), observed {report}")
+    })
 }
 
 async fn caps_applied(cx: Arc<Ctx>) -> Verdict {
