@@ -102,12 +102,15 @@ mod agent;
 mod baked;
 mod client;
 mod code;
+mod credentials;
 mod egress;
 mod exec;
 mod fs;
 pub mod labels;
 mod on_sandboxd;
+mod pull;
 mod reap;
+mod reference;
 mod rt;
 mod stream;
 mod users;
@@ -136,6 +139,8 @@ use crate::backends::{ReapOptions, ReapReport};
 pub use agent::ExecPath;
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};
+pub use credentials::{CREDENTIAL_HELPER_TIMEOUT, RegistryAuth};
+pub use pull::{ImageError, ImageErrorKind, PULL_STALL_TIMEOUT, PullPolicy, PullProgress, PulledImage};
 
 const SCHEME: &str = "docker";
 
@@ -210,6 +215,14 @@ struct Inner {
     audit: crate::AuditConfig,
     /// How the egress gates of this backend's allowlisted sandboxes resolve names.
     resolver: crate::EgressResolver,
+    /// Whether `create` pulls its image.
+    pull: PullPolicy,
+    /// Where pulls find registry credentials.
+    credentials: credentials::CredentialSources,
+    /// Called with every pull's progress.
+    progress: pull::Progress,
+    /// How long a pull may report nothing.
+    pull_stall: std::time::Duration,
     /// The engine's client and what is known of it, shared with every backend value naming
     /// the same endpoint.
     engine: Arc<client::Engine>,
@@ -248,6 +261,10 @@ impl DockerBackend {
                 exec_path: None,
                 audit: crate::AuditConfig::new(),
                 resolver: crate::EgressResolver::system(),
+                pull: PullPolicy::Never,
+                credentials: credentials::CredentialSources::default(),
+                progress: pull::Progress::default(),
+                pull_stall: PULL_STALL_TIMEOUT,
                 swept: AtomicBool::new(false),
             }),
         }
@@ -262,6 +279,10 @@ impl DockerBackend {
             exec_path: self.inner.exec_path,
             audit: self.inner.audit.clone(),
             resolver: self.inner.resolver.clone(),
+            pull: self.inner.pull,
+            credentials: self.inner.credentials.clone(),
+            progress: self.inner.progress.clone(),
+            pull_stall: self.inner.pull_stall,
             engine: Arc::clone(&self.inner.engine),
             swept: AtomicBool::new(false),
         };
@@ -328,6 +349,95 @@ impl DockerBackend {
         self.rebuild(|i| i.resolver = resolver)
     }
 
+    /// The same backend pulling images by `policy` at `create` (default
+    /// [`PullPolicy::Never`]; DSN option `pull=never|missing|always`).
+    #[must_use]
+    pub fn with_pull(self, policy: PullPolicy) -> Self {
+        self.rebuild(|i| i.pull = policy)
+    }
+
+    /// When `create` pulls its image.
+    #[must_use]
+    pub fn pull_policy(&self) -> PullPolicy {
+        self.inner.pull
+    }
+
+    /// The same backend sending `auth` to `registry` (`host[:port]` as in the image name,
+    /// or `docker.io` for Docker Hub) when it pulls. These win over Docker's config file.
+    /// The secret is never logged, put in an error, or shown by `Debug`.
+    #[must_use]
+    pub fn with_registry_auth(self, registry: impl Into<String>, auth: RegistryAuth) -> Self {
+        let registry = registry.into();
+        self.rebuild(|i| {
+            i.credentials.typed.insert(registry, auth);
+        })
+    }
+
+    /// The same backend reading registry credentials from Docker's config file at `path`
+    /// (default: `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`): a registry's
+    /// own `credHelpers` entry, else `credsStore`, runs `docker-credential-<name> get`
+    /// (bounded by [`CREDENTIAL_HELPER_TIMEOUT`]); otherwise its `auths` entry is used. The
+    /// file is read at each pull, never when the backend is built.
+    #[must_use]
+    pub fn with_docker_config(self, path: impl Into<std::path::PathBuf>) -> Self {
+        let path = path.into();
+        self.rebuild(|i| i.credentials.config_file = Some(path))
+    }
+
+    /// The same backend calling `callback` with every pull's [`PullProgress`] (layers and
+    /// bytes), on the Docker runtime's thread: it should return quickly. Progress also goes
+    /// to `tracing` (target `sandboxio::docker::pull`: a layer done at `info`, bytes at
+    /// `debug`).
+    #[must_use]
+    pub fn with_pull_progress(self, callback: impl Fn(&PullProgress) + Send + Sync + 'static) -> Self {
+        let callback: pull::ProgressCallback = Arc::new(callback);
+        self.rebuild(|i| i.progress = pull::Progress(Some(callback)))
+    }
+
+    /// The same backend failing a pull whose engine reports nothing for `stall` (default
+    /// [`PULL_STALL_TIMEOUT`]) with [`ImageErrorKind::RegistryDown`].
+    #[must_use]
+    pub fn with_pull_stall_timeout(self, stall: std::time::Duration) -> Self {
+        self.rebuild(|i| i.pull_stall = stall)
+    }
+
+    /// Pulls `image` (`[registry/]repository[:tag][@sha256:digest]`) into the engine now,
+    /// whatever the pull policy, with this backend's credentials and progress callback. A
+    /// reference pinned by digest gets exactly that manifest, and the engine's image is
+    /// checked to carry the digest.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] for a malformed reference or an image the registry does not
+    /// have; [`Error::Auth`] when the registry refuses; [`Error::RateLimited`];
+    /// [`Error::Connect`] when the registry or the engine cannot be reached, or the pull
+    /// reports nothing for the stall timeout; [`Error::Provider`] for a corrupt layer, a
+    /// digest mismatch or another engine failure. Registry failures carry an
+    /// [`ImageError`] (image, registry, [`ImageErrorKind`]) as their source.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the engine connection, and the engine cancels the pull;
+    /// layers already downloaded stay in the engine.
+    pub async fn pull(&self, image: &str) -> Result<PulledImage> {
+        let inner = Arc::clone(&self.inner);
+        let image = reference::ImageRef::parse(image)?;
+        rt::spawn(async move {
+            let docker = Self::client(&inner).await?;
+            Ok(pull::pull(&docker, &image, &inner.pull_setup()).await?.0)
+        })
+        .await
+    }
+
+    /// [`DockerBackend::pull`] for synchronous callers (blocks the calling thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::pull`].
+    pub fn pull_blocking(&self, image: &str) -> Result<PulledImage> {
+        futures_lite::future::block_on(self.pull(image))
+    }
+
     /// The image sandboxes are created from when the builder names none.
     #[must_use]
     pub fn image(&self) -> &str {
@@ -341,7 +451,7 @@ impl DockerBackend {
     /// [`Error::Configuration`] for an unknown option,
     /// a bad `DOCKER_HOST`, or a runtime other than `runc`/`runsc`.
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
-        dsn.reject_unknown_options(&["image", "runtime", "user", "exec"])?;
+        dsn.reject_unknown_options(&["image", "runtime", "user", "exec", "pull"])?;
         let mut backend = if !dsn.path().is_empty() && dsn.path() != "/" {
             if !dsn.authority().is_empty() {
                 return Err(Error::configuration("docker:// takes a socket path or a host:port, not both"));
@@ -365,6 +475,9 @@ impl DockerBackend {
         }
         if let Some(path) = dsn.option("exec") {
             backend = backend.with_exec_path(ExecPath::parse(path)?);
+        }
+        if let Some(policy) = dsn.option("pull") {
+            backend = backend.with_pull(PullPolicy::parse(policy)?);
         }
         Ok(Arc::new(backend))
     }
@@ -400,6 +513,37 @@ impl DockerBackend {
     /// As [`DockerBackend::reap`].
     pub fn reap_blocking(&self, options: ReapOptions) -> Result<ReapReport> {
         futures_lite::future::block_on(self.reap(options))
+    }
+}
+
+impl Inner {
+    fn pull_setup(&self) -> pull::PullSetup<'_> {
+        pull::PullSetup { credentials: &self.credentials, progress: &self.progress, stall: self.pull_stall }
+    }
+}
+
+/// The engine's view of `image`, pulled first when the policy says so.
+async fn resolve_image(inner: Arc<Inner>, image: String) -> Result<bollard::models::ImageInspect> {
+    let docker = DockerBackend::client(&inner).await?;
+    if inner.pull == PullPolicy::Always {
+        let reference = reference::ImageRef::parse(&image)?;
+        return Ok(pull::pull(&docker, &reference, &inner.pull_setup()).await?.1);
+    }
+    match docker.inspect_image(&image).await {
+        Ok(inspected) => Ok(inspected),
+        Err(e) if client::status(&e) == Some(404) && inner.pull == PullPolicy::Missing => {
+            let reference = reference::ImageRef::parse(&image)?;
+            Ok(pull::pull(&docker, &reference, &inner.pull_setup()).await?.1)
+        }
+        Err(e) => Err(match client::status(&e) {
+            Some(404) => Error::Configuration {
+                message: format!(
+                    "image {image:?} is not in the Docker engine and the pull policy is never; pull it (DSN option pull=missing, or DockerBackend::with_pull), build it (scripts/build-images builds sandboxio's) or load it first"
+                ),
+                source: Some(Box::new(e)),
+            },
+            _ => provider("inspecting the image", e),
+        }),
     }
 }
 
@@ -618,27 +762,40 @@ impl Backend for DockerBackend {
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
             let timeout = spec.create_timeout;
-            // Creation runs to its end on the Docker runtime whatever the caller does: an
-            // engine request cut off mid-flight could still create a container nobody
-            // knows about. A result nobody receives (timeout, dropped future) is dropped,
-            // and dropping a `Created` removes its container.
-            let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<Created>>();
-            rt::detach(async move {
-                let _ = deliver.send(create(inner, spec).await);
-            });
-            let timed = futures_lite::future::or(async { Some(delivered.await) }, async {
+            let provision = async move {
+                let image = spec.image.clone().unwrap_or_else(|| inner.image.clone());
+                if image.trim().is_empty() {
+                    return Err(Error::configuration(
+                        "the Docker image name is empty; name one, for example sandboxio/python:2",
+                    ));
+                }
+                // The image (and a pull) first, as a task the caller's future owns: dropping
+                // it cancels the pull, and nothing exists yet to clean up.
+                let inspected = rt::spawn(resolve_image(Arc::clone(&inner), image.clone())).await?;
+                // Creation runs to its end on the Docker runtime whatever the caller does:
+                // an engine request cut off mid-flight could still create a container nobody
+                // knows about. A result nobody receives (timeout, dropped future) is
+                // dropped, and dropping a `Created` removes its container.
+                let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<Created>>();
+                rt::detach(async move {
+                    let _ = deliver.send(create(inner, spec, image, inspected).await);
+                });
+                delivered.await.unwrap_or_else(|_| {
+                    Err(Error::provider_message(
+                        SCHEME,
+                        "the Docker runtime dropped the creation before it had a result",
+                    ))
+                })
+            };
+            let timed = futures_lite::future::or(async { Some(provision.await) }, async {
                 futures_timer::Delay::new(timeout).await;
                 None
             });
             match timed.await {
-                Some(Ok(created)) => {
+                Some(created) => {
                     let shared = created?.claim();
                     Ok(Box::new(DockerSandbox { shared }) as Box<dyn BackendSandbox>)
                 }
-                Some(Err(_)) => Err(Error::provider_message(
-                    SCHEME,
-                    "the Docker runtime dropped the creation before it had a result",
-                )),
                 None => Err(Error::CreateTimeout { timeout }),
             }
         })
@@ -653,7 +810,12 @@ impl Backend for DockerBackend {
     }
 }
 
-async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
+async fn create(
+    inner: Arc<Inner>,
+    spec: CreateSpec,
+    image: String,
+    inspected: bollard::models::ImageInspect,
+) -> Result<Created> {
     let docker = DockerBackend::client(&inner).await?;
     if !inner.swept.swap(true, Ordering::AcqRel) {
         // Containers of owners that died between their create and start requests never
@@ -663,21 +825,6 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
             let _ = reap::sweep_unstarted(&docker).await;
         });
     }
-    let image = spec.image.clone().unwrap_or_else(|| inner.image.clone());
-    if image.trim().is_empty() {
-        return Err(Error::configuration(
-            "the Docker image name is empty; name one, for example sandboxio/python:2",
-        ));
-    }
-    let inspected = docker.inspect_image(&image).await.map_err(|e| match client::status(&e) {
-        Some(404) => Error::Configuration {
-            message: format!(
-                "image {image:?} is not in the Docker engine (sandboxio never pulls); build it (scripts/build-images builds sandboxio's) or load it first"
-            ),
-            source: Some(Box::new(e)),
-        },
-        _ => provider("inspecting the image", e),
-    })?;
     if let Some(runtime) = &inner.runtime {
         // Fail closed: never fall back to runc when a stronger runtime was asked for.
         let info = docker.info().await.map_err(|e| provider("reading the engine's runtimes", e))?;
