@@ -73,7 +73,8 @@ impl PullPolicy {
 }
 
 /// Where a pull stands, given to the progress callback after every change the engine
-/// reports. Byte counts are of compressed layer downloads; layers the engine already had
+/// reports, and once more at the end (a pull of an image whose layers the engine all had
+/// reports only that: every layer done, no bytes). Byte counts are of compressed layer downloads; layers the engine already had
 /// count as done with no bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -436,6 +437,16 @@ pub(super) async fn pull(
             format!("the engine's image carries {digests:?}"),
         )
         .into_error());
+    }
+    if tracker.layers.is_empty() {
+        // The engine had every layer (it only tagged): no layer was reported.
+        let layers = inspected.root_fs.as_ref().and_then(|r| r.layers.as_ref()).map_or(0, Vec::len);
+        tracker.progress.layers = layers;
+        tracker.progress.layers_done = layers;
+    }
+    // The final state, always reported once.
+    if let Some(callback) = &setup.progress.0 {
+        callback(&tracker.progress);
     }
     let name = image.name();
     let digest = tracker
