@@ -723,6 +723,28 @@ mod capture {
 /// A registry password the auth registry refuses (the secret-leak test's canary).
 const REGISTRY_WRONG_PASSWORD: &str = "registry-canary-wrong-4410";
 
+/// For the secret-leak test, when the test registry is up: a pull with the right registry
+/// password and one with a wrong one; keeps the failure and both backends' `Debug`.
+async fn registry_pulls(errors: &mut Vec<sandboxio::Error>, backends_debug: &mut Vec<String>) {
+    if !support::test_registries_up("docker__secrets_reach_the_command_and_nothing_else (registry part)") {
+        return;
+    }
+    let image = format!("{}/sandboxio/busybox:1", support::TEST_REGISTRY_AUTH);
+    let with = |password: &str| {
+        DockerBackend::from_env().unwrap().with_docker_config("/nonexistent/config.json").with_registry_auth(
+            support::TEST_REGISTRY_AUTH,
+            RegistryAuth::basic(support::TEST_REGISTRY_USER, password),
+        )
+    };
+    let good = with(support::TEST_REGISTRY_PASSWORD);
+    good.pull(&image).await.unwrap();
+    backends_debug.push(format!("{good:?}"));
+    let _ = docker(&["rmi", &image]);
+    let bad = with(REGISTRY_WRONG_PASSWORD);
+    errors.push(bad.pull(&image).await.unwrap_err());
+    backends_debug.push(format!("{bad:?}"));
+}
+
 /// The canary-secret proof on Docker: secrets given with `secret_env` reach the command and
 /// nothing else: not the audit sinks, errors, `tracing` or `log` output (bollard's request
 /// bodies included), labels, or `docker inspect`. Registry passwords (a pull from the test
@@ -787,26 +809,7 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
         let labels = docker(&["inspect", "-f", "{{json .Config.Labels}}", sandbox.id()]);
         sandbox.kill().await.unwrap();
         errors.push(sandbox.run(Command::new("true")).await.unwrap_err());
-        // Registry credentials: a pull with the right password, one with a wrong one.
-        if support::test_registries_up("docker__secrets_reach_the_command_and_nothing_else (registry part)") {
-            let image = format!("{}/sandboxio/busybox:1", support::TEST_REGISTRY_AUTH);
-            let with = |password: &str| {
-                DockerBackend::from_env()
-                    .unwrap()
-                    .with_docker_config("/nonexistent/config.json")
-                    .with_registry_auth(
-                        support::TEST_REGISTRY_AUTH,
-                        RegistryAuth::basic(support::TEST_REGISTRY_USER, password),
-                    )
-            };
-            let good = with(support::TEST_REGISTRY_PASSWORD);
-            good.pull(&image).await.unwrap();
-            backends_debug.push(format!("{good:?}"));
-            let _ = docker(&["rmi", &image]);
-            let bad = with(REGISTRY_WRONG_PASSWORD);
-            errors.push(bad.pull(&image).await.unwrap_err());
-            backends_debug.push(format!("{bad:?}"));
-        }
+        registry_pulls(&mut errors, &mut backends_debug).await;
         (inspect, labels)
     });
     let mut surfaces = vec![

@@ -486,3 +486,105 @@ fn images__dropping_a_pull_cancels_it_in_the_engine() {
     assert!(closed.is_some(), "the engine kept downloading for 15 s after the pull was dropped");
     assert!(!image_present(&image));
 }
+
+/// A build context under the temp directory: `files` are (relative path, contents).
+fn build_context(test: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sbx-build-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (path, contents) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn images__build_streams_its_log_and_honours_dockerignore() {
+    if !docker_ready("images__build_streams_its_log_and_honours_dockerignore") {
+        return;
+    }
+    let context = build_context(
+        "ignore",
+        &[
+            ("Dockerfile", "FROM sandboxio/busybox:1\nCOPY . /ctx/\nRUN echo built-marker-51 && ls /ctx\n"),
+            (".dockerignore", "secret.txt\nlogs\n**/*.tmp\n!keep/*.tmp\n"),
+            ("app.py", "print(1)"),
+            ("secret.txt", "no"),
+            ("logs/a.log", "no"),
+            ("sub/x.tmp", "no"),
+            ("keep/y.tmp", "yes"),
+        ],
+    );
+    let tag = format!("sandboxio-test/built-{}:1", std::process::id());
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&lines);
+    let backend = backend().with_build_log(move |line| log.lock().unwrap().push(line.to_owned()));
+    let built = backend.build_image_blocking(&context, "Dockerfile", &tag).unwrap();
+    assert!(built.id.starts_with("sha256:") && built.tag == tag, "{built:?}");
+    let lines = lines.lock().unwrap().clone();
+    assert!(lines.iter().any(|l| l.starts_with("Step 1/3 : FROM sandboxio/busybox:1")), "{lines:?}");
+    assert!(lines.iter().any(|l| l == "built-marker-51"), "{lines:?}");
+    let sandbox =
+        block_on(Sandbox::builder_with(backend).image(&tag).network(NetworkPolicy::deny_all()).create())
+            .unwrap();
+    let out = block_on(sandbox.run(Command::shell("cd /ctx && find . -type f | sort"))).unwrap();
+    assert_eq!(out.stdout_lossy(), "./.dockerignore\n./Dockerfile\n./app.py\n./keep/y.tmp\n");
+    block_on(sandbox.close()).unwrap();
+    forget(&tag);
+    std::fs::remove_dir_all(context).unwrap();
+}
+
+#[test]
+fn images__a_failed_build_fails_with_the_builds_own_error_text() {
+    if !docker_ready("images__a_failed_build_fails_with_the_builds_own_error_text") {
+        return;
+    }
+    let context = build_context(
+        "fail",
+        &[("Dockerfile", "FROM sandboxio/busybox:1\nRUN echo about-to-fail-77; exit 3\n")],
+    );
+    let tag = format!("sandboxio-test/failed-{}:1", std::process::id());
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&lines);
+    let e = backend()
+        .with_build_log(move |line| log.lock().unwrap().push(line.to_owned()))
+        .build_image_blocking(&context, "Dockerfile", &tag)
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Provider, "{e}");
+    let typed = ImageError::of(&e).unwrap();
+    assert_eq!(typed.kind(), ImageErrorKind::BuildFailed);
+    assert!(typed.message().contains("returned a non-zero code: 3"), "{typed}");
+    assert!(e.to_string().contains("returned a non-zero code: 3") && e.to_string().contains(&tag), "{e}");
+    assert!(lines.lock().unwrap().iter().any(|l| l == "about-to-fail-77"));
+    assert!(!image_present(&tag));
+    // Checked before anything is sent.
+    let e = backend().build_image_blocking(&context, "../Dockerfile", &tag).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Configuration, "{e}");
+    std::fs::remove_dir_all(context).unwrap();
+}
+
+/// The peak resident memory of this process, from `/proc/self/status` (`VmHWM`), in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn images__a_large_context_is_streamed_in_flat_memory() {
+    if !docker_ready("images__a_large_context_is_streamed_in_flat_memory") {
+        return;
+    }
+    const CONTEXT_MIB: u64 = 256;
+    let context = build_context("large", &[("Dockerfile", "FROM sandboxio/busybox:1\nRUN true\n")]);
+    // Sparse on the host's disk; read (and sent) as 256 MiB of zeros.
+    std::fs::File::create(context.join("large.bin")).unwrap().set_len(CONTEXT_MIB << 20).unwrap();
+    let tag = format!("sandboxio-test/large-{}:1", std::process::id());
+    let before = peak_rss_kib();
+    backend().build_image_blocking(&context, "Dockerfile", &tag).unwrap();
+    let grew_mib = (peak_rss_kib() - before) / 1024;
+    assert!(grew_mib < 64, "peak memory grew by {grew_mib} MiB while sending a {CONTEXT_MIB} MiB context");
+    forget(&tag);
+    std::fs::remove_dir_all(context).unwrap();
+}

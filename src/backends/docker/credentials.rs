@@ -58,7 +58,7 @@ impl RegistryAuth {
                 credentials.password = Some(password.expose_secret().to_owned());
             }
             AuthKind::IdentityToken(token) => {
-                credentials.identitytoken = Some(token.expose_secret().to_owned())
+                credentials.identitytoken = Some(token.expose_secret().to_owned());
             }
         }
         credentials
@@ -100,6 +100,11 @@ impl fmt::Debug for CredentialSources {
 }
 
 impl CredentialSources {
+    /// The typed credentials, by registry, for a build's `FROM` images.
+    pub(super) fn typed_for_build(&self) -> std::collections::HashMap<String, DockerCredentials> {
+        self.typed.iter().map(|(registry, auth)| (registry.clone(), auth.to_docker(registry))).collect()
+    }
+
     /// The credentials for `image`'s registry, or `None` to pull anonymously. Where they
     /// came from is returned too, for the pull's log (never the secret).
     ///

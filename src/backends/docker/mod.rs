@@ -103,9 +103,11 @@ mod baked;
 mod client;
 mod code;
 mod credentials;
+mod dockerignore;
 mod egress;
 mod exec;
 mod fs;
+mod image_build;
 pub mod labels;
 mod on_sandboxd;
 mod pull;
@@ -140,6 +142,7 @@ pub use agent::ExecPath;
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};
 pub use credentials::{CREDENTIAL_HELPER_TIMEOUT, RegistryAuth};
+pub use image_build::BuiltImage;
 pub use pull::{ImageError, ImageErrorKind, PULL_STALL_TIMEOUT, PullPolicy, PullProgress, PulledImage};
 
 const SCHEME: &str = "docker";
@@ -223,6 +226,8 @@ struct Inner {
     progress: pull::Progress,
     /// How long a pull may report nothing.
     pull_stall: std::time::Duration,
+    /// Called with every line of every build's log.
+    build_log: image_build::BuildLog,
     /// The engine's client and what is known of it, shared with every backend value naming
     /// the same endpoint.
     engine: Arc<client::Engine>,
@@ -265,6 +270,7 @@ impl DockerBackend {
                 credentials: credentials::CredentialSources::default(),
                 progress: pull::Progress::default(),
                 pull_stall: PULL_STALL_TIMEOUT,
+                build_log: image_build::BuildLog::default(),
                 swept: AtomicBool::new(false),
             }),
         }
@@ -283,6 +289,7 @@ impl DockerBackend {
             credentials: self.inner.credentials.clone(),
             progress: self.inner.progress.clone(),
             pull_stall: self.inner.pull_stall,
+            build_log: self.inner.build_log.clone(),
             engine: Arc::clone(&self.inner.engine),
             swept: AtomicBool::new(false),
         };
@@ -436,6 +443,72 @@ impl DockerBackend {
     /// As [`DockerBackend::pull`].
     pub fn pull_blocking(&self, image: &str) -> Result<PulledImage> {
         futures_lite::future::block_on(self.pull(image))
+    }
+
+    /// The same backend calling `callback` with each line of every build's log
+    /// ([`DockerBackend::build_image`]), on the Docker runtime's thread: it should return
+    /// quickly. The lines also go to `tracing` (target `sandboxio::docker::build`, `info`).
+    #[must_use]
+    pub fn with_build_log(self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        let callback: image_build::LogCallback = Arc::new(callback);
+        self.rebuild(|i| i.build_log = image_build::BuildLog(Some(callback)))
+    }
+
+    /// Builds the image `tag` from the directory `context_dir` with the Dockerfile at
+    /// `dockerfile` (a path relative to the context, usually `"Dockerfile"`), on the
+    /// engine's classic builder. The context is sent as a tar stream through a 64 KiB pipe
+    /// (the client's memory stays flat whatever its size), without what the context's
+    /// `.dockerignore` excludes (the Dockerfile and `.dockerignore` themselves are always
+    /// sent); links are sent as links. The build's log streams line by line to
+    /// [`DockerBackend::with_build_log`]'s callback and to `tracing`. `FROM` images are
+    /// pulled by the engine with the backend's typed credentials
+    /// ([`DockerBackend::with_registry_auth`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] when the context is not a directory, the Dockerfile is not a
+    /// file inside it (or names `..`), or the tag is malformed; [`Error::Provider`] when the
+    /// build fails, with the build's own error text (for example `The command '/bin/sh -c
+    /// exit 3' returned a non-zero code: 3`) and an [`ImageError`] of kind
+    /// [`ImageErrorKind::BuildFailed`] as its source, or when the context cannot be read;
+    /// [`Error::Connect`] when the engine cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the engine connection, which stops the build; the
+    /// engine removes its intermediate containers (`forcerm`).
+    pub async fn build_image(
+        &self,
+        context_dir: impl AsRef<std::path::Path>,
+        dockerfile: &str,
+        tag: &str,
+    ) -> Result<BuiltImage> {
+        let inner = Arc::clone(&self.inner);
+        let request = image_build::BuildRequest {
+            context: context_dir.as_ref().to_path_buf(),
+            dockerfile: dockerfile.to_owned(),
+            tag: tag.to_owned(),
+            credentials: self.inner.credentials.typed_for_build(),
+        };
+        rt::spawn(async move {
+            let docker = Self::client(&inner).await?;
+            image_build::build(&docker, request, &inner.build_log).await
+        })
+        .await
+    }
+
+    /// [`DockerBackend::build_image`] for synchronous callers (blocks the calling thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::build_image`].
+    pub fn build_image_blocking(
+        &self,
+        context_dir: impl AsRef<std::path::Path>,
+        dockerfile: &str,
+        tag: &str,
+    ) -> Result<BuiltImage> {
+        futures_lite::future::block_on(self.build_image(context_dir, dockerfile, tag))
     }
 
     /// The image sandboxes are created from when the builder names none.

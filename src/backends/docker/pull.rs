@@ -149,6 +149,9 @@ pub enum ImageErrorKind {
     /// The engine's image does not carry the digest the reference pinned:
     /// [`Error::Provider`].
     DigestMismatch,
+    /// A build ([`DockerBackend::build_image`](super::DockerBackend::build_image)) failed;
+    /// the message is the build's own error text: [`Error::Provider`].
+    BuildFailed,
     /// Anything else the engine reported: [`Error::Provider`].
     Other,
 }
@@ -162,6 +165,7 @@ impl ImageErrorKind {
             ImageErrorKind::RegistryDown => "registry unreachable",
             ImageErrorKind::CorruptLayer => "corrupt layer",
             ImageErrorKind::DigestMismatch => "digest mismatch",
+            ImageErrorKind::BuildFailed => "build failed",
             ImageErrorKind::Other => "pull failed",
         }
     }
@@ -198,7 +202,7 @@ impl ImageError {
         std::error::Error::source(error)?.downcast_ref::<ImageError>()
     }
 
-    fn new(image: &ImageRef, kind: ImageErrorKind, message: impl Into<String>) -> Self {
+    pub(super) fn new(image: &ImageRef, kind: ImageErrorKind, message: impl Into<String>) -> Self {
         ImageError {
             image: image.to_string(),
             registry: image.registry.clone(),
@@ -208,16 +212,17 @@ impl ImageError {
     }
 
     /// The sandboxio error that reports this one (as its source).
-    fn into_error(self) -> Error {
+    pub(super) fn into_error(self) -> Error {
         let message = self.to_string();
         let error = match self.kind {
             ImageErrorKind::NotFound => Error::configuration(message),
             ImageErrorKind::Unauthorized => Error::auth(SCHEME, message, None),
             ImageErrorKind::RateLimited => Error::rate_limited(SCHEME, None),
             ImageErrorKind::RegistryDown => Error::connect(SCHEME, message),
-            ImageErrorKind::CorruptLayer | ImageErrorKind::DigestMismatch | ImageErrorKind::Other => {
-                Error::provider_message(SCHEME, message)
-            }
+            ImageErrorKind::CorruptLayer
+            | ImageErrorKind::DigestMismatch
+            | ImageErrorKind::BuildFailed
+            | ImageErrorKind::Other => Error::provider_message(SCHEME, message),
         };
         error.with_source(self)
     }
@@ -225,6 +230,10 @@ impl ImageError {
 
 impl fmt::Display for ImageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.kind == ImageErrorKind::BuildFailed {
+            // A local build: no registry was involved.
+            return write!(f, "image {}: {}: {}", self.image, self.kind.describe(), self.message);
+        }
         write!(
             f,
             "image {} from registry {}: {}: {}",
