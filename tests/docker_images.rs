@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandboxio::backends::docker::{
-    DockerBackend, ImageError, ImageErrorKind, PullPolicy, PullProgress, RegistryAuth,
+    DockerBackend, ImageError, ImageErrorKind, PullPolicy, PullProgress, RegistryAuth, Template,
 };
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox};
 
@@ -564,6 +564,9 @@ fn images__a_failed_build_fails_with_the_builds_own_error_text() {
     std::fs::remove_dir_all(context).unwrap();
 }
 
+/// The size of the large build context.
+const CONTEXT_MIB: u64 = 256;
+
 /// The peak resident memory of this process, from `/proc/self/status` (`VmHWM`), in KiB.
 fn peak_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -576,7 +579,6 @@ fn images__a_large_context_is_streamed_in_flat_memory() {
     if !docker_ready("images__a_large_context_is_streamed_in_flat_memory") {
         return;
     }
-    const CONTEXT_MIB: u64 = 256;
     let context = build_context("large", &[("Dockerfile", "FROM sandboxio/busybox:1\nRUN true\n")]);
     // Sparse on the host's disk; read (and sent) as 256 MiB of zeros.
     std::fs::File::create(context.join("large.bin")).unwrap().set_len(CONTEXT_MIB << 20).unwrap();
@@ -587,4 +589,116 @@ fn images__a_large_context_is_streamed_in_flat_memory() {
     assert!(grew_mib < 64, "peak memory grew by {grew_mib} MiB while sending a {CONTEXT_MIB} MiB context");
     forget(&tag);
     std::fs::remove_dir_all(context).unwrap();
+}
+
+/// Containers of template setups still on the engine (there should be none after a setup).
+fn setup_containers() -> String {
+    docker(&["ps", "-aq", "--filter", "name=sandboxio-template-setup-"]).1
+}
+
+#[test]
+fn images__a_template_is_set_up_once_then_reused_by_content_hash() {
+    if !docker_ready("images__a_template_is_set_up_once_then_reused_by_content_hash") {
+        return;
+    }
+    let pid = std::process::id();
+    // This run's own content: the first use must set it up.
+    let template = Template::new("sandboxio/busybox:1")
+        .file("/etc/sbx-template.conf", format!("run {pid}\n"))
+        .file_with_mode("/usr/local/bin/greet", "#!/bin/sh\necho hello from the template\n", 0o755)
+        .run("date +%s%N > /stamp")
+        .run("echo setup-ran-42");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&lines);
+    let backend = backend()
+        .with_template("sbx-test", template)
+        .with_build_log(move |line| log.lock().unwrap().push(line.to_owned()));
+    let create = || {
+        let started = Instant::now();
+        let sandbox = block_on(
+            Sandbox::builder_with(backend.clone())
+                .template("sbx-test")
+                .network(NetworkPolicy::deny_all())
+                .create(),
+        )
+        .unwrap();
+        let took = started.elapsed();
+        let out =
+            block_on(sandbox.run(Command::shell("cat /etc/sbx-template.conf /stamp; greet; id -u"))).unwrap();
+        block_on(sandbox.close()).unwrap();
+        (took, out.stdout_lossy().into_owned())
+    };
+    let (first, said_first) = create();
+    let (second, said_second) = create();
+    println!("template create: first {first:?} (setup and commit), second {second:?} (cached)");
+    assert!(said_first.starts_with(&format!("run {pid}\n")), "{said_first}");
+    assert!(
+        said_first.ends_with("hello from the template\n1000\n"),
+        "the base's user was not kept: {said_first}"
+    );
+    assert_eq!(said_first, said_second, "the setup ran again");
+    assert_eq!(lines.lock().unwrap().iter().filter(|l| *l == "setup-ran-42").count(), 1);
+    let prepared = backend.prepare_template_blocking("sbx-test").unwrap();
+    assert!(prepared.cached && prepared.image.starts_with("sandboxio-template/sbx-test:"), "{prepared:?}");
+    // Another backend value (as another process would) finds it by its content too.
+    let again = self::backend().with_template(
+        "sbx-test",
+        Template::new("sandboxio/busybox:1")
+            .file("/etc/sbx-template.conf", format!("run {pid}\n"))
+            .file_with_mode("/usr/local/bin/greet", "#!/bin/sh\necho hello from the template\n", 0o755)
+            .run("date +%s%N > /stamp")
+            .run("echo setup-ran-42"),
+    );
+    assert_eq!(again.prepare_template_blocking("sbx-test").unwrap(), prepared);
+    assert!(setup_containers().is_empty(), "a setup container was left behind");
+    forget(&prepared.image);
+}
+
+#[test]
+fn images__a_failing_template_setup_is_reported_with_its_output() {
+    if !docker_ready("images__a_failing_template_setup_is_reported_with_its_output") {
+        return;
+    }
+    let template = Template::new("sandboxio/busybox:1")
+        .file("/x", std::process::id().to_string())
+        .run("echo setup-fail-out-9; exit 4");
+    let backend = backend().with_template("sbx-fails", template);
+    let e = block_on(
+        Sandbox::builder_with(backend.clone())
+            .template("sbx-fails")
+            .network(NetworkPolicy::deny_all())
+            .create(),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Provider, "{e}");
+    assert_eq!(ImageError::of(&e).unwrap().kind(), ImageErrorKind::BuildFailed);
+    assert!(e.to_string().contains("exited with 4") && e.to_string().contains("setup-fail-out-9"), "{e}");
+    // The setup container goes in the background: give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !setup_containers().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(setup_containers().is_empty(), "a setup container was left behind");
+
+    let e = block_on(
+        Sandbox::builder_with(backend.clone()).template("nope").network(NetworkPolicy::deny_all()).create(),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Configuration, "{e}");
+    assert!(e.to_string().contains("sbx-fails"), "{e}");
+    let e = block_on(
+        Sandbox::builder_with(backend)
+            .template("sbx-fails")
+            .image("sandboxio/busybox:1")
+            .network(NetworkPolicy::deny_all())
+            .create(),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Configuration, "{e}");
+    // A backend without templates refuses the typed option.
+    let e = block_on(
+        Sandbox::builder_with(self::backend()).template("x").network(NetworkPolicy::deny_all()).create(),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::CapabilityNotSupported, "{e}");
 }

@@ -115,6 +115,7 @@ mod reap;
 mod reference;
 mod rt;
 mod stream;
+mod template;
 mod users;
 
 use std::collections::{BTreeMap, HashMap};
@@ -144,6 +145,7 @@ use client::{Endpoint, provider, sandbox_error};
 pub use credentials::{CREDENTIAL_HELPER_TIMEOUT, RegistryAuth};
 pub use image_build::BuiltImage;
 pub use pull::{ImageError, ImageErrorKind, PULL_STALL_TIMEOUT, PullPolicy, PullProgress, PulledImage};
+pub use template::{DEFAULT_SETUP_TIMEOUT, PreparedTemplate, TEMPLATE_HASH_LABEL, Template};
 
 const SCHEME: &str = "docker";
 
@@ -226,8 +228,10 @@ struct Inner {
     progress: pull::Progress,
     /// How long a pull may report nothing.
     pull_stall: std::time::Duration,
-    /// Called with every line of every build's log.
+    /// Called with every line of every build's log (and template setup's output).
     build_log: image_build::BuildLog,
+    /// The templates `create` can start from, by name.
+    templates: Arc<template::Templates>,
     /// The engine's client and what is known of it, shared with every backend value naming
     /// the same endpoint.
     engine: Arc<client::Engine>,
@@ -271,6 +275,7 @@ impl DockerBackend {
                 progress: pull::Progress::default(),
                 pull_stall: PULL_STALL_TIMEOUT,
                 build_log: image_build::BuildLog::default(),
+                templates: Arc::default(),
                 swept: AtomicBool::new(false),
             }),
         }
@@ -290,6 +295,7 @@ impl DockerBackend {
             progress: self.inner.progress.clone(),
             pull_stall: self.inner.pull_stall,
             build_log: self.inner.build_log.clone(),
+            templates: Arc::clone(&self.inner.templates),
             engine: Arc::clone(&self.inner.engine),
             swept: AtomicBool::new(false),
         };
@@ -511,6 +517,55 @@ impl DockerBackend {
         futures_lite::future::block_on(self.build_image(context_dir, dockerfile, tag))
     }
 
+    /// The same backend knowing `template` as `name` (lower-case letters, digits, `-`, `_`,
+    /// `.`): a sandbox builder's `.template(name)` then starts from the template's image,
+    /// set up at the first such `create` (or [`DockerBackend::prepare_template`]) and found
+    /// again by its content hash after that, in this process or any other using the same
+    /// engine. Setup output goes where build logs go ([`DockerBackend::with_build_log`]).
+    /// A backend with no template refuses `.template(..)` as an unsupported typed option.
+    #[must_use]
+    pub fn with_template(self, name: impl Into<String>, template: Template) -> Self {
+        let name = name.into();
+        self.rebuild(|i| {
+            let mut templates = (*i.templates).clone();
+            templates.insert(name, template);
+            i.templates = Arc::new(templates);
+        })
+    }
+
+    /// Makes sure the engine has the image of the template registered as `name`: found by
+    /// its content hash (the base image's id, the files, the commands, the setup's network),
+    /// or set up now (the base pulled as the pull policy says, the files written, the
+    /// commands run once as root, the container committed and removed).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] for an unknown template, a bad name or file path, or a base
+    /// image the engine lacks under [`PullPolicy::Never`]; the pull errors of
+    /// [`DockerBackend::pull`] for the base; [`Error::Provider`] when a setup command
+    /// fails or runs past [`Template::setup_timeout`] (the message ends with the setup's
+    /// output, an [`ImageError`] of kind [`ImageErrorKind::BuildFailed`] as the source);
+    /// [`Error::Connect`] when the engine cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops at the next engine request; the setup container is
+    /// removed in the background, and no image is committed.
+    pub async fn prepare_template(&self, name: &str) -> Result<PreparedTemplate> {
+        let (inner, name) = (Arc::clone(&self.inner), name.to_owned());
+        rt::spawn(async move { Ok(prepare_named(&inner, &name).await?.0) }).await
+    }
+
+    /// [`DockerBackend::prepare_template`] for synchronous callers (blocks the calling
+    /// thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::prepare_template`].
+    pub fn prepare_template_blocking(&self, name: &str) -> Result<PreparedTemplate> {
+        futures_lite::future::block_on(self.prepare_template(name))
+    }
+
     /// The image sandboxes are created from when the builder names none.
     #[must_use]
     pub fn image(&self) -> &str {
@@ -593,6 +648,29 @@ impl Inner {
     fn pull_setup(&self) -> pull::PullSetup<'_> {
         pull::PullSetup { credentials: &self.credentials, progress: &self.progress, stall: self.pull_stall }
     }
+}
+
+/// The template registered as `name`, its image ready in the engine, and the engine's view
+/// of that image.
+async fn prepare_named(
+    inner: &Arc<Inner>,
+    name: &str,
+) -> Result<(PreparedTemplate, bollard::models::ImageInspect)> {
+    let Some(template) = inner.templates.get(name) else {
+        let mut known: Vec<_> = inner.templates.keys().collect();
+        known.sort();
+        return Err(Error::configuration(format!(
+            "no docker:// template {name:?}; this backend knows {known:?}"
+        )));
+    };
+    let base = resolve_image(Arc::clone(inner), template.base().to_owned()).await?;
+    let docker = DockerBackend::client(inner).await?;
+    let prepared = template::prepare(&docker, name, template, &base, &inner.build_log).await?;
+    let inspected = docker
+        .inspect_image(&prepared.image)
+        .await
+        .map_err(|e| provider(&format!("inspecting the template image {}", prepared.image), e))?;
+    Ok((prepared, inspected))
 }
 
 /// The engine's view of `image`, pulled first when the policy says so.
@@ -824,7 +902,10 @@ impl Backend for DockerBackend {
     }
 
     fn supports_option(&self, option: BackendOption) -> bool {
-        option == BackendOption::Image
+        match option {
+            BackendOption::Template => !self.inner.templates.is_empty(),
+            _ => option == BackendOption::Image,
+        }
     }
 
     fn audit(&self) -> crate::AuditConfig {
@@ -836,15 +917,31 @@ impl Backend for DockerBackend {
         Box::pin(async move {
             let timeout = spec.create_timeout;
             let provision = async move {
-                let image = spec.image.clone().unwrap_or_else(|| inner.image.clone());
-                if image.trim().is_empty() {
-                    return Err(Error::configuration(
-                        "the Docker image name is empty; name one, for example sandboxio/python:2",
-                    ));
-                }
-                // The image (and a pull) first, as a task the caller's future owns: dropping
-                // it cancels the pull, and nothing exists yet to clean up.
-                let inspected = rt::spawn(resolve_image(Arc::clone(&inner), image.clone())).await?;
+                // The image (a pull, a template's setup) first, as a task the caller's
+                // future owns: dropping it cancels the pull, and nothing exists yet to
+                // clean up.
+                let (image, inspected) = match (&spec.template, &spec.image) {
+                    (Some(_), Some(_)) => {
+                        return Err(Error::configuration(
+                            "name an image or a template, not both: a docker:// template brings its own image",
+                        ));
+                    }
+                    (Some(name), None) => {
+                        let (inner, name) = (Arc::clone(&inner), name.clone());
+                        let (prepared, inspected) =
+                            rt::spawn(async move { prepare_named(&inner, &name).await }).await?;
+                        (prepared.image, inspected)
+                    }
+                    (None, image) => {
+                        let image = image.clone().unwrap_or_else(|| inner.image.clone());
+                        if image.trim().is_empty() {
+                            return Err(Error::configuration(
+                                "the Docker image name is empty; name one, for example sandboxio/python:2",
+                            ));
+                        }
+                        (image.clone(), rt::spawn(resolve_image(Arc::clone(&inner), image)).await?)
+                    }
+                };
                 // Creation runs to its end on the Docker runtime whatever the caller does:
                 // an engine request cut off mid-flight could still create a container nobody
                 // knows about. A result nobody receives (timeout, dropped future) is
