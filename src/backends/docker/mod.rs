@@ -7,6 +7,7 @@
 //!   the socket `/var/run/docker.sock`;
 //! - `docker:///path/to/docker.sock` — an explicit socket; `docker://host:2375` — plain TCP;
 //! - options: `image=<name:tag>` (default [`DEFAULT_IMAGE`]; the builder's `.image()` wins),
+//!   `pull=never|missing|always` ([`PullPolicy`], default `never`; see [Images](#images)),
 //!   `runtime=runsc` (gVisor; reports [`IsolationTier::UserspaceKernel`]), `user=<name|uid>`
 //!   (default: the image's configured user), `exec=sandboxd|api` (how commands run, below;
 //!   default `sandboxd`).
@@ -31,8 +32,8 @@
 //!   TTL. A signal death reads as exit code 128 + n, and out-of-memory kills are not seen.
 //!   Described below.
 //!
-//! On both paths: one container, never pulled (a missing image is [`Error::Configuration`],
-//! naming it), auto-removed when PID 1 ends; the **owner link** is an attach connection made
+//! On both paths: one container, from an image the engine has (pulled only by the pull
+//! policy; otherwise a missing image is [`Error::Configuration`], naming it), auto-removed when PID 1 ends; the **owner link** is an attach connection made
 //! before the start of a `StdinOnce` container, so when the owning process closes it or dies
 //! (even by `SIGKILL`, at any instant after the start request) the engine closes PID 1's
 //! stdin and PID 1 ends the container within seconds (the adversarial suite bounds it at
@@ -97,6 +98,26 @@
 //! gVisor: the container has no network and its one way out is sandboxio's egress gate, see
 //! `egress.rs`), the three limits, `CONNECT`, `DETACH` and `COMMAND_SECRETS` (not for root
 //! users).
+//!
+//! # Images
+//!
+//! - **Pulls** follow the backend's [`PullPolicy`] at `create` (never by default;
+//!   [`DockerBackend::with_pull`], DSN `pull=`), or run at once with [`DockerBackend::pull`].
+//!   The engine pulls; sandboxio sends the registry's credentials (typed with
+//!   [`DockerBackend::with_registry_auth`], else from Docker's config file: a credential
+//!   helper, then `auths`), follows the progress (`tracing` target `sandboxio::docker::pull`
+//!   and [`DockerBackend::with_pull_progress`]: layers and bytes), checks a pinned digest
+//!   (`image@sha256:…`) on the result, and fails a pull silent for
+//!   [`PULL_STALL_TIMEOUT`]. A pull inside `create` is owned by the caller's future:
+//!   dropping it closes the engine connection, which cancels the pull. Registry failures
+//!   are typed: an [`ImageError`] (image, registry, [`ImageErrorKind`]) is the source of the
+//!   [`Error`] (`Configuration` for an unknown image, `Auth`, `RateLimited`, `Connect` for
+//!   a registry that is down or silent, `Provider` for a corrupt layer).
+//! - **Builds**: [`DockerBackend::build_image`] sends a context directory as a tar stream
+//!   (`.dockerignore` honoured) and streams the build's log.
+//! - **Templates**: [`Template`] (a base image, files, setup commands) registered with
+//!   [`DockerBackend::with_template`] and named by the builder's `.template(name)`: set up
+//!   once in a container, committed by the engine, found again by a content hash.
 
 mod agent;
 mod baked;
@@ -150,7 +171,7 @@ pub use template::{DEFAULT_SETUP_TIMEOUT, PreparedTemplate, TEMPLATE_HASH_LABEL,
 const SCHEME: &str = "docker";
 
 /// The image used when neither the DSN nor the builder names one, as `scripts/build-images
-/// python` builds it (sandboxio never pulls): Debian bookworm with its `python3` (the
+/// python` builds it (never pulled unless the pull policy says so): Debian bookworm with its `python3` (the
 /// standard library but the parts Debian packages apart: `ensurepip`/`venv`, `lib2to3`,
 /// `idlelib`, `dbm.gnu`) and its numpy, pandas and matplotlib packages, `MPLBACKEND=Agg` in
 /// the environment, user `sandbox` (uid 1000) in `/workspace`. So `run_code` is a code
@@ -523,6 +544,8 @@ impl DockerBackend {
     /// again by its content hash after that, in this process or any other using the same
     /// engine. Setup output goes where build logs go ([`DockerBackend::with_build_log`]).
     /// A backend with no template refuses `.template(..)` as an unsupported typed option.
+    /// A setup inside `create` counts against its create timeout (2 minutes by default):
+    /// run a long one ahead with [`DockerBackend::prepare_template`].
     #[must_use]
     pub fn with_template(self, name: impl Into<String>, template: Template) -> Self {
         let name = name.into();

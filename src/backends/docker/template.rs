@@ -303,26 +303,35 @@ async fn set_up(
     Ok(committed.id)
 }
 
-/// The setup's output (both streams), each line passed to the build log, and its last
-/// [`OUTPUT_TAIL`] bytes returned for an error message.
+/// The setup's output (both streams), each line passed to the build log and `tracing` as
+/// it is read, and its last [`OUTPUT_TAIL`] bytes returned for an error message (never more
+/// held: a setup may print a lot).
 async fn setup_output(docker: &Docker, id: &str, log: &BuildLog) -> String {
     use futures_lite::StreamExt as _;
     let options = bollard::query_parameters::LogsOptions { stdout: true, stderr: true, ..Default::default() };
     let mut logs = docker.logs(id, Some(options));
-    let mut all = Vec::new();
-    while let Some(Ok(frame)) = logs.next().await {
-        all.extend_from_slice(&frame.into_bytes());
-    }
-    let text = String::from_utf8_lossy(&all);
-    for line in text.lines() {
+    let (mut partial, mut tail) = (Vec::new(), Vec::new());
+    let emit = |line: &[u8]| {
+        let line = String::from_utf8_lossy(line);
         tracing::info!(target: "sandboxio::docker::template", "{line}");
         if let Some(callback) = &log.0 {
-            callback(line);
+            callback(&line);
+        }
+    };
+    while let Some(Ok(frame)) = logs.next().await {
+        let bytes = frame.into_bytes();
+        tail.extend_from_slice(&bytes);
+        tail.drain(..tail.len().saturating_sub(OUTPUT_TAIL));
+        partial.extend_from_slice(&bytes);
+        while let Some(end) = partial.iter().position(|&b| b == b'\n') {
+            emit(&partial[..end]);
+            partial.drain(..=end);
         }
     }
-    let start = text.len().saturating_sub(OUTPUT_TAIL);
-    let start = (start..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
-    text[start..].trim().to_owned()
+    if !partial.is_empty() {
+        emit(&partial);
+    }
+    String::from_utf8_lossy(&tail).trim().to_owned()
 }
 
 /// The template's files as a tar archive (owner 0:0), for the engine's archive API on a
