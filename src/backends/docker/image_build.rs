@@ -5,9 +5,7 @@
 //! build fails with the build's own error text.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 
 use bollard::Docker;
 use bollard::auth::DockerCredentials;
@@ -24,18 +22,8 @@ const TARGET: &str = "sandboxio::docker::build";
 /// context at any moment.
 const PIPE_BYTES: usize = 64 * 1024;
 
-/// A build-log callback, shared by every build of a backend.
-pub(super) type LogCallback = Arc<dyn Fn(&str) + Send + Sync>;
-
-/// The callback as [`super::Inner`] keeps it (`Debug` for the backend's).
-#[derive(Clone, Default)]
-pub(super) struct BuildLog(pub Option<LogCallback>);
-
-impl fmt::Debug for BuildLog {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() { "Some(<callback>)" } else { "None" })
-    }
-}
+/// The build-log callback, called with each line.
+pub(super) type BuildLog = super::callback::Callback<dyn Fn(&str) + Send + Sync>;
 
 /// An image a build made.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -121,6 +121,7 @@
 
 mod agent;
 mod baked;
+mod callback;
 mod client;
 mod code;
 mod credentials;
@@ -424,8 +425,8 @@ impl DockerBackend {
     /// `debug`).
     #[must_use]
     pub fn with_pull_progress(self, callback: impl Fn(&PullProgress) + Send + Sync + 'static) -> Self {
-        let callback: pull::ProgressCallback = Arc::new(callback);
-        self.rebuild(|i| i.progress = pull::Progress(Some(callback)))
+        let callback: Arc<dyn Fn(&PullProgress) + Send + Sync> = Arc::new(callback);
+        self.rebuild(|i| i.progress = callback::Callback(Some(callback)))
     }
 
     /// The same backend failing a pull whose engine reports nothing for `stall` (default
@@ -477,8 +478,8 @@ impl DockerBackend {
     /// quickly. The lines also go to `tracing` (target `sandboxio::docker::build`, `info`).
     #[must_use]
     pub fn with_build_log(self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        let callback: image_build::LogCallback = Arc::new(callback);
-        self.rebuild(|i| i.build_log = image_build::BuildLog(Some(callback)))
+        let callback: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(callback);
+        self.rebuild(|i| i.build_log = callback::Callback(Some(callback)))
     }
 
     /// Builds the image `tag` from the directory `context_dir` with the Dockerfile at

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::Docker;
@@ -93,18 +92,8 @@ pub struct PullProgress {
     pub bytes_total: u64,
 }
 
-/// A progress callback, shared by every pull of a backend.
-pub(super) type ProgressCallback = Arc<dyn Fn(&PullProgress) + Send + Sync>;
-
-/// The callback as [`super::Inner`] keeps it (`Debug` for the backend's).
-#[derive(Clone, Default)]
-pub(super) struct Progress(pub Option<ProgressCallback>);
-
-impl fmt::Debug for Progress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() { "Some(<callback>)" } else { "None" })
-    }
-}
+/// The progress callback, called with every pull's progress.
+pub(super) type Progress = super::callback::Callback<dyn Fn(&PullProgress) + Send + Sync>;
 
 /// An image the engine now has.
 #[derive(Debug, Clone, PartialEq, Eq)]
