@@ -591,9 +591,10 @@ fn images__a_large_context_is_streamed_in_flat_memory() {
     std::fs::remove_dir_all(context).unwrap();
 }
 
-/// Containers of template setups still on the engine (there should be none after a setup).
-fn setup_containers() -> String {
-    docker(&["ps", "-aq", "--filter", "name=sandboxio-template-setup-"]).1
+/// Containers of template `name`'s setups still on the engine (there should be none after
+/// a setup). Each test's template has a name of its own.
+fn setup_containers(name: &str) -> String {
+    docker(&["ps", "-aq", "--filter", &format!("name=sandboxio-template-setup-{name}-")]).1
 }
 
 #[test]
@@ -650,7 +651,7 @@ fn images__a_template_is_set_up_once_then_reused_by_content_hash() {
             .run("echo setup-ran-42"),
     );
     assert_eq!(again.prepare_template_blocking("sbx-test").unwrap(), prepared);
-    assert!(setup_containers().is_empty(), "a setup container was left behind");
+    assert!(setup_containers("sbx-test").is_empty(), "a setup container was left behind");
     forget(&prepared.image);
 }
 
@@ -675,10 +676,10 @@ fn images__a_failing_template_setup_is_reported_with_its_output() {
     assert!(e.to_string().contains("exited with 4") && e.to_string().contains("setup-fail-out-9"), "{e}");
     // The setup container goes in the background: give it a moment.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !setup_containers().is_empty() && Instant::now() < deadline {
+    while !setup_containers("sbx-fails").is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(setup_containers().is_empty(), "a setup container was left behind");
+    assert!(setup_containers("sbx-fails").is_empty(), "a setup container was left behind");
 
     let e = block_on(
         Sandbox::builder_with(backend.clone()).template("nope").network(NetworkPolicy::deny_all()).create(),

@@ -244,7 +244,7 @@ async fn set_up(
         ..Default::default()
     };
     let options = bollard::query_parameters::CreateContainerOptions {
-        name: Some(format!("sandboxio-template-setup-{}", unique_suffix())),
+        name: Some(format!("sandboxio-template-setup-{name}-{}", unique_suffix())),
         platform: String::new(),
     };
     let made = docker
