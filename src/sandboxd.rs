@@ -20,9 +20,10 @@ pub(crate) mod client;
 )]
 pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
 
-/// The digest `build.rs` names the embedded binary with; compiled here for its tests.
-#[cfg(test)]
-mod sha256;
+/// The digest `build.rs` names the embedded binary with; compiled here for its tests, and
+/// for `docker://`'s template cache keys.
+#[cfg(any(test, feature = "docker"))]
+pub(crate) mod sha256;
 
 #[path = "../sandboxd/src/proto/mod.rs"]
 #[allow(dead_code, reason = "sandboxd's own half of the protocol is compiled here too")]

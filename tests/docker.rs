@@ -11,7 +11,7 @@ use std::process::{Command as OsCommand, Stdio};
 use std::time::{Duration, Instant};
 
 use sandboxio::backends::ReapOptions;
-use sandboxio::backends::docker::DockerBackend;
+use sandboxio::backends::docker::{DockerBackend, RegistryAuth};
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox, SandboxBuilder, state};
 
 mod support;
@@ -720,9 +720,35 @@ mod capture {
     }
 }
 
+/// A registry password the auth registry refuses (the secret-leak test's canary).
+const REGISTRY_WRONG_PASSWORD: &str = "registry-canary-wrong-4410";
+
+/// For the secret-leak test, when the test registry is up: a pull with the right registry
+/// password and one with a wrong one; keeps the failure and both backends' `Debug`.
+async fn registry_pulls(errors: &mut Vec<sandboxio::Error>, backends_debug: &mut Vec<String>) {
+    if !support::test_registries_up("docker__secrets_reach_the_command_and_nothing_else (registry part)") {
+        return;
+    }
+    let image = format!("{}/sandboxio/busybox:1", support::TEST_REGISTRY_AUTH);
+    let with = |password: &str| {
+        DockerBackend::from_env().unwrap().with_docker_config("/nonexistent/config.json").with_registry_auth(
+            support::TEST_REGISTRY_AUTH,
+            RegistryAuth::basic(support::TEST_REGISTRY_USER, password),
+        )
+    };
+    let good = with(support::TEST_REGISTRY_PASSWORD);
+    good.pull(&image).await.unwrap();
+    backends_debug.push(format!("{good:?}"));
+    let _ = docker(&["rmi", &image]);
+    let bad = with(REGISTRY_WRONG_PASSWORD);
+    errors.push(bad.pull(&image).await.unwrap_err());
+    backends_debug.push(format!("{bad:?}"));
+}
+
 /// The canary-secret proof on Docker: secrets given with `secret_env` reach the command and
 /// nothing else: not the audit sinks, errors, `tracing` or `log` output (bollard's request
-/// bodies included), labels, or `docker inspect`.
+/// bodies included), labels, or `docker inspect`. Registry passwords (a pull from the test
+/// registry with basic auth, when it is up) reach none of those nor a backend's `Debug`.
 #[test]
 fn docker__secrets_reach_the_command_and_nothing_else() {
     if !docker_ready("docker__secrets_reach_the_command_and_nothing_else") {
@@ -741,6 +767,7 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
         .with_sink(sandboxio::TracingSink::new())
         .with_sink(sandboxio::JsonLinesSink::append(&jsonl).unwrap());
     let mut errors = Vec::new();
+    let mut backends_debug = Vec::new();
     let (inspect, labels) = futures_lite::future::block_on(async {
         let sandbox = busybox_builder()
             .secret_env("SBX_TOKEN", canary)
@@ -782,6 +809,7 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
         let labels = docker(&["inspect", "-f", "{{json .Config.Labels}}", sandbox.id()]);
         sandbox.kill().await.unwrap();
         errors.push(sandbox.run(Command::new("true")).await.unwrap_err());
+        registry_pulls(&mut errors, &mut backends_debug).await;
         (inspect, labels)
     });
     let mut surfaces = vec![
@@ -790,6 +818,7 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
         ("recording sink", format!("{:?}", sink.records())),
         ("json-lines sink", std::fs::read_to_string(&jsonl).unwrap()),
         ("tracing and log output", capture::LINES.lock().unwrap().join("\n")),
+        ("a backend's Debug", backends_debug.join("\n")),
     ];
     for e in &errors {
         let mut chain = format!("{e} {e:?}");
@@ -801,11 +830,15 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
         surfaces.push(("an error", chain));
     }
     assert!(surfaces[4].1.contains("bollard"), "the log capture saw no bollard request");
+    let registry_canaries = [support::TEST_REGISTRY_PASSWORD, REGISTRY_WRONG_PASSWORD];
     for (surface, text) in surfaces {
         assert!(
             !text.contains(canary) && !text.contains(command_canary),
             "a secret leaked into {surface}: {text}"
         );
+        for secret in registry_canaries {
+            assert!(!text.contains(secret), "a registry password leaked into {surface}: {text}");
+        }
     }
     let _ = std::fs::remove_file(&jsonl);
 }

@@ -57,3 +57,41 @@ pub fn docker_image_ready(test: &str, image: &str, build: &str) -> bool {
     }
     ok
 }
+
+/// The test registries `scripts/test-registry up` starts: open, and with basic auth.
+pub const TEST_REGISTRY: &str = "127.0.0.1:5711";
+/// The one with basic auth (user [`TEST_REGISTRY_USER`]).
+pub const TEST_REGISTRY_AUTH: &str = "127.0.0.1:5712";
+/// Its user.
+pub const TEST_REGISTRY_USER: &str = "sandboxio";
+/// Its password (`scripts/test-registry`), and a canary: the secret-leak test looks for it
+/// everywhere it must not be.
+pub const TEST_REGISTRY_PASSWORD: &str = "registry-canary-pw-7731";
+
+/// What `GET /v2/` on `addr` answers (its HTTP status), if anything.
+pub fn registry_status(addr: &str) -> Option<u16> {
+    use std::io::{Read as _, Write as _};
+    let timeout = std::time::Duration::from_secs(2);
+    let mut stream = std::net::TcpStream::connect_timeout(&addr.parse().ok()?, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    write!(stream, "GET /v2/ HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// Whether both test registries answer as they should; prints why not for `test`, or
+/// panics under `SANDBOXIO_REQUIRE_REGISTRY=1` (CI).
+pub fn test_registries_up(test: &str) -> bool {
+    let up = registry_status(TEST_REGISTRY) == Some(200) && registry_status(TEST_REGISTRY_AUTH) == Some(401);
+    if !up {
+        assert!(
+            std::env::var("SANDBOXIO_REQUIRE_REGISTRY").map_or(true, |v| v != "1"),
+            "{test}: the test registries do not answer on {TEST_REGISTRY} and {TEST_REGISTRY_AUTH} (SANDBOXIO_REQUIRE_REGISTRY=1)"
+        );
+        println!(
+            "[skip] {test}: no test registry on {TEST_REGISTRY} and {TEST_REGISTRY_AUTH} (scripts/test-registry up)"
+        );
+    }
+    up
+}

@@ -7,6 +7,7 @@
 //!   the socket `/var/run/docker.sock`;
 //! - `docker:///path/to/docker.sock` — an explicit socket; `docker://host:2375` — plain TCP;
 //! - options: `image=<name:tag>` (default [`DEFAULT_IMAGE`]; the builder's `.image()` wins),
+//!   `pull=never|missing|always` ([`PullPolicy`], default `never`; see [Images](#images)),
 //!   `runtime=runsc` (gVisor; reports [`IsolationTier::UserspaceKernel`]), `user=<name|uid>`
 //!   (default: the image's configured user), `exec=sandboxd|api` (how commands run, below;
 //!   default `sandboxd`).
@@ -31,8 +32,8 @@
 //!   TTL. A signal death reads as exit code 128 + n, and out-of-memory kills are not seen.
 //!   Described below.
 //!
-//! On both paths: one container, never pulled (a missing image is [`Error::Configuration`],
-//! naming it), auto-removed when PID 1 ends; the **owner link** is an attach connection made
+//! On both paths: one container, from an image the engine has (pulled only by the pull
+//! policy; otherwise a missing image is [`Error::Configuration`], naming it), auto-removed when PID 1 ends; the **owner link** is an attach connection made
 //! before the start of a `StdinOnce` container, so when the owning process closes it or dies
 //! (even by `SIGKILL`, at any instant after the start request) the engine closes PID 1's
 //! stdin and PID 1 ends the container within seconds (the adversarial suite bounds it at
@@ -97,19 +98,46 @@
 //! gVisor: the container has no network and its one way out is sandboxio's egress gate, see
 //! `egress.rs`), the three limits, `CONNECT`, `DETACH` and `COMMAND_SECRETS` (not for root
 //! users).
+//!
+//! # Images
+//!
+//! - **Pulls** follow the backend's [`PullPolicy`] at `create` (never by default;
+//!   [`DockerBackend::with_pull`], DSN `pull=`), or run at once with [`DockerBackend::pull`].
+//!   The engine pulls; sandboxio sends the registry's credentials (typed with
+//!   [`DockerBackend::with_registry_auth`], else from Docker's config file: a credential
+//!   helper, then `auths`), follows the progress (`tracing` target `sandboxio::docker::pull`
+//!   and [`DockerBackend::with_pull_progress`]: layers and bytes), checks a pinned digest
+//!   (`image@sha256:…`) on the result, and fails a pull silent for
+//!   [`PULL_STALL_TIMEOUT`]. A pull inside `create` is owned by the caller's future:
+//!   dropping it closes the engine connection, which cancels the pull. Registry failures
+//!   are typed: an [`ImageError`] (image, registry, [`ImageErrorKind`]) is the source of the
+//!   [`Error`] (`Configuration` for an unknown image, `Auth`, `RateLimited`, `Connect` for
+//!   a registry that is down or silent, `Provider` for a corrupt layer).
+//! - **Builds**: [`DockerBackend::build_image`] sends a context directory as a tar stream
+//!   (`.dockerignore` honoured) and streams the build's log.
+//! - **Templates**: [`Template`] (a base image, files, setup commands) registered with
+//!   [`DockerBackend::with_template`] and named by the builder's `.template(name)`: set up
+//!   once in a container, committed by the engine, found again by a content hash.
 
 mod agent;
 mod baked;
+mod callback;
 mod client;
 mod code;
+mod credentials;
+mod dockerignore;
 mod egress;
 mod exec;
 mod fs;
+mod image_build;
 pub mod labels;
 mod on_sandboxd;
+mod pull;
 mod reap;
+mod reference;
 mod rt;
 mod stream;
+mod template;
 mod users;
 
 use std::collections::{BTreeMap, HashMap};
@@ -136,11 +164,15 @@ use crate::backends::{ReapOptions, ReapReport};
 pub use agent::ExecPath;
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};
+pub use credentials::{CREDENTIAL_HELPER_TIMEOUT, RegistryAuth};
+pub use image_build::BuiltImage;
+pub use pull::{ImageError, ImageErrorKind, PULL_STALL_TIMEOUT, PullPolicy, PullProgress, PulledImage};
+pub use template::{DEFAULT_SETUP_TIMEOUT, PreparedTemplate, TEMPLATE_HASH_LABEL, Template};
 
 const SCHEME: &str = "docker";
 
 /// The image used when neither the DSN nor the builder names one, as `scripts/build-images
-/// python` builds it (sandboxio never pulls): Debian bookworm with its `python3` (the
+/// python` builds it (never pulled unless the pull policy says so): Debian bookworm with its `python3` (the
 /// standard library but the parts Debian packages apart: `ensurepip`/`venv`, `lib2to3`,
 /// `idlelib`, `dbm.gnu`) and its numpy, pandas and matplotlib packages, `MPLBACKEND=Agg` in
 /// the environment, user `sandbox` (uid 1000) in `/workspace`. So `run_code` is a code
@@ -210,6 +242,18 @@ struct Inner {
     audit: crate::AuditConfig,
     /// How the egress gates of this backend's allowlisted sandboxes resolve names.
     resolver: crate::EgressResolver,
+    /// Whether `create` pulls its image.
+    pull: PullPolicy,
+    /// Where pulls find registry credentials.
+    credentials: credentials::CredentialSources,
+    /// Called with every pull's progress.
+    progress: pull::Progress,
+    /// How long a pull may report nothing.
+    pull_stall: std::time::Duration,
+    /// Called with every line of every build's log (and template setup's output).
+    build_log: image_build::BuildLog,
+    /// The templates `create` can start from, by name.
+    templates: Arc<template::Templates>,
     /// The engine's client and what is known of it, shared with every backend value naming
     /// the same endpoint.
     engine: Arc<client::Engine>,
@@ -248,6 +292,12 @@ impl DockerBackend {
                 exec_path: None,
                 audit: crate::AuditConfig::new(),
                 resolver: crate::EgressResolver::system(),
+                pull: PullPolicy::Never,
+                credentials: credentials::CredentialSources::default(),
+                progress: pull::Progress::default(),
+                pull_stall: PULL_STALL_TIMEOUT,
+                build_log: image_build::BuildLog::default(),
+                templates: Arc::default(),
                 swept: AtomicBool::new(false),
             }),
         }
@@ -262,6 +312,12 @@ impl DockerBackend {
             exec_path: self.inner.exec_path,
             audit: self.inner.audit.clone(),
             resolver: self.inner.resolver.clone(),
+            pull: self.inner.pull,
+            credentials: self.inner.credentials.clone(),
+            progress: self.inner.progress.clone(),
+            pull_stall: self.inner.pull_stall,
+            build_log: self.inner.build_log.clone(),
+            templates: Arc::clone(&self.inner.templates),
             engine: Arc::clone(&self.inner.engine),
             swept: AtomicBool::new(false),
         };
@@ -328,6 +384,212 @@ impl DockerBackend {
         self.rebuild(|i| i.resolver = resolver)
     }
 
+    /// The same backend pulling images by `policy` at `create` (default
+    /// [`PullPolicy::Never`]; DSN option `pull=never|missing|always`).
+    #[must_use]
+    pub fn with_pull(self, policy: PullPolicy) -> Self {
+        self.rebuild(|i| i.pull = policy)
+    }
+
+    /// When `create` pulls its image.
+    #[must_use]
+    pub fn pull_policy(&self) -> PullPolicy {
+        self.inner.pull
+    }
+
+    /// The same backend sending `auth` to `registry` (`host[:port]` as in the image name,
+    /// or `docker.io` for Docker Hub) when it pulls. These win over Docker's config file.
+    /// The secret is never logged, put in an error, or shown by `Debug`.
+    #[must_use]
+    pub fn with_registry_auth(self, registry: impl Into<String>, auth: RegistryAuth) -> Self {
+        let registry = registry.into();
+        self.rebuild(|i| {
+            i.credentials.typed.insert(registry, auth);
+        })
+    }
+
+    /// The same backend reading registry credentials from Docker's config file at `path`
+    /// (default: `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`): a registry's
+    /// own `credHelpers` entry, else `credsStore`, runs `docker-credential-<name> get`
+    /// (bounded by [`CREDENTIAL_HELPER_TIMEOUT`]); otherwise its `auths` entry is used. The
+    /// file is read at each pull, never when the backend is built.
+    #[must_use]
+    pub fn with_docker_config(self, path: impl Into<std::path::PathBuf>) -> Self {
+        let path = path.into();
+        self.rebuild(|i| i.credentials.config_file = Some(path))
+    }
+
+    /// The same backend calling `callback` with every pull's [`PullProgress`] (layers and
+    /// bytes), on the Docker runtime's thread: it should return quickly. Progress also goes
+    /// to `tracing` (target `sandboxio::docker::pull`: a layer done at `info`, bytes at
+    /// `debug`).
+    #[must_use]
+    pub fn with_pull_progress(self, callback: impl Fn(&PullProgress) + Send + Sync + 'static) -> Self {
+        let callback: Arc<dyn Fn(&PullProgress) + Send + Sync> = Arc::new(callback);
+        self.rebuild(|i| i.progress = callback::Callback(Some(callback)))
+    }
+
+    /// The same backend failing a pull whose engine reports nothing for `stall` (default
+    /// [`PULL_STALL_TIMEOUT`]) with [`ImageErrorKind::RegistryDown`].
+    #[must_use]
+    pub fn with_pull_stall_timeout(self, stall: std::time::Duration) -> Self {
+        self.rebuild(|i| i.pull_stall = stall)
+    }
+
+    /// Pulls `image` (`[registry/]repository[:tag][@sha256:digest]`) into the engine now,
+    /// whatever the pull policy, with this backend's credentials and progress callback. A
+    /// reference pinned by digest gets exactly that manifest, and the engine's image is
+    /// checked to carry the digest.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] for a malformed reference or an image the registry does not
+    /// have; [`Error::Auth`] when the registry refuses; [`Error::RateLimited`];
+    /// [`Error::Connect`] when the registry or the engine cannot be reached, or the pull
+    /// reports nothing for the stall timeout; [`Error::Provider`] for a corrupt layer, a
+    /// digest mismatch or another engine failure. Registry failures carry an
+    /// [`ImageError`] (image, registry, [`ImageErrorKind`]) as their source.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the engine connection, and the engine cancels the pull;
+    /// layers already downloaded stay in the engine.
+    pub async fn pull(&self, image: &str) -> Result<PulledImage> {
+        let inner = Arc::clone(&self.inner);
+        let image = reference::ImageRef::parse(image)?;
+        rt::spawn(async move {
+            let docker = Self::client(&inner).await?;
+            Ok(pull::pull(&docker, &image, &inner.pull_setup()).await?.0)
+        })
+        .await
+    }
+
+    /// [`DockerBackend::pull`] for synchronous callers (blocks the calling thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::pull`].
+    pub fn pull_blocking(&self, image: &str) -> Result<PulledImage> {
+        futures_lite::future::block_on(self.pull(image))
+    }
+
+    /// The same backend calling `callback` with each line of every build's log
+    /// ([`DockerBackend::build_image`]), on the Docker runtime's thread: it should return
+    /// quickly. The lines also go to `tracing` (target `sandboxio::docker::build`, `info`).
+    #[must_use]
+    pub fn with_build_log(self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        let callback: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(callback);
+        self.rebuild(|i| i.build_log = callback::Callback(Some(callback)))
+    }
+
+    /// Builds the image `tag` from the directory `context_dir` with the Dockerfile at
+    /// `dockerfile` (a path relative to the context, usually `"Dockerfile"`), on the
+    /// engine's classic builder. The context is sent as a tar stream through a 64 KiB pipe
+    /// (the client's memory stays flat whatever its size), without what the context's
+    /// `.dockerignore` excludes (the Dockerfile and `.dockerignore` themselves are always
+    /// sent); links are sent as links. The build's log streams line by line to
+    /// [`DockerBackend::with_build_log`]'s callback and to `tracing`. `FROM` images are
+    /// pulled by the engine with the backend's typed credentials
+    /// ([`DockerBackend::with_registry_auth`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] when the context is not a directory, the Dockerfile is not a
+    /// file inside it (or names `..`), or the tag is malformed; [`Error::Provider`] when the
+    /// build fails, with the build's own error text (for example `The command '/bin/sh -c
+    /// exit 3' returned a non-zero code: 3`) and an [`ImageError`] of kind
+    /// [`ImageErrorKind::BuildFailed`] as its source, or when the context cannot be read;
+    /// [`Error::Connect`] when the engine cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the engine connection, which stops the build; the
+    /// engine removes its intermediate containers (`forcerm`).
+    pub async fn build_image(
+        &self,
+        context_dir: impl AsRef<std::path::Path>,
+        dockerfile: &str,
+        tag: &str,
+    ) -> Result<BuiltImage> {
+        let inner = Arc::clone(&self.inner);
+        let request = image_build::BuildRequest {
+            context: context_dir.as_ref().to_path_buf(),
+            dockerfile: dockerfile.to_owned(),
+            tag: tag.to_owned(),
+            credentials: self.inner.credentials.typed_for_build(),
+        };
+        rt::spawn(async move {
+            let docker = Self::client(&inner).await?;
+            image_build::build(&docker, request, &inner.build_log).await
+        })
+        .await
+    }
+
+    /// [`DockerBackend::build_image`] for synchronous callers (blocks the calling thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::build_image`].
+    pub fn build_image_blocking(
+        &self,
+        context_dir: impl AsRef<std::path::Path>,
+        dockerfile: &str,
+        tag: &str,
+    ) -> Result<BuiltImage> {
+        futures_lite::future::block_on(self.build_image(context_dir, dockerfile, tag))
+    }
+
+    /// The same backend knowing `template` as `name` (lower-case letters, digits, `-`, `_`,
+    /// `.`): a sandbox builder's `.template(name)` then starts from the template's image,
+    /// set up at the first such `create` (or [`DockerBackend::prepare_template`]) and found
+    /// again by its content hash after that, in this process or any other using the same
+    /// engine. Setup output goes where build logs go ([`DockerBackend::with_build_log`]).
+    /// A backend with no template refuses `.template(..)` as an unsupported typed option.
+    /// A setup inside `create` counts against its create timeout (2 minutes by default):
+    /// run a long one ahead with [`DockerBackend::prepare_template`].
+    #[must_use]
+    pub fn with_template(self, name: impl Into<String>, template: Template) -> Self {
+        let name = name.into();
+        self.rebuild(|i| {
+            let mut templates = (*i.templates).clone();
+            templates.insert(name, template);
+            i.templates = Arc::new(templates);
+        })
+    }
+
+    /// Makes sure the engine has the image of the template registered as `name`: found by
+    /// its content hash (the base image's id, the files, the commands, the setup's network),
+    /// or set up now (the base pulled as the pull policy says, the files written, the
+    /// commands run once as root, the container committed and removed).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] for an unknown template, a bad name or file path, or a base
+    /// image the engine lacks under [`PullPolicy::Never`]; the pull errors of
+    /// [`DockerBackend::pull`] for the base; [`Error::Provider`] when a setup command
+    /// fails or runs past [`Template::setup_timeout`] (the message ends with the setup's
+    /// output, an [`ImageError`] of kind [`ImageErrorKind::BuildFailed`] as the source);
+    /// [`Error::Connect`] when the engine cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops at the next engine request; the setup container is
+    /// removed in the background, and no image is committed.
+    pub async fn prepare_template(&self, name: &str) -> Result<PreparedTemplate> {
+        let (inner, name) = (Arc::clone(&self.inner), name.to_owned());
+        rt::spawn(async move { Ok(prepare_named(&inner, &name).await?.0) }).await
+    }
+
+    /// [`DockerBackend::prepare_template`] for synchronous callers (blocks the calling
+    /// thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::prepare_template`].
+    pub fn prepare_template_blocking(&self, name: &str) -> Result<PreparedTemplate> {
+        futures_lite::future::block_on(self.prepare_template(name))
+    }
+
     /// The image sandboxes are created from when the builder names none.
     #[must_use]
     pub fn image(&self) -> &str {
@@ -341,7 +603,7 @@ impl DockerBackend {
     /// [`Error::Configuration`] for an unknown option,
     /// a bad `DOCKER_HOST`, or a runtime other than `runc`/`runsc`.
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
-        dsn.reject_unknown_options(&["image", "runtime", "user", "exec"])?;
+        dsn.reject_unknown_options(&["image", "runtime", "user", "exec", "pull"])?;
         let mut backend = if !dsn.path().is_empty() && dsn.path() != "/" {
             if !dsn.authority().is_empty() {
                 return Err(Error::configuration("docker:// takes a socket path or a host:port, not both"));
@@ -365,6 +627,9 @@ impl DockerBackend {
         }
         if let Some(path) = dsn.option("exec") {
             backend = backend.with_exec_path(ExecPath::parse(path)?);
+        }
+        if let Some(policy) = dsn.option("pull") {
+            backend = backend.with_pull(PullPolicy::parse(policy)?);
         }
         Ok(Arc::new(backend))
     }
@@ -400,6 +665,60 @@ impl DockerBackend {
     /// As [`DockerBackend::reap`].
     pub fn reap_blocking(&self, options: ReapOptions) -> Result<ReapReport> {
         futures_lite::future::block_on(self.reap(options))
+    }
+}
+
+impl Inner {
+    fn pull_setup(&self) -> pull::PullSetup<'_> {
+        pull::PullSetup { credentials: &self.credentials, progress: &self.progress, stall: self.pull_stall }
+    }
+}
+
+/// The template registered as `name`, its image ready in the engine, and the engine's view
+/// of that image.
+async fn prepare_named(
+    inner: &Arc<Inner>,
+    name: &str,
+) -> Result<(PreparedTemplate, bollard::models::ImageInspect)> {
+    let Some(template) = inner.templates.get(name) else {
+        let mut known: Vec<_> = inner.templates.keys().collect();
+        known.sort();
+        return Err(Error::configuration(format!(
+            "no docker:// template {name:?}; this backend knows {known:?}"
+        )));
+    };
+    let base = resolve_image(Arc::clone(inner), template.base().to_owned()).await?;
+    let docker = DockerBackend::client(inner).await?;
+    let prepared = template::prepare(&docker, name, template, &base, &inner.build_log).await?;
+    let inspected = docker
+        .inspect_image(&prepared.image)
+        .await
+        .map_err(|e| provider(&format!("inspecting the template image {}", prepared.image), e))?;
+    Ok((prepared, inspected))
+}
+
+/// The engine's view of `image`, pulled first when the policy says so.
+async fn resolve_image(inner: Arc<Inner>, image: String) -> Result<bollard::models::ImageInspect> {
+    let docker = DockerBackend::client(&inner).await?;
+    if inner.pull == PullPolicy::Always {
+        let reference = reference::ImageRef::parse(&image)?;
+        return Ok(pull::pull(&docker, &reference, &inner.pull_setup()).await?.1);
+    }
+    match docker.inspect_image(&image).await {
+        Ok(inspected) => Ok(inspected),
+        Err(e) if client::status(&e) == Some(404) && inner.pull == PullPolicy::Missing => {
+            let reference = reference::ImageRef::parse(&image)?;
+            Ok(pull::pull(&docker, &reference, &inner.pull_setup()).await?.1)
+        }
+        Err(e) => Err(match client::status(&e) {
+            Some(404) => Error::Configuration {
+                message: format!(
+                    "image {image:?} is not in the Docker engine and the pull policy is never; pull it (DSN option pull=missing, or DockerBackend::with_pull), build it (scripts/build-images builds sandboxio's) or load it first"
+                ),
+                source: Some(Box::new(e)),
+            },
+            _ => provider("inspecting the image", e),
+        }),
     }
 }
 
@@ -607,7 +926,10 @@ impl Backend for DockerBackend {
     }
 
     fn supports_option(&self, option: BackendOption) -> bool {
-        option == BackendOption::Image
+        match option {
+            BackendOption::Template => !self.inner.templates.is_empty(),
+            _ => option == BackendOption::Image,
+        }
     }
 
     fn audit(&self) -> crate::AuditConfig {
@@ -618,27 +940,56 @@ impl Backend for DockerBackend {
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
             let timeout = spec.create_timeout;
-            // Creation runs to its end on the Docker runtime whatever the caller does: an
-            // engine request cut off mid-flight could still create a container nobody
-            // knows about. A result nobody receives (timeout, dropped future) is dropped,
-            // and dropping a `Created` removes its container.
-            let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<Created>>();
-            rt::detach(async move {
-                let _ = deliver.send(create(inner, spec).await);
-            });
-            let timed = futures_lite::future::or(async { Some(delivered.await) }, async {
+            let provision = async move {
+                // The image (a pull, a template's setup) first, as a task the caller's
+                // future owns: dropping it cancels the pull, and nothing exists yet to
+                // clean up.
+                let (image, inspected) = match (&spec.template, &spec.image) {
+                    (Some(_), Some(_)) => {
+                        return Err(Error::configuration(
+                            "name an image or a template, not both: a docker:// template brings its own image",
+                        ));
+                    }
+                    (Some(name), None) => {
+                        let (inner, name) = (Arc::clone(&inner), name.clone());
+                        let (prepared, inspected) =
+                            rt::spawn(async move { prepare_named(&inner, &name).await }).await?;
+                        (prepared.image, inspected)
+                    }
+                    (None, image) => {
+                        let image = image.clone().unwrap_or_else(|| inner.image.clone());
+                        if image.trim().is_empty() {
+                            return Err(Error::configuration(
+                                "the Docker image name is empty; name one, for example sandboxio/python:2",
+                            ));
+                        }
+                        (image.clone(), rt::spawn(resolve_image(Arc::clone(&inner), image)).await?)
+                    }
+                };
+                // Creation runs to its end on the Docker runtime whatever the caller does:
+                // an engine request cut off mid-flight could still create a container nobody
+                // knows about. A result nobody receives (timeout, dropped future) is
+                // dropped, and dropping a `Created` removes its container.
+                let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<Created>>();
+                rt::detach(async move {
+                    let _ = deliver.send(create(inner, spec, image, inspected).await);
+                });
+                delivered.await.unwrap_or_else(|_| {
+                    Err(Error::provider_message(
+                        SCHEME,
+                        "the Docker runtime dropped the creation before it had a result",
+                    ))
+                })
+            };
+            let timed = futures_lite::future::or(async { Some(provision.await) }, async {
                 futures_timer::Delay::new(timeout).await;
                 None
             });
             match timed.await {
-                Some(Ok(created)) => {
+                Some(created) => {
                     let shared = created?.claim();
                     Ok(Box::new(DockerSandbox { shared }) as Box<dyn BackendSandbox>)
                 }
-                Some(Err(_)) => Err(Error::provider_message(
-                    SCHEME,
-                    "the Docker runtime dropped the creation before it had a result",
-                )),
                 None => Err(Error::CreateTimeout { timeout }),
             }
         })
@@ -653,7 +1004,12 @@ impl Backend for DockerBackend {
     }
 }
 
-async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
+async fn create(
+    inner: Arc<Inner>,
+    spec: CreateSpec,
+    image: String,
+    inspected: bollard::models::ImageInspect,
+) -> Result<Created> {
     let docker = DockerBackend::client(&inner).await?;
     if !inner.swept.swap(true, Ordering::AcqRel) {
         // Containers of owners that died between their create and start requests never
@@ -663,21 +1019,6 @@ async fn create(inner: Arc<Inner>, spec: CreateSpec) -> Result<Created> {
             let _ = reap::sweep_unstarted(&docker).await;
         });
     }
-    let image = spec.image.clone().unwrap_or_else(|| inner.image.clone());
-    if image.trim().is_empty() {
-        return Err(Error::configuration(
-            "the Docker image name is empty; name one, for example sandboxio/python:2",
-        ));
-    }
-    let inspected = docker.inspect_image(&image).await.map_err(|e| match client::status(&e) {
-        Some(404) => Error::Configuration {
-            message: format!(
-                "image {image:?} is not in the Docker engine (sandboxio never pulls); build it (scripts/build-images builds sandboxio's) or load it first"
-            ),
-            source: Some(Box::new(e)),
-        },
-        _ => provider("inspecting the image", e),
-    })?;
     if let Some(runtime) = &inner.runtime {
         // Fail closed: never fall back to runc when a stronger runtime was asked for.
         let info = docker.info().await.map_err(|e| provider("reading the engine's runtimes", e))?;
