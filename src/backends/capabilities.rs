@@ -56,6 +56,22 @@ pub const DOCKER: Capabilities = Capabilities::RUN
 /// sandbox is the same user).
 pub const E2B: Capabilities = LOCAL.difference(Capabilities::NETWORK_ALLOWLIST);
 
+/// `modal://` (feature `modal`): Modal Sandboxes (gVisor). Commands, streams and stdin
+/// through the task's command router, files as scripts run there, deny-all as Modal's
+/// `BLOCKED` network, CPU and memory as Modal's request and hard limit, attaching by id.
+/// No code contexts (no interpreter service), no allowlist (Modal's domain allowlist decides
+/// on the TLS server name of port 443), no detach (an owned sandbox's idle timeout, its
+/// owner-death bound, cannot be lifted once it runs), no PID limit, no command-scoped
+/// secrets (every command of a sandbox is the same user).
+pub const MODAL: Capabilities = Capabilities::RUN
+    .union(Capabilities::STREAM)
+    .union(Capabilities::STDIN)
+    .union(Capabilities::FILESYSTEM)
+    .union(Capabilities::NETWORK_DENY)
+    .union(Capabilities::LIMIT_MEMORY)
+    .union(Capabilities::LIMIT_CPU)
+    .union(Capabilities::CONNECT);
+
 /// The schemes [`of_scheme`] knows, in the order error messages list them.
 pub const SCHEMES: &[&str] = &["fake", "local", "docker", "e2b"];
 

@@ -75,7 +75,7 @@ pub(crate) struct Task<T> {
     failed: Option<Error>,
 }
 
-#[cfg(feature = "e2b")]
+#[cfg(any(feature = "e2b", feature = "modal"))]
 impl<T> Task<T> {
     /// A handle that aborts the task from elsewhere (an interrupt), `None` when it never
     /// started.

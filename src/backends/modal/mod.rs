@@ -59,20 +59,346 @@
 //! [`Error`]: crate::Error
 //! [`Error::Auth`]: crate::Error::Auth
 
-// Until the backend that calls them lands (issue #16), the pieces are used by their tests only.
-#![allow(dead_code)]
-
 pub mod config;
 
 mod client;
 mod errors;
+mod exec;
+mod files;
 #[cfg(test)]
 mod live;
 mod proto;
 mod request;
 mod router;
+mod sandbox;
+mod stream;
 #[cfg(test)]
 mod test_tls;
 
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec};
+use crate::dsn::Dsn;
+use crate::error::{Error, Result};
+use crate::policy::{Capabilities, IsolationTier};
+
+use client::Control;
+use config::{ModalConfig, Settings};
+use exec::SandboxEnv;
+use router::Router;
+pub use sandbox::{KEEPALIVE_EVERY, OWNER_IDLE};
+use sandbox::{ModalSandbox, Shared};
+
 /// The DSN scheme.
 const SCHEME: &str = "modal";
+
+/// The runtime every Modal call runs on (tonic needs tokio; callers may not have it).
+static PORTAL: crate::backends::portal::Portal =
+    crate::backends::portal::Portal::new(SCHEME, "sandboxio-modal");
+
+/// What `modal://` declares (see [`crate::backends::capabilities::MODAL`]).
+const CAPABILITIES: Capabilities = crate::backends::capabilities::MODAL;
+
+/// A test server's certificate authority (PEM) and the name its certificate carries.
+#[derive(Clone, Debug)]
+struct Trust {
+    ca_pem: Vec<u8>,
+    domain: String,
+}
+
+/// The `modal://` backend. Building it does no I/O and starts no thread; the first
+/// `create`, `connect` or `sweep` reads the profile file, builds the control-plane client
+/// and starts the runtime thread.
+#[derive(Clone)]
+pub struct ModalBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ModalConfig,
+    trust: Option<Trust>,
+    audit: crate::AuditConfig,
+    /// The settings and the client, made once.
+    control: OnceLock<(Settings, Control)>,
+}
+
+impl std::fmt::Debug for ModalBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModalBackend")
+            .field("config", &self.inner.config)
+            .field("trust", &self.inner.trust.as_ref().map(|t| &t.domain))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModalBackend {
+    /// `modal://` with the environment's settings and the profile file's.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] for a malformed `MODAL_PROFILE`.
+    pub fn from_env() -> Result<Self> {
+        Self::parse(&Dsn::parse("modal://")?)
+    }
+
+    fn parse(dsn: &Dsn) -> Result<Self> {
+        let config = ModalConfig::parse(dsn, |k| std::env::var(k).ok())?;
+        Ok(Self::with_config(config, None))
+    }
+
+    fn with_config(config: ModalConfig, trust: Option<Trust>) -> Self {
+        ModalBackend {
+            inner: Arc::new(Inner {
+                config,
+                trust,
+                audit: crate::AuditConfig::new(),
+                control: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// The backend of a `modal://` DSN (the [`BackendFactory`](crate::dsn::BackendFactory)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`]: a host or path in the DSN, an unknown option, a malformed
+    /// app name, image, profile or idle timeout.
+    pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(Self::parse(dsn)?))
+    }
+
+    /// The same backend writing to `audit`'s sinks as well.
+    #[must_use]
+    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+        let inner = &self.inner;
+        ModalBackend {
+            inner: Arc::new(Inner {
+                config: inner.config.clone(),
+                trust: inner.trust.clone(),
+                audit,
+                control: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Test support (feature `contract`): the backend of a protocol stub serving the control
+    /// plane at `server_url` (`https://host:port`) over TLS with a certificate for `domain`
+    /// signed by the PEM `ca_pem`, which is then the only authority trusted (for the
+    /// routers it hands out too). TLS stays on: there is no plaintext mode. `token_id` and
+    /// `token_secret` stand for `MODAL_TOKEN_ID` and `MODAL_TOKEN_SECRET` (an empty one is
+    /// missing); no profile file is read. `dsn` carries the usual options.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] for a malformed DSN.
+    #[cfg(feature = "contract")]
+    pub fn for_stub(
+        dsn: &str,
+        server_url: &str,
+        ca_pem: &[u8],
+        domain: &str,
+        token_id: &str,
+        token_secret: &str,
+    ) -> Result<Self> {
+        let env = |k: &str| match k {
+            config::SERVER_URL_ENV => Some(server_url.to_owned()),
+            config::TOKEN_ID_ENV => Some(token_id.to_owned()),
+            config::TOKEN_SECRET_ENV => Some(token_secret.to_owned()),
+            _ => None,
+        };
+        let config = ModalConfig::parse(&Dsn::parse(dsn)?, env)?;
+        Ok(Self::with_config(config, Some(Trust { ca_pem: ca_pem.to_vec(), domain: domain.to_owned() })))
+    }
+
+    fn trust(&self) -> Option<(&[u8], &str)> {
+        self.inner.trust.as_ref().map(|t| (t.ca_pem.as_slice(), t.domain.as_str()))
+    }
+
+    /// The settings and the control-plane client, made at the first call that succeeds (a
+    /// failure, such as a missing token, is not kept: the next call tries again).
+    fn control(&self) -> Result<(Settings, Control)> {
+        if let Some((s, c)) = self.inner.control.get() {
+            return Ok((s.clone(), c.clone()));
+        }
+        let profile = config::read_profile_file(&self.inner.config)?;
+        let settings = self.inner.config.settings(&profile)?;
+        let control = Control::new(&settings, self.trust())?;
+        let (s, c) = self.inner.control.get_or_init(|| (settings, control));
+        Ok((s.clone(), c.clone()))
+    }
+
+    /// Terminates every running sandbox of this backend's app whose tags hold all of
+    /// `metadata` (the builder's `.metadata(k, v)` pairs): the way to find and end orphans.
+    /// Returns the ids terminated. Listing reads at most 1000 pages.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Auth`] without a token or with a refused one, [`Error::RateLimited`], or
+    /// [`Error::Provider`] for other failures of the listing or a termination.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops the sweep between terminations; one already sent
+    /// completes on Modal's side.
+    pub async fn sweep(&self, metadata: &BTreeMap<String, String>) -> Result<Vec<String>> {
+        let (backend, metadata) = (self.clone(), metadata.clone());
+        PORTAL
+            .spawn(async move {
+                let (settings, control) = backend.control()?;
+                let app_id = control.app(&backend.inner.config.app, &settings.environment).await?;
+                let tags: Vec<(String, String)> = metadata.into_iter().collect();
+                let mut ended = Vec::new();
+                for id in control.list(&app_id, &settings.environment, &tags).await? {
+                    control.terminate(&id).await?;
+                    ended.push(id);
+                }
+                Ok(ended)
+            })
+            .await
+    }
+
+    /// [`ModalBackend::sweep`] for synchronous callers (blocks the calling thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`ModalBackend::sweep`].
+    pub fn sweep_blocking(&self, metadata: &BTreeMap<String, String>) -> Result<Vec<String>> {
+        futures_lite::future::block_on(self.sweep(metadata))
+    }
+
+    /// The router of sandbox `id`: its task (waited for), then the router's address and
+    /// token.
+    async fn router(&self, control: &Control, id: &str, call: errors::Call<'_>) -> Result<Router> {
+        let task = control.task_id(id, call).await?;
+        let (url, token) = control.router_access(id, &task).await?;
+        Router::new(&url, &token, id, &task, self.trust())
+    }
+
+    async fn create_now(&self, spec: CreateSpec) -> Result<Arc<Shared>> {
+        let (settings, control) = self.control()?;
+        let config = &self.inner.config;
+        let image = spec.image.clone().unwrap_or_else(|| config.image.clone());
+        config::check_image(&image)?;
+        let app_id = control.app(&config.app, &settings.environment).await?;
+        let builder = match &settings.image_builder_version {
+            Some(v) => v.clone(),
+            None => control.builder_version(&settings.environment).await?,
+        };
+        let image_id = control.image(&app_id, &image, &builder).await?;
+        // An owned sandbox ends once idle for OWNER_IDLE (its keepalive keeps it busy).
+        let idle_timeout = Some(config.idle_timeout.map_or(OWNER_IDLE, |d| d.min(OWNER_IDLE)));
+        let plan = request::CreatePlan {
+            ttl: spec.ttl,
+            idle_timeout,
+            limits: spec.limits.clone(),
+            network: &spec.network,
+            metadata: &spec.metadata,
+        };
+        let id = control.create(request::create_request(&app_id, &image_id, &plan)?).await?;
+        let router = match self.router(&control, &id, errors::Call::Sandbox(&id)).await {
+            Ok(router) => router,
+            Err(e) => {
+                // Created but unusable: end it rather than leave it to its TTL.
+                let _ = control.terminate(&id).await;
+                return Err(e);
+            }
+        };
+        let shared = Arc::new(Shared {
+            id,
+            control,
+            router,
+            base: Arc::new(SandboxEnv { env: spec.env.clone(), secrets: spec.secret_env.clone() }),
+            network: Some(spec.network.clone()),
+            metadata: spec.metadata.clone(),
+            owned: AtomicBool::new(true),
+            killed: AtomicBool::new(false),
+            keepalive: Mutex::new(None),
+        });
+        shared.start_keepalive();
+        Ok(shared)
+    }
+}
+
+impl Backend for ModalBackend {
+    fn scheme(&self) -> &str {
+        SCHEME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn isolation(&self) -> IsolationTier {
+        IsolationTier::UserspaceKernel
+    }
+
+    fn audit(&self) -> crate::AuditConfig {
+        self.inner.audit.clone()
+    }
+
+    fn create(&self, spec: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+        let backend = self.clone();
+        Box::pin(async move {
+            let timeout = spec.create_timeout;
+            // Creation runs to its end on the portal whatever the caller does: a call cut
+            // off mid-flight could still create a sandbox nobody knows about. A result
+            // nobody receives (timeout, dropped future) is terminated.
+            let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<Arc<Shared>>>();
+            PORTAL.detach(async move {
+                let created = backend.create_now(spec).await;
+                if let Err(Ok(orphan)) = deliver.send(created) {
+                    drop(ModalSandbox { shared: orphan });
+                }
+            });
+            let timed = futures_lite::future::or(async { Some(delivered.await) }, async {
+                futures_timer::Delay::new(timeout).await;
+                None
+            });
+            match timed.await {
+                Some(Ok(created)) => {
+                    Ok(Box::new(ModalSandbox { shared: created? }) as Box<dyn BackendSandbox>)
+                }
+                Some(Err(_)) => Err(Error::provider_message(
+                    SCHEME,
+                    "the runtime dropped the creation before it had a result",
+                )),
+                None => Err(Error::create_timeout(timeout)),
+            }
+        })
+    }
+
+    fn connect(&self, id: &str) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+        let (backend, id) = (self.clone(), id.to_owned());
+        Box::pin(async move {
+            let shared = PORTAL
+                .spawn(async move {
+                    let (_, control) = backend.control()?;
+                    // A sandbox that already finished cannot be attached to either.
+                    let router = backend.router(&control, &id, errors::Call::Connect(&id)).await.map_err(
+                        |e| match e {
+                            Error::SandboxGone { .. } => {
+                                Error::connect(SCHEME, format!("Modal sandbox {id} is no longer running"))
+                                    .with_source(e)
+                            }
+                            other => other,
+                        },
+                    )?;
+                    Ok(Arc::new(Shared {
+                        id,
+                        control,
+                        router,
+                        base: Arc::default(),
+                        network: None,
+                        metadata: BTreeMap::new(),
+                        owned: AtomicBool::new(false),
+                        killed: AtomicBool::new(false),
+                        keepalive: Mutex::new(None),
+                    }))
+                })
+                .await?;
+            Ok(Box::new(ModalSandbox { shared }) as Box<dyn BackendSandbox>)
+        })
+    }
+}
