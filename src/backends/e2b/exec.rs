@@ -2,15 +2,15 @@
 //!
 //! envd kills only the process it started, and only when `Connect-Timeout-Ms` passes; it
 //! kills nothing when the client goes away. So every command runs under [`WRAPPER`], a
-//! POSIX `sh` that starts it in a session (and process group) of its own and waits for it;
-//! a timeout, a dropped future or a dropped stream runs [`KILL_TREE`] as a second process,
-//! which kills every process group whose leader is a child of the wrapper, then the
-//! wrapper. No `Connect-Timeout-Ms` is sent: the timeout is the adapter's, so the wrapper
-//! is still alive (and its child findable) when the group is killed.
+//! POSIX `sh` that makes it, in place, the leader of a process group of its own (`exec
+//! setsid`, or plain `exec` where the shell already leads one); a timeout, a dropped future
+//! or a dropped stream runs [`KILL_TREE`] as a second process, which kills that group and
+//! every process group whose leader is a child of the command, then the command. No
+//! `Connect-Timeout-Ms` is sent: the timeout is the adapter's, so the command is still
+//! alive (and its children findable) when the group is killed.
 //!
-//! A signal death of the command is passed on by the wrapper signalling itself, so envd
-//! reports it as a signal (`ExitStatus::Signal`); a command that calls `exit(128 + n)`
-//! itself is reported the same way (the shell cannot tell the two apart).
+//! The command keeps the pid envd started, so envd reports its exact status: a signal
+//! death as a signal (`ExitStatus::Signal`), an `exit(137)` as code 137.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -29,8 +29,16 @@ use crate::secret::SecretString;
 pub(crate) const MARKER: &str = "SANDBOXIO_EXEC";
 
 /// The working directory of a command that names none, and what relative file paths are
-/// resolved against (it exists in every image).
-pub(crate) const WORKDIR: &str = "/tmp";
+/// resolved against: made at create time (`mkdir -p`), as `local://` and `docker://` have
+/// theirs.
+pub(crate) const WORKDIR: &str = "/workspace";
+
+/// Enters the directory `$1` and drops it from the arguments, before [`WRAPPER`]. The
+/// router's own `workdir` field is not used: the shell's `cd` behaves the same in every
+/// image and on every router, and the adapter checks a caller's directory first anyway.
+const ENTER: &str = r#"cd -- "$1" || exit 125
+shift
+"#;
 
 /// Kills, twice over (a process forked meanwhile is caught by the second pass), every
 /// process whose environment holds `SANDBOXIO_EXEC=$1`, and its process group. Reads only
@@ -57,11 +65,13 @@ pub(crate) struct SandboxEnv {
     pub(crate) secrets: Vec<(String, SecretString)>,
 }
 
-/// The router's command for `command` as exec `exec_id`: the wrapper, the environment
-/// (sandbox-wide first, the command's own over it, the marker last), the working directory
-/// resolved against [`WORKDIR`].
+/// The router's command for `command` as exec `exec_id`: [`ENTER`] the working directory
+/// (resolved against [`WORKDIR`]), then the wrapper; the environment sandbox-wide first,
+/// the command's own over it, the marker last.
 pub(crate) fn router_command(command: &Command, base: &SandboxEnv, exec_id: &str) -> router::Command {
-    let mut argv = vec!["/bin/sh".to_owned(), "-c".to_owned(), WRAPPER.to_owned(), "sandboxio".to_owned()];
+    let dir = crate::path::resolve(WORKDIR, command.working_dir().unwrap_or(WORKDIR));
+    let mut argv =
+        vec!["/bin/sh".to_owned(), "-c".to_owned(), format!("{ENTER}{WRAPPER}"), "sandboxio".to_owned(), dir];
     argv.extend(command.argv().iter().cloned());
     let mut env = std::collections::BTreeMap::new();
     env.extend(base.env.iter().cloned());
@@ -69,19 +79,30 @@ pub(crate) fn router_command(command: &Command, base: &SandboxEnv, exec_id: &str
     env.extend(command.env_vars().iter().cloned());
     env.extend(command.secret_env_vars().iter().map(|(k, v)| (k.clone(), v.expose_secret().to_owned())));
     env.insert(MARKER.to_owned(), exec_id.to_owned());
-    router::Command {
-        argv,
-        env: env.into_iter().collect(),
-        workdir: Some(crate::path::resolve(WORKDIR, command.working_dir().unwrap_or(WORKDIR))),
-    }
+    router::Command { argv, env: env.into_iter().collect(), workdir: None }
 }
 
-/// A plain `sh -c script sandboxio args...` in [`WORKDIR`], without the wrapper (the
-/// adapter's own helpers: the kill, the working-directory check, file scripts).
+/// A plain `sh -c script sandboxio args...` where the image starts it, without the wrapper
+/// (the adapter's own helpers: the kill, the working-directory check, file scripts, which
+/// take absolute paths).
 pub(crate) fn script(script: &str, args: &[&str]) -> router::Command {
     let mut argv = vec!["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned(), "sandboxio".to_owned()];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
-    router::Command { argv, env: Vec::new(), workdir: Some(WORKDIR.to_owned()) }
+    router::Command { argv, env: Vec::new(), workdir: None }
+}
+
+/// Makes [`WORKDIR`] (once, at create time).
+pub(crate) async fn make_workdir(router: &Router) -> Result<()> {
+    match helper(router, &script(r#"mkdir -p -- "$1""#, &[WORKDIR]), None, 0).await? {
+        (ExitStatus::Code(0), _, _) => Ok(()),
+        (status, _, err) => Err(Error::provider_message(
+            super::SCHEME,
+            format!(
+                "could not make the working directory {WORKDIR} ({status:?}): {}",
+                String::from_utf8_lossy(&err.data).trim()
+            ),
+        )),
+    }
 }
 
 /// Output of one stream gathered up to a limit (the rest is read and dropped).
@@ -246,16 +267,17 @@ mod tests {
         };
         let command = Command::new("echo").arg("hi").env("B", "command").cwd("sub");
         let c = router_command(&command, &base, "ex-1");
-        assert_eq!(c.argv[..4], ["/bin/sh", "-c", WRAPPER, "sandboxio"]);
-        assert_eq!(c.argv[4..], ["echo", "hi"]);
+        assert_eq!(c.argv[..2], ["/bin/sh", "-c"]);
+        assert_eq!(c.argv[2], format!("{ENTER}{WRAPPER}"));
+        assert_eq!(c.argv[3..], ["sandboxio", "/workspace/sub", "echo", "hi"]);
         let env: std::collections::BTreeMap<_, _> = c.env.into_iter().collect();
         assert_eq!(env["A"], "sandbox");
         assert_eq!(env["B"], "command", "the command's own value wins");
         assert_eq!(env["S"], "hidden");
         assert_eq!(env[MARKER], "ex-1");
-        assert_eq!(c.workdir.as_deref(), Some("/tmp/sub"));
+        assert_eq!(c.workdir, None, "the shell enters the directory");
         let absolute = router_command(&Command::new("true").cwd("/etc"), &base, "ex-2");
-        assert_eq!(absolute.workdir.as_deref(), Some("/etc"));
+        assert_eq!(absolute.argv[4], "/etc");
     }
 
     #[test]

@@ -297,7 +297,12 @@ impl ModalBackend {
             metadata: &spec.metadata,
         };
         let id = control.create(request::create_request(&app_id, &image_id, &plan)?).await?;
-        let router = match self.router(&control, &id, errors::Call::Sandbox(&id)).await {
+        let ready = async {
+            let router = self.router(&control, &id, errors::Call::Sandbox(&id)).await?;
+            exec::make_workdir(&router).await?;
+            Ok::<_, Error>(router)
+        };
+        let router = match ready.await {
             Ok(router) => router,
             Err(e) => {
                 // Created but unusable: end it rather than leave it to its TTL.
