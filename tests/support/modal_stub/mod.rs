@@ -131,7 +131,7 @@ pub struct Faults {
     /// The next `SandboxCreate` creates the sandbox, then answers `UNAVAILABLE` as a reply
     /// lost on the way would look.
     pub lose_next_create_reply: AtomicBool,
-    /// The next output read ends in `UNAVAILABLE` after its first piece.
+    /// The next output read that delivers a piece ends in `UNAVAILABLE` right after it.
     pub cut_next_read: AtomicBool,
     /// Every `TaskExecWait` answers with no exit status while set.
     pub malformed_wait: AtomicBool,
@@ -150,6 +150,8 @@ pub struct State {
     pub creates: Mutex<Vec<(String, proto::client::SandboxCreateRequest)>>,
     /// The router's URL.
     pub router_url: Mutex<String>,
+    /// The byte offset of every output read.
+    pub read_offsets: Mutex<Vec<u64>>,
 }
 
 impl State {
@@ -218,6 +220,7 @@ impl Stub {
             next_id: AtomicUsize::new(0),
             creates: Mutex::new(Vec::new()),
             router_url: Mutex::new(String::new()),
+            read_offsets: Mutex::new(Vec::new()),
         });
         let bind = || {
             let listener =

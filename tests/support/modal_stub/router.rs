@@ -204,7 +204,8 @@ impl TaskCommandRouter for Router {
     ) -> Result<Response<Pieces>, Status> {
         let m = r.get_ref().clone();
         let (s, exec) = self.exec(&r, &m.task_id, &m.exec_id)?;
-        let cut = self.0.faults.cut_next_read.swap(false, Ordering::SeqCst);
+        self.0.read_offsets.lock().unwrap().push(m.offset);
+        let state = Arc::clone(&self.0);
         let stderr = m.file_descriptor == TaskExecStdioFileDescriptor::Stderr as i32;
         let (tx, rx) = mpsc::channel(4);
         tokio::spawn(async move {
@@ -228,7 +229,8 @@ impl TaskCommandRouter for Router {
                         return;
                     }
                     sent += 1;
-                    if cut && sent == 1 {
+                    // Only a read that delivered something is cut, so the cut shows.
+                    if sent == 1 && state.faults.cut_next_read.swap(false, Ordering::SeqCst) {
                         let _ = tx.send(Err(Status::unavailable("stream reset"))).await;
                         return;
                     }
