@@ -72,11 +72,11 @@ pub const MODAL: Capabilities = Capabilities::RUN
     .union(Capabilities::CONNECT);
 
 /// The schemes [`of_scheme`] knows, in the order error messages list them.
-pub const SCHEMES: &[&str] = &["fake", "local", "docker", "e2b"];
+pub const SCHEMES: &[&str] = &["fake", "local", "docker", "e2b", "modal"];
 
 /// The capabilities of the first-party backend with this scheme (`"fake"`, `"local"`,
-/// `"docker"`, `"e2b"`), whether or not its feature is on in this build; `None` for any
-/// other name (a third-party scheme, or one not shipped yet such as `"modal"`).
+/// `"docker"`, `"e2b"`, `"modal"`), whether or not its feature is on in this build; `None`
+/// for any other name (a third-party scheme).
 #[must_use]
 pub fn of_scheme(scheme: &str) -> Option<Capabilities> {
     match scheme {
@@ -84,6 +84,7 @@ pub fn of_scheme(scheme: &str) -> Option<Capabilities> {
         "local" => Some(LOCAL),
         "docker" => Some(DOCKER),
         "e2b" => Some(E2B),
+        "modal" => Some(MODAL),
         _ => None,
     }
 }

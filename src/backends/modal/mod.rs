@@ -1,63 +1,70 @@
 //! `modal://`: sandboxes on Modal (gVisor), over Modal's gRPC API. Feature `modal`.
 //!
-//! **Status: the lower layers only.** This module holds the protocol and the pure pieces of
-//! the adapter; the backend itself (create, exec through the command router, files,
-//! terminate, sweep) is not built yet, so `modal://` still resolves to the "not released yet"
-//! configuration error of [`crate::dsn::FIRST_PARTY`] and declares no capability.
+//! Modal has no Rust SDK, so the adapter speaks a trimmed copy of its protocol
+//! (`proto/modal/api.proto`, `proto/modal/task_command_router.proto`, naming the upstream
+//! commit they follow), compiled at build time by protox (no `protoc`) into prost messages
+//! and tonic clients (TLS through rustls with ring and the built-in web roots; no plaintext
+//! mode). `scripts/check-modal-proto` compares every declaration with upstream files, and
+//! `docs/adr/0008-modal-backend.md` records every protocol detail decided here. Every call
+//! runs on a private tokio runtime (tonic needs one), so tokio, smol and blocking callers all
+//! work.
 //!
-//! What is here, each with exact-output tests:
+//! # DSN
 //!
-//! - the trimmed protocol (`proto/modal/api.proto`, `proto/modal/task_command_router.proto`,
-//!   naming the upstream commit they follow), compiled at build time by protox (no
-//!   `protoc`) into prost messages and tonic clients (TLS through rustls with ring and the
-//!   built-in web roots; no plaintext mode). `scripts/check-modal-proto` compares every
-//!   declaration with upstream files;
-//! - [`config`]: the DSN `modal://[?app=<name>&image=<ref>&idle_timeout=<s>&profile=<name>]`,
-//!   the environment (`MODAL_TOKEN_ID`, `MODAL_TOKEN_SECRET`, `MODAL_SERVER_URL`,
-//!   `MODAL_ENVIRONMENT`, `MODAL_PROFILE`, `MODAL_CONFIG_PATH`,
-//!   `MODAL_IMAGE_BUILDER_VERSION`) over the profile file (`~/.modal.toml`: a table per
-//!   profile with `token_id`, `token_secret`, `server_url`, `environment`,
-//!   `image_builder_version`, `active`); a missing token half is [`Error::Auth`] naming its
-//!   variable;
-//! - the client identity sent on every control-plane call and the `SandboxCreate` request
-//!   (`request`): TTL always sent as `timeout_secs`, idle timeout, CPU and memory, the
-//!   network blocked or open, metadata as tags; `docs/adr/0008-modal-backend.md` says which
-//!   client the adapter presents and why;
-//! - the mapping of gRPC statuses to [`Error`] with the status kept as the source, the
-//!   server's retry-after read from the status details, a "client too old" refusal as a
-//!   configuration error, and the retry rule for idempotent calls (`errors`);
-//! - the control-plane client (`client`): one TLS channel (connected lazily: building it does
-//!   no I/O), the identity headers on every call (the secret marked sensitive), messages
-//!   bounded to 16 MiB, a 60 s deadline a call, and idempotent calls (all of app, create,
-//!   terminate, list) retried after a transient status under one `x-idempotency-key`, so a
-//!   lost create reply does not make a second sandbox; terminate of a sandbox Modal no longer
-//!   knows succeeds; listing by tags reads pages backwards by creation time; the task id is
-//!   long-polled (a timeout always sent; a sandbox that already finished is
-//!   [`Error::SandboxGone`](crate::Error::SandboxGone)), then the router's URL and token;
-//!   the workspace's image builder version; the image `FROM <ref>` built through
-//!   `ImageGetOrCreate` and `ImageJoinStreaming` (a stream that ends without a result is
-//!   reopened from its last entry id; a failed build is a configuration error saying why);
-//!   `SandboxWait` telling a running sandbox from an ended one;
-//! - the command-router client (`router`): one TLS channel per task with
-//!   `authorization: Bearer <token>` (the Modal token is never sent there), exec ids made by
-//!   the client, stdout/stderr read from a byte offset and reopened where a cut stream stopped
-//!   (at most 10 times), stdin written at a byte offset with an end-of-file, the exit as a code
-//!   or a signal. No command timeout is sent: the router would kill only the command, not its
-//!   process group, so the adapter will keep its own (as `e2b://` does).
+//! `modal://[?app=<name>&image=<ref>&idle_timeout=<s>&environment=<name>&profile=<name>]`
+//! ([`config`]): the app the sandboxes belong to (default [`config::DEFAULT_APP`]), the
+//! registry image (default [`config::DEFAULT_IMAGE`]; the builder's `.image(..)` wins),
+//! an idle timeout (at most [`OWNER_IDLE`] for an owned sandbox). The token comes from
+//! `MODAL_TOKEN_ID` and `MODAL_TOKEN_SECRET` over the profile file (`~/.modal.toml` or
+//! `MODAL_CONFIG_PATH`), read at the first `create`, `connect` or `sweep`, never when a
+//! backend is built; a missing half is [`Error::Auth`] naming its variable.
 //!
-//! Both clients' tests run them against servers on loopback over TLS from a CA made at test
-//! time, built from their own generated copy of the messages (`OUT_DIR/modal-stub/`).
+//! # What the adapter adds to the service
 //!
-//! An opt-in test (`live`, `#[ignore]`d) drives both clients against the real service:
-//! create, exec `echo` through the router, list by tag, terminate twice, wait.
+//! - **TTL, always sent** as `timeout_secs` (the TTL rounded up to a second, at most 24 h).
+//!   Modal cannot extend it once the sandbox runs, so owner death is bounded by the idle
+//!   timeout instead: an owned sandbox gets one of at most [`OWNER_IDLE`] and its owner runs
+//!   a `true` exec every [`KEEPALIVE_EVERY`], so a sandbox whose owner died ends
+//!   [`OWNER_IDLE`] after its last command ended (a command left running keeps it busy until
+//!   its TTL). The idle timeout cannot be lifted later: no `DETACH`.
+//! - **Commands** go through the task's command router with exec ids made by the client,
+//!   output read by byte offset (a cut stream is reopened where it stopped), stdin written by
+//!   byte offset and always closed with an end-of-file, the exit as a code or a signal. The
+//!   router has no per-command kill, so each command runs under the process-group wrapper
+//!   with `SANDBOXIO_EXEC=<exec id>` in its environment, and a timeout (the adapter's own:
+//!   no `timeout_secs` is sent with a command), a dropped `run` future or a dropped stream
+//!   kills every process carrying the mark, with its group, through a second exec. A
+//!   process that clears its environment and moves to a session of its own escapes until
+//!   the sandbox ends. A missing working directory is [`Error::NotFound`] (checked by a
+//!   first exec). Commands without one run in `/workspace`, made at create time.
+//! - **Files** are the shared file scripts (`docker://`'s exec path) run through the
+//!   router, bounded on this side.
+//! - **Errors**: gRPC statuses mapped with the status kept as the source (unauthenticated
+//!   [`Error::Auth`]; resource exhausted [`Error::RateLimited`] with the server's
+//!   retry-after; not found or a finished sandbox [`Error::SandboxGone`]; unavailable or
+//!   deadline [`Error::Connect`]; a "client too old" refusal or an unimplemented method
+//!   [`Error::Configuration`] naming the client identity sent). Only idempotent calls are
+//!   retried (3 times, 100 ms doubling), and `SandboxCreate` carries an idempotency key, so
+//!   a lost reply does not make a second sandbox. A reply missing what the protocol promises
+//!   (an id, an exit status) is [`Error::Provider`].
+//! - **Metadata** becomes tags (at most 64 pairs of 256 bytes); [`ModalBackend::sweep`]
+//!   terminates the app's running sandboxes that carry given pairs. The builder's
+//!   environment and secret environment go to each exec, never to the sandbox's definition.
 //!
-//! Not built yet: the backend and sandbox types over these clients (process-group wrapper
-//! and group kill through a second exec, owner death through the idle timeout, files
-//! through Modal's fs tools), the `local://`-backed stub and its contract run, the live
-//! contract run.
+//! Capabilities ([`crate::backends::capabilities::MODAL`]): `RUN`, `STREAM`, `STDIN`,
+//! `FILESYSTEM`, `NETWORK_DENY` (`network_access = BLOCKED`), `CONNECT`. Not declared:
+//! code contexts (no interpreter service), allowlists (Modal's domain allowlist decides on
+//! the TLS server name of port 443; its CIDR allowlist is not offered yet), resource limits
+//! (the router cannot say a command was killed for its memory), `DETACH`, command-scoped
+//! secrets. Isolation tier: userspace kernel (gVisor).
 //!
-//! [`Error`]: crate::Error
 //! [`Error::Auth`]: crate::Error::Auth
+//! [`Error::NotFound`]: crate::Error::NotFound
+//! [`Error::RateLimited`]: crate::Error::RateLimited
+//! [`Error::SandboxGone`]: crate::Error::SandboxGone
+//! [`Error::Connect`]: crate::Error::Connect
+//! [`Error::Configuration`]: crate::Error::Configuration
+//! [`Error::Provider`]: crate::Error::Provider
 
 pub mod config;
 
@@ -79,7 +86,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec};
+use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::policy::{Capabilities, IsolationTier};
@@ -337,6 +344,10 @@ impl Backend for ModalBackend {
 
     fn isolation(&self) -> IsolationTier {
         IsolationTier::UserspaceKernel
+    }
+
+    fn supports_option(&self, option: BackendOption) -> bool {
+        option == BackendOption::Image
     }
 
     fn audit(&self) -> crate::AuditConfig {
