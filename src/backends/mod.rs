@@ -17,6 +17,8 @@ pub(crate) mod owner;
 pub(crate) mod pgroup;
 #[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
 pub(crate) mod portal;
+#[cfg(any(feature = "e2b", feature = "modal"))]
+pub(crate) mod pumped;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod script_fs;
 

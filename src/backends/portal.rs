@@ -68,6 +68,47 @@ impl Portal {
     }
 }
 
+#[cfg(any(feature = "e2b", feature = "modal"))]
+impl Portal {
+    /// Runs a remote sandbox's creation to its end on the runtime whatever the caller does
+    /// (a request cut off mid-flight could still create a sandbox nobody knows about), and
+    /// gives its result if it comes within `timeout`. A created sandbox nobody receives (the
+    /// timeout passed, the caller's future was dropped) goes to `orphan`, which ends it.
+    ///
+    /// # Errors
+    ///
+    /// `work`'s error; [`Error::CreateTimeout`] after `timeout`.
+    pub(crate) async fn create_to_end<T, F>(
+        &'static self,
+        timeout: std::time::Duration,
+        work: F,
+        orphan: impl FnOnce(T) + Send + 'static,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<T>>();
+        self.detach(async move {
+            if let Err(Ok(unwanted)) = deliver.send(work.await) {
+                orphan(unwanted);
+            }
+        });
+        let timed = futures_lite::future::or(async { Some(delivered.await) }, async {
+            futures_timer::Delay::new(timeout).await;
+            None
+        });
+        match timed.await {
+            Some(Ok(created)) => created,
+            Some(Err(_)) => Err(Error::provider_message(
+                self.scheme,
+                "the runtime dropped the creation before it had a result",
+            )),
+            None => Err(Error::create_timeout(timeout)),
+        }
+    }
+}
+
 /// A task on a [`Portal`], aborted when dropped.
 pub(crate) struct Task<T> {
     scheme: &'static str,

@@ -5,46 +5,29 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
-
-use tokio::sync::{mpsc, oneshot};
 
 use super::envd::Envd;
 use super::exec::{self, KillOnDrop};
 use super::process::ProcessEvent;
 use super::{PORTAL, SCHEME};
 use crate::backend::{BackendExecStream, BoxFuture};
-use crate::backends::portal::Task;
+use crate::backends::pumped::{PumpEnds, Pumped, StdinOp};
 use crate::error::{Error, Result};
-use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk};
+use crate::exec::{Command, ExecResult, OutputChunk};
 use crate::secret::SecretString;
-
-/// Chunks buffered between envd and a consumer that has not polled yet.
-const CHANNEL_CHUNKS: usize = 32;
-
-enum StdinOp {
-    Data(Vec<u8>, oneshot::Sender<Result<()>>),
-    Close(oneshot::Sender<Result<()>>),
-}
 
 pub(super) struct E2bExecStream {
     envd: Envd,
     tag: String,
     pid: Arc<std::sync::Mutex<Option<u32>>>,
-    chunks: mpsc::Receiver<Result<OutputChunk>>,
-    stdin: mpsc::Sender<StdinOp>,
-    exit: Option<oneshot::Receiver<ExitStatus>>,
-    pump: Option<Task<()>>,
-    ended: bool,
-    started: Instant,
-    done: Option<ExecResult>,
+    pumped: Pumped,
 }
 
 impl std::fmt::Debug for E2bExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("E2bExecStream")
             .field("tag", &self.tag)
-            .field("ended", &self.ended)
+            .field("ended", &self.pumped.ended())
             .finish_non_exhaustive()
     }
 }
@@ -52,53 +35,22 @@ impl std::fmt::Debug for E2bExecStream {
 impl E2bExecStream {
     pub(super) fn start(envd: &Envd, secrets: Arc<Vec<(String, SecretString)>>, command: Command) -> Self {
         let tag = exec::next_tag();
-        let (chunk_tx, chunks) = mpsc::channel(CHANNEL_CHUNKS);
-        let (stdin, stdin_rx) = mpsc::channel(4);
-        let (exit_tx, exit) = oneshot::channel();
+        let (mut pumped, ends) = Pumped::new(SCHEME);
         let pid = Arc::new(std::sync::Mutex::new(None));
-        let pump = PORTAL.spawn(pump(
-            envd.clone(),
-            secrets,
-            command,
-            tag.clone(),
-            Arc::clone(&pid),
-            chunk_tx,
-            stdin_rx,
-            exit_tx,
-        ));
-        E2bExecStream {
-            envd: envd.clone(),
-            tag,
-            pid,
-            chunks,
-            stdin,
-            exit: Some(exit),
-            pump: Some(pump),
-            ended: false,
-            started: Instant::now(),
-            done: None,
-        }
-    }
-
-    async fn stdin_op(&mut self, op: impl FnOnce(oneshot::Sender<Result<()>>) -> StdinOp) -> Result<()> {
-        let (ack, acked) = oneshot::channel();
-        let ended = || Error::provider_message(SCHEME, "the process has ended");
-        self.stdin.send(op(ack)).await.map_err(|_| ended())?;
-        acked.await.map_err(|_| ended())?
+        pumped.run(PORTAL.spawn(pump(envd.clone(), secrets, command, tag.clone(), Arc::clone(&pid), ends)));
+        E2bExecStream { envd: envd.clone(), tag, pid, pumped }
     }
 }
 
-#[allow(clippy::too_many_arguments)] // one task's channels, each used once
 async fn pump(
     envd: Envd,
     secrets: Arc<Vec<(String, SecretString)>>,
     command: Command,
     tag: String,
     pid_slot: Arc<std::sync::Mutex<Option<u32>>>,
-    chunks: mpsc::Sender<Result<OutputChunk>>,
-    mut stdin_rx: mpsc::Receiver<StdinOp>,
-    exit: oneshot::Sender<ExitStatus>,
+    ends: PumpEnds,
 ) -> Result<()> {
+    let PumpEnds { chunks, stdin: mut stdin_rx, exit } = ends;
     let mut guard = KillOnDrop::new(&envd, &tag);
     let started = async {
         let mut stream = envd.start(&exec::start_request(&command, &secrets, true, &tag), None).await?;
@@ -175,64 +127,30 @@ async fn pump(
 
 impl BackendExecStream for E2bExecStream {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        match self.chunks.poll_recv(cx) {
-            Poll::Ready(Some(Err(e))) => {
-                self.ended = true;
-                Poll::Ready(Some(Err(e)))
-            }
-            Poll::Ready(None) => {
-                self.ended = true;
-                Poll::Ready(None)
-            }
-            other => other,
-        }
+        self.pumped.poll_chunk(cx)
     }
 
     fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-        let data = data.to_vec();
-        Box::pin(self.stdin_op(move |ack| StdinOp::Data(data, ack)))
+        Box::pin(self.pumped.write_stdin(data))
     }
 
     fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.stdin_op(StdinOp::Close))
+        Box::pin(self.pumped.close_stdin())
     }
 
     fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
-        Box::pin(async move {
-            if let Some(done) = &self.done {
-                return Ok(done.clone());
-            }
-            while !self.ended {
-                if let Some(Err(e)) = std::future::poll_fn(|cx| self.poll_chunk(cx)).await {
-                    return Err(e);
-                }
-            }
-            let terminated = || Error::provider_message(SCHEME, "the process was terminated");
-            let status = self.exit.take().ok_or_else(terminated)?.await.map_err(|_| terminated())?;
-            let result = ExecResult::new(0, "", "").with_status(status).with_duration(self.started.elapsed());
-            self.done = Some(result.clone());
-            Ok(result)
-        })
+        Box::pin(self.pumped.wait())
     }
 
     fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            self.ended = true;
-            self.exit = None;
-            drop(self.pump.take());
-            let pid = *self.pid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (envd, tag) = (self.envd.clone(), self.tag.clone());
-            PORTAL
-                .spawn(async move {
-                    match exec::kill_tree(&envd, pid, &tag).await {
-                        Ok(()) | Err(Error::SandboxGone { .. }) => Ok(()),
-                        Err(e) => Err(e),
-                    }
-                })
-                .await
-        })
+        self.pumped.stop();
+        let pid = *self.pid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (envd, tag) = (self.envd.clone(), self.tag.clone());
+        Box::pin(PORTAL.spawn(async move {
+            match exec::kill_tree(&envd, pid, &tag).await {
+                Ok(()) | Err(Error::SandboxGone { .. }) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }))
     }
 }

@@ -85,10 +85,10 @@ pub(crate) fn router_command(command: &Command, base: &SandboxEnv, exec_id: &str
 /// A plain `sh -c script sandboxio args...` where the image starts it, without the wrapper
 /// (the adapter's own helpers: the kill, the working-directory check, file scripts, which
 /// take absolute paths).
-pub(crate) fn script(script: &str, args: &[&str]) -> router::Command {
-    let mut argv = vec!["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned(), "sandboxio".to_owned()];
-    argv.extend(args.iter().map(|a| (*a).to_owned()));
-    router::Command { argv, env: Vec::new(), workdir: None }
+pub(crate) fn script(text: &str, args: &[&str]) -> router::Command {
+    let mut words = vec!["/bin/sh".to_owned(), "-c".to_owned(), text.to_owned(), "sandboxio".to_owned()];
+    words.extend(args.iter().map(|a| (*a).to_owned()));
+    router::Command { argv: words, env: Vec::new(), workdir: None }
 }
 
 /// Makes [`WORKDIR`] (once, at create time).
@@ -151,7 +151,7 @@ pub(crate) async fn drive(
         }
         Ok(())
     };
-    let (_, _, _, status) = tokio::try_join!(
+    let ((), _, _, status) = tokio::try_join!(
         feed,
         router.read(exec_id, Fd::Stdout, 0, |p| out.add(p)),
         router.read(exec_id, Fd::Stderr, 0, |p| err.add(p)),
@@ -233,15 +233,15 @@ pub(crate) async fn run(router: Router, base: Arc<SandboxEnv>, command: Command)
     let (mut out, mut err) = (Capped::new(limit), Capped::new(limit));
     let drained = drive(&router, &exec_id, command.stdin_bytes(), &mut out, &mut err);
     let ended = match command.timeout_duration() {
-        Some(limit) => match tokio::time::timeout(limit, drained).await {
-            Ok(ended) => ended,
-            Err(_) => {
+        Some(limit) => {
+            let Ok(ended) = tokio::time::timeout(limit, drained).await else {
                 guard.disarm();
                 kill_marked(&router, &exec_id).await?;
                 let so_far = result(out, err, ExitStatus::Signal(9), started);
                 return Err(Error::execution_timeout(limit, so_far));
-            }
-        },
+            };
+            ended
+        }
         None => drained.await,
     };
     guard.disarm();

@@ -299,7 +299,7 @@ impl ModalBackend {
         let plan = request::CreatePlan {
             ttl: spec.ttl,
             idle_timeout,
-            limits: spec.limits.clone(),
+            limits: spec.limits,
             network: &spec.network,
             metadata: &spec.metadata,
         };
@@ -358,30 +358,13 @@ impl Backend for ModalBackend {
         let backend = self.clone();
         Box::pin(async move {
             let timeout = spec.create_timeout;
-            // Creation runs to its end on the portal whatever the caller does: a call cut
-            // off mid-flight could still create a sandbox nobody knows about. A result
-            // nobody receives (timeout, dropped future) is terminated.
-            let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<Arc<Shared>>>();
-            PORTAL.detach(async move {
-                let created = backend.create_now(spec).await;
-                if let Err(Ok(orphan)) = deliver.send(created) {
+            // A sandbox nobody receives (timeout, dropped future) is terminated on drop.
+            let shared = PORTAL
+                .create_to_end(timeout, async move { backend.create_now(spec).await }, |orphan| {
                     drop(ModalSandbox { shared: orphan });
-                }
-            });
-            let timed = futures_lite::future::or(async { Some(delivered.await) }, async {
-                futures_timer::Delay::new(timeout).await;
-                None
-            });
-            match timed.await {
-                Some(Ok(created)) => {
-                    Ok(Box::new(ModalSandbox { shared: created? }) as Box<dyn BackendSandbox>)
-                }
-                Some(Err(_)) => Err(Error::provider_message(
-                    SCHEME,
-                    "the runtime dropped the creation before it had a result",
-                )),
-                None => Err(Error::create_timeout(timeout)),
-            }
+                })
+                .await?;
+            Ok(Box::new(ModalSandbox { shared }) as Box<dyn BackendSandbox>)
         })
     }
 

@@ -6,80 +6,38 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::exec::{self, KillOnDrop, SandboxEnv};
 use super::router::{Fd, Router};
 use super::{PORTAL, SCHEME};
 use crate::backend::{BackendExecStream, BoxFuture};
-use crate::backends::portal::Task;
+use crate::backends::pumped::{PumpEnds, Pumped, StdinOp};
 use crate::error::{Error, Result};
-use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk, StreamKind};
-
-/// Chunks buffered between the router and a consumer that has not polled yet.
-const CHANNEL_CHUNKS: usize = 32;
-
-enum StdinOp {
-    Data(Vec<u8>, oneshot::Sender<Result<()>>),
-    Close(oneshot::Sender<Result<()>>),
-}
+use crate::exec::{Command, ExecResult, OutputChunk, StreamKind};
 
 pub(super) struct ModalExecStream {
     router: Router,
     exec_id: String,
-    chunks: mpsc::Receiver<Result<OutputChunk>>,
-    stdin: mpsc::Sender<StdinOp>,
-    exit: Option<oneshot::Receiver<ExitStatus>>,
-    pump: Option<Task<()>>,
-    ended: bool,
-    started: Instant,
-    done: Option<ExecResult>,
+    pumped: Pumped,
 }
 
 impl std::fmt::Debug for ModalExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ModalExecStream")
             .field("exec_id", &self.exec_id)
-            .field("ended", &self.ended)
+            .field("ended", &self.pumped.ended())
             .finish_non_exhaustive()
     }
-}
-
-/// The ends of the pump's channels.
-struct Ends {
-    chunks: mpsc::Sender<Result<OutputChunk>>,
-    stdin: mpsc::Receiver<StdinOp>,
-    exit: oneshot::Sender<ExitStatus>,
 }
 
 impl ModalExecStream {
     pub(super) fn start(router: &Router, base: Arc<SandboxEnv>, command: Command) -> Self {
         let exec_id = super::client::idempotency_key();
-        let (chunk_tx, chunks) = mpsc::channel(CHANNEL_CHUNKS);
-        let (stdin, stdin_rx) = mpsc::channel(4);
-        let (exit_tx, exit) = oneshot::channel();
-        let ends = Ends { chunks: chunk_tx, stdin: stdin_rx, exit: exit_tx };
-        let pump = PORTAL.spawn(pump(router.clone(), base, command, exec_id.clone(), ends));
-        ModalExecStream {
-            router: router.clone(),
-            exec_id,
-            chunks,
-            stdin,
-            exit: Some(exit),
-            pump: Some(pump),
-            ended: false,
-            started: Instant::now(),
-            done: None,
-        }
-    }
-
-    async fn stdin_op(&mut self, op: impl FnOnce(oneshot::Sender<Result<()>>) -> StdinOp) -> Result<()> {
-        let (ack, acked) = oneshot::channel();
-        let ended = || Error::provider_message(SCHEME, "the process has ended");
-        self.stdin.send(op(ack)).await.map_err(|_| ended())?;
-        acked.await.map_err(|_| ended())?
+        let (mut pumped, ends) = Pumped::new(SCHEME);
+        pumped.run(PORTAL.spawn(pump(router.clone(), base, command, exec_id.clone(), ends)));
+        ModalExecStream { router: router.clone(), exec_id, pumped }
     }
 }
 
@@ -113,9 +71,9 @@ async fn pump(
     base: Arc<SandboxEnv>,
     command: Command,
     exec_id: String,
-    ends: Ends,
+    ends: PumpEnds,
 ) -> Result<()> {
-    let Ends { chunks, stdin, exit } = ends;
+    let PumpEnds { chunks, stdin, exit } = ends;
     let mut guard = KillOnDrop::new(&router, &exec_id);
     let started = async {
         exec::check_workdir(&router, &command).await?;
@@ -177,57 +135,29 @@ async fn pump(
 
 impl BackendExecStream for ModalExecStream {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        let polled = self.chunks.poll_recv(cx);
-        if matches!(polled, Poll::Ready(Some(Err(_)) | None)) {
-            self.ended = true;
-        }
-        polled
+        self.pumped.poll_chunk(cx)
     }
 
     fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-        let data = data.to_vec();
-        Box::pin(self.stdin_op(move |ack| StdinOp::Data(data, ack)))
+        Box::pin(self.pumped.write_stdin(data))
     }
 
     fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.stdin_op(StdinOp::Close))
+        Box::pin(self.pumped.close_stdin())
     }
 
     fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
-        Box::pin(async move {
-            if let Some(done) = &self.done {
-                return Ok(done.clone());
-            }
-            while !self.ended {
-                if let Some(Err(e)) = std::future::poll_fn(|cx| self.poll_chunk(cx)).await {
-                    return Err(e);
-                }
-            }
-            let terminated = || Error::provider_message(SCHEME, "the process was terminated");
-            let status = self.exit.take().ok_or_else(terminated)?.await.map_err(|_| terminated())?;
-            let result = ExecResult::new(0, "", "").with_status(status).with_duration(self.started.elapsed());
-            self.done = Some(result.clone());
-            Ok(result)
-        })
+        Box::pin(self.pumped.wait())
     }
 
     fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            self.ended = true;
-            self.exit = None;
-            drop(self.pump.take());
-            let (router, exec_id) = (self.router.clone(), self.exec_id.clone());
-            PORTAL
-                .spawn(async move {
-                    match exec::kill_marked(&router, &exec_id).await {
-                        Ok(()) | Err(Error::SandboxGone { .. }) => Ok(()),
-                        Err(e) => Err(e),
-                    }
-                })
-                .await
-        })
+        self.pumped.stop();
+        let (router, exec_id) = (self.router.clone(), self.exec_id.clone());
+        Box::pin(PORTAL.spawn(async move {
+            match exec::kill_marked(&router, &exec_id).await {
+                Ok(()) | Err(Error::SandboxGone { .. }) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }))
     }
 }

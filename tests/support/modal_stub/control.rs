@@ -15,7 +15,15 @@ use tonic::{Request, Response, Status};
 use super::proto::client::generic_result::GenericStatus;
 use super::proto::client::modal_client_server::ModalClient;
 use super::proto::client::network_access::NetworkAccessType;
-use super::proto::client::*;
+use super::proto::client::{
+    AppGetOrCreateRequest, AppGetOrCreateResponse, EnvironmentGetOrCreateRequest,
+    EnvironmentGetOrCreateResponse, EnvironmentMetadata, EnvironmentSettings, GenericResult,
+    ImageGetOrCreateRequest, ImageGetOrCreateResponse, ImageJoinStreamingRequest, ImageJoinStreamingResponse,
+    NetworkAccess, RpcRetryPolicy, RpcStatus, SandboxCreateRequest, SandboxCreateResponse,
+    SandboxGetTaskIdRequest, SandboxGetTaskIdResponse, SandboxInfo, SandboxListRequest, SandboxListResponse,
+    SandboxTag, SandboxTerminateRequest, SandboxTerminateResponse, SandboxWaitRequest, SandboxWaitResponse,
+    TaskGetCommandRouterAccessRequest, TaskGetCommandRouterAccessResponse,
+};
 use super::{State, StubSandbox, TOKEN_ID, TOKEN_SECRET};
 
 pub struct Control(pub Arc<State>);
@@ -63,7 +71,7 @@ impl Control {
     async fn create(&self, key: String, m: SandboxCreateRequest) -> Result<String, Status> {
         let state = &self.0;
         let definition = m.definition.clone().unwrap_or_default();
-        let network = match definition.network_access.as_ref().map(|n| n.network_access_type()) {
+        let network = match definition.network_access.as_ref().map(NetworkAccess::network_access_type) {
             Some(NetworkAccessType::Blocked) => NetworkPolicy::deny_all(),
             Some(NetworkAccessType::Open) | None => NetworkPolicy::allow_all(),
             Some(other) => {
@@ -95,7 +103,7 @@ impl Control {
                 .map(|t| (t.tag_name.clone(), t.tag_value.clone()))
                 .collect::<BTreeMap<_, _>>(),
             config: format!("{m:?}"),
-            created_at: now_secs() + n as f64 * 1e-3,
+            created_at: now_secs() + f64::from(u32::try_from(n).unwrap_or(u32::MAX)) * 1e-3,
             end_at: Mutex::new(Instant::now() + Duration::from_secs(u64::from(definition.timeout_secs))),
             idle_timeout: definition.idle_timeout_secs.map(|s| Duration::from_secs(u64::from(s))),
             last_active: Mutex::new(Instant::now()),

@@ -15,7 +15,12 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
 use super::proto::router::task_command_router_server::TaskCommandRouter;
-use super::proto::router::*;
+use super::proto::router::{
+    TaskExecPollRequest, TaskExecPollResponse, TaskExecStartRequest, TaskExecStartResponse,
+    TaskExecStdinWriteRequest, TaskExecStdinWriteResponse, TaskExecStdioFileDescriptor,
+    TaskExecStdioReadRequest, TaskExecStdioReadResponse, TaskExecWaitRequest, TaskExecWaitResponse,
+    task_exec_poll_response, task_exec_wait_response,
+};
 use super::{Exec, State, StubSandbox};
 
 pub struct Router(pub Arc<State>);
