@@ -70,6 +70,23 @@ impl Portal {
 
 #[cfg(any(feature = "e2b", feature = "modal"))]
 impl Portal {
+    /// `work` spawned when `alive` is `Ok` (a sandbox handle's check), else its error: the
+    /// shape of every operation of a remote sandbox.
+    pub(crate) fn spawn_if_alive<T, F>(
+        &'static self,
+        alive: Result<()>,
+        work: impl FnOnce() -> F,
+    ) -> Pin<Box<dyn Future<Output = Result<T>> + Send + 'static>>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        match alive {
+            Ok(()) => Box::pin(self.spawn(work())),
+            Err(e) => Box::pin(async { Err(e) }),
+        }
+    }
+
     /// Runs a remote sandbox's creation to its end on the runtime whatever the caller does
     /// (a request cut off mid-flight could still create a sandbox nobody knows about), and
     /// gives its result if it comes within `timeout`. A created sandbox nobody receives (the
@@ -106,6 +123,33 @@ impl Portal {
             )),
             None => Err(Error::create_timeout(timeout)),
         }
+    }
+}
+
+/// The background task that keeps an owned remote sandbox alive, stopped when this is
+/// dropped (the sandbox's shared state goes) or on [`Keepalive::stop`].
+#[cfg(any(feature = "e2b", feature = "modal"))]
+#[derive(Default)]
+pub(crate) struct Keepalive(std::sync::Mutex<Option<tokio::task::AbortHandle>>);
+
+#[cfg(any(feature = "e2b", feature = "modal"))]
+impl Keepalive {
+    /// Keeps `task` running on its own until stopped.
+    pub(crate) fn set(&self, task: Task<()>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = task.into_abort_handle();
+    }
+
+    pub(crate) fn stop(&self) {
+        if let Some(task) = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(any(feature = "e2b", feature = "modal"))]
+impl Drop for Keepalive {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

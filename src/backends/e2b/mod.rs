@@ -88,7 +88,7 @@ mod stream;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
@@ -281,7 +281,7 @@ impl E2bBackend {
             deadline: Instant::now() + ttl,
             owned: AtomicBool::new(spec.is_some_and(|s| !s.detached)),
             killed: AtomicBool::new(false),
-            keepalive: Mutex::new(None),
+            keepalive: crate::backends::portal::Keepalive::default(),
             running: Arc::default(),
         }))
     }

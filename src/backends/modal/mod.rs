@@ -84,9 +84,10 @@ mod test_tls;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
+use crate::backends::portal::Keepalive;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::policy::{Capabilities, IsolationTier};
@@ -326,7 +327,7 @@ impl ModalBackend {
             metadata: spec.metadata.clone(),
             owned: AtomicBool::new(true),
             killed: AtomicBool::new(false),
-            keepalive: Mutex::new(None),
+            keepalive: Keepalive::default(),
         });
         shared.start_keepalive();
         Ok(shared)
@@ -393,7 +394,7 @@ impl Backend for ModalBackend {
                         metadata: BTreeMap::new(),
                         owned: AtomicBool::new(false),
                         killed: AtomicBool::new(false),
-                        keepalive: Mutex::new(None),
+                        keepalive: Keepalive::default(),
                     }))
                 })
                 .await?;

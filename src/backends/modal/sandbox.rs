@@ -10,8 +10,8 @@
 //! command ended, and at its TTL at the latest (a command left running keeps it busy).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::client::Control;
@@ -20,6 +20,7 @@ use super::router::Router;
 use super::stream::ModalExecStream;
 use super::{PORTAL, files};
 use crate::backend::{BackendExecStream, BackendSandbox, BoxFuture, KillOutcome};
+use crate::backends::portal::Keepalive;
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult};
 use crate::fs::DirEntry;
@@ -41,7 +42,7 @@ pub(super) struct Shared {
     pub(super) metadata: BTreeMap<String, String>,
     pub(super) owned: AtomicBool,
     pub(super) killed: AtomicBool,
-    pub(super) keepalive: Mutex<Option<tokio::task::AbortHandle>>,
+    pub(super) keepalive: Keepalive,
 }
 
 impl Shared {
@@ -62,13 +63,7 @@ impl Shared {
                 }
             }
         });
-        *self.keepalive.lock().unwrap_or_else(PoisonError::into_inner) = task.into_abort_handle();
-    }
-
-    fn stop_keepalive(&self) {
-        if let Some(task) = self.keepalive.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            task.abort();
-        }
+        self.keepalive.set(task);
     }
 
     pub(super) fn check_alive(&self) -> Result<()> {
@@ -76,12 +71,6 @@ impl Shared {
             return Err(Error::sandbox_gone(&self.id, "it was terminated"));
         }
         Ok(())
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.stop_keepalive();
     }
 }
 
@@ -103,10 +92,7 @@ impl ModalSandbox {
         T: Send + 'static,
         F: std::future::Future<Output = Result<T>> + Send + 'static,
     {
-        if let Err(e) = self.shared.check_alive() {
-            return Box::pin(async { Err(e) });
-        }
-        Box::pin(PORTAL.spawn(work(Arc::clone(&self.shared))))
+        PORTAL.spawn_if_alive(self.shared.check_alive(), || work(Arc::clone(&self.shared)))
     }
 }
 
@@ -176,7 +162,7 @@ impl BackendSandbox for ModalSandbox {
             if shared.killed.swap(true, Ordering::SeqCst) {
                 return Ok(KillOutcome::AlreadyGone);
             }
-            shared.stop_keepalive();
+            shared.keepalive.stop();
             // Terminate is idempotent upstream: a sandbox that already ended answers with its
             // result, one Modal no longer knows is taken as ended too.
             let ended_before = shared.control.wait(&shared.id, Duration::ZERO).await.ok().flatten().is_some();
