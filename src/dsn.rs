@@ -238,6 +238,12 @@ const E2B: Option<BackendFactory> = Some(crate::backends::e2b::E2bBackend::from_
 #[cfg(not(feature = "e2b"))]
 const E2B: Option<BackendFactory> = None;
 
+/// The constructor of `modal://` when the `modal` feature is on.
+#[cfg(feature = "modal")]
+const MODAL: Option<BackendFactory> = Some(crate::backends::modal::ModalBackend::from_dsn);
+#[cfg(not(feature = "modal"))]
+const MODAL: Option<BackendFactory> = None;
+
 /// sandboxio's own backends, the one list that DSN resolution, the "feature not enabled"
 /// errors, [`register_scheme`]'s reserved names and the README's feature table (checked by
 /// a test) follow. Every scheme here is reserved, whether or not this build contains it.
@@ -251,7 +257,7 @@ pub const FIRST_PARTY: &[Scheme] = &[
     Scheme { name: "local", feature: Some("local"), backend: LOCAL, released: true },
     Scheme { name: "docker", feature: Some("docker"), backend: DOCKER, released: true },
     Scheme { name: "e2b", feature: Some("e2b"), backend: E2B, released: true },
-    Scheme { name: "modal", feature: Some("modal"), backend: None, released: false },
+    Scheme { name: "modal", feature: Some("modal"), backend: MODAL, released: true },
 ];
 
 /// The first-party entry of `scheme`, if it is one.
@@ -382,8 +388,10 @@ mod tests {
     fn unknown_and_disabled_schemes() {
         let err = resolve("nope://").unwrap_err();
         assert!(err.to_string().contains("unknown DSN scheme \"nope\""), "{err}");
-        let err = resolve("modal://").unwrap_err();
-        assert!(err.to_string().contains("feature `modal`"), "{err}");
+        if !cfg!(feature = "modal") {
+            let err = resolve("modal://").unwrap_err();
+            assert!(err.to_string().contains("feature `modal`"), "{err}");
+        }
     }
 
     #[test]
@@ -392,7 +400,8 @@ mod tests {
             let built = entry.name == "fake"
                 || (entry.name == "local" && cfg!(feature = "local"))
                 || (entry.name == "docker" && cfg!(feature = "docker"))
-                || (entry.name == "e2b" && cfg!(feature = "e2b"));
+                || (entry.name == "e2b" && cfg!(feature = "e2b"))
+                || (entry.name == "modal" && cfg!(feature = "modal"));
             assert_eq!(entry.backend.is_some(), built, "{}", entry.name);
             assert!(entry.released || !built, "{}: built but not released", entry.name);
             assert_eq!(first_party(entry.name).map(|e| e.name), Some(entry.name));

@@ -49,7 +49,7 @@
 //! | `local://` | Linux namespaces via bubblewrap (`backends::local`) | `local` | available |
 //! | `docker://` | Docker engine over bollard (`backends::docker`) | `docker` | available |
 //! | `e2b://` | E2B micro-VMs over their REST, Connect and code-interpreter protocols (`backends::e2b`) | `e2b` | available |
-//! | `modal://` | Modal | `modal` | planned |
+//! | `modal://` | Modal Sandboxes over Modal's gRPC API (`backends::modal`) | `modal` | available |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[path = "async/mod.rs"]

@@ -22,7 +22,11 @@ fn capabilities__of_a_dsn_before_create_in_both_facades() {
     assert_eq!(Sandbox::capabilities_of("e2b://").unwrap(), capabilities::E2B, "no key needed to ask");
     #[cfg(not(feature = "e2b"))]
     assert_eq!(Sandbox::capabilities_of("e2b://").unwrap_err().code(), ErrorCode::Configuration);
-    for dsn in ["modal://", "nope://", "not a dsn"] {
+    #[cfg(feature = "modal")]
+    assert_eq!(Sandbox::capabilities_of("modal://").unwrap(), capabilities::MODAL, "no token needed to ask");
+    #[cfg(not(feature = "modal"))]
+    assert_eq!(Sandbox::capabilities_of("modal://").unwrap_err().code(), ErrorCode::Configuration);
+    for dsn in ["nope://", "not a dsn"] {
         let e = Sandbox::capabilities_of(dsn).unwrap_err();
         assert_eq!(e.code(), ErrorCode::Configuration, "{dsn}: {e}");
     }
@@ -43,7 +47,20 @@ fn capabilities__the_first_party_sets_need_no_feature() {
     assert_eq!(capabilities::of_scheme("local"), Some(LOCAL));
     assert_eq!(capabilities::of_scheme("fake"), Some(FAKE));
     assert_eq!(capabilities::of_scheme("e2b"), Some(capabilities::E2B));
-    assert_eq!(capabilities::of_scheme("modal"), None);
+    assert_eq!(capabilities::of_scheme("modal"), Some(capabilities::MODAL));
+    assert_eq!(capabilities::of_scheme("nope"), None);
+    // modal:// declares no allowlist (Modal's domain allowlist decides on the TLS server
+    // name), no limits (no OOM report), no detach (the idle timeout cannot be lifted), no
+    // code contexts.
+    assert!(!capabilities::MODAL.intersects(
+        Capabilities::NETWORK_ALLOWLIST
+            | Capabilities::LIMIT_MEMORY
+            | Capabilities::LIMIT_CPU
+            | Capabilities::LIMIT_PIDS
+            | Capabilities::DETACH
+            | Capabilities::RUN_CODE
+            | Capabilities::COMMAND_SECRETS
+    ));
     // e2b:// declares no allowlist (E2B's filter decides on SNI and Host) and no limits
     // (they come from the template).
     assert!(!capabilities::E2B.intersects(
@@ -107,10 +124,10 @@ fn fake_harness__like_fake_keeps_every_capability() {
 
 #[test]
 #[should_panic(
-    expected = "sbx_fake_like(\"modal\"): no first-party backend of that name has a known capability set; use one of [\"fake\", \"local\", \"docker\", \"e2b\"]"
+    expected = "sbx_fake_like(\"nope\"): no first-party backend of that name has a known capability set; use one of [\"fake\", \"local\", \"docker\", \"e2b\", \"modal\"]"
 )]
 fn fake_harness__an_unknown_backend_name_is_a_clear_error() {
-    let _ = sbx_fake_like("modal");
+    let _ = sbx_fake_like("nope");
 }
 
 #[test]

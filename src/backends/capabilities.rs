@@ -57,12 +57,27 @@ pub const DOCKER: Capabilities = Capabilities::RUN
 pub const E2B: Capabilities =
     LOCAL.difference(Capabilities::NETWORK_ALLOWLIST).union(Capabilities::PROVIDER_ALLOWLIST);
 
+/// `modal://` (feature `modal`): Modal Sandboxes (gVisor). Commands, streams and stdin
+/// through the task's command router, files as scripts run there, deny-all as Modal's
+/// `BLOCKED` network, attaching by id. No code contexts (no interpreter service), no
+/// allowlist (Modal's domain allowlist decides on the TLS server name of port 443), no
+/// detach (an owned sandbox's idle timeout, its owner-death bound, cannot be lifted once it
+/// runs), no resource limits (the router's exit status cannot say that a command was killed
+/// for its memory, and nothing here verifies a CPU limit), no command-scoped secrets (every
+/// command of a sandbox is the same user).
+pub const MODAL: Capabilities = Capabilities::RUN
+    .union(Capabilities::STREAM)
+    .union(Capabilities::STDIN)
+    .union(Capabilities::FILESYSTEM)
+    .union(Capabilities::NETWORK_DENY)
+    .union(Capabilities::CONNECT);
+
 /// The schemes [`of_scheme`] knows, in the order error messages list them.
-pub const SCHEMES: &[&str] = &["fake", "local", "docker", "e2b"];
+pub const SCHEMES: &[&str] = &["fake", "local", "docker", "e2b", "modal"];
 
 /// The capabilities of the first-party backend with this scheme (`"fake"`, `"local"`,
-/// `"docker"`, `"e2b"`), whether or not its feature is on in this build; `None` for any
-/// other name (a third-party scheme, or one not shipped yet such as `"modal"`).
+/// `"docker"`, `"e2b"`, `"modal"`), whether or not its feature is on in this build; `None`
+/// for any other name (a third-party scheme).
 #[must_use]
 pub fn of_scheme(scheme: &str) -> Option<Capabilities> {
     match scheme {
@@ -70,6 +85,7 @@ pub fn of_scheme(scheme: &str) -> Option<Capabilities> {
         "local" => Some(LOCAL),
         "docker" => Some(DOCKER),
         "e2b" => Some(E2B),
+        "modal" => Some(MODAL),
         _ => None,
     }
 }
@@ -81,6 +97,9 @@ pub(crate) fn limits_refusal(scheme: &str) -> Option<&'static str> {
             Some("bubblewrap puts each command in namespaces but in no cgroup, so nothing would enforce them")
         }
         "e2b" => Some("an E2B sandbox's CPU and memory come from its template, not from the create request"),
+        "modal" => Some(
+            "Modal's command router reports an exit code or a signal, never that a command was killed for its memory, so a limit could not be reported honestly",
+        ),
         _ => None,
     }
 }

@@ -10,12 +10,12 @@
 //! tool said on stderr.
 
 use crate::error::Error;
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 use crate::error::Result;
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 use crate::fs::{DirEntry, FileKind};
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// Reads at most `$2` bytes of a regular file (links followed inside the sandbox, as `cat`
 /// would): the caller passes its limit plus one, so that a larger file (or one with no
 /// end, such as a link to `/proc/self/pagemap`) shows as too large without the rest being
@@ -27,7 +27,7 @@ pub(crate) const READ: &str = r#"[ -d "$1" ] && exit 21
 [ -r "$1" ] || exec cat "$1"
 cat "$1" | head -c "$2""#;
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// Writes stdin to `$1` as the sandbox user's own write would (class 6 of `SECURITY.md`),
 /// creating parents. An existing file is truncated and written in place, so it
 /// keeps its mode, owner and hard links, a link to it is followed (inside the sandbox),
@@ -48,7 +48,7 @@ umask 077
 [ -L "$p" ] || set -C
 cat > "$p" && exec chmod "$2" "$p""#;
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// Lists `$1`: per entry, `<mode in hex> <size>\n<name>\0` (`stat` does not follow links).
 pub(crate) const LIST: &str = r#"[ -d "$1" ] || { [ -e "$1" ] && exit 22; exit 3; }
 cd "$1" 2>/dev/null || exit 13
@@ -59,10 +59,10 @@ for f in * .[!.]* ..?*; do
   printf '%s\n%s\0' "$s" "$f"
 done"#;
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 pub(crate) const MKDIR: &str = r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22; mkdir -p "$1""#;
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// `remove`: exit 3 is a missing path, 4 a non-empty directory without `recursive`.
 pub(crate) const REMOVE: &str = r#"p=$1
 [ -e "$p" ] || [ -L "$p" ] || exit 3
@@ -162,7 +162,7 @@ pub(crate) fn exec_failure(backend: &str, abs: &str, stderr: &[u8]) -> Error {
     }
 }
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// Parses [`LIST`]'s output.
 pub(crate) fn parse_listing(backend: &str, abs: &str, mut out: &[u8]) -> Result<Vec<DirEntry>> {
     let malformed = || Error::provider_message(backend, format!("listing {abs}: malformed listing"));
@@ -189,7 +189,7 @@ pub(crate) fn parse_listing(backend: &str, abs: &str, mut out: &[u8]) -> Result<
     Ok(entries)
 }
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// What [`READ`]'s exit means for `abs`, read with `limit`: more than `limit` bytes is
 /// too large, whatever the exit (the reader may have been stopped early).
 pub(crate) fn read_outcome(
@@ -211,7 +211,7 @@ pub(crate) fn read_outcome(
     }
 }
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// What [`WRITE`]'s exit means for `abs`.
 pub(crate) fn write_outcome(backend: &str, abs: String, code: i64, err: &[u8]) -> Result<()> {
     match code {
@@ -223,7 +223,7 @@ pub(crate) fn write_outcome(backend: &str, abs: String, code: i64, err: &[u8]) -
     }
 }
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// What [`LIST`]'s exit means for `abs`.
 pub(crate) fn list_outcome(
     backend: &str,
@@ -244,7 +244,7 @@ pub(crate) fn list_outcome(
     }
 }
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// What [`MKDIR`]'s exit means for `abs`.
 pub(crate) fn mkdir_outcome(backend: &str, abs: &str, code: i64, err: &[u8]) -> Result<()> {
     match code {
@@ -254,7 +254,7 @@ pub(crate) fn mkdir_outcome(backend: &str, abs: &str, code: i64, err: &[u8]) -> 
     }
 }
 
-#[cfg(feature = "docker")]
+#[cfg(any(feature = "docker", feature = "modal"))]
 /// What [`REMOVE`]'s exit means for `abs`.
 pub(crate) fn remove_outcome(backend: &str, abs: String, code: i64, err: &[u8]) -> Result<()> {
     match code {

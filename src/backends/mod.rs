@@ -8,14 +8,16 @@ pub mod capabilities;
 /// `run_code` on `docker://`'s exec-API path (sandboxd's runner does it elsewhere).
 #[cfg(feature = "docker")]
 pub(crate) mod code_runner;
-#[cfg(any(feature = "local", feature = "docker"))]
+#[cfg(any(feature = "local", feature = "docker", feature = "modal"))]
 pub(crate) mod fs_scripts;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod owner;
 /// A private tokio runtime for the backends whose clients need tokio.
-#[cfg(any(feature = "docker", feature = "e2b"))]
+#[cfg(any(feature = "e2b", feature = "modal"))]
+pub(crate) mod pgroup;
+#[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
 pub(crate) mod portal;
-#[cfg(any(feature = "docker", feature = "e2b"))]
+#[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
 pub(crate) mod pumped;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod script_fs;

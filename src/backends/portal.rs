@@ -68,6 +68,91 @@ impl Portal {
     }
 }
 
+#[cfg(any(feature = "e2b", feature = "modal"))]
+impl Portal {
+    /// `work` spawned when `alive` is `Ok` (a sandbox handle's check), else its error: the
+    /// shape of every operation of a remote sandbox.
+    pub(crate) fn spawn_if_alive<T, F>(
+        &'static self,
+        alive: Result<()>,
+        work: impl FnOnce() -> F,
+    ) -> Pin<Box<dyn Future<Output = Result<T>> + Send + 'static>>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        match alive {
+            Ok(()) => Box::pin(self.spawn(work())),
+            Err(e) => Box::pin(async { Err(e) }),
+        }
+    }
+
+    /// Runs a remote sandbox's creation to its end on the runtime whatever the caller does
+    /// (a request cut off mid-flight could still create a sandbox nobody knows about), and
+    /// gives its result if it comes within `timeout`. A created sandbox nobody receives (the
+    /// timeout passed, the caller's future was dropped) goes to `orphan`, which ends it.
+    ///
+    /// # Errors
+    ///
+    /// `work`'s error; [`Error::CreateTimeout`] after `timeout`.
+    pub(crate) async fn create_to_end<T, F>(
+        &'static self,
+        timeout: std::time::Duration,
+        work: F,
+        orphan: impl FnOnce(T) + Send + 'static,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<T>>();
+        self.detach(async move {
+            if let Err(Ok(unwanted)) = deliver.send(work.await) {
+                orphan(unwanted);
+            }
+        });
+        let timed = futures_lite::future::or(async { Some(delivered.await) }, async {
+            futures_timer::Delay::new(timeout).await;
+            None
+        });
+        match timed.await {
+            Some(Ok(created)) => created,
+            Some(Err(_)) => Err(Error::provider_message(
+                self.scheme,
+                "the runtime dropped the creation before it had a result",
+            )),
+            None => Err(Error::create_timeout(timeout)),
+        }
+    }
+}
+
+/// The background task that keeps an owned remote sandbox alive, stopped when this is
+/// dropped (the sandbox's shared state goes) or on [`Keepalive::stop`].
+#[cfg(any(feature = "e2b", feature = "modal"))]
+#[derive(Default)]
+pub(crate) struct Keepalive(std::sync::Mutex<Option<tokio::task::AbortHandle>>);
+
+#[cfg(any(feature = "e2b", feature = "modal"))]
+impl Keepalive {
+    /// Keeps `task` running on its own until stopped.
+    pub(crate) fn set(&self, task: Task<()>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = task.into_abort_handle();
+    }
+
+    pub(crate) fn stop(&self) {
+        if let Some(task) = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(any(feature = "e2b", feature = "modal"))]
+impl Drop for Keepalive {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// A task on a [`Portal`], aborted when dropped.
 pub(crate) struct Task<T> {
     scheme: &'static str,
@@ -75,7 +160,7 @@ pub(crate) struct Task<T> {
     failed: Option<Error>,
 }
 
-#[cfg(feature = "e2b")]
+#[cfg(any(feature = "e2b", feature = "modal"))]
 impl<T> Task<T> {
     /// A handle that aborts the task from elsewhere (an interrupt), `None` when it never
     /// started.

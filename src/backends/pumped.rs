@@ -1,16 +1,22 @@
 //! The consumer's half of a streamed command whose output a pump task reads on a backend's
-//! runtime (`docker://`, `e2b://`): a bounded channel of chunks (a slow consumer slows the
-//! pump, so memory stays bounded), stdin requests the pump acknowledges, whether the output
-//! has ended, and the result once `wait` has it. Each backend keeps its pump, its kill and
-//! its exit status; this is the plumbing between them and `BackendExecStream`.
+//! runtime (`docker://`, `e2b://`, `modal://`): a bounded channel of chunks (a slow consumer
+//! slows the pump, so memory stays bounded), stdin requests the pump acknowledges, whether
+//! the output has ended, and the result once `wait` has it. Each backend keeps its pump and
+//! its kill; this is the plumbing between them and `BackendExecStream`.
+//!
+//! [`PumpedOutput`] is the output and stdin alone (`docker://` keeps its own exit, an engine
+//! exit code); [`Pumped`] adds the exit status the pump sends last and owns the pump task
+//! (the remote backends).
 
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::BoxFuture;
+use crate::backends::portal::Task;
 use crate::error::{Error, Result};
-use crate::exec::{ExecResult, OutputChunk};
+use crate::exec::{ExecResult, ExitStatus, OutputChunk};
 
 /// Chunks buffered between the pump and a consumer that has not polled yet.
 const CHANNEL_CHUNKS: usize = 32;
@@ -100,5 +106,74 @@ impl PumpedOutput {
         let ended = || Error::provider_message(scheme, "the process has ended");
         self.stdin.send(op(ack)).await.map_err(|_| ended())?;
         acked.await.map_err(|_| ended())?
+    }
+}
+
+/// A pump's ends when it also reports the exit status ([`Pumped`]).
+pub(crate) struct ExitPumpEnds {
+    pub(crate) chunks: mpsc::Sender<Result<OutputChunk>>,
+    pub(crate) stdin: mpsc::Receiver<StdinOp>,
+    pub(crate) exit: oneshot::Sender<ExitStatus>,
+}
+
+/// The output and stdin ([`PumpedOutput`]), the exit status the pump sends last, and the
+/// pump task once spawned (dropping this aborts it).
+pub(crate) struct Pumped {
+    out: PumpedOutput,
+    exit: Option<oneshot::Receiver<ExitStatus>>,
+    pump: Option<Task<()>>,
+    started: Instant,
+}
+
+impl Pumped {
+    /// New channels, and the pump's ends for the task to be spawned with ([`Pumped::run`]).
+    pub(crate) fn new(scheme: &'static str) -> (Self, ExitPumpEnds) {
+        let (out, PumpEnds { chunks, stdin }) = PumpedOutput::new(scheme);
+        let (exit_tx, exit) = oneshot::channel();
+        let pumped = Pumped { out, exit: Some(exit), pump: None, started: Instant::now() };
+        (pumped, ExitPumpEnds { chunks, stdin, exit: exit_tx })
+    }
+
+    /// Keeps the pump task: dropping this stream aborts it.
+    pub(crate) fn run(&mut self, pump: Task<()>) {
+        self.pump = Some(pump);
+    }
+
+    pub(crate) fn ended(&self) -> bool {
+        self.out.ended
+    }
+
+    /// The next chunk; an error ends the stream.
+    pub(crate) fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
+        self.out.poll_chunk(cx)
+    }
+
+    pub(crate) fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        self.out.write_stdin(data)
+    }
+
+    pub(crate) fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
+        self.out.close_stdin()
+    }
+
+    /// Drains the output (dropping it) and gives the exit, the same one each time.
+    pub(crate) async fn wait(&mut self) -> Result<ExecResult> {
+        if let Some(done) = &self.out.done {
+            return Ok(done.clone());
+        }
+        self.out.drain().await?;
+        let scheme = self.out.scheme;
+        let terminated = || Error::provider_message(scheme, "the process was terminated");
+        let status = self.exit.take().ok_or_else(terminated)?.await.map_err(|_| terminated())?;
+        let result = ExecResult::new(0, "", "").with_status(status).with_duration(self.started.elapsed());
+        self.out.done = Some(result.clone());
+        Ok(result)
+    }
+
+    /// Ends the stream on this side: no more chunks, no exit, the pump aborted.
+    pub(crate) fn stop(&mut self) {
+        self.out.ended = true;
+        self.exit = None;
+        drop(self.pump.take());
     }
 }

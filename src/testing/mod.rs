@@ -100,7 +100,7 @@ pub fn sbx_fake() -> FakeHarness {
 ///
 /// # Panics
 ///
-/// For any other name (for example `"modal"`, not shipped yet, or a misspelling), with a
+/// For any other name (a third-party scheme, or a misspelling), with a
 /// message listing the names it knows.
 #[must_use]
 pub fn sbx_fake_like(backend: &str) -> FakeHarness {

@@ -2,15 +2,15 @@
 //!
 //! envd kills only the process it started, and only when `Connect-Timeout-Ms` passes; it
 //! kills nothing when the client goes away. So every command runs under [`WRAPPER`], a
-//! POSIX `sh` that starts it in a session (and process group) of its own and waits for it;
-//! a timeout, a dropped future or a dropped stream runs [`KILL_TREE`] as a second process,
-//! which kills every process group whose leader is a child of the wrapper, then the
-//! wrapper. No `Connect-Timeout-Ms` is sent: the timeout is the adapter's, so the wrapper
-//! is still alive (and its child findable) when the group is killed.
+//! POSIX `sh` that makes it, in place, the leader of a process group of its own (`exec
+//! setsid`, or plain `exec` where the shell already leads one); a timeout, a dropped future
+//! or a dropped stream runs [`KILL_TREE`] as a second process, which kills that group and
+//! every process group whose leader is a child of the command, then the command. No
+//! `Connect-Timeout-Ms` is sent: the timeout is the adapter's, so the command is still
+//! alive (and its children findable) when the group is killed.
 //!
-//! A signal death of the command is passed on by the wrapper signalling itself, so envd
-//! reports it as a signal (`ExitStatus::Signal`); a command that calls `exit(128 + n)`
-//! itself is reported the same way (the shell cannot tell the two apart).
+//! The command keeps the pid envd started, so envd reports its exact status: a signal
+//! death as a signal (`ExitStatus::Signal`), an `exit(137)` as code 137.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,29 +24,8 @@ use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk, StreamKind};
 use crate::secret::SecretString;
 
-/// Runs `"$@"` in a new session (its own process group), after checking that the program
-/// exists (a missing one exits 127 naming it, as a shell would).
-///
-/// envd starts each process without a process group of its own (E2B's infra repository,
-/// `packages/envd/internal/services/process/handler/handler.go`), so the shell is not a
-/// group leader and `exec setsid` makes the command a session leader in place: same pid,
-/// and envd reports its exact status (a signal death as a signal). Where the shell does
-/// lead its group, `setsid` would fork and its parent exit at once, so the command runs in
-/// a subshell instead, whose status the shell passes on (an exit of 128 + n then reads as
-/// signal n). A shell without job control gives a background job `/dev/null` as stdin
-/// before any redirection, so stdin is handed over on fd 3 first.
-pub(crate) const WRAPPER: &str = r#"command -v "$1" >/dev/null 2>&1 || { printf '%s: not found\n' "$1" >&2; exit 127; }
-st=$(cat /proc/$$/stat)
-pgrp() { printf %s "$3"; }
-if [ "$(pgrp ${st##*) })" != "$$" ]; then exec setsid "$@"; fi
-exec 3<&0
-( exec setsid "$@" <&3 3<&- ) &
-c=$!
-exec 3<&- 0</dev/null
-wait "$c"
-s=$?
-if [ "$s" -gt 128 ] && [ "$s" -lt 160 ]; then trap - "$((s - 128))" 2>/dev/null; kill -"$((s - 128))" $$; fi
-exit "$s""#;
+/// The process-group wrapper every command runs under (see its documentation).
+pub(crate) use crate::backends::pgroup::WRAPPER;
 
 /// Kills process group `$1` (the command's, when it leads it), every process group led by
 /// a child of pid `$1`, then `$1` itself. Reads only `/proc/<pid>/stat`, which the

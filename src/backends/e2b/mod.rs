@@ -92,7 +92,7 @@ mod stream;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
@@ -308,7 +308,7 @@ impl E2bBackend {
             deadline: Instant::now() + ttl,
             owned: AtomicBool::new(spec.is_some_and(|s| !s.detached)),
             killed: AtomicBool::new(false),
-            keepalive: Mutex::new(None),
+            keepalive: crate::backends::portal::Keepalive::default(),
             lease: self.inner.lease,
             running: Arc::default(),
         }))
@@ -361,28 +361,13 @@ impl Backend for E2bBackend {
         let backend = self.clone();
         Box::pin(async move {
             let timeout = spec.create_timeout;
-            // Creation runs to its end on the portal whatever the caller does: a request cut
-            // off mid-flight could still create a sandbox nobody knows about. A result
-            // nobody receives (timeout, dropped future) is killed.
-            let (deliver, delivered) = tokio::sync::oneshot::channel::<Result<Arc<Shared>>>();
-            PORTAL.detach(async move {
-                let created = backend.create_now(spec).await;
-                if let Err(Ok(orphan)) = deliver.send(created) {
+            // A sandbox nobody receives (timeout, dropped future) is killed on drop.
+            let shared = PORTAL
+                .create_to_end(timeout, async move { backend.create_now(spec).await }, |orphan| {
                     drop(E2bSandbox { shared: orphan });
-                }
-            });
-            let timed = futures_lite::future::or(async { Some(delivered.await) }, async {
-                futures_timer::Delay::new(timeout).await;
-                None
-            });
-            match timed.await {
-                Some(Ok(created)) => Ok(Box::new(E2bSandbox { shared: created? }) as Box<dyn BackendSandbox>),
-                Some(Err(_)) => Err(Error::provider_message(
-                    SCHEME,
-                    "the runtime dropped the creation before it had a result",
-                )),
-                None => Err(Error::create_timeout(timeout)),
-            }
+                })
+                .await?;
+            Ok(Box::new(E2bSandbox { shared }) as Box<dyn BackendSandbox>)
         })
     }
 

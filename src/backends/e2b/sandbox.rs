@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::cell::{self, Running};
@@ -23,6 +23,7 @@ use super::{PORTAL, exec};
 use crate::backend::{
     BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, KillOutcome, collect_cell,
 };
+use crate::backends::portal::Keepalive;
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult};
 use crate::fs::{DirEntry, FileKind};
@@ -61,7 +62,7 @@ pub(super) struct Shared {
     pub(super) deadline: Instant,
     pub(super) owned: AtomicBool,
     pub(super) killed: AtomicBool,
-    pub(super) keepalive: Mutex<Option<tokio::task::AbortHandle>>,
+    pub(super) keepalive: Keepalive,
     pub(super) lease: Lease,
     pub(super) running: Running,
 }
@@ -85,13 +86,7 @@ impl Shared {
                 }
             }
         });
-        *self.keepalive.lock().unwrap_or_else(PoisonError::into_inner) = task.into_abort_handle();
-    }
-
-    fn stop_keepalive(&self) {
-        if let Some(task) = self.keepalive.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            task.abort();
-        }
+        self.keepalive.set(task);
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -99,12 +94,6 @@ impl Shared {
             return Err(Error::sandbox_gone(&self.id, "it was killed"));
         }
         Ok(())
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.stop_keepalive();
     }
 }
 
@@ -126,10 +115,7 @@ impl E2bSandbox {
         T: Send + 'static,
         F: std::future::Future<Output = Result<T>> + Send + 'static,
     {
-        if let Err(e) = self.shared.check_alive() {
-            return Box::pin(async { Err(e) });
-        }
-        Box::pin(PORTAL.spawn(work(Arc::clone(&self.shared))))
+        PORTAL.spawn_if_alive(self.shared.check_alive(), || work(Arc::clone(&self.shared)))
     }
 }
 
@@ -272,7 +258,7 @@ impl BackendSandbox for E2bSandbox {
             if shared.killed.swap(true, Ordering::SeqCst) {
                 return Ok(KillOutcome::AlreadyGone);
             }
-            shared.stop_keepalive();
+            shared.keepalive.stop();
             Ok(if shared.api.kill(&shared.id).await? {
                 KillOutcome::Killed
             } else {
@@ -283,7 +269,7 @@ impl BackendSandbox for E2bSandbox {
 
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         self.on_portal(move |s| async move {
-            s.stop_keepalive();
+            s.keepalive.stop();
             s.owned.store(false, Ordering::SeqCst);
             let left = s.deadline.saturating_duration_since(Instant::now());
             s.api.set_timeout(&s.id, left).await

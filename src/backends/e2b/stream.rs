@@ -5,36 +5,29 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
-
-use tokio::sync::{mpsc, oneshot};
 
 use super::envd::Envd;
 use super::exec::{self, KillOnDrop};
 use super::process::ProcessEvent;
 use super::{PORTAL, SCHEME};
 use crate::backend::{BackendExecStream, BoxFuture};
-use crate::backends::portal::Task;
-use crate::backends::pumped::{PumpedOutput, StdinOp};
+use crate::backends::pumped::{ExitPumpEnds, Pumped, StdinOp};
 use crate::error::{Error, Result};
-use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk};
+use crate::exec::{Command, ExecResult, OutputChunk};
 use crate::secret::SecretString;
 
 pub(super) struct E2bExecStream {
     envd: Envd,
     tag: String,
     pid: Arc<std::sync::Mutex<Option<u32>>>,
-    out: PumpedOutput,
-    exit: Option<oneshot::Receiver<ExitStatus>>,
-    pump: Option<Task<()>>,
-    started: Instant,
+    pumped: Pumped,
 }
 
 impl std::fmt::Debug for E2bExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("E2bExecStream")
             .field("tag", &self.tag)
-            .field("ended", &self.out.ended)
+            .field("ended", &self.pumped.ended())
             .finish_non_exhaustive()
     }
 }
@@ -42,42 +35,22 @@ impl std::fmt::Debug for E2bExecStream {
 impl E2bExecStream {
     pub(super) fn start(envd: &Envd, secrets: Arc<Vec<(String, SecretString)>>, command: Command) -> Self {
         let tag = exec::next_tag();
-        let (out, ends) = PumpedOutput::new(SCHEME);
-        let (exit_tx, exit) = oneshot::channel();
+        let (mut pumped, ends) = Pumped::new(SCHEME);
         let pid = Arc::new(std::sync::Mutex::new(None));
-        let pump = PORTAL.spawn(pump(
-            envd.clone(),
-            secrets,
-            command,
-            tag.clone(),
-            Arc::clone(&pid),
-            ends.chunks,
-            ends.stdin,
-            exit_tx,
-        ));
-        E2bExecStream {
-            envd: envd.clone(),
-            tag,
-            pid,
-            out,
-            exit: Some(exit),
-            pump: Some(pump),
-            started: Instant::now(),
-        }
+        pumped.run(PORTAL.spawn(pump(envd.clone(), secrets, command, tag.clone(), Arc::clone(&pid), ends)));
+        E2bExecStream { envd: envd.clone(), tag, pid, pumped }
     }
 }
 
-#[allow(clippy::too_many_arguments)] // one task's channels, each used once
 async fn pump(
     envd: Envd,
     secrets: Arc<Vec<(String, SecretString)>>,
     command: Command,
     tag: String,
     pid_slot: Arc<std::sync::Mutex<Option<u32>>>,
-    chunks: mpsc::Sender<Result<OutputChunk>>,
-    mut stdin_rx: mpsc::Receiver<StdinOp>,
-    exit: oneshot::Sender<ExitStatus>,
+    ends: ExitPumpEnds,
 ) -> Result<()> {
+    let ExitPumpEnds { chunks, stdin: mut stdin_rx, exit } = ends;
     let mut guard = KillOnDrop::new(&envd, &tag);
     let started = async {
         let mut stream = envd.start(&exec::start_request(&command, &secrets, true, &tag), None).await?;
@@ -154,46 +127,30 @@ async fn pump(
 
 impl BackendExecStream for E2bExecStream {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
-        self.out.poll_chunk(cx)
+        self.pumped.poll_chunk(cx)
     }
 
     fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-        self.out.write_stdin(data)
+        self.pumped.write_stdin(data)
     }
 
     fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
-        self.out.close_stdin()
+        self.pumped.close_stdin()
     }
 
     fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
-        Box::pin(async move {
-            if let Some(done) = &self.out.done {
-                return Ok(done.clone());
-            }
-            self.out.drain().await?;
-            let terminated = || Error::provider_message(SCHEME, "the process was terminated");
-            let status = self.exit.take().ok_or_else(terminated)?.await.map_err(|_| terminated())?;
-            let result = ExecResult::new(0, "", "").with_status(status).with_duration(self.started.elapsed());
-            self.out.done = Some(result.clone());
-            Ok(result)
-        })
+        Box::pin(self.pumped.wait())
     }
 
     fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            self.out.ended = true;
-            self.exit = None;
-            drop(self.pump.take());
-            let pid = *self.pid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (envd, tag) = (self.envd.clone(), self.tag.clone());
-            PORTAL
-                .spawn(async move {
-                    match exec::kill_tree(&envd, pid, &tag).await {
-                        Ok(()) | Err(Error::SandboxGone { .. }) => Ok(()),
-                        Err(e) => Err(e),
-                    }
-                })
-                .await
-        })
+        self.pumped.stop();
+        let pid = *self.pid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (envd, tag) = (self.envd.clone(), self.tag.clone());
+        Box::pin(PORTAL.spawn(async move {
+            match exec::kill_tree(&envd, pid, &tag).await {
+                Ok(()) | Err(Error::SandboxGone { .. }) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }))
     }
 }

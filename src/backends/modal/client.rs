@@ -341,23 +341,22 @@ impl Control {
     }
 
     /// The task (container) of sandbox `id`, waiting for it to be scheduled: long polls of
-    /// [`TASK_POLL`] each, at most [`TASK_POLLS`] of them.
+    /// [`TASK_POLL`] each, at most [`TASK_POLLS`] of them. `call` says whether `NOT_FOUND`
+    /// means a sandbox held that is gone or an id that names none.
     ///
     /// # Errors
     ///
     /// [`Error::SandboxGone`] when the sandbox already finished; the mapped status;
     /// [`Error::Provider`] when no task came within the polls.
-    pub(crate) async fn task_id(&self, id: &str) -> Result<String> {
+    pub(crate) async fn task_id(&self, id: &str, call: Call<'_>) -> Result<String> {
         for _ in 0..TASK_POLLS {
             let message = SandboxGetTaskIdRequest {
                 sandbox_id: id.to_owned(),
                 timeout: Some(TASK_POLL.as_secs_f32()),
                 wait_until_ready: false,
             };
-            let reply =
-                self.unary(message, true, Call::Sandbox(id), |mut c, r| async move {
-                    c.sandbox_get_task_id(r).await
-                })
+            let reply = self
+                .unary(message, true, call, |mut c, r| async move { c.sandbox_get_task_id(r).await })
                 .await?;
             if let Some(result) = reply.task_result {
                 return Err(Error::sandbox_gone(
@@ -397,7 +396,8 @@ impl Control {
         Ok((reply.url, SecretString::new(reply.jwt)))
     }
 
-    /// The ids of the running sandboxes of `app_id` that carry at least `tags`, newest first,
+    /// The ids of the running sandboxes of `app_id` that carry at least `tags` (as the
+    /// server filters, and checked again here), newest first,
     /// reading pages backwards by creation time until an empty page (at most [`MAX_PAGES`]).
     ///
     /// # Errors
@@ -432,7 +432,11 @@ impl Control {
                 ));
             }
             before = last.created_at;
-            ids.extend(page.sandboxes.into_iter().map(|s| s.id));
+            // The server filters by tags; checking again keeps a misread filter from
+            // handing a sweep someone else's sandbox.
+            ids.extend(
+                page.sandboxes.into_iter().filter(|s| tags.iter().all(|t| s.tags.contains(t))).map(|s| s.id),
+            );
         }
         Err(Error::provider_message(SCHEME, format!("SandboxList returned more than {MAX_PAGES} pages")))
     }

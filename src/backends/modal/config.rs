@@ -155,7 +155,13 @@ impl ModalConfig {
             token_id: non_empty(env(TOKEN_ID_ENV)),
             token_secret: non_empty(env(TOKEN_SECRET_ENV)).map(SecretString::new),
             server_url: non_empty(env(SERVER_URL_ENV)),
-            environment: non_empty(env(ENVIRONMENT_ENV)),
+            environment: match dsn.option("environment") {
+                Some(e) => {
+                    check_name("environment", e)?;
+                    Some(e.to_owned())
+                }
+                None => non_empty(env(ENVIRONMENT_ENV)),
+            },
             image_builder_version: non_empty(env(IMAGE_BUILDER_VERSION_ENV)),
             config_path,
         };
@@ -536,5 +542,16 @@ active = true
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn the_environment_option_wins_over_the_variable() {
+        let env = |k: &str| (k == ENVIRONMENT_ENV).then(|| "from-env".to_owned());
+        let c = ModalConfig::parse(&Dsn::parse("modal://?environment=staging").unwrap(), env).unwrap();
+        assert_eq!(c.env.environment.as_deref(), Some("staging"));
+        let c = ModalConfig::parse(&Dsn::parse("modal://").unwrap(), env).unwrap();
+        assert_eq!(c.env.environment.as_deref(), Some("from-env"));
+        let err = ModalConfig::parse(&Dsn::parse("modal://?environment=a%20b").unwrap(), env).unwrap_err();
+        assert_eq!(err.code(), crate::ErrorCode::Configuration);
     }
 }

@@ -46,7 +46,7 @@ async fn create_exec_terminate_on_the_real_service() {
     };
     let id = control.create(create_request(&app, &image, &plan).unwrap()).await.unwrap();
     let outcome = async {
-        let task = control.task_id(&id).await?;
+        let task = control.task_id(&id, super::errors::Call::Sandbox(&id)).await?;
         let (url, token) = control.router_access(&id, &task).await?;
         let router = Router::new(&url, &token, &id, &task, None)?;
         let exec = router

@@ -108,9 +108,20 @@ impl Router {
     /// The mapped status (`NOT_FOUND` is [`Error::SandboxGone`]).
     pub(crate) async fn start(&self, command: &Command) -> Result<String> {
         let exec_id = idempotency_key();
+        self.start_as(&exec_id, command).await?;
+        Ok(exec_id)
+    }
+
+    /// Starts `command` as exec `exec_id` (chosen by the caller, who may have put it in the
+    /// command's environment first); retried after a transient status with the same id.
+    ///
+    /// # Errors
+    ///
+    /// The mapped status (`NOT_FOUND` is [`Error::SandboxGone`]).
+    pub(crate) async fn start_as(&self, exec_id: &str, command: &Command) -> Result<()> {
         let message = TaskExecStartRequest {
             task_id: self.task_id.clone(),
-            exec_id: exec_id.clone(),
+            exec_id: exec_id.to_owned(),
             command_args: command.argv.clone(),
             stdout_config: TaskExecStdoutConfig::Pipe as i32,
             stderr_config: TaskExecStderrConfig::Pipe as i32,
@@ -122,7 +133,7 @@ impl Router {
         let mut attempt = 0;
         loop {
             match self.inner.clone().task_exec_start(message.clone()).await {
-                Ok(_) => return Ok(exec_id),
+                Ok(_) => return Ok(()),
                 Err(s) if attempt < errors::RETRIES && errors::transient(s.code()) => {
                     attempt += 1;
                     futures_timer::Delay::new(errors::backoff(attempt)).await;
@@ -143,8 +154,29 @@ impl Router {
         &self,
         exec_id: &str,
         fd: Fd,
-        mut offset: u64,
+        offset: u64,
         mut sink: impl FnMut(&[u8]),
+    ) -> Result<u64> {
+        self.read_with(exec_id, fd, offset, |piece| {
+            sink(&piece);
+            std::future::ready(())
+        })
+        .await
+    }
+
+    /// [`Router::read`] with a sink that may wait (a bounded channel to a consumer): the
+    /// next piece is read only once the sink's future is done, so a slow consumer slows the
+    /// reads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Router::read`].
+    pub(crate) async fn read_with<F: std::future::Future<Output = ()>>(
+        &self,
+        exec_id: &str,
+        fd: Fd,
+        mut offset: u64,
+        mut sink: impl FnMut(Vec<u8>) -> F,
     ) -> Result<u64> {
         let descriptor = match fd {
             Fd::Stdout => TaskExecStdioFileDescriptor::Stdout,
@@ -165,7 +197,7 @@ impl Router {
                         match stream.message().await {
                             Ok(Some(piece)) => {
                                 offset += piece.data.len() as u64;
-                                sink(&piece.data);
+                                sink(piece.data).await;
                             }
                             Ok(None) => return Ok(offset),
                             Err(s) => break s,

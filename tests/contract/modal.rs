@@ -1,0 +1,108 @@
+//! The `modal://` contract run against the protocol stub (`tests/support/modal_stub`): the
+//! adapter speaks Modal's gRPC protocol over TLS to loopback servers (the control plane
+//! and a command router) that run every command for real on `local://`.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use sandboxio::Command;
+use sandboxio::testing::contract::{
+    Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes, python_egress_probe,
+};
+
+#[path = "../support/modal_stub/mod.rs"]
+mod modal_stub;
+
+struct StubProbes {
+    stub: Arc<modal_stub::Stub>,
+    canary: Canary,
+}
+
+impl Probes for StubProbes {
+    fn egress(&self, host: &str, port: u16) -> Command {
+        python_egress_probe("/usr/bin/python3", host, port)
+    }
+
+    fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {
+        let (stub, id) = (Arc::clone(&self.stub), sandbox_id.to_owned());
+        Some(Box::pin(async move {
+            // A sandbox that ended took all its processes with it.
+            Ok(stub.local_id(&id).map(|local| stub.state.local.running_processes(&local)).unwrap_or_default())
+        }))
+    }
+
+    fn live_sandboxes(&self, key: &str, value: &str) -> Option<ProbeFuture<Vec<String>>> {
+        let (stub, key, value) = (Arc::clone(&self.stub), key.to_owned(), value.to_owned());
+        Some(Box::pin(async move {
+            let map = stub.state.sandboxes.lock().unwrap();
+            Ok(map
+                .iter()
+                .filter(|(_, s)| s.finished().is_none() && s.tags.get(&key) == Some(&value))
+                .map(|(id, _)| id.clone())
+                .collect())
+        }))
+    }
+
+    fn expire_sandbox(&self, sandbox_id: &str) -> Option<ProbeFuture<()>> {
+        let (stub, id) = (Arc::clone(&self.stub), sandbox_id.to_owned());
+        Some(Box::pin(async move {
+            if !stub.expire(&id) {
+                return Err(format!("{id} was not alive"));
+            }
+            // The stub's expiry loop ends it within a tenth of a second.
+            for _ in 0..50 {
+                if stub.local_id(&id).is_none() {
+                    return Ok(());
+                }
+                futures_timer::Delay::new(std::time::Duration::from_millis(50)).await;
+            }
+            Err(format!("{id} did not expire"))
+        }))
+    }
+
+    fn canary(&self) -> Option<Canary> {
+        Some(self.canary.clone())
+    }
+
+    fn provider_labels(&self, sandbox_id: &str) -> Option<ProbeFuture<BTreeMap<String, String>>> {
+        let (stub, id) = (Arc::clone(&self.stub), sandbox_id.to_owned());
+        Some(Box::pin(async move {
+            stub.state.sandbox(&id).map(|s| s.tags.clone()).ok_or(format!("no sandbox {id}"))
+        }))
+    }
+
+    fn provider_config_text(&self, sandbox_id: &str) -> Option<ProbeFuture<String>> {
+        let (stub, id) = (Arc::clone(&self.stub), sandbox_id.to_owned());
+        Some(Box::pin(async move {
+            stub.state.sandbox(&id).map(|s| s.config.clone()).ok_or(format!("no sandbox {id}"))
+        }))
+    }
+
+    fn missing_credentials(&self) -> Option<(Arc<dyn sandboxio::backend::Backend>, String)> {
+        let backend = sandboxio::backends::modal::ModalBackend::for_stub(
+            "modal://",
+            &self.stub.url,
+            &self.stub.ca_pem,
+            modal_stub::DOMAIN,
+            modal_stub::TOKEN_ID,
+            "",
+        )
+        .expect("a backend without a secret");
+        Some((Arc::new(backend), "MODAL_TOKEN_SECRET".to_owned()))
+    }
+
+    fn cancellation_points(&self) -> CancellationPoints {
+        CancellationPoints::Sample(vec![1, 2, 3, 5, 8])
+    }
+}
+
+mod canary;
+
+fn main() -> ExitCode {
+    let stub = Arc::new(modal_stub::Stub::start());
+    let sink = sandboxio::RecordingSink::new();
+    let backend = stub.backend().with_audit(sandboxio::AuditConfig::new().with_sink(Arc::clone(&sink)));
+    let probes = StubProbes { stub, canary: canary::loopback() };
+    ContractSuite::new(backend).probes(probes).audit_sink(sink).run()
+}

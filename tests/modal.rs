@@ -1,0 +1,238 @@
+//! `modal://` against the protocol stub (`tests/support/modal_stub`): what the adapter sends,
+//! the faults the stub provokes (throttling, a lost create reply, a cut output stream,
+//! expiry mid-stream, malformed replies) and the typed error each one ends in, within a
+//! bound; and that neither the token secret nor the router's token shows anywhere.
+
+#![cfg(all(feature = "modal", feature = "local", feature = "contract"))]
+
+#[path = "support/modal_stub/mod.rs"]
+mod modal_stub;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use sandboxio::backends::modal::ModalBackend;
+use sandboxio::{Command, ErrorCode, ExitStatus, NetworkPolicy, Sandbox};
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    futures_lite::future::block_on(f)
+}
+
+async fn sandbox(backend: ModalBackend) -> Sandbox {
+    Sandbox::builder_with(backend)
+        .network(NetworkPolicy::deny_all())
+        .create()
+        .await
+        .expect("a sandbox on the stub")
+}
+
+#[test]
+fn create_sends_the_ttl_the_idle_bound_the_network_and_tags_and_commands_run_over_tls() {
+    let stub = modal_stub::Stub::start();
+    block_on(async {
+        let sandbox = Sandbox::builder_with(stub.backend_for("modal://?app=evals&image=python:3.12-slim"))
+            .network(NetworkPolicy::deny_all())
+            .metadata("team", "t1")
+            .env("PLAIN", "p")
+            .ttl(Duration::from_millis(90_500))
+            .create()
+            .await
+            .unwrap();
+        let out = sandbox.run(Command::shell("echo $PLAIN $FOO; pwd").env("FOO", "bar")).await.unwrap();
+        assert_eq!(out.stdout, b"p bar\n/workspace\n");
+        let out = sandbox.run(Command::new("cat").stdin(b"piped".to_vec())).await.unwrap();
+        assert_eq!(out.stdout, b"piped");
+        let out = sandbox.run(Command::shell("kill -9 $$")).await.unwrap();
+        assert_eq!(out.status, ExitStatus::Signal(9));
+        let out = sandbox.run(Command::shell("exit 137")).await.unwrap();
+        assert_eq!(out.status, ExitStatus::Code(137));
+        sandbox.close().await.unwrap();
+    });
+    let creates = stub.state.creates.lock().unwrap();
+    assert_eq!(creates.len(), 1);
+    let (key, sent) = &creates[0];
+    assert_eq!(key.len(), 32, "a 128-bit idempotency key in hex: {key}");
+    assert_eq!(sent.app_id, "ap-evals");
+    let d = sent.definition.as_ref().unwrap();
+    assert_eq!(d.timeout_secs, 91, "the TTL rounded up to a whole second, always sent");
+    assert_eq!(d.idle_timeout_secs, Some(120), "an owned sandbox's idle timeout is the owner bound");
+    assert_eq!(d.entrypoint_args, ["sleep", "infinity"]);
+    let network = d.network_access.as_ref().unwrap();
+    assert_eq!(
+        network.network_access_type,
+        modal_stub::proto::client::network_access::NetworkAccessType::Blocked as i32
+    );
+    assert_eq!(sent.tags.len(), 1);
+    assert_eq!((sent.tags[0].tag_name.as_str(), sent.tags[0].tag_value.as_str()), ("team", "t1"));
+    assert!(
+        !format!("{sent:?}").contains("PLAIN"),
+        "the environment goes to each exec, never the definition"
+    );
+}
+
+#[test]
+fn throttling_is_rate_limited_with_the_servers_retry_after_and_its_status() {
+    let stub = modal_stub::Stub::start();
+    stub.state.faults.throttle_creates.store(1, Ordering::SeqCst);
+    stub.state.faults.throttle_after_ms.store(1500, Ordering::SeqCst);
+    block_on(async {
+        let started = Instant::now();
+        let err = Sandbox::builder_with(stub.backend())
+            .network(NetworkPolicy::deny_all())
+            .create()
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        assert_eq!(err.code(), ErrorCode::RateLimited, "{err}");
+        let sandboxio::Error::RateLimited { retry_after, .. } = &err else { unreachable!() };
+        assert_eq!(*retry_after, Some(Duration::from_millis(1500)));
+        let source = std::error::Error::source(&err).expect("the status is the source");
+        assert!(source.to_string().contains("rate limit"), "{source}");
+        // Not retried (throttling is not transient), so nothing was made.
+        assert_eq!(stub.made(), 0);
+        // The next try goes through.
+        sandbox(stub.backend()).await.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_lost_create_reply_is_retried_under_the_same_key_and_makes_one_sandbox() {
+    let stub = modal_stub::Stub::start();
+    stub.state.faults.lose_next_create_reply.store(true, Ordering::SeqCst);
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        assert_eq!(sandbox.run(Command::new("true")).await.unwrap().status, ExitStatus::Code(0));
+        sandbox.close().await.unwrap();
+    });
+    let creates = stub.state.creates.lock().unwrap();
+    assert_eq!(creates.len(), 2, "the first reply was lost, so the call was made again");
+    assert_eq!(creates[0].0, creates[1].0, "under the same idempotency key");
+    assert_eq!(stub.made(), 1, "and the stub made one sandbox");
+}
+
+#[test]
+fn a_cut_output_stream_is_read_again_from_its_byte_offset() {
+    let stub = modal_stub::Stub::start();
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        stub.state.faults.cut_next_read.store(true, Ordering::SeqCst);
+        let out = sandbox
+            .run(Command::shell("echo one; sleep 0.3; echo two; sleep 0.3; echo three"))
+            .await
+            .unwrap();
+        assert_eq!(out.stdout, b"one\ntwo\nthree\n", "nothing lost, nothing twice");
+        assert!(!stub.state.faults.cut_next_read.load(Ordering::SeqCst), "the cut happened");
+        assert!(
+            stub.state.read_offsets.lock().unwrap().contains(&4),
+            "the stream was opened again at the offset reached (after \"one\\n\")"
+        );
+        sandbox.close().await.unwrap();
+    });
+}
+
+#[test]
+fn expiry_mid_stream_ends_the_stream_in_sandbox_gone_within_a_bound() {
+    let stub = modal_stub::Stub::start();
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        let mut stream = sandbox.stream(Command::shell("while true; do echo tick; sleep 0.1; done")).unwrap();
+        let first = stream.next_chunk().await.unwrap().unwrap();
+        assert!(first.data.starts_with(b"tick"));
+        assert!(stub.expire(sandbox.id()));
+        let started = Instant::now();
+        let ending = loop {
+            match stream.next_chunk().await {
+                Some(Ok(_)) => assert!(started.elapsed() < Duration::from_secs(10), "still streaming"),
+                Some(Err(e)) => break e,
+                None => panic!("the stream ended without an error"),
+            }
+        };
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        assert_eq!(ending.code(), ErrorCode::SandboxGone, "{ending}");
+        let after = sandbox.run(Command::new("true")).await.unwrap_err();
+        assert_eq!(after.code(), ErrorCode::SandboxGone, "{after}");
+        let _ = sandbox.close().await;
+    });
+}
+
+#[test]
+fn malformed_replies_are_typed_errors_within_a_bound() {
+    let stub = modal_stub::Stub::start();
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        stub.state.faults.malformed_wait.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        let err = sandbox.run(Command::new("true")).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Provider, "{err}");
+        assert!(err.to_string().contains("without an exit status"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        stub.state.faults.malformed_wait.store(false, Ordering::SeqCst);
+        sandbox.close().await.unwrap();
+
+        stub.state.faults.malformed_create.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        let err = Sandbox::builder_with(stub.backend())
+            .network(NetworkPolicy::deny_all())
+            .create()
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Provider, "{err}");
+        assert!(err.to_string().contains("without a sandbox id"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    });
+}
+
+#[test]
+fn a_refused_token_is_auth_and_a_missing_one_names_its_variable() {
+    let stub = modal_stub::Stub::start();
+    block_on(async {
+        let wrong = ModalBackend::for_stub(
+            "modal://",
+            &stub.url,
+            &stub.ca_pem,
+            modal_stub::DOMAIN,
+            modal_stub::TOKEN_ID,
+            "nope",
+        )
+        .unwrap();
+        let err = Sandbox::builder_with(wrong).network(NetworkPolicy::deny_all()).create().await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Auth, "{err}");
+        assert!(std::error::Error::source(&err).is_some(), "the status is kept");
+        let missing =
+            ModalBackend::for_stub("modal://", &stub.url, &stub.ca_pem, modal_stub::DOMAIN, "", "").unwrap();
+        let err =
+            Sandbox::builder_with(missing).network(NetworkPolicy::deny_all()).create().await.unwrap_err();
+        assert!(
+            matches!(&err, sandboxio::Error::Auth { env_var: Some(v), .. } if v == "MODAL_TOKEN_ID"),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn neither_the_token_secret_nor_the_router_token_shows_anywhere() {
+    let stub = modal_stub::Stub::start();
+    let sink = sandboxio::RecordingSink::new();
+    let backend =
+        stub.backend().with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
+    let shown = format!("{backend:?}");
+    assert!(!shown.contains(modal_stub::TOKEN_SECRET), "{shown}");
+    block_on(async {
+        let sandbox = sandbox(backend).await;
+        let token = stub.state.sandbox(sandbox.id()).unwrap().router_token.clone();
+        let secrets = [modal_stub::TOKEN_SECRET, token.as_str()];
+        let mut seen = vec![format!("{sandbox:?}")];
+        let err = sandbox.run(Command::new("true").cwd("/no/such/dir")).await.unwrap_err();
+        seen.push(format!("{err:?} {err}"));
+        let out = sandbox.run(Command::new("env")).await.unwrap();
+        seen.push(out.stdout_lossy().into_owned());
+        seen.push(stub.state.sandbox(sandbox.id()).unwrap().config.clone());
+        sandbox.close().await.unwrap();
+        seen.push(format!("{:?}", sink.records()));
+        for text in &seen {
+            for secret in secrets {
+                assert!(!text.contains(secret), "a secret leaked: {text}");
+            }
+        }
+    });
+}
