@@ -34,43 +34,6 @@ pub mod e2b;
 #[cfg_attr(docsrs, doc(cfg(feature = "modal")))]
 pub mod modal;
 
-#[cfg(any(feature = "local", feature = "docker"))]
-mod reap_types {
-    /// What a backend's sweep (`DockerBackend::reap`, `LocalBackend::reap`) removes besides
-    /// expired sandboxes.
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-    #[non_exhaustive]
-    pub struct ReapOptions {
-        /// Also remove owned (not detached) sandboxes whose owner process on this host is
-        /// gone. Judged by the owner's pid *and* start time, so a running test process never
-        /// loses its sandboxes to a parallel one's sweep. Default: `false`.
-        pub owner_dead: bool,
-    }
-
-    impl ReapOptions {
-        /// Expired sandboxes only.
-        #[must_use]
-        pub fn new() -> Self {
-            Self::default()
-        }
-
-        /// Also the owned sandboxes of dead owner processes on this host.
-        #[must_use]
-        pub fn owner_dead(mut self, yes: bool) -> Self {
-            self.owner_dead = yes;
-            self
-        }
-    }
-
-    /// What a sweep found and did.
-    #[derive(Debug, Clone, Default, PartialEq, Eq)]
-    #[non_exhaustive]
-    pub struct ReapReport {
-        /// Ids of the sandboxes removed.
-        pub removed: Vec<String>,
-        /// How many sandboxes were left in place.
-        pub kept: usize,
-    }
-}
-#[cfg(any(feature = "local", feature = "docker"))]
-pub use reap_types::{ReapOptions, ReapReport};
+/// Kept at this path for callers of `LocalBackend::reap` and `DockerBackend::reap`; the
+/// types live at the crate root.
+pub use crate::inventory::{ReapOptions, ReapReport};

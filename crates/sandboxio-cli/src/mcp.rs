@@ -321,7 +321,7 @@ mod tests {
     use crate::args::SandboxOpts;
 
     fn deny() -> SandboxOpts {
-        SandboxOpts { network: NetworkPolicy::deny_all(), memory: None }
+        SandboxOpts { network: NetworkPolicy::deny_all(), memory: None, label: Vec::new() }
     }
 
     #[expect(clippy::unnecessary_wraps, reason = "the signature of a scheme factory")]

@@ -148,6 +148,7 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
         metadata,
         config: body.to_string(),
         end_at: std::sync::Mutex::new(Instant::now() + ttl),
+        started_at: std::time::SystemTime::now(),
         killed: std::sync::atomic::AtomicBool::new(false),
         processes: std::sync::Mutex::new(std::collections::HashMap::new()),
     });
@@ -179,10 +180,32 @@ fn list(state: &Arc<State>, query: &str) -> Response<Body> {
         .iter()
         .filter(|(_, s)| filter.iter().all(|(k, v)| s.metadata.get(k) == Some(v)))
         .map(|(id, s)| {
-            serde_json::json!({"sandboxID": id, "templateID": s.template, "metadata": s.metadata, "state": "running", "endAt": "2099-01-01T00:00:00Z"})
+            let end_at = std::time::SystemTime::now()
+                + s.end_at.lock().unwrap().saturating_duration_since(Instant::now());
+            serde_json::json!({
+                "sandboxID": id, "templateID": s.template, "metadata": s.metadata, "state": "running",
+                "startedAt": rfc3339(s.started_at), "endAt": rfc3339(end_at),
+            })
         })
         .collect();
     json(StatusCode::OK, &serde_json::Value::Array(listed))
+}
+
+/// `2025-01-02T03:04:05Z`, as E2B writes its timestamps.
+fn rfc3339(at: std::time::SystemTime) -> String {
+    let secs = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rest) = (i64::try_from(secs / 86_400).unwrap(), secs % 86_400);
+    // Howard Hinnant's `civil_from_days`.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest / 60 % 60, rest % 60)
 }
 
 /// Kills sandboxes whose TTL passed, as E2B does (they are gone: 404 and 502 after).
