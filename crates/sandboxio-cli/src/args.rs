@@ -73,7 +73,7 @@ pub enum Cmd {
         after_help = "Examples:\n  sandboxio extend --dsn e2b:// i1a2b3c 2h\n  sandboxio extend --dsn e2b:// i1a2b3c 90s"
     )]
     Extend(ExtendArgs),
-    /// Serve one sandbox per session to an MCP client over stdio.
+    /// Serve sandboxes to an MCP client over stdio, within the bounds set here.
     #[command(
         after_help = "Example (an MCP client's server entry):\n  {\"command\": \"sandboxio\", \"args\": [\"mcp\", \"--dsn\", \"local://\"]}"
     )]
@@ -119,7 +119,7 @@ pub struct CommandLine {
 }
 
 /// How a new sandbox is made.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct SandboxOpts {
     /// Network policy: `deny`, `allow`, or `allow=HOST,..` (an allowlist).
     #[arg(long, default_value = "deny", value_parser = parse_network)]
@@ -279,6 +279,12 @@ pub struct McpArgs {
     /// The transport (stdio only, for now).
     #[arg(long, value_enum, default_value_t = Transport::Stdio)]
     pub transport: Transport,
+    /// The longest TTL a client may give a sandbox, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 3600)]
+    pub max_ttl: u64,
+    /// How many live sandboxes a client may hold at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub max_sandboxes: usize,
 }
 
 /// How `sandboxio mcp` talks to its client.

@@ -2,6 +2,7 @@
 //! `exec`, `cp`, `kill`), see and clean up what runs (`ls`, `reap`, `extend`), or serve sandboxes to agent frameworks over MCP (`mcp`).
 
 mod args;
+mod bounds;
 mod commands;
 mod inventory;
 mod mcp;
