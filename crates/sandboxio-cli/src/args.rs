@@ -276,9 +276,16 @@ pub struct McpArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub sandbox: SandboxOpts,
-    /// The transport (stdio only, for now).
+    /// The transport.
     #[arg(long, value_enum, default_value_t = Transport::Stdio)]
     pub transport: Transport,
+    /// Where `--transport http` listens (loopback unless you widen it; port 0 picks one,
+    /// printed on stderr).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    pub listen: std::net::SocketAddr,
+    /// The environment variable holding the bearer token `--transport http` requires.
+    #[arg(long, value_name = "VAR", default_value = "SANDBOXIO_MCP_TOKEN")]
+    pub token_env: String,
     /// The longest TTL a client may give a sandbox, in seconds.
     #[arg(long, value_name = "S", default_value_t = 3600)]
     pub max_ttl: u64,
@@ -292,6 +299,8 @@ pub struct McpArgs {
 pub enum Transport {
     /// JSON-RPC over stdin and stdout.
     Stdio,
+    /// MCP's Streamable HTTP at `http://ADDR/mcp`, with a bearer token.
+    Http,
 }
 
 /// A `--upload SRC:DST` pair.

@@ -6,6 +6,7 @@ mod bounds;
 mod commands;
 mod inventory;
 mod mcp;
+mod mcp_http;
 
 use std::time::Duration;
 

@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use crate::args::{McpArgs, SandboxOpts, parse_network};
+use crate::args::{McpArgs, SandboxOpts, Transport, parse_network};
 use crate::bounds::Bounds;
 use crate::commands::{Within as _, create_sandbox};
 
@@ -409,14 +409,25 @@ impl SandboxServer {
 )]
 impl ServerHandler for SandboxServer {}
 
-/// `sandboxio mcp`: serves until the client closes stdin (or Ctrl-C), then kills the
-/// session's sandboxes.
+/// `sandboxio mcp`: over stdio, serves until the client closes stdin (or Ctrl-C); over
+/// HTTP, until SIGINT or SIGTERM. Then kills the client's sandboxes.
 pub async fn serve(args: McpArgs) -> i32 {
     let max_ttl = Duration::from_secs(args.max_ttl);
     let server = match SandboxServer::new(&args.dsn, args.sandbox, max_ttl, args.max_sandboxes) {
         Ok(server) => server,
         Err(e) => return crate::commands::fail(false, &e),
     };
+    if args.transport == Transport::Http {
+        let token = std::env::var(&args.token_env).unwrap_or_default();
+        if token.len() < 16 {
+            eprintln!(
+                "sandboxio mcp: --transport http needs a bearer token of at least 16 characters in ${}",
+                args.token_env
+            );
+            return crate::commands::EXIT_ERROR;
+        }
+        return crate::mcp_http::serve(server, args.listen, token).await;
+    }
     let session = server.clone();
     let code = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => {
