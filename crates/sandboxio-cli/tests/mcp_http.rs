@@ -4,6 +4,8 @@
 //! 2025-06-18) lists the tools, creates a sandbox, runs a command and kills it, and the
 //! server's SIGTERM removes what the client left. Each request is audited on stderr.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -14,6 +16,7 @@ use rmcp::model::{
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use support::workspaces;
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
@@ -46,16 +49,6 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn workspaces(tmp: &std::path::Path) -> usize {
-    std::fs::read_dir(tmp)
-        .unwrap()
-        .flatten()
-        .filter(|root| root.file_name().to_string_lossy().starts_with("sandboxio-local-"))
-        .flat_map(|root| std::fs::read_dir(root.path()).unwrap().flatten())
-        .filter(|e| e.file_type().unwrap().is_dir())
-        .count()
 }
 
 /// The status line of a bare POST without a token (plain HTTP: the refusal comes before MCP).

@@ -3,7 +3,8 @@
 //! content) on that id, errors as tool errors, `kill_sandbox`, and the session's sandboxes
 //! gone once the client hangs up.
 
-use std::path::PathBuf;
+mod support;
+
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -11,6 +12,7 @@ use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
+use support::workspaces;
 
 const PNG_B64: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
@@ -33,17 +35,6 @@ fn texts(result: &CallToolResult) -> Vec<&str> {
             _ => None,
         })
         .collect()
-}
-
-/// The sandbox workspaces the local backend keeps under `tmp`.
-fn workspaces(tmp: &PathBuf) -> usize {
-    std::fs::read_dir(tmp)
-        .unwrap()
-        .flatten()
-        .filter(|root| root.file_name().to_string_lossy().starts_with("sandboxio-local-"))
-        .flat_map(|root| std::fs::read_dir(root.path()).unwrap().flatten())
-        .filter(|e| e.file_type().unwrap().is_dir())
-        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

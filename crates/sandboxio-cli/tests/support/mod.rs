@@ -56,3 +56,14 @@ pub fn text(bytes: &[u8]) -> &str {
 pub fn last_json(out: &Output) -> serde_json::Value {
     serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap()
 }
+
+/// The sandbox workspaces the local backend keeps under `tmp`.
+pub fn workspaces(tmp: &std::path::Path) -> usize {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .filter(|root| root.file_name().to_string_lossy().starts_with("sandboxio-local-"))
+        .flat_map(|root| std::fs::read_dir(root.path()).unwrap().flatten())
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .count()
+}
