@@ -33,7 +33,3 @@ pub mod e2b;
 #[cfg(feature = "modal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "modal")))]
 pub mod modal;
-
-/// Kept at this path for callers of `LocalBackend::reap` and `DockerBackend::reap`; the
-/// types live at the crate root.
-pub use crate::inventory::{ReapOptions, ReapReport};

@@ -132,7 +132,7 @@ use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::secret::SecretString;
 
 use crate::backends::agent::egress::serve_gate;
-use crate::backends::{ReapOptions, ReapReport};
+use crate::{ReapOptions, ReapReport};
 pub use agent::ExecPath;
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};

@@ -8,9 +8,9 @@ use bollard::Docker;
 use bollard::models::ContainerSummary;
 use bollard::query_parameters::ListContainersOptions;
 
-use crate::backends::{ReapOptions, ReapReport};
 use crate::error::Result;
 use crate::inventory::SandboxInfo;
+use crate::{ReapOptions, ReapReport};
 
 use super::client::{provider, status};
 use super::labels::{self, Owner};

@@ -256,7 +256,7 @@ impl LocalBackend {
     }
 
     /// Removes the local sandboxes past their TTL and, with
-    /// [`ReapOptions::owner_dead`](crate::backends::ReapOptions::owner_dead), the owned
+    /// [`ReapOptions::owner_dead`](crate::ReapOptions::owner_dead), the owned
     /// (not detached) sandboxes whose owner process on this host is gone: kills their
     /// sandboxd if it still runs (normally it ended with its owner's session, or at its
     /// TTL), then removes their directory. Judged by the record written beside each
@@ -274,11 +274,11 @@ impl LocalBackend {
     /// # Cancel safety
     ///
     /// The sweep runs on a library thread and completes even if the future is dropped.
-    pub async fn reap(&self, options: crate::backends::ReapOptions) -> Result<crate::backends::ReapReport> {
+    pub async fn reap(&self, options: crate::ReapOptions) -> Result<crate::ReapReport> {
         let root = self.inner.root.clone();
         let live: Vec<String> = self.sandboxes().keys().cloned().collect();
         crate::runtime::unblock(move || {
-            let mut report = crate::backends::ReapReport::default();
+            let mut report = crate::ReapReport::default();
             let entries = match std::fs::read_dir(&root) {
                 Ok(entries) => entries,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
@@ -343,10 +343,7 @@ impl LocalBackend {
     /// # Errors
     ///
     /// As [`LocalBackend::reap`].
-    pub fn reap_blocking(
-        &self,
-        options: crate::backends::ReapOptions,
-    ) -> Result<crate::backends::ReapReport> {
+    pub fn reap_blocking(&self, options: crate::ReapOptions) -> Result<crate::ReapReport> {
         futures_lite::future::block_on(self.reap(options))
     }
 
