@@ -257,7 +257,7 @@ bitflags::bitflags! {
         /// instant (`Sandbox::extend_ttl`). A backend whose TTL is fixed when the sandbox
         /// starts (a timer in the sandbox's own init, an immutable provider label) does not
         /// declare it.
-        const EXTEND_TTL = 1 << 15;
+        const EXTEND_TTL = 1 << 16;
     }
 }
 
