@@ -52,6 +52,8 @@ pub enum OperationKind {
     Close,
     /// `Sandbox::detach`.
     Detach,
+    /// `Sandbox::extend_ttl`.
+    ExtendTtl,
     /// Teardown of a dropped sandbox, run by the library in the background.
     DropTeardown,
     /// A sandbox that could not be torn down within the grace bound: it may still be running.
@@ -84,6 +86,7 @@ impl fmt::Display for OperationKind {
             OperationKind::Kill => "kill",
             OperationKind::Close => "close",
             OperationKind::Detach => "detach",
+            OperationKind::ExtendTtl => "extend_ttl",
             OperationKind::DropTeardown => "drop_teardown",
             OperationKind::OrphanedSandbox => "orphaned_sandbox",
             OperationKind::Egress => "egress",

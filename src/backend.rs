@@ -168,6 +168,27 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
         let _ = id;
         Box::pin(async { Err(Error::unsupported(self.scheme(), "CONNECT")) })
     }
+
+    /// The sandboxes of this backend that the caller can see (on this host, this engine,
+    /// this account) whose labels hold every pair of `labels`, past their TTL or not.
+    /// The default refuses with [`Error::CapabilityNotSupported`]: a backend that cannot
+    /// enumerate its sandboxes says so rather than returning an empty list.
+    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<crate::SandboxInfo>>> {
+        let _ = labels;
+        let scheme = self.scheme().to_owned();
+        Box::pin(async move { Err(Error::unsupported(scheme, "listing sandboxes")) })
+    }
+
+    /// Removes this backend's sandboxes past their TTL and, with
+    /// [`ReapOptions::owner_dead`](crate::ReapOptions::owner_dead), the owned ones whose
+    /// owner process on this host is gone; with
+    /// [`ReapOptions::dry_run`](crate::ReapOptions::dry_run), only reports them. The
+    /// default refuses with [`Error::CapabilityNotSupported`].
+    fn reap(&self, options: crate::ReapOptions) -> BoxFuture<'_, Result<crate::ReapReport>> {
+        let _ = options;
+        let scheme = self.scheme().to_owned();
+        Box::pin(async move { Err(Error::unsupported(scheme, "reaping sandboxes")) })
+    }
 }
 
 /// One live sandbox of a backend.
@@ -346,6 +367,14 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// process dies. Called only when [`Capabilities::DETACH`] is declared.
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async { Err(Error::unsupported("this backend", "DETACH")) })
+    }
+
+    /// Moves the end of the sandbox's life to `ttl` from now (which may shorten it).
+    /// Called only when [`Capabilities::EXTEND_TTL`] is declared, with `ttl` already
+    /// checked to be non-zero and at most [`MAX_TTL`](crate::MAX_TTL).
+    fn extend_ttl(&self, ttl: Duration) -> BoxFuture<'_, Result<()>> {
+        let _ = ttl;
+        Box::pin(async { Err(Error::unsupported("this backend", "EXTEND_TTL")) })
     }
 }
 

@@ -63,6 +63,7 @@ mod egress;
 mod error;
 mod exec;
 mod fs;
+mod inventory;
 pub mod path;
 mod policy;
 mod runtime;
@@ -89,6 +90,7 @@ pub use exec::{
     MAX_ARG_STRLEN, MAX_ARG_TOTAL, MimeBundle, OutputChunk, StreamKind,
 };
 pub use fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry, FileKind};
+pub use inventory::{ReapOptions, ReapReport, SandboxInfo};
 #[cfg(feature = "egress")]
 #[cfg_attr(docsrs, doc(cfg(feature = "egress")))]
 pub use policy::EgressResolver;

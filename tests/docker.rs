@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command as OsCommand, Stdio};
 use std::time::{Duration, Instant};
 
-use sandboxio::backends::ReapOptions;
+use sandboxio::ReapOptions;
 use sandboxio::backends::docker::{DockerBackend, RegistryAuth};
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox, SandboxBuilder, state};
 

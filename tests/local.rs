@@ -158,9 +158,9 @@ fn local__owner_sigkill_leaves_no_sandbox_process() {
 
     // Its workspace is left on disk; the sweep removes it only when asked to judge owners.
     let backend = sandboxio::backends::local::LocalBackend::new();
-    let kept = backend.reap_blocking(sandboxio::backends::ReapOptions::new()).unwrap();
+    let kept = backend.reap_blocking(sandboxio::ReapOptions::new()).unwrap();
     assert!(!kept.removed.contains(&id), "{kept:?}");
-    let swept = backend.reap_blocking(sandboxio::backends::ReapOptions::new().owner_dead(true)).unwrap();
+    let swept = backend.reap_blocking(sandboxio::ReapOptions::new().owner_dead(true)).unwrap();
     assert!(swept.removed.contains(&id), "{swept:?}");
 }
 

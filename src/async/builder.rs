@@ -24,6 +24,19 @@ pub const DEFAULT_TTL: Duration = Duration::from_mins(10);
 /// representable on every provider.
 pub const MAX_TTL: Duration = Duration::from_hours(30 * 24);
 
+/// Refuses a TTL of zero (the sandbox would expire before it starts) or above [`MAX_TTL`].
+pub(crate) fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl.is_zero() {
+        return Err(Error::invalid_input("a TTL of zero would expire the sandbox before it starts"));
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::invalid_input(format!(
+            "a TTL of {ttl:?} is above the longest sandboxio accepts, {MAX_TTL:?} (30 days)"
+        )));
+    }
+    Ok(())
+}
+
 /// How long `create()` may take unless [`SandboxBuilder::create_timeout`] says otherwise:
 /// 2 minutes.
 pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_mins(2);
@@ -393,15 +406,7 @@ impl<N, L> SandboxBuilder<N, L> {
                 return Err(Error::unsupported(scheme, option));
             }
         }
-        if self.ttl.is_zero() {
-            return Err(Error::invalid_input("a TTL of zero would expire the sandbox before it starts"));
-        }
-        if self.ttl > MAX_TTL {
-            return Err(Error::invalid_input(format!(
-                "a TTL of {:?} is above the longest sandboxio accepts, {MAX_TTL:?} (30 days)",
-                self.ttl
-            )));
-        }
+        check_ttl(self.ttl)?;
         Ok(CreateSpec {
             network,
             limits,

@@ -4,11 +4,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use crate::audit::{OperationKind, Outcome};
 use crate::backend::{Backend, BackendSandbox, KillOutcome};
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult};
+use crate::inventory::{ReapOptions, ReapReport, SandboxInfo};
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::runtime::{TeardownReport, spawn_teardown};
 
@@ -150,6 +152,98 @@ impl Sandbox {
         let handle = ctx.observe(OperationKind::Connect, attach).await?;
         let ctx = OpContext { metadata: Arc::new(handle.metadata()), policy: handle.network_policy(), ..ctx };
         Ok(Sandbox::from_parts(backend, handle, ctx, false))
+    }
+
+    /// The sandboxes of the backend named by `dsn` that this caller can see (this host's
+    /// `local://` workspaces, the engine's `docker://` containers, the account's `e2b://`
+    /// sandboxes) whose labels hold every pair of `labels` (empty: all of them), including
+    /// those past their TTL that no sweep has removed yet. Does not connect to any sandbox.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] for a bad DSN; [`Error::CapabilityNotSupported`] when the
+    /// backend cannot enumerate its sandboxes; [`Error::Connect`], [`Error::Auth`] or
+    /// [`Error::Provider`] when the provider cannot be asked.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: listing changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use sandboxio::{NetworkPolicy, Sandbox, testing::FakeBackend};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let backend = FakeBackend::new();
+    /// let sandbox = Sandbox::builder_with(backend.clone())
+    ///     .network(NetworkPolicy::deny_all())
+    ///     .metadata("team", "search")
+    ///     .create()
+    ///     .await?;
+    /// let wanted = BTreeMap::from([("team".to_owned(), "search".to_owned())]);
+    /// let listed = Sandbox::list_with(backend, &wanted).await?;
+    /// assert_eq!(listed[0].id, sandbox.id());
+    /// # sandbox.close().await })?;
+    /// # Ok::<(), sandboxio::Error>(())
+    /// ```
+    pub async fn list(dsn: &str, labels: &BTreeMap<String, String>) -> Result<Vec<SandboxInfo>> {
+        let backend = crate::dsn::resolve(dsn)?;
+        Self::list_with(backend, labels).await
+    }
+
+    /// [`Sandbox::list`] on a backend value built in code.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::list`], without the DSN errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: listing changes nothing.
+    pub async fn list_with(
+        backend: impl IntoBackend,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<Vec<SandboxInfo>> {
+        let backend = backend.into_backend();
+        let mut listed = backend.list(labels).await?;
+        // The provider filters; checking again keeps a misread filter from widening it.
+        listed.retain(|info| info.has_labels(labels));
+        Ok(listed)
+    }
+
+    /// Sweeps the backend named by `dsn`: removes its sandboxes past their TTL and, with
+    /// [`ReapOptions::owner_dead`], the owned (not detached) ones whose owner process on
+    /// this host is gone; with [`ReapOptions::dry_run`], removes nothing and reports what it
+    /// would remove. A running process never loses its sandboxes to another's sweep.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] for a bad DSN; [`Error::CapabilityNotSupported`] when the
+    /// backend cannot sweep; [`Error::Connect`] or [`Error::Provider`] when the provider
+    /// cannot be listed. A sandbox that vanishes meanwhile is not an error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops the sweep between removals; a removal already started
+    /// completes.
+    pub async fn reap(dsn: &str, options: ReapOptions) -> Result<ReapReport> {
+        let backend = crate::dsn::resolve(dsn)?;
+        Self::reap_with(backend, options).await
+    }
+
+    /// [`Sandbox::reap`] on a backend value built in code.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::reap`], without the DSN errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Sandbox::reap`].
+    pub async fn reap_with(backend: impl IntoBackend, options: ReapOptions) -> Result<ReapReport> {
+        backend.into_backend().reap(options).await
     }
 
     pub(crate) fn from_parts(
@@ -625,6 +719,48 @@ impl Sandbox {
             .await?;
         self.owned = false;
         Ok(self.id().to_owned())
+    }
+
+    /// Moves the end of the sandbox's life to `ttl` from now, on the provider's side, so
+    /// that it holds for a detached sandbox and for other handles too. It may shorten the
+    /// TTL as well as lengthen it. An owned sandbox still ends with its owner.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a zero `ttl` or one above [`MAX_TTL`](crate::MAX_TTL);
+    /// [`Error::CapabilityNotSupported`] without `EXTEND_TTL` (a backend whose TTL is fixed
+    /// when the sandbox starts); [`Error::SandboxGone`] once it is killed or expired;
+    /// [`Error::Provider`] when the provider refuses.
+    ///
+    /// # Cancel safety
+    ///
+    /// If the future is dropped, the new TTL may or may not be in effect; calling it again
+    /// is safe.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// sandbox.extend_ttl(Duration::from_hours(1)).await?;
+    /// # sandbox.close().await })?;
+    /// # Ok::<(), sandboxio::Error>(())
+    /// ```
+    pub async fn extend_ttl(&self, ttl: Duration) -> Result<()> {
+        let handle = Arc::clone(&self.handle);
+        let caps = self.capabilities();
+        let scheme = self.backend.scheme().to_owned();
+        self.ctx
+            .observe(OperationKind::ExtendTtl, async move {
+                if !caps.contains(Capabilities::EXTEND_TTL) {
+                    return Err(Error::missing_capability(scheme, Capabilities::EXTEND_TTL));
+                }
+                super::builder::check_ttl(ttl)?;
+                handle.extend_ttl(ttl).await
+            })
+            .await
     }
 }
 

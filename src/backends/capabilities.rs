@@ -12,9 +12,10 @@ pub const FAKE: Capabilities = Capabilities::all();
 
 /// `local://` (feature `local`): one bubblewrap sandbox with sandboxd as its init; code
 /// contexts and rich outputs from sandboxd's runner on the host's Python. No resource limits
-/// (bubblewrap makes namespaces, not a cgroup), and no command-scoped secrets
+/// (bubblewrap makes namespaces, not a cgroup), no command-scoped secrets
 /// (the user namespace maps one uid, so every command of a sandbox is the same user and may
-/// read another's environment).
+/// read another's environment), and no `EXTEND_TTL` (sandboxd, the sandbox's init, is
+/// started with its TTL and ends the sandbox then; it has no message that moves it).
 pub const LOCAL: Capabilities = Capabilities::RUN
     .union(Capabilities::RUN_CODE)
     .union(Capabilities::STATEFUL_CODE)
@@ -31,6 +32,8 @@ pub const LOCAL: Capabilities = Capabilities::RUN
 /// rich outputs and allowlists come from sandboxd (its runner, its relay to the egress
 /// gate): a backend on the exec-API path narrows all three off, one under gVisor the
 /// allowlist, and a sandbox whose image has no `python3` the first two (with `RUN_CODE`).
+/// No `EXTEND_TTL`: the container's init (sandboxd, or the exec path's shell) is started
+/// with the TTL, and the `expires` label the sweep reads cannot change on a live container.
 pub const DOCKER: Capabilities = Capabilities::RUN
     .union(Capabilities::RUN_CODE)
     .union(Capabilities::STATEFUL_CODE)
@@ -47,15 +50,18 @@ pub const DOCKER: Capabilities = Capabilities::RUN
     .union(Capabilities::DETACH)
     .union(Capabilities::COMMAND_SECRETS);
 
-/// `e2b://` (feature `e2b`): E2B micro-VMs, the same set as `local://` but allowlists.
+/// `e2b://` (feature `e2b`): E2B micro-VMs, the same set as `local://` but allowlists, plus
+/// `EXTEND_TTL` (E2B's set-timeout call moves a live sandbox's end).
 /// Commands, streams and stdin through envd; files through envd; code contexts and rich
 /// results from E2B's code interpreter; deny-all as E2B's `allow_internet_access: false`.
 /// No `NETWORK_ALLOWLIST` (E2B's domain filter decides on SNI and the Host header, which
 /// the allowlist contract's bypass tests defeat): that filter is offered under its own
-/// name, `PROVIDER_ALLOWLIST`. No resource limits (they come from the template), no
+/// name, `PROVIDER_ALLOWLIST`. `EXTEND_TTL` through E2B's own timeout call. No resource limits (they come from the template), no
 /// command-scoped secrets (every command of a sandbox is the same user).
-pub const E2B: Capabilities =
-    LOCAL.difference(Capabilities::NETWORK_ALLOWLIST).union(Capabilities::PROVIDER_ALLOWLIST);
+pub const E2B: Capabilities = LOCAL
+    .difference(Capabilities::NETWORK_ALLOWLIST)
+    .union(Capabilities::PROVIDER_ALLOWLIST)
+    .union(Capabilities::EXTEND_TTL);
 
 /// `modal://` (feature `modal`): Modal Sandboxes (gVisor). Commands, streams and stdin
 /// through the task's command router, files as scripts run there, deny-all as Modal's

@@ -252,6 +252,7 @@ bitflags::bitflags! {
     /// | `CONNECT` | attach to an existing sandbox by id (`Sandbox::connect`) |
     /// | `DETACH` | let a sandbox outlive its handle until its TTL (`detached(true)`, `Sandbox::detach`) |
     /// | `COMMAND_SECRETS` | keep a command's own secrets (`Command::secret_env`) from every other command of the sandbox |
+    /// | `EXTEND_TTL` | change a live sandbox's TTL (`Sandbox::extend_ttl`) |
     ///
     /// Without `COMMAND_SECRETS`, `run` and `stream` refuse a command that carries
     /// `Command::secret_env` before anything starts; sandbox-wide secrets
@@ -300,6 +301,12 @@ bitflags::bitflags! {
         /// (`NetworkPolicy::provider_allowlist`). Not `NETWORK_ALLOWLIST`: it cannot pass
         /// that contract's bypass tests.
         const PROVIDER_ALLOWLIST = 1 << 15;
+
+        /// Change a live sandbox's TTL: the provider moves the sandbox's end to a new
+        /// instant (`Sandbox::extend_ttl`). A backend whose TTL is fixed when the sandbox
+        /// starts (a timer in the sandbox's own init, an immutable provider label) does not
+        /// declare it.
+        const EXTEND_TTL = 1 << 16;
     }
 }
 

@@ -13,6 +13,9 @@ Examples:
   sandboxio run --upload ./data.csv:/workspace/data.csv --download /workspace/out.txt -- python3 job.py
   echo 'import math; math.pi' | sandboxio code -
   id=$(sandboxio create --detach) && sandboxio exec \"$id\" -- ls / && sandboxio kill \"$id\"
+  sandboxio ls --label team=search
+  sandboxio reap --owner-dead --dry-run
+  sandboxio extend --dsn e2b:// \"$id\" 2h
   sandboxio mcp --network deny
   sandboxio completions bash > /etc/bash_completion.d/sandboxio";
 
@@ -52,7 +55,25 @@ pub enum Cmd {
     Cp(CpArgs),
     /// Kill sandboxes by id.
     Kill(KillArgs),
-    /// Serve one sandbox per session to an MCP client over stdio.
+    /// List the sandboxes of every backend compiled in (or of `--dsn`): id, backend, age,
+    /// TTL left, whether the owner process is alive, labels.
+    #[command(
+        after_help = "Examples:\n  sandboxio ls\n  sandboxio ls --dsn docker:// --label team=search --json"
+    )]
+    Ls(LsArgs),
+    /// Remove expired sandboxes (and, with `--owner-dead`, those whose owner process on
+    /// this host is gone) on every backend compiled in (or on `--dsn`).
+    #[command(
+        after_help = "Examples:\n  sandboxio reap --owner-dead --dry-run\n  sandboxio reap --dsn docker:// --owner-dead"
+    )]
+    Reap(ReapArgs),
+    /// Move the end of a live sandbox's life to DURATION from now, where the backend can
+    /// (`e2b://`; `local://` and `docker://` fix the TTL at creation and refuse).
+    #[command(
+        after_help = "Examples:\n  sandboxio extend --dsn e2b:// i1a2b3c 2h\n  sandboxio extend --dsn e2b:// i1a2b3c 90s"
+    )]
+    Extend(ExtendArgs),
+    /// Serve sandboxes to an MCP client over stdio, within the bounds set here.
     #[command(
         after_help = "Example (an MCP client's server entry):\n  {\"command\": \"sandboxio\", \"args\": [\"mcp\", \"--dsn\", \"local://\"]}"
     )]
@@ -98,7 +119,7 @@ pub struct CommandLine {
 }
 
 /// How a new sandbox is made.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct SandboxOpts {
     /// Network policy: `deny`, `allow`, or `allow=HOST,..` (an allowlist).
     #[arg(long, default_value = "deny", value_parser = parse_network)]
@@ -106,6 +127,9 @@ pub struct SandboxOpts {
     /// Memory limit in MiB (refused by backends that cannot enforce it).
     #[arg(long, value_name = "MIB")]
     pub memory: Option<u64>,
+    /// A label for the sandbox (repeatable), as `ls --label` and other tools find it.
+    #[arg(long, value_name = "K=V", value_parser = parse_label)]
+    pub label: Vec<(String, String)>,
 }
 
 /// `sandboxio run`.
@@ -190,6 +214,59 @@ pub struct KillArgs {
     pub ids: Vec<String>,
 }
 
+/// Which backends `ls` and `reap` look at, and how they print.
+#[derive(Debug, Args)]
+pub struct Backends {
+    /// A backend to look at, as a DSN (repeatable). Default: every backend compiled in
+    /// (`local://` and `docker://` in the standard build).
+    #[arg(long, value_name = "DSN")]
+    pub dsn: Vec<String>,
+    /// Print JSON on stdout instead of text (for scripts).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sandboxio ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub backends: Backends,
+    /// Only sandboxes with this label (repeatable: all must match).
+    #[arg(long, value_name = "K=V", value_parser = parse_label)]
+    pub label: Vec<(String, String)>,
+}
+
+/// `sandboxio reap`.
+#[derive(Debug, Args)]
+pub struct ReapArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub backends: Backends,
+    /// Also remove owned (not detached) sandboxes whose owner process on this host is gone.
+    #[arg(long)]
+    pub owner_dead: bool,
+    /// Remove nothing; print what would be removed.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Look only at sandboxes with this label (repeatable: all must match).
+    #[arg(long, value_name = "K=V", value_parser = parse_label)]
+    pub label: Vec<(String, String)>,
+}
+
+/// `sandboxio extend`.
+#[derive(Debug, Args)]
+pub struct ExtendArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub common: Common,
+    /// The sandbox id.
+    pub id: String,
+    /// The new TTL, from now: seconds, or a number with `s`, `m`, `h` or `d` (`90s`, `2h`).
+    #[arg(value_parser = parse_duration)]
+    pub duration: std::time::Duration,
+}
+
 /// `sandboxio mcp`.
 #[derive(Debug, Args)]
 pub struct McpArgs {
@@ -199,9 +276,22 @@ pub struct McpArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub sandbox: SandboxOpts,
-    /// The transport (stdio only, for now).
+    /// The transport.
     #[arg(long, value_enum, default_value_t = Transport::Stdio)]
     pub transport: Transport,
+    /// Where `--transport http` listens (loopback unless you widen it; port 0 picks one,
+    /// printed on stderr).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    pub listen: std::net::SocketAddr,
+    /// The environment variable holding the bearer token `--transport http` requires.
+    #[arg(long, value_name = "VAR", default_value = "SANDBOXIO_MCP_TOKEN")]
+    pub token_env: String,
+    /// The longest TTL a client may give a sandbox, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 3600)]
+    pub max_ttl: u64,
+    /// How many live sandboxes a client may hold at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub max_sandboxes: usize,
 }
 
 /// How `sandboxio mcp` talks to its client.
@@ -209,6 +299,8 @@ pub struct McpArgs {
 pub enum Transport {
     /// JSON-RPC over stdin and stdout.
     Stdio,
+    /// MCP's Streamable HTTP at `http://ADDR/mcp`, with a bearer token.
+    Http,
 }
 
 /// A `--upload SRC:DST` pair.
@@ -253,6 +345,52 @@ pub fn parse_network(s: &str) -> Result<NetworkPolicy, String> {
             }
             None => Err(format!("{s:?} is not a network policy: use deny, allow, or allow=HOST,..")),
         },
+    }
+}
+
+/// `--label K=V`, split at the first `=`; the key must not be empty.
+///
+/// # Errors
+///
+/// When there is no `=` or the key is empty.
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not a label: use KEY=VALUE")),
+    }
+}
+
+/// A duration: whole seconds (`90`), or a number with a unit, `s`, `m`, `h` or `d`
+/// (`90s`, `10m`, `2h`, `1d`).
+///
+/// # Errors
+///
+/// A message naming the accepted forms.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let bad =
+        || format!("{s:?} is not a duration: use seconds or a number with s, m, h or d, as in 90s or 2h");
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(scale).map(std::time::Duration::from_secs).ok_or_else(bad)
+}
+
+/// A duration as people read it, to the largest whole unit: `42s`, `5m`, `3h`, `2d`.
+#[must_use]
+pub fn human(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
     }
 }
 
@@ -450,6 +588,44 @@ mod tests {
             "error: invalid value 'open' for '--network <NETWORK>': \"open\" is not a network policy: use deny, allow, or allow=HOST,.."
         );
         assert_eq!(parse(&["kill"]).unwrap_err().kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
+    fn labels_and_durations() {
+        assert_eq!(parse_label("team=a=b"), Ok(("team".into(), "a=b".into())));
+        assert_eq!(parse_label("team="), Ok(("team".into(), String::new())));
+        assert_eq!(parse_label("=x").unwrap_err(), "\"=x\" is not a label: use KEY=VALUE");
+        assert!(parse_label("team").is_err());
+        let secs = |n| Ok(std::time::Duration::from_secs(n));
+        assert_eq!(parse_duration("90"), secs(90));
+        assert_eq!(parse_duration("90s"), secs(90));
+        assert_eq!(parse_duration("10m"), secs(600));
+        assert_eq!(parse_duration("2h"), secs(7200));
+        assert_eq!(parse_duration("1d"), secs(86_400));
+        for bad in ["", "h", "2 h", "2w", "-1", "1.5h", "99999999999999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(human(std::time::Duration::from_secs(59)), "59s");
+        assert_eq!(human(std::time::Duration::from_secs(7199)), "1h");
+        assert_eq!(human(std::time::Duration::from_secs(200_000)), "2d");
+    }
+
+    #[test]
+    fn inventory_argv() {
+        let Cmd::Ls(ls) =
+            parse(&["ls", "--label", "a=1", "--label", "b=2", "--dsn", "fake://"]).unwrap().command
+        else {
+            panic!()
+        };
+        assert_eq!(ls.label, [("a".into(), "1".into()), ("b".into(), "2".into())]);
+        assert_eq!(ls.backends.dsn, ["fake://"]);
+        let Cmd::Reap(reap) = parse(&["reap", "--owner-dead", "--dry-run"]).unwrap().command else {
+            panic!()
+        };
+        assert!(reap.owner_dead && reap.dry_run && reap.backends.dsn.is_empty());
+        let Cmd::Extend(ext) = parse(&["extend", "id1", "2h"]).unwrap().command else { panic!() };
+        assert_eq!((ext.id.as_str(), ext.duration.as_secs()), ("id1", 7200));
+        assert!(parse(&["extend", "id1", "soon"]).is_err());
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use base64::Engine as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sandboxio::{
     Code, CodeResult, Command, Error, ErrorCode, ExecResult, OutputChunk, ResourceLimits, Sandbox, StreamKind,
@@ -32,6 +33,9 @@ pub(crate) async fn create_sandbox(
 ) -> sandboxio::Result<Sandbox> {
     let limits = opts.memory.map(|mib| ResourceLimits::new().memory_mib(mib));
     let mut builder = Sandbox::builder(dsn)?.network(opts.network.clone()).limits(limits).detached(detached);
+    for (key, value) in &opts.label {
+        builder = builder.metadata(key, value);
+    }
     if let Some(ttl) = ttl {
         builder = builder.ttl(ttl);
     }
@@ -100,35 +104,47 @@ fn interrupted(json: bool, what: &str) -> i32 {
     EXIT_INTERRUPTED
 }
 
-/// Writes streamed chunks to this process's stdout and stderr as they come, or keeps them
-/// for the JSON report.
+/// Writes streamed chunks as they come: to this process's stdout and stderr, or with
+/// `--json` as one JSON line per chunk on stdout (`{"stream": "stdout", "data": ".."}`,
+/// `data_base64` instead of `data` for bytes that are not UTF-8 on their own).
 struct Sink {
     json: bool,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
 }
 
 impl Sink {
     fn new(json: bool) -> Self {
-        Sink { json, stdout: Vec::new(), stderr: Vec::new() }
+        Sink { json }
     }
 
     fn take(&mut self, chunk: &OutputChunk) {
-        let (kept, live): (&mut Vec<u8>, &mut dyn Write) = match chunk.stream {
-            StreamKind::Stderr => (&mut self.stderr, &mut std::io::stderr()),
-            StreamKind::Stdout => (&mut self.stdout, &mut std::io::stdout()),
-        };
+        // A closed terminal or pipe is no reason to stop the command.
         if self.json {
-            kept.extend_from_slice(&chunk.data);
-        } else {
-            // A closed terminal or pipe is no reason to stop the command.
-            let _ = live.write_all(&chunk.data).and_then(|()| live.flush());
+            let _ = writeln!(std::io::stdout(), "{}", chunk_json(chunk));
+            return;
+        }
+        let live: &mut dyn Write = match chunk.stream {
+            StreamKind::Stderr => &mut std::io::stderr(),
+            StreamKind::Stdout => &mut std::io::stdout(),
+        };
+        let _ = live.write_all(&chunk.data).and_then(|()| live.flush());
+    }
+}
+
+/// One `--json` output line for a chunk.
+fn chunk_json(chunk: &OutputChunk) -> Value {
+    let stream = match chunk.stream {
+        StreamKind::Stderr => "stderr",
+        StreamKind::Stdout => "stdout",
+    };
+    match std::str::from_utf8(&chunk.data) {
+        Ok(text) => json!({ "stream": stream, "data": text }),
+        Err(_) => {
+            json!({ "stream": stream, "data_base64": base64::engine::general_purpose::STANDARD.encode(&chunk.data) })
         }
     }
 }
 
-/// Runs `command` in `sandbox` with its output streamed into `sink`; the result's
-/// `stdout`/`stderr` are what the sink kept.
+/// Runs `command` in `sandbox` with its output streamed into `sink`.
 async fn stream_command(
     sandbox: &Sandbox,
     command: Command,
@@ -172,13 +188,12 @@ fn command_of(line: &CommandLine) -> Command {
     Command::new(&argv[0]).args(&argv[1..]).within(line.timeout)
 }
 
-fn exec_report(sandbox_id: &str, result: &ExecResult, sink: &Sink, downloaded: &[PathBuf]) -> Value {
+/// The last `--json` line of `run` and `exec`, after one line per output chunk.
+fn exec_report(sandbox_id: &str, result: &ExecResult, downloaded: &[PathBuf]) -> Value {
     json!({
         "sandbox_id": sandbox_id,
         "exit_code": result.status.code(),
         "signal": result.status.signal(),
-        "stdout": String::from_utf8_lossy(&sink.stdout),
-        "stderr": String::from_utf8_lossy(&sink.stderr),
         "duration_ms": u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
         "downloaded": downloaded.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
     })
@@ -237,7 +252,7 @@ pub async fn run(args: RunArgs) -> i32 {
             downloaded.push(host);
         }
         if json {
-            println!("{}", exec_report(sandbox.id(), &result, &sink, &downloaded));
+            println!("{}", exec_report(sandbox.id(), &result, &downloaded));
         }
         exit_code(result.status)
     })
@@ -252,7 +267,7 @@ pub async fn exec(args: ExecArgs) -> i32 {
         let mut sink = Sink::new(json);
         let result = stream_command(&sandbox, command_of(&args.line), &mut sink).await?;
         if json {
-            println!("{}", exec_report(sandbox.id(), &result, &sink, &[]));
+            println!("{}", exec_report(sandbox.id(), &result, &[]));
         }
         Ok::<_, Error>(exit_code(result.status))
     };
@@ -329,8 +344,6 @@ pub async fn code(args: CodeArgs) -> i32 {
                 json!({
                     "sandbox_id": sandbox.id(),
                     "exit_code": result.status.code(),
-                    "stdout": String::from_utf8_lossy(&sink.stdout),
-                    "stderr": String::from_utf8_lossy(&sink.stderr),
                     "error": error,
                     "results": texts,
                     "files": files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),

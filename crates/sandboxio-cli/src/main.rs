@@ -1,9 +1,12 @@
 //! `sandboxio`: run untrusted code in a sandbox from a shell (`run`, `code`, `create`,
-//! `exec`, `cp`, `kill`), or serve sandboxes to agent frameworks over MCP (`mcp`).
+//! `exec`, `cp`, `kill`), see and clean up what runs (`ls`, `reap`, `extend`), or serve sandboxes to agent frameworks over MCP (`mcp`).
 
 mod args;
+mod bounds;
 mod commands;
+mod inventory;
 mod mcp;
+mod mcp_http;
 
 use std::time::Duration;
 
@@ -36,6 +39,9 @@ fn main() {
             Cmd::Exec(a) => commands::exec(a).await,
             Cmd::Cp(a) => commands::cp(a).await,
             Cmd::Kill(a) => commands::kill(a).await,
+            Cmd::Ls(a) => inventory::ls(a).await,
+            Cmd::Reap(a) => inventory::reap(a).await,
+            Cmd::Extend(a) => inventory::extend(a).await,
             Cmd::Mcp(a) => mcp::serve(a).await,
             Cmd::Completions { .. } => unreachable!("handled before the runtime starts"),
         };

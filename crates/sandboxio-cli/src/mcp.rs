@@ -1,12 +1,16 @@
-//! `sandboxio mcp`: one sandbox per MCP session, created on the first tool call with the
-//! operator's network policy, and killed when the session ends.
+//! `sandboxio mcp`: sandboxes for one MCP client (the process at the other end of stdio).
+//! The client makes them with `create_sandbox`, within the operator's bounds
+//! ([`Bounds`]), names one by id in every other tool, and may hold at most
+//! `--max-sandboxes` at once; all of them are killed when the session ends.
 //!
 //! A tool is registered only where the backend's capabilities for the configured DSN serve
 //! it (an upper bound: a call the particular sandbox cannot serve comes back as the typed
 //! refusal). Every failure is an MCP tool error (`isError: true`) carrying the sandboxio
 //! code and message, never a protocol error or a crash.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -18,12 +22,17 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use crate::args::{McpArgs, SandboxOpts};
+use crate::args::{McpArgs, SandboxOpts, Transport, parse_network};
+use crate::bounds::Bounds;
 use crate::commands::{Within as _, create_sandbox};
 
 /// Which capability each tool needs; a tool whose capability the backend lacks is not
 /// registered.
 pub const TOOL_NEEDS: &[(&str, Capabilities)] = &[
+    ("create_sandbox", Capabilities::empty()),
+    ("kill_sandbox", Capabilities::empty()),
+    ("list_sandboxes", Capabilities::empty()),
+    ("extend_sandbox", Capabilities::EXTEND_TTL),
     ("run_command", Capabilities::RUN),
     ("run_code", Capabilities::RUN_CODE),
     ("read_file", Capabilities::FILESYSTEM),
@@ -31,9 +40,38 @@ pub const TOOL_NEEDS: &[(&str, Capabilities)] = &[
     ("list_files", Capabilities::FILESYSTEM),
 ];
 
+/// `create_sandbox`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateParams {
+    /// Network policy: `deny`, `allow`, or `allow=HOST,..`; within the operator's (the
+    /// operator's own when absent).
+    pub network: Option<String>,
+    /// How long the sandbox may live, in seconds, within the operator's bound (10 minutes,
+    /// or the bound if shorter, when absent).
+    pub ttl_seconds: Option<u64>,
+}
+
+/// The arguments of the tools that take only a sandbox.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct IdParams {
+    /// The id `create_sandbox` returned.
+    pub sandbox_id: String,
+}
+
+/// `extend_sandbox`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExtendParams {
+    /// The id `create_sandbox` returned.
+    pub sandbox_id: String,
+    /// The sandbox then lives this many seconds from now (within the operator's bound).
+    pub ttl_seconds: u64,
+}
+
 /// `run_command`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunCommandParams {
+    /// The id `create_sandbox` returned.
+    pub sandbox_id: String,
     /// The command, run by `sh -c` in the sandbox.
     pub command: String,
     /// Kill it after this many seconds.
@@ -43,6 +81,8 @@ pub struct RunCommandParams {
 /// `run_code`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunCodeParams {
+    /// The id `create_sandbox` returned.
+    pub sandbox_id: String,
     /// A Python cell; its last expression's value comes back as a rich result.
     pub code: String,
     /// Interrupt it after this many seconds.
@@ -52,6 +92,8 @@ pub struct RunCodeParams {
 /// `read_file`'s and `list_files`' arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct PathParams {
+    /// The id `create_sandbox` returned.
+    pub sandbox_id: String,
     /// A path in the sandbox (relative ones are under its working directory).
     pub path: String,
 }
@@ -59,18 +101,21 @@ pub struct PathParams {
 /// `write_file`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WriteFileParams {
+    /// The id `create_sandbox` returned.
+    pub sandbox_id: String,
     /// A path in the sandbox (relative ones are under its working directory).
     pub path: String,
     /// The file's new content, as text.
     pub content: String,
 }
 
-/// The server: the configured backend, and the session's sandbox once a tool made it.
+/// The server: the configured backend and bounds, and the client's sandboxes by id.
 #[derive(Clone)]
 pub struct SandboxServer {
     dsn: Arc<str>,
     opts: Arc<SandboxOpts>,
-    sandbox: Arc<Mutex<Option<Arc<Sandbox>>>>,
+    bounds: Arc<Bounds>,
+    sandboxes: Arc<Mutex<BTreeMap<String, Arc<Sandbox>>>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -127,12 +172,19 @@ fn bundle_content(bundle: &MimeBundle) -> Vec<ContentBlock> {
 
 #[tool_router]
 impl SandboxServer {
-    /// A server for `dsn`, registering only the tools its capabilities serve. Does no I/O.
+    /// A server for `dsn`, registering only the tools its capabilities serve. `opts` gives
+    /// the limits and labels of every sandbox, and its network policy is the widest a client
+    /// may ask for (see [`Bounds`]). Does no I/O.
     ///
     /// # Errors
     ///
     /// The DSN's configuration error (malformed, unknown scheme, feature off).
-    pub fn new(dsn: &str, opts: SandboxOpts) -> sandboxio::Result<Self> {
+    pub fn new(
+        dsn: &str,
+        opts: SandboxOpts,
+        max_ttl: Duration,
+        max_sandboxes: usize,
+    ) -> sandboxio::Result<Self> {
         let caps = Sandbox::capabilities_of(dsn)?;
         let mut tool_router = Self::tool_router();
         for (name, needs) in TOOL_NEEDS {
@@ -140,10 +192,12 @@ impl SandboxServer {
                 tool_router.remove_route(name);
             }
         }
+        let bounds = Bounds { network: opts.network.clone(), max_ttl, max_sandboxes };
         Ok(SandboxServer {
             dsn: Arc::from(dsn),
             opts: Arc::new(opts),
-            sandbox: Arc::new(Mutex::new(None)),
+            bounds: Arc::new(bounds),
+            sandboxes: Arc::new(Mutex::new(BTreeMap::new())),
             tool_router,
         })
     }
@@ -157,32 +211,102 @@ impl SandboxServer {
         names
     }
 
-    /// The session's sandbox, created by the first call that needs it.
-    async fn sandbox(&self) -> sandboxio::Result<Arc<Sandbox>> {
-        let mut slot = self.sandbox.lock().await;
-        if let Some(sandbox) = slot.as_ref() {
-            return Ok(Arc::clone(sandbox));
-        }
-        let sandbox = Arc::new(create_sandbox(&self.dsn, &self.opts, false, None).await?);
-        *slot = Some(Arc::clone(&sandbox));
-        Ok(sandbox)
+    /// The client's sandbox `id`.
+    async fn sandbox(&self, id: &str) -> sandboxio::Result<Arc<Sandbox>> {
+        self.sandboxes.lock().await.get(id).cloned().ok_or_else(|| {
+            Error::sandbox_gone(id, "it is not one of this session's sandboxes (list_sandboxes names them)")
+        })
     }
 
-    /// Kills the session's sandbox, if a tool made one.
+    /// Kills every sandbox of the client.
     pub async fn end_session(&self) {
-        if let Some(sandbox) = self.sandbox.lock().await.take()
-            && let Err(e) = sandbox.kill().await
-        {
-            eprintln!("sandboxio mcp: killing the session's sandbox: {e}");
+        let sandboxes = std::mem::take(&mut *self.sandboxes.lock().await);
+        for (id, sandbox) in sandboxes {
+            if let Err(e) = sandbox.kill().await {
+                eprintln!("sandboxio mcp: killing sandbox {id}: {e}");
+            }
         }
     }
 
     #[tool(
-        description = "Run a shell command (sh -c) in this session's sandbox. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error."
+        description = "Create a sandbox for this session and return its id, which every other tool takes. Optional: network (deny, allow, or allow=HOST,..; within what the operator allows) and ttl_seconds."
+    )]
+    async fn create_sandbox(&self, Parameters(p): Parameters<CreateParams>) -> CallToolResult {
+        let create = async {
+            let asked = p.network.as_deref().map(parse_network).transpose().map_err(Error::invalid_input)?;
+            let network = self.bounds.network(asked)?;
+            let ttl = self.bounds.ttl(p.ttl_seconds)?;
+            // Held while creating, so that concurrent calls cannot pass the bound together.
+            let mut sandboxes = self.sandboxes.lock().await;
+            if sandboxes.len() >= self.bounds.max_sandboxes {
+                return Err(Error::invalid_input(format!(
+                    "this session already holds {} sandboxes, the operator's bound: kill_sandbox one first",
+                    sandboxes.len()
+                )));
+            }
+            let opts = SandboxOpts { network, ..(*self.opts).clone() };
+            let sandbox = create_sandbox(&self.dsn, &opts, false, Some(ttl)).await?;
+            let id = sandbox.id().to_owned();
+            sandboxes.insert(id.clone(), Arc::new(sandbox));
+            Ok::<_, Error>((id, ttl))
+        };
+        match create.await {
+            Ok((id, ttl)) => {
+                let mut result = CallToolResult::success(vec![ContentBlock::text(id.clone())]);
+                result.structured_content =
+                    Some(serde_json::json!({ "sandbox_id": id, "ttl_seconds": ttl.as_secs() }));
+                result
+            }
+            Err(e) => tool_error(&e),
+        }
+    }
+
+    #[tool(description = "Kill one of this session's sandboxes by id.")]
+    async fn kill_sandbox(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
+        let kill = async {
+            let sandbox = self.sandbox(&p.sandbox_id).await?;
+            sandbox.kill().await?;
+            self.sandboxes.lock().await.remove(&p.sandbox_id);
+            Ok::<_, Error>(())
+        };
+        match kill.await {
+            Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!("killed {}", p.sandbox_id))]),
+            Err(e) => tool_error(&e),
+        }
+    }
+
+    #[tool(description = "List this session's sandboxes: one id a line.")]
+    async fn list_sandboxes(&self) -> CallToolResult {
+        let ids: Vec<String> = self.sandboxes.lock().await.keys().cloned().collect();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(ids.join("\n"))]);
+        result.structured_content = Some(serde_json::json!({ "sandbox_ids": ids }));
+        result
+    }
+
+    #[tool(
+        description = "Make one of this session's sandboxes live ttl_seconds from now (within the operator's bound)."
+    )]
+    async fn extend_sandbox(&self, Parameters(p): Parameters<ExtendParams>) -> CallToolResult {
+        let extend = async {
+            let ttl = self.bounds.ttl(Some(p.ttl_seconds))?;
+            self.sandbox(&p.sandbox_id).await?.extend_ttl(ttl).await
+        };
+        match extend.await {
+            Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!(
+                "{} now ends in {} s",
+                p.sandbox_id, p.ttl_seconds
+            ))]),
+            Err(e) => tool_error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Run a shell command (sh -c) in one of this session's sandboxes. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error."
     )]
     async fn run_command(&self, Parameters(p): Parameters<RunCommandParams>) -> CallToolResult {
-        let run =
-            async { self.sandbox().await?.run(Command::shell(p.command).within(p.timeout_seconds)).await };
+        let run = async {
+            self.sandbox(&p.sandbox_id).await?.run(Command::shell(p.command).within(p.timeout_seconds)).await
+        };
         match run.await {
             Ok(result) => CallToolResult::success(vec![ContentBlock::text(exec_text(&result))]),
             Err(e) => tool_error(&e),
@@ -190,10 +314,12 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Run a Python cell in this session's sandbox. Returns stdout and stderr as text, and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback."
+        description = "Run a Python cell in one of this session's sandboxes. Returns stdout and stderr as text, and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback."
     )]
     async fn run_code(&self, Parameters(p): Parameters<RunCodeParams>) -> CallToolResult {
-        let run = async { self.sandbox().await?.run_code(Code::new(p.code).within(p.timeout_seconds)).await };
+        let run = async {
+            self.sandbox(&p.sandbox_id).await?.run_code(Code::new(p.code).within(p.timeout_seconds)).await
+        };
         let result = match run.await {
             Ok(result) => result,
             Err(e) => return tool_error(&e),
@@ -222,10 +348,10 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Read a file of this session's sandbox. Text comes back as text; other bytes as base64."
+        description = "Read a file of one of this session's sandboxes. Text comes back as text; other bytes as base64."
     )]
     async fn read_file(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
-        let read = async { self.sandbox().await?.fs().read(&p.path).await };
+        let read = async { self.sandbox(&p.sandbox_id).await?.fs().read(&p.path).await };
         match read.await {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
@@ -245,7 +371,7 @@ impl SandboxServer {
     #[tool(description = "Write a text file in this session's sandbox, creating or replacing it.")]
     async fn write_file(&self, Parameters(p): Parameters<WriteFileParams>) -> CallToolResult {
         let len = p.content.len();
-        let write = async { self.sandbox().await?.fs().write(&p.path, p.content).await };
+        let write = async { self.sandbox(&p.sandbox_id).await?.fs().write(&p.path, p.content).await };
         match write.await {
             Ok(()) => {
                 CallToolResult::success(vec![ContentBlock::text(format!("wrote {len} bytes to {}", p.path))])
@@ -258,7 +384,7 @@ impl SandboxServer {
         description = "List a directory of this session's sandbox: one entry a line, directories with a trailing slash, files with their size."
     )]
     async fn list_files(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
-        let list = async { self.sandbox().await?.fs().list(&p.path).await };
+        let list = async { self.sandbox(&p.sandbox_id).await?.fs().list(&p.path).await };
         match list.await {
             Ok(entries) => {
                 let lines: Vec<String> = entries
@@ -279,17 +405,29 @@ impl SandboxServer {
 #[tool_handler(
     router = self.tool_router,
     name = "sandboxio",
-    instructions = "Runs commands and Python code in one sandbox for this session (created on the first call, removed when the session ends). The operator chose its backend and network policy."
+    instructions = "Runs commands and Python code in sandboxes: create_sandbox returns an id that every other tool takes; the session's sandboxes are removed when it ends. The operator chose the backend and the widest network policy, TTL and number of sandboxes."
 )]
 impl ServerHandler for SandboxServer {}
 
-/// `sandboxio mcp`: serves until the client closes stdin (or Ctrl-C), then kills the
-/// session's sandbox.
+/// `sandboxio mcp`: over stdio, serves until the client closes stdin (or Ctrl-C); over
+/// HTTP, until SIGINT or SIGTERM. Then kills the client's sandboxes.
 pub async fn serve(args: McpArgs) -> i32 {
-    let server = match SandboxServer::new(&args.dsn, args.sandbox) {
+    let max_ttl = Duration::from_secs(args.max_ttl);
+    let server = match SandboxServer::new(&args.dsn, args.sandbox, max_ttl, args.max_sandboxes) {
         Ok(server) => server,
         Err(e) => return crate::commands::fail(false, &e),
     };
+    if args.transport == Transport::Http {
+        let token = std::env::var(&args.token_env).unwrap_or_default();
+        if token.len() < 16 {
+            eprintln!(
+                "sandboxio mcp: --transport http needs a bearer token of at least 16 characters in ${}",
+                args.token_env
+            );
+            return crate::commands::EXIT_ERROR;
+        }
+        return crate::mcp_http::serve(server, args.listen, token).await;
+    }
     let session = server.clone();
     let code = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => {
@@ -321,7 +459,7 @@ mod tests {
     use crate::args::SandboxOpts;
 
     fn deny() -> SandboxOpts {
-        SandboxOpts { network: NetworkPolicy::deny_all(), memory: None }
+        SandboxOpts { network: NetworkPolicy::deny_all(), memory: None, label: Vec::new() }
     }
 
     #[expect(clippy::unnecessary_wraps, reason = "the signature of a scheme factory")]
@@ -329,14 +467,21 @@ mod tests {
         Ok(Arc::new(FakeBackend::new().with_capabilities(Capabilities::RUN | Capabilities::NETWORK_DENY)))
     }
 
+    fn server(dsn: &str) -> sandboxio::Result<SandboxServer> {
+        SandboxServer::new(dsn, deny(), std::time::Duration::from_mins(10), 2)
+    }
+
     #[test]
     fn tools_follow_the_capabilities() {
-        let all = SandboxServer::new("fake://", deny()).unwrap();
-        assert_eq!(all.tool_names(), ["list_files", "read_file", "run_code", "run_command", "write_file"]);
+        let all = server("fake://").unwrap();
+        let mut every: Vec<&str> = super::TOOL_NEEDS.iter().map(|(name, _)| *name).collect();
+        every.sort_unstable();
+        assert_eq!(all.tool_names(), every, "the fake serves every tool");
+        assert_eq!(every.len(), 9);
         sandboxio::dsn::register_scheme("clitestrun", run_only).unwrap();
-        let narrow = SandboxServer::new("clitestrun://", deny()).unwrap();
-        assert_eq!(narrow.tool_names(), ["run_command"]);
-        let err = SandboxServer::new("nosuch://", deny()).err().unwrap();
+        let narrow = server("clitestrun://").unwrap();
+        assert_eq!(narrow.tool_names(), ["create_sandbox", "kill_sandbox", "list_sandboxes", "run_command"]);
+        let err = server("nosuch://").err().unwrap();
         assert_eq!(err.code(), sandboxio::ErrorCode::Configuration);
     }
 
@@ -345,28 +490,62 @@ mod tests {
     #[tokio::test]
     async fn over_a_pipe_on_the_fake() {
         let (server_io, client_io) = tokio::io::duplex(1 << 16);
-        let server = SandboxServer::new("fake://", deny()).unwrap();
+        let server = server("fake://").unwrap();
         let session = server.clone();
         let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
         let client = ().serve(client_io).await.unwrap();
         let tools: Vec<String> =
             client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
-        assert_eq!(tools.len(), 5, "{tools:?}");
+        assert_eq!(tools.len(), 9, "{tools:?}");
         let call = async |tool: &'static str, args: serde_json::Value| {
             let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
             client.call_tool(params).await.unwrap()
         };
-        let out = call("run_command", serde_json::json!({ "command": "echo hello; exit 3" })).await;
+        let code =
+            |out: &rmcp::model::CallToolResult| out.structured_content.as_ref().unwrap()["code"].clone();
+
+        let out = call("run_command", serde_json::json!({ "sandbox_id": "fake-1", "command": "true" })).await;
+        assert_eq!((out.is_error, code(&out)), (Some(true), "SBX-007".into()), "no such sandbox: {out:?}");
+        let out = call("create_sandbox", serde_json::json!({ "network": "allow" })).await;
+        assert_eq!((out.is_error, code(&out)), (Some(true), "SBX-013".into()), "wider than deny: {out:?}");
+        let out = call("create_sandbox", serde_json::json!({ "ttl_seconds": 601 })).await;
+        assert_eq!(
+            (out.is_error, code(&out)),
+            (Some(true), "SBX-013".into()),
+            "above the TTL bound: {out:?}"
+        );
+
+        let out = call("create_sandbox", serde_json::json!({ "ttl_seconds": 60 })).await;
+        assert_eq!(out.is_error, Some(false), "{out:?}");
+        let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+        assert_eq!(text.text, id);
+        let out =
+            call("run_command", serde_json::json!({ "sandbox_id": id, "command": "echo hello; exit 3" }))
+                .await;
         assert_eq!(out.is_error, Some(false));
         let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
         assert_eq!(text.text, "exit code 3\n--- stdout ---\nhello\n");
-        let out = call("read_file", serde_json::json!({ "path": "/missing.txt" })).await;
-        assert_eq!(out.is_error, Some(true));
-        assert_eq!(out.structured_content.as_ref().unwrap()["code"], "SBX-010");
+        let out = call("read_file", serde_json::json!({ "sandbox_id": id, "path": "/missing.txt" })).await;
+        assert_eq!((out.is_error, code(&out)), (Some(true), "SBX-010".into()));
+        let out = call("extend_sandbox", serde_json::json!({ "sandbox_id": id, "ttl_seconds": 600 })).await;
+        assert_eq!(out.is_error, Some(false), "{out:?}");
+
+        let second = call("create_sandbox", serde_json::json!({})).await;
+        assert_eq!(second.is_error, Some(false));
+        let out = call("create_sandbox", serde_json::json!({})).await;
+        assert_eq!((out.is_error, code(&out)), (Some(true), "SBX-013".into()), "a third is over the bound");
+        let out = call("list_sandboxes", serde_json::json!({})).await;
+        assert_eq!(out.structured_content.as_ref().unwrap()["sandbox_ids"].as_array().unwrap().len(), 2);
+        let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": id })).await;
+        assert_eq!(out.is_error, Some(false), "{out:?}");
+        let out = call("run_command", serde_json::json!({ "sandbox_id": id, "command": "true" })).await;
+        assert_eq!(code(&out), "SBX-007", "killed: {out:?}");
+
         client.cancel().await.unwrap();
         serving.await.unwrap().unwrap();
-        assert!(session.sandbox.lock().await.is_some(), "the first call made the session's sandbox");
+        assert_eq!(session.sandboxes.lock().await.len(), 1, "the second is still there");
         session.end_session().await;
-        assert!(session.sandbox.lock().await.is_none());
+        assert!(session.sandboxes.lock().await.is_empty());
     }
 }

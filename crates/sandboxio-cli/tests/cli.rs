@@ -4,8 +4,8 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -14,51 +14,9 @@ use base64::Engine as _;
 const PNG_B64: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 
-struct Scratch(PathBuf);
+mod support;
 
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("sandboxio-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandboxio"));
-        cmd.args(args).env("TMPDIR", &self.0).current_dir(&self.0);
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).stdin(Stdio::null()).output().unwrap()
-    }
-
-    /// The sandbox workspaces the local backend left under this TMPDIR.
-    fn leftovers(&self) -> Vec<String> {
-        let mut left = Vec::new();
-        for root in std::fs::read_dir(&self.0).unwrap().flatten() {
-            if root.file_name().to_string_lossy().starts_with("sandboxio-local-") {
-                for entry in std::fs::read_dir(root.path()).unwrap().flatten() {
-                    if entry.file_type().unwrap().is_dir() {
-                        left.push(entry.file_name().to_string_lossy().into_owned());
-                    }
-                }
-            }
-        }
-        left
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn text(bytes: &[u8]) -> &str {
-    std::str::from_utf8(bytes).unwrap()
-}
+use support::{Scratch, last_json, text};
 
 #[test]
 fn run_streams_both_streams_and_exits_with_the_command_code() {
@@ -91,18 +49,32 @@ fn run_json_shape_uploads_and_downloads() {
         "tr a-z A-Z < in.txt > out.txt; echo done; echo warn >&2; exit 4",
     ]);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    let lines: Vec<serde_json::Value> =
+        text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (exit, chunks) = lines.split_last().unwrap();
+    // One object per chunk, as the output came; how the bytes were cut into chunks is the
+    // backend's business, so the streams are compared whole.
+    let stream = |name: &str| -> String {
+        chunks.iter().filter(|c| c["stream"] == name).map(|c| c["data"].as_str().unwrap()).collect()
+    };
+    assert!(chunks.iter().all(|c| c.as_object().unwrap().len() == 2), "{chunks:?}");
+    assert_eq!(stream("stdout"), "done\n");
+    assert_eq!(stream("stderr"), "warn\n");
+    let mut keys: Vec<&str> = exit.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["downloaded", "duration_ms", "exit_code", "sandbox_id", "signal", "stderr", "stdout"]);
-    assert_eq!(v["exit_code"], 4);
-    assert_eq!(v["signal"], serde_json::Value::Null);
-    assert_eq!(v["stdout"], "done\n");
-    assert_eq!(v["stderr"], "warn\n");
-    assert!(v["sandbox_id"].as_str().unwrap().starts_with("local-"));
-    assert_eq!(v["downloaded"], serde_json::json!(["out.txt"]));
+    assert_eq!(keys, ["downloaded", "duration_ms", "exit_code", "sandbox_id", "signal"]);
+    assert_eq!(exit["exit_code"], 4);
+    assert_eq!(exit["signal"], serde_json::Value::Null);
+    assert!(exit["sandbox_id"].as_str().unwrap().starts_with("local-"));
+    assert_eq!(exit["downloaded"], serde_json::json!(["out.txt"]));
     assert_eq!(std::fs::read_to_string(s.0.join("out.txt")).unwrap(), "DATA\n");
-    assert!(out.stderr.is_empty(), "with --json nothing is streamed: {}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "with --json everything is on stdout: {}", text(&out.stderr));
+
+    // Bytes that are not UTF-8 come as base64.
+    let out = s.run(&["run", "--json", "--", "printf", "\\377"]);
+    let first: serde_json::Value = serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(first, serde_json::json!({ "stream": "stdout", "data_base64": "/w==" }));
+    assert_eq!(s.leftovers(), Vec::<String>::new());
 }
 
 #[test]
@@ -162,14 +134,14 @@ fn code_saves_a_png_and_names_it() {
     assert_eq!(png, base64::engine::general_purpose::STANDARD.decode(PNG_B64).unwrap());
 
     let out = s.run(&["code", "--json", "cell.py"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = last_json(&out);
     assert_eq!(v["files"], serde_json::json!(["./result-1.png"]), "{v}");
     assert_eq!(v["error"], serde_json::Value::Null);
 
     std::fs::write(s.0.join("bad.py"), "1/0").unwrap();
     let out = s.run(&["code", "--json", "bad.py"]);
     assert_eq!(out.status.code(), Some(1));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = last_json(&out);
     assert_eq!(v["error"]["name"], "ZeroDivisionError", "{v}");
     assert_eq!(s.leftovers(), Vec::<String>::new());
 }

@@ -1,8 +1,10 @@
 //! `sandboxio mcp` over stdio on `local://`, driven by rmcp's own client as a child process:
-//! initialize, tools/list, tools/call of a command and a cell (a PNG as image content),
-//! errors as tool errors, and the session's sandbox gone once the client hangs up.
+//! initialize, tools/list, `create_sandbox`, tools/call of a command and a cell (a PNG as image
+//! content) on that id, errors as tool errors, `kill_sandbox`, and the session's sandboxes
+//! gone once the client hangs up.
 
-use std::path::PathBuf;
+mod support;
+
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -10,6 +12,7 @@ use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
+use support::workspaces;
 
 const PNG_B64: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
@@ -34,17 +37,6 @@ fn texts(result: &CallToolResult) -> Vec<&str> {
         .collect()
 }
 
-/// The sandbox workspaces the local backend keeps under `tmp`.
-fn workspaces(tmp: &PathBuf) -> usize {
-    std::fs::read_dir(tmp)
-        .unwrap()
-        .flatten()
-        .filter(|root| root.file_name().to_string_lossy().starts_with("sandboxio-local-"))
-        .flat_map(|root| std::fs::read_dir(root.path()).unwrap().flatten())
-        .filter(|e| e.file_type().unwrap().is_dir())
-        .count()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_over_stdio_on_local() {
     let tmp = std::env::temp_dir().join(format!("sandboxio-cli-mcp-{}", std::process::id()));
@@ -59,20 +51,47 @@ async fn mcp_over_stdio_on_local() {
     let mut tools: Vec<String> =
         client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
     tools.sort();
-    assert_eq!(tools, ["list_files", "read_file", "run_code", "run_command", "write_file"]);
-    assert_eq!(workspaces(&tmp), 0, "the sandbox is made lazily, on the first call");
+    assert_eq!(
+        tools,
+        [
+            "create_sandbox",
+            "kill_sandbox",
+            "list_files",
+            "list_sandboxes",
+            "read_file",
+            "run_code",
+            "run_command",
+            "write_file"
+        ],
+        "no extend_sandbox: local:// cannot extend a TTL"
+    );
+    assert_eq!(workspaces(&tmp), 0, "a sandbox is made by create_sandbox only");
 
-    let out =
-        call(&client, "run_command", serde_json::json!({ "command": "echo hi; echo oops >&2; exit 2" }))
-            .await;
+    let out = call(&client, "create_sandbox", serde_json::json!({ "network": "allow" })).await;
+    assert_eq!(out.is_error, Some(true), "wider than the operator's deny: {out:?}");
+    let out = call(&client, "create_sandbox", serde_json::json!({})).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+    let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    let out = call(&client, "create_sandbox", serde_json::json!({ "ttl_seconds": 60 })).await;
+    let other = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    assert_eq!(workspaces(&tmp), 2);
+    let out = call(&client, "kill_sandbox", serde_json::json!({ "sandbox_id": other })).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+
+    let out = call(
+        &client,
+        "run_command",
+        serde_json::json!({ "sandbox_id": id, "command": "echo hi; echo oops >&2; exit 2" }),
+    )
+    .await;
     assert_eq!(out.is_error, Some(false), "{out:?}");
     assert_eq!(texts(&out), ["exit code 2\n--- stdout ---\nhi\n\n--- stderr ---\noops\n"]);
-    assert_eq!(workspaces(&tmp), 1);
+    assert_eq!(workspaces(&tmp), 1, "the killed one is gone");
 
     let cell = format!(
         "import base64\nclass Pic:\n    def _repr_png_(self): return base64.b64decode('{PNG_B64}')\nprint('drawn')\nPic()"
     );
-    let out = call(&client, "run_code", serde_json::json!({ "code": cell })).await;
+    let out = call(&client, "run_code", serde_json::json!({ "sandbox_id": id, "code": cell })).await;
     assert_eq!(out.is_error, Some(false), "{out:?}");
     assert_eq!(texts(&out), ["--- stdout ---\ndrawn\n"]);
     let images: Vec<_> = out
@@ -89,19 +108,24 @@ async fn mcp_over_stdio_on_local() {
     let decoded = base64::engine::general_purpose::STANDARD.decode(&images[0].data).unwrap();
     assert!(decoded.starts_with(b"\x89PNG"));
 
-    let out = call(&client, "run_code", serde_json::json!({ "code": "1/0" })).await;
+    let out = call(&client, "run_code", serde_json::json!({ "sandbox_id": id, "code": "1/0" })).await;
     assert_eq!(out.is_error, Some(true), "a cell that raised is a tool error");
     assert!(texts(&out).last().unwrap().ends_with("ZeroDivisionError: division by zero"), "{out:?}");
 
-    let out =
-        call(&client, "write_file", serde_json::json!({ "path": "notes.txt", "content": "one\n" })).await;
+    let out = call(
+        &client,
+        "write_file",
+        serde_json::json!({ "sandbox_id": id, "path": "notes.txt", "content": "one\n" }),
+    )
+    .await;
     assert_eq!(texts(&out), ["wrote 4 bytes to notes.txt"]);
-    let out = call(&client, "read_file", serde_json::json!({ "path": "notes.txt" })).await;
+    let out = call(&client, "read_file", serde_json::json!({ "sandbox_id": id, "path": "notes.txt" })).await;
     assert_eq!(texts(&out), ["one\n"]);
-    let out = call(&client, "list_files", serde_json::json!({ "path": "." })).await;
+    let out = call(&client, "list_files", serde_json::json!({ "sandbox_id": id, "path": "." })).await;
     assert!(texts(&out)[0].lines().any(|l| l == "notes.txt\t4 bytes"), "{out:?}");
 
-    let out = call(&client, "read_file", serde_json::json!({ "path": "missing.txt" })).await;
+    let out =
+        call(&client, "read_file", serde_json::json!({ "sandbox_id": id, "path": "missing.txt" })).await;
     assert_eq!(out.is_error, Some(true));
     assert!(texts(&out)[0].starts_with("[SBX-010] "), "{out:?}");
     assert_eq!(out.structured_content.as_ref().unwrap()["code"], "SBX-010");
@@ -109,8 +133,8 @@ async fn mcp_over_stdio_on_local() {
     // A missing required argument is a tool error too, and the server keeps serving.
     let bad = client.call_tool(CallToolRequestParams::new("run_command")).await.unwrap();
     assert_eq!(bad.is_error, Some(true));
-    assert!(texts(&bad)[0].contains("missing field `command`"), "{bad:?}");
-    let out = call(&client, "run_command", serde_json::json!({ "command": "true" })).await;
+    assert!(texts(&bad)[0].contains("missing field `sandbox_id`"), "{bad:?}");
+    let out = call(&client, "run_command", serde_json::json!({ "sandbox_id": id, "command": "true" })).await;
     assert_eq!(texts(&out), ["exit code 0"]);
 
     client.cancel().await.unwrap();
@@ -118,6 +142,6 @@ async fn mcp_over_stdio_on_local() {
     while workspaces(&tmp) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(workspaces(&tmp), 0, "the session's sandbox is removed when the client hangs up");
+    assert_eq!(workspaces(&tmp), 0, "the session's sandboxes are removed when the client hangs up");
     let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -160,7 +160,7 @@ use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::secret::SecretString;
 
 use crate::backends::agent::egress::serve_gate;
-use crate::backends::{ReapOptions, ReapReport};
+use crate::{ReapOptions, ReapReport};
 pub use agent::ExecPath;
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};
@@ -641,7 +641,9 @@ impl DockerBackend {
 
     /// Lists sandboxio's containers on this engine and removes those past their TTL, and,
     /// with [`ReapOptions::owner_dead`], the owned ones whose owner process on this host is
-    /// gone. Detached sandboxes and other hosts' sandboxes are only removed at expiry.
+    /// gone. Detached sandboxes and other hosts' sandboxes are only removed at expiry. With
+    /// [`ReapOptions::dry_run`] it removes nothing and reports what it would remove; with
+    /// [`ReapOptions::labels`] it looks only at the containers so labelled.
     ///
     /// # Errors
     ///
@@ -655,7 +657,7 @@ impl DockerBackend {
     /// completes on the engine.
     pub async fn reap(&self, options: ReapOptions) -> Result<ReapReport> {
         let inner = Arc::clone(&self.inner);
-        rt::spawn(async move { reap::reap(&Self::client(&inner).await?, options).await }).await
+        rt::spawn(async move { reap::reap(&Self::client(&inner).await?, &options).await }).await
     }
 
     /// [`DockerBackend::reap`] for synchronous callers (blocks the calling thread).
@@ -1001,6 +1003,15 @@ impl Backend for DockerBackend {
             let shared = rt::spawn(connect(inner, id)).await?;
             Ok(Box::new(DockerSandbox { shared }) as Box<dyn BackendSandbox>)
         })
+    }
+
+    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<crate::SandboxInfo>>> {
+        let (inner, labels) = (Arc::clone(&self.inner), labels.clone());
+        Box::pin(rt::spawn(async move { reap::list(&Self::client(&inner).await?, &labels).await }))
+    }
+
+    fn reap(&self, options: ReapOptions) -> BoxFuture<'_, Result<ReapReport>> {
+        Box::pin(DockerBackend::reap(self, options))
     }
 }
 

@@ -1,13 +1,16 @@
-//! The sweep: find sandboxio's containers by label and remove the ones nobody should keep.
+//! The sweep and the listing: find sandboxio's containers by label, describe them, and
+//! remove the ones nobody should keep.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use bollard::Docker;
 use bollard::models::ContainerSummary;
 use bollard::query_parameters::ListContainersOptions;
 
-use crate::backends::{ReapOptions, ReapReport};
 use crate::error::Result;
+use crate::inventory::SandboxInfo;
+use crate::{ReapOptions, ReapReport};
 
 use super::client::{provider, status};
 use super::labels::{self, Owner};
@@ -28,13 +31,20 @@ async fn list_managed(docker: &Docker, state: Option<&str>) -> Result<Vec<Contai
         .map_err(|e| provider("listing sandboxio containers", e))
 }
 
-pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapReport> {
+pub(super) async fn reap(docker: &Docker, options: &ReapOptions) -> Result<ReapReport> {
     let listed = list_managed(docker, None).await?;
     let now = labels::unix_now();
     let mut report = ReapReport::default();
     for container in listed {
         let Some(id) = container.id else { continue };
         let tags = container.labels.unwrap_or_default();
+        if !options
+            .labels
+            .iter()
+            .all(|(k, v)| !k.starts_with(labels::RESERVED_PREFIX) && tags.get(k) == Some(v))
+        {
+            continue;
+        }
         let expired =
             tags.get(labels::EXPIRES).and_then(|e| e.parse::<u64>().ok()).is_none_or(|at| at <= now);
         let detached = tags.get(labels::DETACHED).is_some_and(|d| d == "true")
@@ -51,6 +61,10 @@ pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapRe
             report.kept += 1;
             continue;
         }
+        if options.dry_run {
+            report.removed.push(id);
+            continue;
+        }
         match docker.remove_container(&id, Some(super::force_remove())).await {
             Ok(()) => report.removed.push(id),
             Err(e) if matches!(status(&e), Some(404 | 409)) => {}
@@ -58,6 +72,37 @@ pub(super) async fn reap(docker: &Docker, options: ReapOptions) -> Result<ReapRe
         }
     }
     Ok(report)
+}
+
+/// Every sandboxio container of the engine (all states) whose user labels hold every pair
+/// of `wanted`.
+pub(super) async fn list(docker: &Docker, wanted: &BTreeMap<String, String>) -> Result<Vec<SandboxInfo>> {
+    let now = labels::unix_now();
+    let mut listed: Vec<SandboxInfo> = list_managed(docker, None)
+        .await?
+        .into_iter()
+        .filter_map(|container| {
+            let tags = container.labels.unwrap_or_default();
+            let seconds = |name| tags.get(name).and_then(|v: &String| v.parse::<u64>().ok());
+            let mut info = SandboxInfo::new(container.id?, super::SCHEME);
+            info.age = container
+                .created
+                .and_then(|c| u64::try_from(c).ok())
+                .map(|at| Duration::from_secs(now.saturating_sub(at)));
+            info.ttl_left = seconds(labels::EXPIRES).map(|at| Duration::from_secs(at.saturating_sub(now)));
+            info.owner_alive = tags
+                .get(labels::OWNER)
+                .and_then(|o| Owner::parse(o))
+                .and_then(|o| o.is_dead_here())
+                .map(|d| !d);
+            info.detached = tags.get(labels::DETACHED).map(|d| d == "true");
+            info.labels = labels::metadata_of(&tags);
+            Some(info)
+        })
+        .filter(|info| info.has_labels(wanted))
+        .collect();
+    listed.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(listed)
 }
 
 /// Removes the containers that never started and whose owner on this host is dead: an

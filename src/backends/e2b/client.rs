@@ -45,6 +45,49 @@ pub(crate) struct ListedSandbox {
     /// When its TTL ends (RFC 3339).
     #[serde(default)]
     pub(crate) end_at: String,
+    /// When it started (RFC 3339).
+    #[serde(default)]
+    pub(crate) started_at: String,
+}
+
+/// Unix seconds of an RFC 3339 UTC timestamp as E2B writes them
+/// (`2025-01-02T03:04:05.678Z`, or with a `+hh:mm` offset); `None` for anything else.
+pub(crate) fn unix_seconds(stamp: &str) -> Option<u64> {
+    let num = |range: std::ops::Range<usize>| stamp.get(range)?.parse::<i64>().ok();
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let bytes = stamp.as_bytes();
+    if bytes.get(4) != Some(&b'-')
+        || bytes.get(7) != Some(&b'-')
+        || !matches!(bytes.get(10), Some(b'T' | b't' | b' '))
+    {
+        return None;
+    }
+    // Skip fractional seconds, then read the zone.
+    let zone = stamp[19..].trim_start_matches(|c: char| c == '.' || c.is_ascii_digit());
+    let offset = match zone {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match zone.get(..1)? {
+                "+" => 1,
+                "-" => -1,
+                _ => return None,
+            };
+            let (h, m) = (zone.get(1..3)?.parse::<i64>().ok()?, zone.get(4..6)?.parse::<i64>().ok()?);
+            sign * (h * 3600 + m * 60)
+        }
+    };
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's `days_from_civil`).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second - offset).ok()
 }
 
 /// Whole seconds for a TTL field: rounded up, at least 1 (E2B refuses 0 with 400).
@@ -261,5 +304,16 @@ mod tests {
         .unwrap();
         assert_eq!(listed[0].metadata.get("k").map(String::as_str), Some("v"));
         assert_eq!(listed[0].end_at, "2026-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn rfc3339_stamps_become_unix_seconds() {
+        assert_eq!(unix_seconds("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(unix_seconds("2000-03-01T00:00:00Z"), Some(951_868_800));
+        assert_eq!(unix_seconds("2025-01-02T03:04:05.678Z"), Some(1_735_787_045));
+        assert_eq!(unix_seconds("2025-01-02T05:04:05+02:00"), Some(1_735_787_045));
+        assert_eq!(unix_seconds("2025-13-02T03:04:05Z"), None);
+        assert_eq!(unix_seconds("yesterday"), None);
+        assert_eq!(unix_seconds(""), None);
     }
 }

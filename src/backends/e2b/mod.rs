@@ -92,8 +92,8 @@ mod stream;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
 use crate::dsn::Dsn;
@@ -305,7 +305,7 @@ impl E2bBackend {
             network,
             metadata: spec.map(|s| s.metadata.clone()).unwrap_or_default(),
             secrets: Arc::new(spec.map(|s| s.secret_env.clone()).unwrap_or_default()),
-            deadline: Instant::now() + ttl,
+            deadline: Mutex::new(Instant::now() + ttl),
             owned: AtomicBool::new(spec.is_some_and(|s| !s.detached)),
             killed: AtomicBool::new(false),
             keepalive: crate::backends::portal::Keepalive::default(),
@@ -334,6 +334,11 @@ impl E2bBackend {
         }
         Ok(shared)
     }
+}
+
+/// Unix seconds now.
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 impl Backend for E2bBackend {
@@ -383,6 +388,40 @@ impl Backend for E2bBackend {
                 })
                 .await?;
             Ok(Box::new(E2bSandbox { shared }) as Box<dyn BackendSandbox>)
+        })
+    }
+
+    /// The account's running and paused sandboxes (at most 100 pages of 100), with ages and
+    /// TTLs from E2B's `startedAt` and `endAt`. E2B records no owner process and no
+    /// detachment: `owner_alive` and `detached` are `None`.
+    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<crate::SandboxInfo>>> {
+        let (backend, labels) = (self.clone(), labels.clone());
+        Box::pin(PORTAL.spawn(async move {
+            let now = unix_now();
+            let listed = backend.api()?.list(&labels, 100).await?;
+            Ok(listed
+                .into_iter()
+                .map(|l| {
+                    let mut info = crate::SandboxInfo::new(l.sandbox_id, SCHEME);
+                    let at = |stamp: &str| client::unix_seconds(stamp);
+                    info.age = at(&l.started_at).map(|t| Duration::from_secs(now.saturating_sub(t)));
+                    info.ttl_left = at(&l.end_at).map(|t| Duration::from_secs(t.saturating_sub(now)));
+                    info.labels = l.metadata;
+                    info
+                })
+                .filter(|info| info.has_labels(&labels))
+                .collect())
+        }))
+    }
+
+    /// Nothing to remove: E2B ends a sandbox at its TTL itself, and an owned sandbox's TTL
+    /// is never set more than [`OWNER_TTL`] ahead, so it ends soon after its owner stops
+    /// renewing it. Every listed sandbox is kept; [`E2bBackend::sweep`] kills by metadata.
+    fn reap(&self, options: crate::ReapOptions) -> BoxFuture<'_, Result<crate::ReapReport>> {
+        let _ = options;
+        Box::pin(async move {
+            let kept = Backend::list(self, &BTreeMap::new()).await?.len();
+            Ok(crate::ReapReport { kept, ..Default::default() })
         })
     }
 }

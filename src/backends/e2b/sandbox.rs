@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::cell::{self, Running};
@@ -58,8 +58,8 @@ pub(super) struct Shared {
     pub(super) network: Option<NetworkPolicy>,
     pub(super) metadata: BTreeMap<String, String>,
     pub(super) secrets: Arc<Vec<(String, SecretString)>>,
-    /// When the caller's TTL ends.
-    pub(super) deadline: Instant,
+    /// When the caller's TTL ends (moved by `extend_ttl`).
+    pub(super) deadline: Mutex<Instant>,
     pub(super) owned: AtomicBool,
     pub(super) killed: AtomicBool,
     pub(super) keepalive: Keepalive,
@@ -77,7 +77,7 @@ impl Shared {
             loop {
                 tokio::time::sleep(lease.every).await;
                 let Some(shared) = weak.upgrade() else { return Ok(()) };
-                let left = shared.deadline.saturating_duration_since(Instant::now());
+                let left = shared.left();
                 if left.is_zero() || shared.killed.load(Ordering::SeqCst) {
                     return Ok(());
                 }
@@ -87,6 +87,11 @@ impl Shared {
             }
         });
         self.keepalive.set(task);
+    }
+
+    /// How long until the caller's TTL ends.
+    fn left(&self) -> Duration {
+        self.deadline.lock().unwrap_or_else(PoisonError::into_inner).saturating_duration_since(Instant::now())
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -267,11 +272,22 @@ impl BackendSandbox for E2bSandbox {
         }))
     }
 
+    /// E2B's `POST /sandboxes/{id}/timeout` moves the end to `ttl` from now. An owned
+    /// sandbox is still sent at most [`OWNER_TTL`] ahead (the keepalive renews it up to the
+    /// new deadline), so it still ends soon after its owner.
+    fn extend_ttl(&self, ttl: Duration) -> BoxFuture<'_, Result<()>> {
+        self.on_portal(move |s| async move {
+            *s.deadline.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now() + ttl;
+            let sent = if s.owned.load(Ordering::SeqCst) { ttl.min(OWNER_TTL) } else { ttl };
+            s.api.set_timeout(&s.id, sent).await
+        })
+    }
+
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         self.on_portal(move |s| async move {
             s.keepalive.stop();
             s.owned.store(false, Ordering::SeqCst);
-            let left = s.deadline.saturating_duration_since(Instant::now());
+            let left = s.left();
             s.api.set_timeout(&s.id, left).await
         })
     }

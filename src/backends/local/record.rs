@@ -1,6 +1,7 @@
-//! The record beside each sandbox's workspace that `LocalBackend::reap` and `connect` read:
-//! its owner, the end of its TTL, whether it is detached, its sandboxd process, and its
-//! metadata (values escaped). Written whole or not at all (temporary file and rename), so a
+//! The record beside each sandbox's workspace that `LocalBackend::reap`, `list` and
+//! `connect` read: its owner, when it was created, the end of its TTL, whether it is
+//! detached, its sandboxd process, and its metadata (keys and values escaped as Rust string
+//! literals). Written whole or not at all (temporary file and rename), so a
 //! sweep in another process never reads half of it.
 
 use std::path::Path;
@@ -18,7 +19,12 @@ pub(super) fn write_record(dir: &Path, spec: &CreateSpec) -> Result<()> {
     use std::fmt::Write as _;
     let owner = Owner::current();
     let expires = crate::backends::owner::unix_now() + spec.ttl.as_secs();
-    let mut text = format!("owner {}\nexpires {expires}\ndetached {}\n", owner.label(), spec.detached);
+    let created = crate::backends::owner::unix_now();
+    let mut text = format!(
+        "owner {}\ncreated {created}\nexpires {expires}\ndetached {}\n",
+        owner.label(),
+        spec.detached
+    );
     for (k, v) in &spec.metadata {
         let _ = writeln!(text, "label {k:?}={v:?}");
     }
@@ -33,6 +39,53 @@ pub(super) fn sweepable(dir: &Path, owner_dead: bool) -> bool {
     let detached = field(&text, "detached") == Some("true");
     let dead = field(&text, "owner").and_then(Owner::parse).and_then(|o| o.is_dead_here()) == Some(true);
     expired(&text) || (owner_dead && !detached && dead)
+}
+
+/// What `Sandbox::list` reports of the sandbox `id` recorded in `text`. Records written
+/// before the `created` line have no age.
+pub(super) fn info(id: &str, text: &str) -> crate::SandboxInfo {
+    let now = crate::backends::owner::unix_now();
+    let seconds = |name| field(text, name).and_then(|v| v.parse::<u64>().ok());
+    let mut info = crate::SandboxInfo::new(id, SCHEME);
+    info.age = seconds("created").map(|at| std::time::Duration::from_secs(now.saturating_sub(at)));
+    info.ttl_left = seconds("expires").map(|at| std::time::Duration::from_secs(at.saturating_sub(now)));
+    info.owner_alive =
+        field(text, "owner").and_then(Owner::parse).and_then(|o| o.is_dead_here()).map(|dead| !dead);
+    info.detached = Some(field(text, "detached") == Some("true"));
+    info.labels = text.lines().filter_map(|l| label(l.strip_prefix("label ")?)).collect();
+    info
+}
+
+/// A `"key"="value"` label line's pair, as `write_record` escaped it.
+fn label(line: &str) -> Option<(String, String)> {
+    let (key, rest) = literal(line)?;
+    let (value, rest) = literal(rest.strip_prefix('=')?)?;
+    rest.is_empty().then_some((key, value))
+}
+
+/// Reads one string literal in `{:?}` form off the front of `s`: the string and the rest.
+fn literal(s: &str) -> Option<(String, &str)> {
+    let mut chars = s.strip_prefix('"')?.char_indices();
+    let mut out = String::new();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return Some((out, &s[i + 2..])),
+            '\\' => out.push(match chars.next()?.1 {
+                'n' => '\n',
+                'r' => '\r',
+                't' => '\t',
+                '0' => '\0',
+                'u' => {
+                    let hex: String =
+                        chars.by_ref().map(|(_, c)| c).skip(1).take_while(|c| *c != '}').collect();
+                    char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?
+                }
+                other => other,
+            }),
+            c => out.push(c),
+        }
+    }
+    None
 }
 
 /// The record's text (at most 64 KiB), if there is one.
@@ -106,4 +159,38 @@ fn read_record(host: &Path, max: u64) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(max).read_to_end(&mut bytes).ok()?;
     Some(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn labels_round_trip_through_their_escaped_form() {
+        let mut spec = CreateSpec::new(crate::NetworkPolicy::deny_all());
+        spec.metadata = BTreeMap::from([
+            ("team".to_owned(), "search".to_owned()),
+            ("odd \"key\"=".to_owned(), "tab\there\nnewline \\ \u{7f} é".to_owned()),
+        ]);
+        let dir = std::env::temp_dir().join(format!("sandboxio-record-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_record(&dir, &spec).unwrap();
+        let info = info("local-0000000000000000", &read(&dir).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(info.labels, spec.metadata);
+        assert_eq!(info.owner_alive, Some(true));
+        assert_eq!(info.detached, Some(false));
+        assert!(info.age.is_some_and(|a| a.as_secs() < 5), "{info:?}");
+        assert!(info.ttl_left.is_some_and(|t| t <= crate::DEFAULT_TTL && t.as_secs() > 500), "{info:?}");
+    }
+
+    #[test]
+    fn a_malformed_label_is_skipped() {
+        assert_eq!(label(r#""k"="v""#), Some(("k".to_owned(), "v".to_owned())));
+        assert_eq!(label(r#""k"="v"#), None);
+        assert_eq!(label(r#""k"="v"x"#), None);
+        assert_eq!(label(r#"k="v""#), None);
+    }
 }

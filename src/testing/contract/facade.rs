@@ -58,6 +58,18 @@ impl Facade {
     }
 
     /// `Sandbox::builder_with` or `sync::Sandbox::builder_with`.
+    /// `Sandbox::list_with` or `sync::Sandbox::list_with`.
+    pub(crate) async fn list(
+        self,
+        backend: Arc<dyn Backend>,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<crate::SandboxInfo>> {
+        match self {
+            Facade::Async => crate::Sandbox::list_with(backend, labels).await,
+            Facade::Blocking => sync::Sandbox::list_with(backend, labels),
+        }
+    }
+
     pub(crate) fn builder(self, backend: Arc<dyn Backend>) -> AnyBuilder {
         match self {
             Facade::Async => AnyBuilder::Async(crate::Sandbox::builder_with(backend)),
@@ -248,6 +260,13 @@ impl AnySandbox {
         match self {
             AnySandbox::Async(s) => s.detach().await,
             AnySandbox::Blocking(s) => s.detach(),
+        }
+    }
+
+    pub(crate) async fn extend_ttl(&self, ttl: Duration) -> Result<()> {
+        match self {
+            AnySandbox::Async(s) => s.extend_ttl(ttl).await,
+            AnySandbox::Blocking(s) => s.extend_ttl(ttl),
         }
     }
 }

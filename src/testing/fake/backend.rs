@@ -13,6 +13,7 @@ use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSp
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::exec::{CodeResult, ExecResult};
+use crate::inventory::{ReapOptions, ReapReport, SandboxInfo};
 use crate::policy::{Capabilities, IsolationTier};
 
 use super::sandbox::FakeSandbox;
@@ -349,6 +350,41 @@ impl Backend for FakeBackend {
             }
             world.record(OperationKind::Connect, &id, |_| {});
             Ok(Box::new(FakeSandbox::new(self.clone(), id)) as Box<dyn BackendSandbox>)
+        })
+    }
+
+    /// The live sandboxes of this backend's world, with ages and TTLs on its virtual clock;
+    /// a fake sandbox has no owner process (`owner_alive` is `None`).
+    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<SandboxInfo>>> {
+        let labels = labels.clone();
+        Box::pin(async move {
+            future::yield_now().await;
+            let mut world = self.world();
+            let now = world.clock;
+            let live = world.live_where(|s| labels.iter().all(|(k, v)| s.spec.metadata.get(k) == Some(v)));
+            Ok(live
+                .into_iter()
+                .filter_map(|id| {
+                    let s = world.sandboxes.get(&id)?;
+                    let mut info = SandboxInfo::new(id.clone(), SCHEME);
+                    info.age = Some(now.saturating_sub(s.created_at));
+                    info.ttl_left = Some(s.created_at.saturating_add(s.spec.ttl).saturating_sub(now));
+                    info.detached = Some(s.spec.detached);
+                    info.labels = s.spec.metadata.clone();
+                    Some(info)
+                })
+                .collect())
+        })
+    }
+
+    /// The fake ends a sandbox the moment its virtual TTL passes, and has no owner
+    /// processes, so a sweep finds nothing to remove: every live sandbox is kept.
+    fn reap(&self, options: ReapOptions) -> BoxFuture<'_, Result<ReapReport>> {
+        let _ = options;
+        Box::pin(async move {
+            future::yield_now().await;
+            let kept = self.world().live_where(|_| true).len();
+            Ok(ReapReport { kept, ..Default::default() })
         })
     }
 }

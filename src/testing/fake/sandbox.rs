@@ -459,4 +459,15 @@ impl BackendSandbox for FakeSandbox {
             world.alive(&self.id).map(|s| s.spec.detached = true)
         })
     }
+
+    fn extend_ttl(&self, ttl: Duration) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            future::yield_now().await;
+            let mut world = self.world();
+            world.record(OperationKind::ExtendTtl, &self.id, |_| {});
+            let now = world.clock;
+            // The TTL counts from creation on the virtual clock: the new end is `now + ttl`.
+            world.alive(&self.id).map(|s| s.spec.ttl = now.saturating_sub(s.created_at).saturating_add(ttl))
+        })
+    }
 }

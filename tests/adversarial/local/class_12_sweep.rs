@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sandboxio::backends::ReapOptions;
+use sandboxio::ReapOptions;
 use sandboxio::backends::local::LocalBackend;
 use sandboxio::{Command, NetworkPolicy};
 

@@ -185,8 +185,8 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
         template,
         metadata,
         config: body.to_string(),
-        started_at: std::time::SystemTime::now(),
         end_at: std::sync::Mutex::new(Instant::now() + ttl),
+        started_at: std::time::SystemTime::now(),
         killed: std::sync::atomic::AtomicBool::new(false),
         processes: std::sync::Mutex::new(std::collections::HashMap::new()),
     });

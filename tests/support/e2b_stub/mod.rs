@@ -52,8 +52,9 @@ pub struct StubSandbox {
     pub metadata: BTreeMap<String, String>,
     /// The create request as E2B stores it (what its API would show).
     pub config: String,
-    pub started_at: std::time::SystemTime,
     pub end_at: Mutex<Instant>,
+    /// When it was created (E2B's `startedAt`).
+    pub started_at: std::time::SystemTime,
     /// Set when the sandbox is killed or expires: its streams then drop without end frames.
     pub killed: AtomicBool,
     pub processes: Mutex<HashMap<u32, envd::Proc>>,

@@ -95,6 +95,7 @@ undeclared! {
     CONNECT => "capability_honesty__undeclared_connect_raises", undeclared_connect;
     DETACH => "capability_honesty__undeclared_detach_raises", undeclared_detach;
     COMMAND_SECRETS => "capability_honesty__undeclared_command_secrets_are_refused", undeclared_command_secrets;
+    EXTEND_TTL => "capability_honesty__undeclared_extend_ttl_raises", undeclared_extend_ttl;
 }
 
 const UNSUPPORTED: ErrorCode = ErrorCode::CapabilityNotSupported;
@@ -239,6 +240,13 @@ async fn undeclared_detach(cx: Arc<Ctx>) -> Verdict {
     let sandbox = cx.sandbox().await?;
     let result = sandbox.detach().await;
     expect_code(&result, UNSUPPORTED, "detach() without DETACH")
+}
+
+async fn undeclared_extend_ttl(cx: Arc<Ctx>) -> Verdict {
+    let sandbox = cx.sandbox().await?;
+    let result = sandbox.extend_ttl(Duration::from_mins(1)).await;
+    let _ = sandbox.close().await;
+    expect_code(&result, UNSUPPORTED, "extend_ttl() without EXTEND_TTL")
 }
 
 /// The next tier up, or `None` above `MicroVm` (and for `Unknown`).

@@ -1,0 +1,103 @@
+//! The bounds the operator of `sandboxio mcp` sets and a client cannot widen: the widest
+//! network policy, the longest TTL, and how many live sandboxes one client may hold. Pure
+//! rules, tested on values alone.
+
+use std::time::Duration;
+
+use sandboxio::{Error, NetworkPolicy};
+
+/// What a client's `create_sandbox` may ask for.
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    /// The widest policy; also what a client gets when it asks for none.
+    pub network: NetworkPolicy,
+    /// The longest TTL a client may ask for, at creation or in `extend_sandbox`.
+    pub max_ttl: Duration,
+    /// How many live sandboxes one client may hold at once.
+    pub max_sandboxes: usize,
+}
+
+impl Bounds {
+    /// The client's policy if the operator's contains it: deny-all is within every policy;
+    /// under allow-all anything goes; under an allowlist, an allowlist each of whose
+    /// entries is one of the operator's (entries are compared whole: a host the operator
+    /// allows through a wider entry is refused, never widened).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` naming both policies.
+    pub fn network(&self, asked: Option<NetworkPolicy>) -> sandboxio::Result<NetworkPolicy> {
+        let Some(asked) = asked else { return Ok(self.network.clone()) };
+        let contained = match (&self.network, &asked) {
+            (_, NetworkPolicy::DenyAll) | (NetworkPolicy::AllowAll, _) => true,
+            (NetworkPolicy::Allowlist(ours), NetworkPolicy::Allowlist(theirs)) => {
+                theirs.iter().all(|entry| ours.contains(entry))
+            }
+            _ => false,
+        };
+        if contained {
+            Ok(asked)
+        } else {
+            Err(Error::invalid_input(format!(
+                "the network policy {asked:?} is wider than the operator allows ({:?})",
+                self.network
+            )))
+        }
+    }
+
+    /// `asked` seconds if within [`Bounds::max_ttl`], else the refusal; without one, the
+    /// library's default TTL capped at the bound.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` naming the bound.
+    pub fn ttl(&self, asked: Option<u64>) -> sandboxio::Result<Duration> {
+        match asked {
+            None => Ok(sandboxio::DEFAULT_TTL.min(self.max_ttl)),
+            Some(secs) if Duration::from_secs(secs) <= self.max_ttl => Ok(Duration::from_secs(secs)),
+            Some(secs) => Err(Error::invalid_input(format!(
+                "a TTL of {secs} s is above the operator's bound, {} s",
+                self.max_ttl.as_secs()
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bounds(network: NetworkPolicy) -> Bounds {
+        Bounds { network, max_ttl: Duration::from_mins(10), max_sandboxes: 2 }
+    }
+
+    #[test]
+    fn a_client_policy_is_allowed_only_inside_the_operator_one() {
+        let list = |hosts: &[&str]| NetworkPolicy::allowlist(hosts.iter().copied()).unwrap();
+        let deny = bounds(NetworkPolicy::deny_all());
+        assert_eq!(deny.network(None).unwrap(), NetworkPolicy::deny_all());
+        assert_eq!(deny.network(Some(NetworkPolicy::deny_all())).unwrap(), NetworkPolicy::deny_all());
+        assert!(deny.network(Some(NetworkPolicy::allow_all())).is_err());
+        assert!(deny.network(Some(list(&["pypi.org"]))).is_err());
+
+        let some = bounds(list(&["pypi.org", "github.com"]));
+        assert_eq!(some.network(Some(list(&["pypi.org"]))).unwrap(), list(&["pypi.org"]));
+        assert_eq!(some.network(Some(NetworkPolicy::deny_all())).unwrap(), NetworkPolicy::deny_all());
+        let wider = some.network(Some(list(&["pypi.org", "example.com"]))).unwrap_err();
+        assert_eq!(wider.code(), sandboxio::ErrorCode::InvalidInput);
+        assert!(some.network(Some(NetworkPolicy::allow_all())).is_err());
+
+        let open = bounds(NetworkPolicy::allow_all());
+        assert_eq!(open.network(Some(list(&["a.example"]))).unwrap(), list(&["a.example"]));
+    }
+
+    #[test]
+    fn a_ttl_is_capped() {
+        let b = bounds(NetworkPolicy::deny_all());
+        assert_eq!(b.ttl(Some(600)).unwrap(), Duration::from_mins(10));
+        assert_eq!(b.ttl(Some(601)).unwrap_err().code(), sandboxio::ErrorCode::InvalidInput);
+        assert_eq!(b.ttl(None).unwrap(), Duration::from_mins(10), "the default, 10 minutes, fits");
+        let short = Bounds { max_ttl: Duration::from_mins(1), ..b };
+        assert_eq!(short.ttl(None).unwrap(), Duration::from_mins(1));
+    }
+}
