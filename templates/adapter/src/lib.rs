@@ -153,17 +153,24 @@ impl Backend for ExampleBackend {
                 ttl_secs: spec.ttl.as_secs().max(1),
             };
             let token = request.client_token.clone();
+            let (timeout, started) = (spec.create_timeout, std::time::Instant::now());
             let creating = run_blocking(SCHEME, move |cancel| {
                 // Dropped (by the caller, or by the timeout below) before the reply: make
                 // sure the sandbox does not stay behind.
-                let (undo, token) = (client.clone(), token.clone());
+                let (undo, undo_token) = (client.clone(), token.clone());
                 cancel.on_cancel(move || {
-                    let _ = undo.cancel_create(&token);
+                    let _ = undo.cancel_create(&undo_token);
                 });
                 let info = client.create(&request).map_err(|e| errors::map(e, Asked::Create))?;
+                // The race below only stops waiting: a provider faster than the timer's
+                // first tick can answer after the deadline and still win it. Too late is too
+                // late, whoever noticed first.
+                if started.elapsed() >= timeout {
+                    let _ = client.cancel_create(&token);
+                    return Err(Error::create_timeout(timeout));
+                }
                 Ok(ExampleSandbox::new(info.id, client))
             });
-            let timeout = spec.create_timeout;
             let expired = async move {
                 futures_timer::Delay::new(timeout).await;
                 Err(Error::create_timeout(timeout))
