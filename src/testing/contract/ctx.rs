@@ -295,6 +295,24 @@ impl Ctx {
             let seen = self.eventually_some_processes(sandbox.id()).await?;
             drop(stream);
             seen
+        } else if let AnySandbox::Blocking(blocking) = sandbox {
+            // The blocking facade's `run` holds its thread until the command ends and cannot
+            // be dropped: it runs on a thread of its own, bounded by a timeout past the
+            // watch's window, while this thread asks the probe.
+            let hang = self.probes.hang().timeout(SETTLE + Duration::from_secs(5));
+            std::thread::scope(|scope| {
+                let runner = scope.spawn(|| blocking.run(hang));
+                let seen = futures_lite::future::block_on(self.eventually_some_processes(sandbox.id()));
+                let ended =
+                    runner.join().map_err(|_| "the hang probe command's thread panicked".to_owned())?;
+                match seen {
+                    Ok(false) => {
+                        Err(format!("the probe never saw the hang probe command, which ended: {ended:?}"))
+                    }
+                    other => other,
+                }
+            })
+            .map_err(|e| self.control_unavailable(e))?
         } else {
             let run = async {
                 let out = sandbox.run(self.probes.hang()).await;
