@@ -743,7 +743,8 @@ impl Sandbox {
     /// use std::time::Duration;
     ///
     /// # futures_lite::future::block_on(async {
-    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// // A fake with every capability (`sbx_fake()` is docker-like: no EXTEND_TTL).
+    /// let sandbox = sandboxio::testing::sbx_fake_like("fake").sandbox;
     /// sandbox.extend_ttl(Duration::from_hours(1)).await?;
     /// # sandbox.close().await })?;
     /// # Ok::<(), sandboxio::Error>(())

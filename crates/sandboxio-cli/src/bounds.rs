@@ -20,8 +20,9 @@ pub struct Bounds {
 impl Bounds {
     /// The client's policy if the operator's contains it: deny-all is within every policy;
     /// under allow-all anything goes; under an allowlist, an allowlist each of whose
-    /// entries is one of the operator's (entries are compared whole: a host the operator
-    /// allows through a wider entry is refused, never widened).
+    /// entries is one of the operator's and which keeps every deny entry of the operator's
+    /// (entries are compared whole: a host the operator allows through a wider entry is
+    /// refused, never widened).
     ///
     /// # Errors
     ///
@@ -30,8 +31,12 @@ impl Bounds {
         let Some(asked) = asked else { return Ok(self.network.clone()) };
         let contained = match (&self.network, &asked) {
             (_, NetworkPolicy::DenyAll) | (NetworkPolicy::AllowAll, _) => true,
+            // Every entry asked is one of the operator's, and every deny entry of the
+            // operator's is asked too: a deny carves a hole in the operator's allows, and a
+            // client that kept the allows but left the deny out would open it.
             (NetworkPolicy::Allowlist(ours), NetworkPolicy::Allowlist(theirs)) => {
                 theirs.iter().all(|entry| ours.contains(entry))
+                    && ours.iter().filter(|entry| entry.is_deny()).all(|deny| theirs.contains(deny))
             }
             _ => false,
         };
@@ -86,6 +91,17 @@ mod tests {
         let wider = some.network(Some(list(&["pypi.org", "example.com"]))).unwrap_err();
         assert_eq!(wider.code(), sandboxio::ErrorCode::InvalidInput);
         assert!(some.network(Some(NetworkPolicy::allow_all())).is_err());
+
+        // The operator's deny entries cannot be left out (a client asking only the allows
+        // would reach what the operator denied).
+        let holed = bounds(list(&["*.example", "!secret.example"]));
+        assert_eq!(
+            holed.network(Some(list(&["*.example"]))).unwrap_err().code(),
+            sandboxio::ErrorCode::InvalidInput
+        );
+        let kept = list(&["*.example", "!secret.example"]);
+        assert_eq!(holed.network(Some(kept.clone())).unwrap(), kept);
+        assert!(holed.network(Some(list(&["!secret.example"]))).is_ok(), "a deny alone is narrower");
 
         let open = bounds(NetworkPolicy::allow_all());
         assert_eq!(open.network(Some(list(&["a.example"]))).unwrap(), list(&["a.example"]));

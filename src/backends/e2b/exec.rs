@@ -27,17 +27,27 @@ use crate::secret::SecretString;
 /// The process-group wrapper every command runs under (see its documentation).
 pub(crate) use crate::backends::pgroup::WRAPPER;
 
-/// Kills process group `$1` (the command's, when it leads it), every process group led by
-/// a child of pid `$1`, then `$1` itself. Reads only `/proc/<pid>/stat`, which the
-/// sandboxed code cannot forge for another process.
+/// Kills every process group led by a child of pid `$1`, process group `$1` (the
+/// command's, when it leads it), then `$1` itself. The children's groups are found first,
+/// while `$1` lives: once it is dead its children belong to another parent and can no
+/// longer be found by their parent (killing `$1`'s group first let them live on). Reads only
+/// `/proc/<pid>/stat`, whose fields are taken after the last `) ` of the whole file: the
+/// command name before them is the process's own choice and may hold `) ` and a newline
+/// (read line by line, it forged the parent and group fields). `kill -9 -PGID`, never
+/// `kill -KILL -- -PGID`: dash's and busybox's `kill` refuse the `--`, and the groups lived
+/// on. Group 0 or 1 is never signalled (`kill -9 -1` is every process the user may signal).
+/// A child that makes a group of its own after the search escapes until the sandbox ends.
 pub(crate) const KILL_TREE: &str = r#"p=$1
-kill -KILL -- "-$p" 2>/dev/null
+groups=""
 for d in /proc/[0-9]*; do
-  read -r st < "$d/stat" 2>/dev/null || continue
+  st=$(tr '\n' ' ' < "$d/stat" 2>/dev/null) || continue
   set -- ${st##*) }
-  [ "$2" = "$p" ] && kill -KILL -- "-$3" 2>/dev/null
+  [ "$2" = "$p" ] || continue
+  case $3 in ''|*[!0-9]*|0|1) ;; *) groups="$groups $3" ;; esac
 done
-kill -KILL "$p" 2>/dev/null
+kill -9 "-$p" 2>/dev/null
+for g in $groups; do kill -9 "-$g" 2>/dev/null; done
+kill -9 "$p" 2>/dev/null
 exit 0"#;
 
 /// A start refused for its working directory (envd's `invalid_argument` "cwd '..' does not
@@ -252,5 +262,36 @@ pub(crate) fn chunk_of(event: &ProcessEvent) -> Option<OutputChunk> {
         ProcessEvent::Stdout(d) => Some(OutputChunk { stream: StreamKind::Stdout, data: d.clone() }),
         ProcessEvent::Stderr(d) => Some(OutputChunk { stream: StreamKind::Stderr, data: d.clone() }),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::KILL_TREE;
+    use crate::backends::pgroup::host;
+
+    /// The command's group, and the group a child of it made for itself, both end under
+    /// every shell on this host (dash and busybox refused `kill -KILL -- -PGID`, and the
+    /// children lived on).
+    #[test]
+    fn kill_tree_ends_the_commands_group_and_its_childrens_groups_under_every_shell() {
+        let shells = host::shells();
+        assert!(!shells.is_empty(), "no POSIX shell found");
+        for shell in shells {
+            let (mut command, pids) =
+                host::spawn_printing_pids("sleep 600 & echo $!; setsid sleep 600 & echo $!; wait", &[], 2);
+            host::await_leader(pids[1]);
+            let leader = command.id().to_string();
+            host::run(&shell, KILL_TREE, &[&leader]);
+            let _ = command.wait();
+            for pid in &pids {
+                assert!(
+                    !host::still_running(*pid, Duration::from_secs(2)),
+                    "{shell:?}: {pid} survived KILL_TREE"
+                );
+            }
+        }
     }
 }
