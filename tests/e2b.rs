@@ -177,6 +177,86 @@ fn a_stream_cut_without_its_end_frame_is_a_typed_error() {
 }
 
 #[test]
+fn a_quiet_command_is_kept_alive_by_keepalives_and_a_silent_stream_is_dead() {
+    let stub = e2b_stub::Stub::start();
+    // A keepalive asked every second: a stream quiet for two is dead.
+    let backend = stub.backend().with_stream_keepalive(Duration::from_secs(1));
+    block_on(async {
+        let sandbox = sandbox(backend).await;
+        // Quiet for five keepalive periods: envd's keepalives hold the stream open.
+        let started = Instant::now();
+        let quiet = sandbox.run(Command::new("sh").args(["-c", "sleep 5; echo done"])).await;
+        let quiet = quiet.expect("a command quiet for 5 s with a keepalive every second");
+        assert_eq!((quiet.status, quiet.stdout_lossy().trim()), (ExitStatus::Code(0), "done"));
+        assert!(started.elapsed() >= Duration::from_secs(5), "{:?}", started.elapsed());
+        // The same command on a stream that sends nothing is taken for dead at twice the
+        // period, not waited on.
+        stub.state.faults.silent_streams.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        let silent = sandbox.run(Command::new("sh").args(["-c", "sleep 30; echo done"])).await.unwrap_err();
+        let took = started.elapsed();
+        stub.state.faults.silent_streams.store(false, Ordering::SeqCst);
+        assert_eq!(silent.code(), ErrorCode::Provider, "{silent}");
+        assert!(silent.to_string().contains("silent"), "{silent}");
+        assert!(took < Duration::from_secs(10), "the idle limit ended it after {took:?}");
+        sandbox.close().await.unwrap();
+    });
+}
+
+/// The stub's `/files` download answers byte ranges as envd's (Go's `http.ServeContent`).
+#[test]
+fn a_files_download_serves_byte_ranges() {
+    let stub = e2b_stub::Stub::start();
+    let sandbox = block_on(sandbox(stub.backend()));
+    block_on(sandbox.fs().write("ranges.bin", b"0123456789".to_vec())).unwrap();
+    let id = sandbox.id().to_owned();
+    let token = stub.state.sandbox(&id).unwrap().token.clone();
+    let host = format!("49983-{id}.{}", e2b_stub::DOMAIN);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let got: Vec<(Option<&str>, u16, String, String)> = runtime.block_on(async {
+        let client = raw_client(&stub, &host);
+        let url = format!("https://{host}:{}/files", stub.addr.port());
+        let mut got = Vec::new();
+        for range in [
+            None,
+            Some("bytes=2-4"),
+            Some("bytes=7-"),
+            Some("bytes=-3"),
+            Some("bytes=8-20"),
+            Some("bytes=10-"),
+            Some("bytes=x-1"),
+        ] {
+            let mut request =
+                client.get(&url).query(&[("path", "ranges.bin")]).header("x-access-token", &token);
+            if let Some(range) = range {
+                request = request.header("range", range);
+            }
+            let reply = request.send().await.unwrap();
+            let status = reply.status().as_u16();
+            let content_range = reply
+                .headers()
+                .get("content-range")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            got.push((range, status, content_range, reply.text().await.unwrap()));
+        }
+        got
+    });
+    let want = [
+        (None, 200, "", "0123456789"),
+        (Some("bytes=2-4"), 206, "bytes 2-4/10", "234"),
+        (Some("bytes=7-"), 206, "bytes 7-9/10", "789"),
+        (Some("bytes=-3"), 206, "bytes 7-9/10", "789"),
+        (Some("bytes=8-20"), 206, "bytes 8-9/10", "89"),
+        (Some("bytes=10-"), 416, "bytes */10", ""),
+        (Some("bytes=x-1"), 416, "bytes */10", ""),
+    ];
+    let got: Vec<_> = got.iter().map(|(r, s, c, b)| (*r, *s, c.as_str(), b.as_str())).collect();
+    assert_eq!(got, want);
+    block_on(sandbox.close()).unwrap();
+}
+
+#[test]
 fn files_round_trip_as_bytes() {
     let stub = e2b_stub::Stub::start();
     block_on(async {
@@ -327,6 +407,18 @@ fn an_owned_sandbox_has_its_ttl_renewed_while_its_handle_lives() {
 /// shape (a `Process.Start` of the same wrapped `true`, read to its end frame) against the
 /// stub on loopback. A measurement, not a check: run it with
 /// `cargo test --features e2b,local,contract --test e2b -- --ignored --nocapture measure`.
+/// A plain HTTPS client of the stub's `host` (no adapter in the way).
+fn raw_client(stub: &e2b_stub::Stub, host: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .http1_only()
+        .no_proxy()
+        .add_root_certificate(reqwest::Certificate::from_pem(&stub.ca_pem).unwrap())
+        .resolve(host, stub.addr)
+        .build()
+        .unwrap()
+}
+
 #[test]
 #[ignore = "a measurement: prints figures, asserts nothing about speed"]
 fn measure_exec_round_trip_against_a_raw_request() {
@@ -349,14 +441,7 @@ fn measure_exec_round_trip_against_a_raw_request() {
     let host = format!("49983-{id}.{}", e2b_stub::DOMAIN);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let raw: Vec<Duration> = runtime.block_on(async {
-        let client = reqwest::Client::builder()
-            .use_rustls_tls()
-            .http1_only()
-            .no_proxy()
-            .add_root_certificate(reqwest::Certificate::from_pem(&stub.ca_pem).unwrap())
-            .resolve(&host, stub.addr)
-            .build()
-            .unwrap();
+        let client = raw_client(&stub, &host);
         let body = serde_json::json!({"process": {"cmd": "/bin/sh", "args": ["-c", "exec setsid \"$@\"", "sandboxio", "true"], "envs": {}}, "stdin": false, "tag": "raw"}).to_string();
         let mut envelope = vec![0u8];
         envelope.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());

@@ -24,10 +24,13 @@ use crate::secret::SecretString;
 /// The largest envelope envd may send: a data event carries at most 32 KiB of output in
 /// base64, so 4 MiB leaves room and still bounds a malicious frame.
 pub(crate) const MAX_FRAME: usize = 4 << 20;
-/// How often envd is asked to send a keepalive on a quiet stream, in seconds.
-pub(crate) const KEEPALIVE_SECS: u64 = 30;
-/// A stream silent this long (no data, no keepalive) is dead: twice the keepalive period.
-pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(2 * KEEPALIVE_SECS);
+/// How often envd is asked to send a keepalive on a quiet command stream
+/// (`Keepalive-Ping-Interval`, whole seconds; envd's own default is 90 s).
+pub(crate) const KEEPALIVE: Duration = Duration::from_secs(30);
+/// A code interpreter stream silent this long is dead (the interpreter sends its own
+/// keepalive line every few seconds; the limit is that of a command stream at
+/// [`KEEPALIVE`]).
+pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(2 * KEEPALIVE.as_secs());
 
 /// A client of one sandbox's envd.
 #[derive(Clone)]
@@ -36,6 +39,8 @@ pub(crate) struct Envd {
     base: String,
     id: String,
     token: Option<SecretString>,
+    /// The keepalive period asked of envd; a command stream silent for twice it is dead.
+    keepalive: Duration,
 }
 
 impl std::fmt::Debug for Envd {
@@ -47,7 +52,13 @@ impl std::fmt::Debug for Envd {
 impl Envd {
     /// A client of envd at `base` (`https://49983-<id>.<domain>`) in sandbox `id`.
     pub(crate) fn new(http: reqwest::Client, base: String, id: String, token: Option<SecretString>) -> Self {
-        Envd { http, base, id, token }
+        Envd { http, base, id, token, keepalive: KEEPALIVE }
+    }
+
+    /// The same client asking for a keepalive every `every` (whole seconds, at least one).
+    pub(crate) fn with_keepalive(mut self, every: Duration) -> Self {
+        self.keepalive = Duration::from_secs(every.as_secs().max(1));
+        self
     }
 
     /// The sandbox id.
@@ -120,7 +131,7 @@ impl Envd {
             .request(reqwest::Method::POST, &url)
             .header("Connect-Protocol-Version", "1")
             .header(reqwest::header::CONTENT_TYPE, "application/connect+json")
-            .header("Keepalive-Ping-Interval", KEEPALIVE_SECS.to_string())
+            .header("Keepalive-Ping-Interval", self.keepalive.as_secs().to_string())
             .body(envelope::encode(envelope::FLAG_MESSAGE, body.to_string().as_bytes()));
         if let Some(deadline) = deadline {
             let ms = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX).max(1);
@@ -284,7 +295,7 @@ impl EventStream {
     /// - [`Error::SandboxGone`] when the body ended without its end frame and envd no
     ///   longer answers as the sandbox's (the proxy's 502).
     /// - [`Error::Provider`] with a [`WireError`] source for a malformed, oversized or
-    ///   truncated frame, or a stream silent past [`IDLE_LIMIT`].
+    ///   truncated frame, or a stream silent for twice the keepalive period asked of envd.
     pub(crate) async fn next(&mut self) -> Result<Option<ProcessEvent>> {
         match self.next_or_end().await? {
             Ok(event) => Ok(event),
@@ -324,12 +335,13 @@ impl EventStream {
                         }
                     };
                 }
-                None => match tokio::time::timeout(IDLE_LIMIT, self.response.chunk()).await {
+                None => match tokio::time::timeout(2 * self.envd.keepalive, self.response.chunk()).await {
                     Err(_) => {
                         return Err(Error::provider_message(
                             SCHEME,
                             format!(
-                                "envd's stream was silent for {IDLE_LIMIT:?}, past twice its keepalive period"
+                                "envd's stream was silent for {:?}, past twice its keepalive period",
+                                2 * self.envd.keepalive
                             ),
                         ));
                     }

@@ -122,6 +122,8 @@ struct Inner {
     stub: Option<http::StubTrust>,
     audit: crate::AuditConfig,
     lease: Lease,
+    /// How often envd is asked for a keepalive on a quiet stream ([`envd::KEEPALIVE`]).
+    stream_keepalive: std::time::Duration,
     http: OnceLock<std::result::Result<reqwest::Client, String>>,
 }
 
@@ -156,6 +158,7 @@ impl E2bBackend {
                 stub,
                 audit: crate::AuditConfig::new(),
                 lease: Lease::DEFAULT,
+                stream_keepalive: envd::KEEPALIVE,
                 http: OnceLock::new(),
             }),
         }
@@ -174,11 +177,17 @@ impl E2bBackend {
     /// The same backend writing to `audit`'s sinks as well.
     #[must_use]
     pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
-        self.rebuilt(audit, self.inner.lease)
+        self.rebuilt(audit, self.inner.lease, self.inner.stream_keepalive)
     }
 
-    /// This backend's configuration with other audit sinks and lease (a new HTTP client).
-    fn rebuilt(&self, audit: crate::AuditConfig, lease: Lease) -> Self {
+    /// This backend's configuration with other audit sinks, lease and stream keepalive
+    /// (a new HTTP client).
+    fn rebuilt(
+        &self,
+        audit: crate::AuditConfig,
+        lease: Lease,
+        stream_keepalive: std::time::Duration,
+    ) -> Self {
         let inner = &self.inner;
         E2bBackend {
             inner: Arc::new(Inner {
@@ -186,6 +195,7 @@ impl E2bBackend {
                 stub: inner.stub.clone(),
                 audit,
                 lease,
+                stream_keepalive,
                 http: OnceLock::new(),
             }),
         }
@@ -220,7 +230,18 @@ impl E2bBackend {
     #[cfg(feature = "contract")]
     #[must_use]
     pub fn with_owner_lease(self, ttl: std::time::Duration, every: std::time::Duration) -> Self {
-        self.rebuilt(self.inner.audit.clone(), Lease { ttl, every })
+        self.rebuilt(self.inner.audit.clone(), Lease { ttl, every }, self.inner.stream_keepalive)
+    }
+
+    /// Test support (feature `contract`): the same backend asking envd for a keepalive
+    /// every `every` (whole seconds, at least one) on a quiet command stream instead of
+    /// every [`envd::KEEPALIVE`], and taking a stream silent for twice that as dead, so
+    /// that a test can watch both within seconds.
+    #[cfg(feature = "contract")]
+    #[must_use]
+    pub fn with_stream_keepalive(self, every: std::time::Duration) -> Self {
+        let every = std::time::Duration::from_secs(every.as_secs().max(1));
+        self.rebuilt(self.inner.audit.clone(), self.inner.lease, every)
     }
 
     /// Kills every running or paused sandbox of this account whose metadata holds all of
@@ -292,7 +313,8 @@ impl E2bBackend {
         let domain = info.domain.as_deref();
         let id = info.sandbox_id.clone();
         let envd =
-            Envd::new(http.clone(), config.sandbox_url(&id, ENVD_PORT, domain), id.clone(), token.clone());
+            Envd::new(http.clone(), config.sandbox_url(&id, ENVD_PORT, domain), id.clone(), token.clone())
+                .with_keepalive(self.inner.stream_keepalive);
         let interpreter =
             Interpreter::new(http, config.sandbox_url(&id, CODE_PORT, domain), id.clone(), token);
         let ttl = spec.map_or(OWNER_TTL, |s| s.ttl);

@@ -6,6 +6,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -62,6 +63,15 @@ pub async fn handle(
         );
     }
     let method = req.method().clone();
+    // envd sends a keepalive event on a quiet process stream every this many seconds
+    // (90 when the header is absent).
+    let keepalive = req
+        .headers()
+        .get("keepalive-ping-interval")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::from_secs(90), Duration::from_secs);
+    let range = req.headers().get("range").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let content_type =
         req.headers().get("content-type").and_then(|t| t.to_str().ok()).unwrap_or_default().to_owned();
     let body = body_bytes(req).await;
@@ -73,9 +83,9 @@ pub async fn handle(
     };
     match (method, path.as_str()) {
         (Method::GET, "/health") => empty(StatusCode::NO_CONTENT),
-        (Method::GET, "/files") => read_file(&sandbox, &file_path()).await,
+        (Method::GET, "/files") => read_file(&sandbox, &file_path(), range.as_deref()).await,
         (Method::POST, "/files") => write_files(&sandbox, &file_path(), &content_type, &body).await,
-        (Method::POST, "/process.Process/Start") => start(&state, &sandbox, &body),
+        (Method::POST, "/process.Process/Start") => start(&state, &sandbox, &body, keepalive),
         (Method::POST, rpc) => {
             let Ok(msg) = serde_json::from_slice::<serde_json::Value>(&body) else {
                 return connect_error(StatusCode::BAD_REQUEST, "invalid_argument", "malformed JSON");
@@ -131,13 +141,9 @@ async fn write_files(
     json(StatusCode::OK, &serde_json::Value::Array(written))
 }
 
-async fn read_file(sandbox: &StubSandbox, path: &str) -> Response<Body> {
+async fn read_file(sandbox: &StubSandbox, path: &str, range: Option<&str>) -> Response<Body> {
     match sandbox.local.fs().read(path).await {
-        Ok(data) => Response::builder()
-            .status(StatusCode::OK)
-            .header("content-type", "application/octet-stream")
-            .body(http_body_util::Full::new(Bytes::from(data)).boxed())
-            .unwrap(),
+        Ok(data) => ranged(data, range),
         Err(e) if e.code() == ErrorCode::NotFound => {
             http_error(StatusCode::NOT_FOUND, &format!("path '{path}' does not exist"))
         }
@@ -145,6 +151,56 @@ async fn read_file(sandbox: &StubSandbox, path: &str) -> Response<Body> {
             http_error(StatusCode::BAD_REQUEST, &format!("path '{path}' is a directory"))
         }
         Err(e) => http_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+/// The reply of Go's `http.ServeContent`, which envd's download uses, for one file: the
+/// whole file (200) without `Range`; one byte range of it (206 with `Content-Range`) for
+/// `Range: bytes=a-b`, `bytes=a-` or `bytes=-n`; 416 with `Content-Range: bytes */size` for
+/// a malformed range or one that starts past the end. A request for several ranges gets
+/// the whole file (Go answers it as `multipart/byteranges`, which no client of the stub
+/// asks for).
+fn ranged(data: Vec<u8>, range: Option<&str>) -> Response<Body> {
+    let size = data.len() as u64;
+    let head = |status: StatusCode| {
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/octet-stream")
+            .header("accept-ranges", "bytes")
+    };
+    let whole = |data: Vec<u8>| {
+        head(StatusCode::OK).body(http_body_util::Full::new(Bytes::from(data)).boxed()).unwrap()
+    };
+    let Some(range) = range else { return whole(data) };
+    let spec = range.trim().strip_prefix("bytes=");
+    if spec.is_some_and(|r| r.contains(',')) {
+        return whole(data);
+    }
+    let bounds = spec.and_then(|r| r.split_once('-')).map(|(a, b)| (a.trim(), b.trim()));
+    let span = match bounds {
+        Some((a, "")) => a.parse::<u64>().ok().map(|a| (a, size.saturating_sub(1))),
+        // The last n bytes.
+        Some(("", n)) => {
+            n.parse::<u64>().ok().filter(|n| *n > 0).map(|n| (size.saturating_sub(n), size.saturating_sub(1)))
+        }
+        Some((a, b)) => match (a.parse::<u64>(), b.parse::<u64>()) {
+            (Ok(a), Ok(b)) if a <= b => Some((a, b.min(size.saturating_sub(1)))),
+            _ => None,
+        },
+        None => None,
+    };
+    match span {
+        Some((a, b)) if a < size => {
+            let body = data[usize::try_from(a).unwrap()..=usize::try_from(b).unwrap()].to_vec();
+            head(StatusCode::PARTIAL_CONTENT)
+                .header("content-range", format!("bytes {a}-{b}/{size}"))
+                .body(http_body_util::Full::new(Bytes::from(body)).boxed())
+                .unwrap()
+        }
+        _ => head(StatusCode::RANGE_NOT_SATISFIABLE)
+            .header("content-range", format!("bytes */{size}"))
+            .body(http_body_util::Full::new(Bytes::new()).boxed())
+            .unwrap(),
     }
 }
 
@@ -282,7 +338,7 @@ async fn unary(sandbox: &StubSandbox, rpc: &str, msg: &serde_json::Value) -> Res
 }
 
 /// `process.Process/Start`: the request's one envelope in, envelopes out.
-fn start(state: &Arc<State>, sandbox: &Arc<StubSandbox>, body: &[u8]) -> Response<Body> {
+fn start(state: &Arc<State>, sandbox: &Arc<StubSandbox>, body: &[u8], keepalive: Duration) -> Response<Body> {
     if body.len() < 5 || body[0] != 0 {
         return connect_error(StatusCode::BAD_REQUEST, "invalid_argument", "not one envelope");
     }
@@ -308,9 +364,11 @@ fn start(state: &Arc<State>, sandbox: &Arc<StubSandbox>, body: &[u8]) -> Respons
     let tag = msg["tag"].as_str().map(str::to_owned);
     let (frames, rx) = mpsc::channel::<Bytes>(64);
     let cut = state.faults.cut_next_stream.swap(false, Ordering::SeqCst);
+    let keepalive = (!state.faults.silent_streams.load(Ordering::SeqCst)).then_some(keepalive);
     let sandbox2 = Arc::clone(sandbox);
     tokio::spawn(async move {
-        run_process(sandbox2, command, cwd, wants_stdin, tag, frames, cut).await;
+        let process = Process { command, cwd, wants_stdin, tag, keepalive };
+        run_process(sandbox2, process, frames, cut).await;
     });
     let stream = futures_lite::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
@@ -354,18 +412,23 @@ fn event(value: &serde_json::Value) -> Bytes {
 enum Next {
     Chunk(Option<sandboxio::Result<sandboxio::OutputChunk>>),
     Stdin(Option<StdinOp>),
+    /// The stream was quiet for a keepalive period.
+    Quiet,
 }
 
-#[expect(clippy::too_many_lines, reason = "one process's life, in the order envd reports it")]
-async fn run_process(
-    sandbox: Arc<StubSandbox>,
+/// What `Process.Start` asked for.
+struct Process {
     command: Command,
     cwd: Option<String>,
     wants_stdin: bool,
     tag: Option<String>,
-    frames: mpsc::Sender<Bytes>,
-    cut: bool,
-) {
+    /// The keepalive period on a quiet stream (none: the silent-streams fault).
+    keepalive: Option<Duration>,
+}
+
+#[expect(clippy::too_many_lines, reason = "one process's life, in the order envd reports it")]
+async fn run_process(sandbox: Arc<StubSandbox>, process: Process, frames: mpsc::Sender<Bytes>, cut: bool) {
+    let Process { command, cwd, wants_stdin, tag, keepalive } = process;
     if let Some(cwd) = cwd {
         let exists =
             sandbox.local.run(Command::new("test").arg("-d").arg(&cwd)).await.is_ok_and(|r| r.success());
@@ -430,15 +493,24 @@ async fn run_process(
         send(data(kind, &d)).await;
     }
     let mut stdin_open = true;
+    // A quiet stream gets a keepalive event every period, as envd's ticker sends them.
+    let period = keepalive.unwrap_or(Duration::MAX);
+    let mut quiet_until = tokio::time::Instant::now().checked_add(period);
     loop {
         let next = tokio::select! {
             c = stream.next_chunk() => Next::Chunk(c),
             op = stdin_rx.recv(), if stdin_open => Next::Stdin(op),
+            () = tokio::time::sleep_until(quiet_until.unwrap_or_else(tokio::time::Instant::now)), if quiet_until.is_some() => Next::Quiet,
         };
         match next {
+            Next::Quiet => {
+                send(event(&serde_json::json!({"keepalive": {}}))).await;
+                quiet_until = tokio::time::Instant::now().checked_add(period);
+            }
             Next::Chunk(Some(Ok(chunk))) => {
                 send(event(&serde_json::json!({"keepalive": {}}))).await;
                 send(data(chunk.stream, &chunk.data)).await;
+                quiet_until = tokio::time::Instant::now().checked_add(period);
             }
             Next::Chunk(_) => break,
             Next::Stdin(Some(StdinOp::Data(d))) => {

@@ -65,6 +65,9 @@ pub struct StubSandbox {
 pub struct Faults {
     /// The next `Process.Start` stream ends after its start event, with no end frame.
     pub cut_next_stream: AtomicBool,
+    /// Process streams started while set send no keepalive on a quiet stream (a
+    /// connection that died silently looks so to the client).
+    pub silent_streams: AtomicBool,
     /// The next control-plane request answers 504 once.
     pub fail_next_with_504: AtomicBool,
     /// Every control-plane request answers 503 while set (a 5xx storm).
