@@ -129,3 +129,42 @@ fn run_blocking__a_panic_is_a_provider_error_naming_the_backend() {
     assert_eq!(err.code(), ErrorCode::Provider);
     assert!(err.to_string().contains("fly"), "expected the backend named, observed {err}");
 }
+
+#[test]
+fn run_blocking__a_panicking_cancel_hook_does_not_stop_the_later_hooks() {
+    let (ran_tx, ran_rx) = mpsc::channel();
+    let (registered_tx, registered_rx) = mpsc::channel();
+    let mut fut = Box::pin(run_blocking("test", move |cancel| {
+        for n in 0..3 {
+            let tx = ran_tx.clone();
+            cancel.on_cancel(move || {
+                assert_ne!(n, 1, "hook 1 panics (this message is expected in the test output)");
+                tx.send(n).unwrap();
+            });
+        }
+        registered_tx.send(()).unwrap();
+        let _ = cancel.wait(Duration::from_secs(10));
+        Ok(())
+    }));
+    assert!(future::block_on(future::poll_once(fut.as_mut())).is_none(), "expected the call in flight");
+    // All three registered before the drop: they run together, on the cancel thread.
+    registered_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    drop(fut);
+    let mut ran: Vec<i32> = (0..2).filter_map(|_| ran_rx.recv_timeout(Duration::from_secs(5)).ok()).collect();
+    ran.sort_unstable();
+    assert_eq!(ran, vec![0, 2], "expected the hooks before and after the panicking one to run");
+}
+
+#[test]
+fn run_blocking__a_panicking_hook_registered_after_the_drop_does_not_unwind_into_the_work() {
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (after_tx, after_rx) = mpsc::channel();
+    poll_once_then_drop(run_blocking("test", move |cancel| {
+        go_rx.recv().unwrap();
+        cancel.on_cancel(|| panic!("the kill request failed (this message is expected in the test output)"));
+        after_tx.send("the work went on").unwrap();
+        Ok(())
+    }));
+    go_tx.send(()).unwrap();
+    assert_eq!(after_rx.recv_timeout(Duration::from_secs(5)).unwrap(), "the work went on");
+}
