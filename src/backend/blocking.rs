@@ -175,16 +175,16 @@ impl<T: Send + 'static> Future for Blocking<T> {
             }
             state.waker = Some(cx.waker().clone());
         }
-        if let Some(job) = self.job.take() {
-            if let Err(e) = spawn("sandboxio-blocking", job) {
-                // `work` never ran: no hook was registered, nothing is left to cancel.
-                self.done = true;
-                return Poll::Ready(Err(Error::provider(
-                    self.shared.backend.clone(),
-                    "could not start a thread for a blocking provider call (the host is out of threads or memory)",
-                    e,
-                )));
-            }
+        if let Some(job) = self.job.take()
+            && let Err(e) = spawn("sandboxio-blocking", job)
+        {
+            // `work` never ran: no hook was registered, nothing is left to cancel.
+            self.done = true;
+            return Poll::Ready(Err(Error::provider(
+                self.shared.backend.clone(),
+                "could not start a thread for a blocking provider call (the host is out of threads or memory)",
+                e,
+            )));
         }
         Poll::Pending
     }
