@@ -34,6 +34,12 @@ use crate::error::{Error, Result};
 /// job (kill the process, delete the remote execution). Hooks do not run when `work` had
 /// already returned.
 ///
+/// Nothing here bounds `work`: a call that never returns holds its thread for good, and
+/// a caller that waits for it (the blocking facade, a test harness's timeout racing the
+/// future) waits with it. Give every provider call inside `work` its own deadline (a
+/// client or SDK timeout, a loop on [`CancelToken::wait`] that gives up), so that `work`
+/// always returns.
+///
 /// Every registered hook runs exactly once on cancellation, whatever the others do: a hook
 /// that panics does not stop the later ones, and its panic is reported as a `tracing`
 /// warning on target `sandboxio::blocking` (nobody awaits a cancelled call, so there is no
