@@ -77,17 +77,24 @@ fn run_blocking__dropping_the_future_cancels_the_work_and_runs_its_hooks() {
     assert!(after < Duration::from_secs(5), "expected wait() to return at the drop, observed {after:?}");
 }
 
-#[test]
-fn run_blocking__a_hook_registered_after_the_drop_runs_at_once() {
+/// Runs `after` in a blocking call's work once its future was polled and dropped.
+fn after_the_drop(after: impl FnOnce(&sandboxio::backend::CancelToken) + Send + 'static) {
     let (go_tx, go_rx) = mpsc::channel::<()>();
-    let (ran_tx, ran_rx) = mpsc::channel();
     poll_once_then_drop(run_blocking("test", move |cancel| {
         go_rx.recv().unwrap();
-        let on_this_thread = std::thread::current().id();
-        cancel.on_cancel(move || ran_tx.send(std::thread::current().id() == on_this_thread).unwrap());
+        after(cancel);
         Ok(())
     }));
     go_tx.send(()).unwrap();
+}
+
+#[test]
+fn run_blocking__a_hook_registered_after_the_drop_runs_at_once() {
+    let (ran_tx, ran_rx) = mpsc::channel();
+    after_the_drop(move |cancel| {
+        let on_this_thread = std::thread::current().id();
+        cancel.on_cancel(move || ran_tx.send(std::thread::current().id() == on_this_thread).unwrap());
+    });
     assert!(ran_rx.recv_timeout(Duration::from_secs(5)).unwrap(), "expected the hook inline on the worker");
 }
 
@@ -157,15 +164,11 @@ fn run_blocking__a_panicking_cancel_hook_does_not_stop_the_later_hooks() {
 
 #[test]
 fn run_blocking__a_panicking_hook_registered_after_the_drop_does_not_unwind_into_the_work() {
-    let (go_tx, go_rx) = mpsc::channel::<()>();
     let (after_tx, after_rx) = mpsc::channel();
-    poll_once_then_drop(run_blocking("test", move |cancel| {
-        go_rx.recv().unwrap();
+    after_the_drop(move |cancel| {
         cancel.on_cancel(|| panic!("the kill request failed (this message is expected in the test output)"));
         after_tx.send("the work went on").unwrap();
-        Ok(())
-    }));
-    go_tx.send(()).unwrap();
+    });
     assert_eq!(after_rx.recv_timeout(Duration::from_secs(5)).unwrap(), "the work went on");
 }
 
@@ -174,6 +177,7 @@ fn run_blocking__a_panicking_hook_registered_after_the_drop_does_not_unwind_into
 use sandboxio::backend::{BlockingChunks, blocking_chunks};
 use sandboxio::{OutputChunk, StreamKind};
 
+#[expect(clippy::unnecessary_wraps, reason = "an iterator item, as a provider SDK yields it")]
 fn chunk(text: &str) -> sandboxio::Result<OutputChunk> {
     Ok(OutputChunk { stream: StreamKind::Stdout, data: text.as_bytes().to_vec() })
 }

@@ -36,8 +36,9 @@ pub type ProbeResult<T> = std::result::Result<T, String>;
 
 /// The placeholder the suite passes to each behaviour probe, once, to learn whether it is
 /// implemented: a probe returns `Some` or `None` for it as for a real id, and must not act
-/// before the future is polled (the suite drops it unpolled). See the [module
-/// documentation](self).
+/// before the future is polled (the suite drops it unpolled). A probe that calls its
+/// provider before then shows this id in the provider's logs, or fails for an unknown
+/// sandbox: move the call into the `async` block.
 pub const PROBE_CHECK_ID: &str = "sandboxio-contract-probe-check";
 
 /// A behaviour probe's future, `'static` so the suite can run it on any executor.
