@@ -36,9 +36,11 @@ use crate::policy::{Capabilities, IsolationTier, NetworkEnforcement, NetworkPoli
 use crate::secret::SecretString;
 
 mod blocking;
+mod blocking_stream;
 pub(crate) mod cell_stream;
 
 pub use blocking::{Blocking, CancelToken, run_blocking};
+pub use blocking_stream::{BlockingChunks, blocking_chunks};
 pub use cell_stream::{CellStream, ChunkSink, collect_cell};
 
 /// A boxed, sendable future, the return type of the async adapter methods.

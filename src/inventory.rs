@@ -30,6 +30,13 @@ pub struct SandboxInfo {
     /// `None` when the provider does not record it.
     pub detached: Option<bool>,
     /// The user's metadata (`SandboxBuilder::metadata`), sandboxio's own labels left out.
+    /// Those are `docker://`'s, under the prefix `io.sandboxio.` it reserves
+    /// (`io.sandboxio.managed`, `.session`, `.owner`, `.expires`, `.detached`, `.version`,
+    /// `.exec`, `.network`, `.user`; a metadata key with that prefix is refused with
+    /// `InvalidInput`); `local://` keeps its bookkeeping out of labels, and `e2b://`,
+    /// `modal://` and `fake://` add none, so theirs are the metadata as given. A
+    /// third-party adapter that writes keys of its own among its provider's labels strips
+    /// them here the same way.
     pub labels: BTreeMap<String, String>,
 }
 

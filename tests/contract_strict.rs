@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use sandboxio::Command;
 use sandboxio::testing::FakeBackend;
-use sandboxio::testing::contract::{Arguments, Canary, ContractSuite, FakeProbes, Probes};
+use sandboxio::testing::contract::{Arguments, Canary, ContractSuite, Facade, FakeProbes, ProbeKind, Probes};
 
 const DENY: &str = "policy__deny_actually_denies_egress_to_the_canary";
 
@@ -56,4 +56,44 @@ fn contract_strict__a_control_that_cannot_run_skips_without_passing() {
 #[test]
 fn contract_strict__a_working_control_passes_a_strict_run() {
     assert_eq!(run(FakeProbes::new, true), ExitCode::SUCCESS);
+}
+
+const EXPIRY: &str = "timeouts__expired_sandbox_raises_sandbox_gone";
+
+/// The fake's probes without `expire_sandbox`; `why` declares it not applicable.
+struct NoExpiryProbe(Option<&'static str>);
+
+impl Probes for NoExpiryProbe {
+    fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
+        (probe == ProbeKind::ExpireSandbox).then(|| self.0.map(str::to_owned)).flatten()
+    }
+}
+
+/// Runs the expiry test alone, strict or not, with or without a reason for its probe.
+fn run_expiry(why: Option<&'static str>, strict: bool, facade: Facade) -> ExitCode {
+    let args = Arguments { filter: Some(EXPIRY.to_owned()), exact: true, ..Arguments::default() };
+    ContractSuite::new(FakeBackend::new())
+        .probes(NoExpiryProbe(why))
+        .strict(strict)
+        .facade(facade)
+        .run_with(&args)
+}
+
+#[test]
+fn contract_strict__an_unimplemented_probe_fails_a_strict_run_async_and_blocking() {
+    for facade in [Facade::Async, Facade::Blocking] {
+        assert_eq!(run_expiry(None, true, facade), ExitCode::FAILURE, "{facade:?}: strict, no reason");
+        assert_eq!(run_expiry(None, false, facade), ExitCode::SUCCESS, "{facade:?}: a skip outside strict");
+    }
+}
+
+#[test]
+fn contract_strict__a_probe_declared_not_applicable_passes_a_strict_run() {
+    for facade in [Facade::Async, Facade::Blocking] {
+        assert_eq!(
+            run_expiry(Some("this provider's sandboxes have no TTL"), true, facade),
+            ExitCode::SUCCESS,
+            "{facade:?}"
+        );
+    }
 }

@@ -34,10 +34,26 @@ use crate::error::{Error, Result};
 /// job (kill the process, delete the remote execution). Hooks do not run when `work` had
 /// already returned.
 ///
+/// Nothing here bounds `work`: a call that never returns holds its thread for good, and
+/// a caller that waits for it (the blocking facade, a test harness's timeout racing the
+/// future) waits with it. Give every provider call inside `work` its own deadline (a
+/// client or SDK timeout, a loop on [`CancelToken::wait`] that gives up), so that `work`
+/// always returns.
+///
+/// Every registered hook runs exactly once on cancellation, whatever the others do: a hook
+/// that panics does not stop the later ones, and its panic is reported as a `tracing`
+/// warning on target `sandboxio::blocking` (nobody awaits a cancelled call, so there is no
+/// caller to return it to). When the host cannot start the hooks' thread, they run on the
+/// dropping thread instead (blocking it for as long as they take, and warned about on the
+/// same target): a hook is never dropped unrun.
+///
 /// # Errors
 ///
-/// Whatever `work` returns, or [`ErrorCode::Provider`](crate::ErrorCode::Provider) when
-/// the thread could not be started or `work` panicked.
+/// Whatever `work` returns, or [`ErrorCode::Provider`](crate::ErrorCode::Provider):
+/// - when the host could not start the thread: the message says so, and
+///   [`std::error::Error::source`] is the [`std::io::Error`] the spawn returned (`work`
+///   never ran, so it registered no hook and left nothing to cancel);
+/// - when `work` panicked: the message says so, with no source.
 ///
 /// # Example
 ///
@@ -69,7 +85,11 @@ where
     T: Send + 'static,
     F: FnOnce(&CancelToken) -> Result<T> + Send + 'static,
 {
-    let shared = Arc::new(Shared { state: Mutex::new(State::default()), changed: Condvar::new() });
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::default()),
+        changed: Condvar::new(),
+        backend: backend.to_owned(),
+    });
     let finisher = Arc::clone(&shared);
     let token = CancelToken { shared: Arc::clone(&shared) as Arc<dyn TokenState> };
     let name = backend.to_owned();
@@ -78,7 +98,7 @@ where
             .unwrap_or_else(|_| Err(Error::provider_message(name, "a blocking provider call panicked")));
         finisher.finish(result);
     });
-    Blocking { shared, job: Some(job), done: false, backend: backend.to_owned() }
+    Blocking { shared, job: Some(job), done: false }
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -93,13 +113,12 @@ pub struct Blocking<T> {
     job: Option<Job>,
     /// The result was taken: a later drop cancels nothing.
     done: bool,
-    backend: String,
 }
 
 impl<T> std::fmt::Debug for Blocking<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Blocking")
-            .field("backend", &self.backend)
+            .field("backend", &self.shared.backend)
             .field("started", &self.job.is_none())
             .field("done", &self.done)
             .finish_non_exhaustive()
@@ -111,6 +130,8 @@ struct Shared<T> {
     state: Mutex<State<T>>,
     /// Signalled on cancellation, for [`CancelToken::wait`].
     changed: Condvar,
+    /// The adapter's scheme, for errors and warnings.
+    backend: String,
 }
 
 struct State<T> {
@@ -160,17 +181,16 @@ impl<T: Send + 'static> Future for Blocking<T> {
             }
             state.waker = Some(cx.waker().clone());
         }
-        if let Some(job) = self.job.take() {
-            let spawned = std::thread::Builder::new().name("sandboxio-blocking".into()).spawn(job);
-            if let Err(e) = spawned {
-                self.done = true;
-                let backend = std::mem::take(&mut self.backend);
-                return Poll::Ready(Err(Error::provider(
-                    backend,
-                    "could not start a thread for a blocking provider call",
-                    e,
-                )));
-            }
+        if let Some(job) = self.job.take()
+            && let Err(e) = spawn("sandboxio-blocking", job)
+        {
+            // `work` never ran: no hook was registered, nothing is left to cancel.
+            self.done = true;
+            return Poll::Ready(Err(Error::provider(
+                self.shared.backend.clone(),
+                "could not start a thread for a blocking provider call (the host is out of threads or memory)",
+                e,
+            )));
         }
         Poll::Pending
     }
@@ -190,13 +210,66 @@ impl<T> Drop for Blocking<T> {
         let hooks = std::mem::take(&mut state.hooks);
         drop(state);
         self.shared.changed.notify_all();
-        if !hooks.is_empty() {
-            // A hook makes provider calls: never on the dropping (executor) thread.
-            let _ = std::thread::Builder::new()
-                .name("sandboxio-cancel".into())
-                .spawn(move || hooks.into_iter().for_each(|hook| hook()));
+        if hooks.is_empty() {
+            return;
+        }
+        // A hook makes provider calls: never on the dropping (executor) thread, unless no
+        // thread can be had; then blocking the dropper beats leaving the provider's work
+        // running with nobody to stop it.
+        let backend = self.shared.backend.clone();
+        let hooks = Arc::new(Mutex::new(Some(hooks)));
+        let handed = Arc::clone(&hooks);
+        let to_thread = Box::new(move || run_hooks(&backend, take_hooks(&handed)));
+        if let Err(e) = spawn("sandboxio-cancel", to_thread) {
+            tracing::warn!(
+                target: "sandboxio::blocking",
+                backend = %self.shared.backend,
+                "could not start a thread for the cancel hooks ({e}); running them on the dropping thread"
+            );
+            run_hooks(&self.shared.backend, take_hooks(&hooks));
         }
     }
+}
+
+/// The hooks, once: whoever takes them first runs them (a failed spawn drops its closure
+/// without running it, so the hooks must not live only inside that closure).
+fn take_hooks(hooks: &Mutex<Option<Vec<Hook>>>) -> Vec<Hook> {
+    hooks.lock().unwrap_or_else(PoisonError::into_inner).take().unwrap_or_default()
+}
+
+/// Runs every hook, each under its own `catch_unwind`: one hook's panic never keeps the
+/// later hooks from stopping what they stop.
+fn run_hooks(backend: &str, hooks: Vec<Hook>) {
+    for hook in hooks {
+        run_hook(backend, hook);
+    }
+}
+
+/// Runs one hook; a panic is reported, not propagated (nobody awaits a cancelled call).
+fn run_hook(backend: &str, hook: Hook) {
+    if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(hook)) {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a non-string payload".to_owned());
+        tracing::warn!(
+            target: "sandboxio::blocking",
+            backend = %backend,
+            "a cancel hook panicked: {what}; the other hooks still ran"
+        );
+    }
+}
+
+/// Starts a named thread. Under `cfg(test)` a thread-local switch makes it fail, the only
+/// way to reach the paths taken when the host has no thread to give.
+fn spawn(name: &str, job: Job) -> std::io::Result<()> {
+    #[cfg(test)]
+    if tests::SPAWN_FAILS.with(std::cell::Cell::get) {
+        drop(job);
+        return Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, "spawn refused by the test"));
+    }
+    std::thread::Builder::new().name(name.to_owned()).spawn(job).map(drop)
 }
 
 /// Handed to the work of [`run_blocking`]: tells it whether the awaiting future was
@@ -231,15 +304,20 @@ impl CancelToken {
     /// own at the drop, or at once on this thread when it was already dropped. A hook
     /// registered after the work returned never runs. Use it to stop what the blocking
     /// call cannot be interrupted from (kill a child process, delete a remote execution).
+    /// A hook's panic never unwinds into the caller: it is reported as a `tracing`
+    /// warning (target `sandboxio::blocking`) and the other hooks still run.
     pub fn on_cancel(&self, hook: impl FnOnce() + Send + 'static) {
         if let Some(hook) = self.shared.add_hook(Box::new(hook)) {
-            hook();
+            // Already cancelled: run it here, under the same rule as at the drop (a panic
+            // is reported, and does not unwind into the work).
+            run_hook(self.shared.backend(), hook);
         }
     }
 }
 
 /// The part of [`Shared`] a [`CancelToken`] needs, without the result's type.
 trait TokenState: Send + Sync {
+    fn backend(&self) -> &str;
     fn cancelled(&self) -> bool;
     fn wait(&self, timeout: Duration) -> bool;
     /// Keeps `hook` for a later cancellation, or hands it back when already cancelled.
@@ -247,6 +325,10 @@ trait TokenState: Send + Sync {
 }
 
 impl<T: Send> TokenState for Shared<T> {
+    fn backend(&self) -> &str {
+        &self.backend
+    }
+
     fn cancelled(&self) -> bool {
         self.lock().cancelled
     }
@@ -269,5 +351,109 @@ impl<T: Send> TokenState for Shared<T> {
             state.hooks.push(hook);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::ErrorCode;
+
+    thread_local! {
+        /// Makes [`spawn`] fail on this thread.
+        pub(super) static SPAWN_FAILS: Cell<bool> = const { Cell::new(false) };
+    }
+
+    fn block_on<F: Future>(fut: F) -> F::Output {
+        futures_lite::future::block_on(fut)
+    }
+
+    #[test]
+    fn a_thread_the_host_refuses_is_a_provider_error_with_the_io_error_as_source() {
+        SPAWN_FAILS.with(|f| f.set(true));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&ran);
+        let result = block_on(run_blocking("fly", move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }));
+        SPAWN_FAILS.with(|f| f.set(false));
+        let err = result.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Provider);
+        assert!(err.to_string().contains("fly") && err.to_string().contains("thread"), "observed {err}");
+        let source = std::error::Error::source(&err).expect("expected the spawn's error as source");
+        assert!(
+            source.downcast_ref::<std::io::Error>().is_some(),
+            "expected an io::Error, observed {source:?}"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "expected the work never to run");
+    }
+
+    #[test]
+    fn hooks_run_on_the_dropping_thread_when_no_cancel_thread_can_be_started() {
+        let (registered_tx, registered_rx) = mpsc::channel();
+        let (ran_tx, ran_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let mut fut = Box::pin(run_blocking("fly", move |cancel| {
+            for n in 0..2 {
+                let tx = ran_tx.clone();
+                cancel.on_cancel(move || tx.send((n, std::thread::current().id())).unwrap());
+            }
+            registered_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(Duration::from_secs(10));
+            Ok(())
+        }));
+        assert!(block_on(futures_lite::future::poll_once(fut.as_mut())).is_none());
+        registered_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        SPAWN_FAILS.with(|f| f.set(true));
+        drop(fut);
+        SPAWN_FAILS.with(|f| f.set(false));
+        release_tx.send(()).unwrap();
+        let here = std::thread::current().id();
+        let ran: Vec<_> = ran_rx.try_iter().collect();
+        assert_eq!(ran, vec![(0, here), (1, here)], "expected both hooks, inline, by the time drop returned");
+    }
+
+    /// Counts `tracing` warnings on target `sandboxio::blocking` (this thread only).
+    struct Warnings(Arc<AtomicUsize>);
+
+    impl tracing::Subscriber for Warnings {
+        fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+            meta.target() == "sandboxio::blocking"
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            if *event.metadata().level() == tracing::Level::WARN {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[test]
+    fn a_panicking_hook_is_reported_and_the_later_hooks_still_run() {
+        let warnings = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let hooks: Vec<Hook> = (0..3)
+            .map(|n| {
+                let ran = Arc::clone(&ran);
+                Box::new(move || {
+                    assert_ne!(n, 1, "hook 1 fails");
+                    ran.fetch_add(1, Ordering::SeqCst);
+                }) as Hook
+            })
+            .collect();
+        tracing::subscriber::with_default(Warnings(Arc::clone(&warnings)), || run_hooks("fly", hooks));
+        assert_eq!(ran.load(Ordering::SeqCst), 2, "expected hooks 0 and 2 to run around the panic");
+        assert_eq!(warnings.load(Ordering::SeqCst), 1, "expected one warning for the panic");
     }
 }

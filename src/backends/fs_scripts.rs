@@ -60,7 +60,11 @@ for f in * .[!.]* ..?*; do
 done"#;
 
 #[cfg(any(feature = "docker", feature = "modal"))]
-pub(crate) const MKDIR: &str = r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22; mkdir -p "$1""#;
+/// `mkdir -p $1`: exit 22 where something not a directory is at the path, 3 where one is
+/// on the way (through a file: `ENOTDIR`, reported as `NotFound` as everywhere).
+pub(crate) const MKDIR: &str = r#"[ -d "$1" ] && exit 0; [ -e "$1" ] && exit 22
+p=$1; while p=${p%/*}; [ -n "$p" ]; do [ -e "$p" ] && { [ -d "$p" ] || exit 3; break; }; done
+mkdir -p "$1""#;
 
 #[cfg(any(feature = "docker", feature = "modal"))]
 /// `remove`: exit 3 is a missing path, 4 a non-empty directory without `recursive`.
@@ -249,6 +253,7 @@ pub(crate) fn list_outcome(
 pub(crate) fn mkdir_outcome(backend: &str, abs: &str, code: i64, err: &[u8]) -> Result<()> {
     match code {
         0 => Ok(()),
+        3 => Err(Error::NotFound { path: abs.to_owned() }),
         22 => Err(exists_not_a_directory(abs)),
         _ => Err(exec_failure(backend, abs, err)),
     }

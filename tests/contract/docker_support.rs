@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use sandboxio::backends::docker::{DockerBackend, ExecPath, container_labels};
 use sandboxio::testing::contract::{
-    Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes, python_egress_probe,
+    Canary, CancellationPoints, ContractSuite, ProbeFuture, ProbeKind, Probes, python_egress_probe,
 };
 use sandboxio::{Command, ResourceLimits};
 
@@ -159,6 +159,23 @@ impl Probes for DockerProbes {
     fn provider_config_text(&self, sandbox_id: &str) -> Option<ProbeFuture<String>> {
         let id = sandbox_id.to_owned();
         Some(Box::pin(async move { docker(&["inspect", &id]) }))
+    }
+
+    fn no_credentials(&self) -> Option<String> {
+        Some(
+            "docker:// reaches the engine through its socket with no account or key; registry \
+             credentials for pulls come from Docker's own config and credential helpers, never an \
+             environment variable"
+                .to_owned(),
+        )
+    }
+
+    fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
+        (probe == ProbeKind::SimulateKillHang).then(|| {
+            "docker:// has no hook to make the engine's remove hang; the orphan warning on grace \
+             expiry is the core's, held by the fake's runs"
+                .to_owned()
+        })
     }
 
     fn cancellation_points(&self) -> CancellationPoints {

@@ -138,6 +138,26 @@ fn dir_entry(entry: &serde_json::Value) -> DirEntry {
     DirEntry::new(entry["name"].as_str().unwrap_or_default(), kind, size, mode)
 }
 
+/// Why `MakeDir` of `path` failed, in the contract's words, when a regular file is in the
+/// way: at the path (`InvalidInput`) or on the way (`NotFound`, as `ENOTDIR` is reported
+/// everywhere). envd's own answer for both is a bare `invalid_argument`. Asked only after a
+/// failure, so a working `mkdir` costs no extra call.
+async fn file_in_the_way(envd: &Envd, path: &str) -> Option<Error> {
+    for (depth, at) in std::path::Path::new(path).ancestors().enumerate() {
+        let at = at.to_str().filter(|a| !a.is_empty())?;
+        match envd.fs("Stat", at).await {
+            Ok(reply) if reply["entry"]["type"] == "FILE_TYPE_DIRECTORY" => return None,
+            Ok(_) if depth == 0 => {
+                return Some(Error::invalid_input(format!("{path} exists and is not a directory")));
+            }
+            Ok(_) => return Some(Error::not_found(path)),
+            Err(e) if e.code() == crate::ErrorCode::NotFound => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 impl BackendSandbox for E2bSandbox {
     fn id(&self) -> &str {
         &self.shared.id
@@ -235,7 +255,8 @@ impl BackendSandbox for E2bSandbox {
             match s.envd.fs("MakeDir", &path).await {
                 // An existing directory is not an error here; envd says `already_exists`.
                 Err(e) if reply_of(&e).is_some_and(|r| r.connect_code() == "already_exists") => Ok(()),
-                other => other.map(drop),
+                Err(e) => Err(file_in_the_way(&s.envd, &path).await.unwrap_or(e)),
+                Ok(_) => Ok(()),
             }
         })
     }

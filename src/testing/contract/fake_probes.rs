@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::policy::ResourceLimits;
 use crate::testing::FakeBackend;
 
-use super::probes::{Canary, ProbeFuture, Probes};
+use super::probes::{Canary, ProbeFuture, ProbeKind, Probes};
 
 /// Every behaviour probe of the [`FakeBackend`]. Its canary is simulated (the fake's egress
 /// commands consult the sandbox's policy rather than a network), and `missing_credentials`
@@ -25,15 +25,27 @@ impl FakeProbes {
 
 impl Probes for FakeProbes {
     fn code_gated(&self, _gate: &str) -> Option<crate::Code> {
-        // The fake simulates a cell to its end before it replays the output: a cell cannot
-        // wait for a file the test writes after its first chunk.
         None
     }
 
     fn test_network(&self) -> Option<super::probes::ProbeResult<crate::testing::TestNetwork>> {
-        // The fake simulates a policy by the name a command asks for: it reaches no network,
-        // so the tests of resolved addresses, TLS, DNS and UDP against one cannot run on it.
         None
+    }
+
+    fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
+        match probe {
+            ProbeKind::CodeGated => Some(
+                "the fake simulates a cell to its end before it replays the output: a cell cannot wait \
+                 for a file the test writes after its first chunk"
+                    .to_owned(),
+            ),
+            ProbeKind::TestNetwork => Some(
+                "the fake simulates a policy by the name a command asks for and reaches no network: \
+                 resolved addresses, TLS, DNS and UDP cannot be tested on it"
+                    .to_owned(),
+            ),
+            _ => None,
+        }
     }
 
     fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {

@@ -20,7 +20,9 @@
 //! of what is declared and a negative test for each capability that is not, and reports
 //! through `libtest-mimic`, so `cargo test` filters, `--list` and `--include-ignored` work
 //! as usual. Tests whose behaviour probe is not implemented are reported as ignored with
-//! `skip` and the probe's name, and counted in the summary; they never pass. Test names
+//! `skip` and the probe's name, and counted in the summary; they never pass, and a strict
+//! run fails them, unless [`Probes::not_applicable`] gives the reason the probe cannot
+//! apply (the test is then `n/a`, with the reason listed after the summary). Test names
 //! read as contract clauses: `run__timeout_raises_execution_timeout_and_does_not_hang`.
 //! A summary after the run lists passed, failed, skipped, not-applicable and known-failure
 //! counts per contract area.
@@ -52,7 +54,7 @@ use std::fmt;
 pub use ctx::LABEL_KEY;
 pub use facade::Facade;
 pub use probes::{
-    Canary, CancellationPoints, DefaultProbes, ProbeFuture, ProbeKind, ProbeResult, Probes,
+    Canary, CancellationPoints, DefaultProbes, PROBE_CHECK_ID, ProbeFuture, ProbeKind, ProbeResult, Probes,
     python_egress_probe,
 };
 pub use runner::{ContractSuite, DEFAULT_TEST_TIMEOUT, Executor, STRICT_ENV};

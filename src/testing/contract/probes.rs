@@ -8,10 +8,16 @@
 //! - **Behaviour probes** provoke or observe what only the adapter can: leftover processes
 //!   and sandboxes, a hanging kill, expiry, a canary host for egress, the limits in effect,
 //!   provider-native labels. They default to `None`: *not implemented*, and every test that
-//!   needs one is reported as skipped, with the probe's name, never as passed.
+//!   needs one is reported as skipped, with the probe's name, never as passed (and failed
+//!   in a strict run), unless [`Probes::not_applicable`] gives the reason the probe cannot
+//!   apply to the backend: then the test is `n/a` with that reason.
 //!
-//! A behaviour probe must not act until its future is polled: the suite may call it once
-//! with a placeholder argument to learn whether it is implemented, and drop the result.
+//! A behaviour probe must not act until its future is polled: the suite calls each one
+//! once with the placeholder [`PROBE_CHECK_ID`] (`"sandboxio-contract-probe-check"`) in
+//! place of a sandbox id, label key or value, to learn whether it is implemented (`Some`)
+//! or not (`None`), and drops the future unpolled. A probe that calls its provider, or
+//! logs, before its future is polled shows that id in its provider's logs or as an error
+//! for an unknown sandbox; the fix is to move the work into the `async` block.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -27,6 +33,13 @@ use super::net_scripts;
 
 /// The result of a behaviour probe: a description of what went wrong on failure.
 pub type ProbeResult<T> = std::result::Result<T, String>;
+
+/// The placeholder the suite passes to each behaviour probe, once, to learn whether it is
+/// implemented: a probe returns `Some` or `None` for it as for a real id, and must not act
+/// before the future is polled (the suite drops it unpolled). A probe that calls its
+/// provider before then shows this id in the provider's logs, or fails for an unknown
+/// sandbox: move the call into the `async` block.
+pub const PROBE_CHECK_ID: &str = "sandboxio-contract-probe-check";
 
 /// A behaviour probe's future, `'static` so the suite can run it on any executor.
 pub type ProbeFuture<T> = BoxFuture<'static, ProbeResult<T>>;
@@ -334,6 +347,17 @@ pub trait Probes: Send + Sync + 'static {
 
     /// Descriptions of the processes still running in sandbox `sandbox_id` that a command
     /// started (not the sandbox's own init or agent). Empty means no orphan.
+    ///
+    /// Leave zombies out (a process that exited and that nobody has reaped yet, state `Z`
+    /// in `/proc/<pid>/stat`): it runs nothing and holds no memory, and counting it would
+    /// fail the orphan checks for a process that is already dead. A sandbox whose init
+    /// never reaps piles them up, which is the init's bug, not a leak this probe is for.
+    /// `local://` reads `/proc` by PID namespace, where a zombie's namespace link cannot be
+    /// read, so it is never listed (and sandboxd, each sandbox's init, reaps it).
+    /// The suite asks it after a command was killed or dropped, every 50 ms until it is
+    /// empty or 10 s have passed (processes killed in the background take a moment), and,
+    /// as the check's positive control, while a command runs: a probe that never lists
+    /// anything fails that control.
     fn running_processes(&self, sandbox_id: &str) -> Option<ProbeFuture<Vec<String>>> {
         None
     }
@@ -402,6 +426,20 @@ pub trait Probes: Send + Sync + 'static {
         None
     }
 
+    /// `Some(reason)` when the behaviour probe `probe`, which this `Probes` does not
+    /// implement, cannot apply to the backend at all (a provider with no way to make a
+    /// kill hang, a backend that reaches no network): the tests that need it are then
+    /// reported `n/a` with the reason. Without a reason, a test whose probe is not
+    /// implemented is `skip`, and a strict run ([`ContractSuite::strict`](super::ContractSuite::strict),
+    /// `SANDBOXIO_STRICT=1`, any `SANDBOXIO_REQUIRE_*=1`) fails it: a strict run passes
+    /// only when every test ran or was declared inapplicable with a reason. Asked only for
+    /// a probe that is not implemented (an implemented probe always runs). For
+    /// [`ProbeKind::MissingCredentials`], [`Probes::no_credentials`] says the same.
+    /// Default `None`.
+    fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
+        None
+    }
+
     /// How many cancellation points to try. Real backends must return a
     /// [`CancellationPoints::Sample`]: the operations cancelled are long-running, so trying
     /// every point until completion would take an hour.
@@ -414,7 +452,7 @@ pub trait Probes: Send + Sync + 'static {
 /// (the future is dropped unpolled, so nothing happens).
 pub(crate) fn implemented(probes: &dyn Probes, kind: ProbeKind) -> bool {
     use ProbeKind as K;
-    let placeholder = "sandboxio-contract-probe-check";
+    let placeholder = PROBE_CHECK_ID;
     match kind {
         K::RunningProcesses => probes.running_processes(placeholder).is_some(),
         K::LiveSandboxes => probes.live_sandboxes(placeholder, placeholder).is_some(),

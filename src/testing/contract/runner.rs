@@ -86,6 +86,16 @@ enum Skip {
     KnownFailure(String),
 }
 
+/// The tests that did not run, each with its reason, printed after the summary.
+#[derive(Debug, Default)]
+struct Listed {
+    /// Skipped and known failures (in a strict run, the skips are failures).
+    skips: Vec<String>,
+    /// Not applicable, whether for a capability, a probe declared inapplicable or the
+    /// blocking facade.
+    not_applicable: Vec<String>,
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Counts {
     passed: usize,
@@ -112,8 +122,13 @@ impl ContractSuite {
         }
     }
 
-    /// Whether a positive control that cannot run fails its test (`true`) or skips it
-    /// visibly (`false`). Every negative check of the suite (egress denied, no process or
+    /// Whether a test that cannot run fails (`true`) or skips visibly (`false`): a test
+    /// whose behaviour probe is not implemented (and not declared inapplicable with
+    /// [`Probes::not_applicable`]), and a test whose positive control cannot run. A strict
+    /// run counts such a test as failed in the summary and fails the exit code, in the
+    /// async and the blocking runs alike.
+    ///
+    /// Every negative check of the suite (egress denied, no process or
     /// sandbox left, a secret unseen) first proves, in the same test, that its probe does
     /// observe the thing when it is there (the canary is reached under allow-all, the
     /// process probe sees a running command, the secret scan sees its own marker). When
@@ -146,8 +161,11 @@ impl ContractSuite {
     }
 
     /// Marks `test` as a known failure with a note saying why: it is reported as ignored
-    /// (run it with `--include-ignored`) and counted in the summary. An unknown test name
-    /// fails the run.
+    /// and counted in the summary. An unknown test name fails the run. Run it alone with
+    /// `cargo test --test contract -- --ignored <name>`: the harness takes one name filter
+    /// (a substring; add `--exact` for the whole name), so run several known failures one
+    /// command each or by a substring they share. `--include-ignored` runs every ignored
+    /// test, and the `n/a` and skipped ones then fail, saying why they cannot run.
     #[must_use]
     pub fn known_failure(mut self, test: &str, note: &str) -> Self {
         self.known_failures.insert(test.to_owned(), note.to_owned());
@@ -157,6 +175,14 @@ impl ContractSuite {
     /// How long one test may take before it fails as a hang (default
     /// [`DEFAULT_TEST_TIMEOUT`], 5 minutes): a backend that ignores a timeout must fail,
     /// not stall the run.
+    ///
+    /// The bound races the test's future against a timer, so it ends a test whose future
+    /// stays pending, never one whose thread is held: a blocking provider call that never
+    /// returns, made inside `poll` or under [`Facade::Blocking`] (where every call blocks the
+    /// test's thread), stalls the run. Give each blocking call its own deadline inside the
+    /// work passed to [`run_blocking`](crate::backend::run_blocking) (a client timeout, a
+    /// loop on [`CancelToken::wait`](crate::backend::CancelToken::wait)), so that it
+    /// returns.
     #[must_use]
     pub fn test_timeout(mut self, timeout: Duration) -> Self {
         self.test_timeout = timeout;
@@ -204,31 +230,14 @@ impl ContractSuite {
         }
         let results: Arc<Mutex<BTreeMap<Row, Counts>>> = Arc::default();
         let runtime_skips: Arc<Mutex<Vec<String>>> = Arc::default();
-        let mut skips = Vec::new();
-        let mut async_only = Vec::new();
+        let mut listed = Listed::default();
         let mut trials = Vec::new();
         for case in all {
-            let selected = is_selected(case.name, args);
             match self.skip_reason(case) {
                 Some(skip) => {
-                    if selected {
+                    if is_selected(case.name, args) {
                         let mut r = results.lock().unwrap_or_else(PoisonError::into_inner);
-                        let counts = r.entry(case.row).or_default();
-                        match &skip {
-                            Skip::NotApplicable(_) => counts.not_applicable += 1,
-                            Skip::AsyncOnly(why) => {
-                                counts.not_applicable += 1;
-                                async_only.push(format!("{}: {why}", case.name));
-                            }
-                            Skip::Skipped(why) => {
-                                counts.skipped += 1;
-                                skips.push(format!("{}: {why}", case.name));
-                            }
-                            Skip::KnownFailure(note) => {
-                                counts.known += 1;
-                                skips.push(format!("{} (known failure): {note}", case.name));
-                            }
-                        }
+                        self.tally(case, &skip, r.entry(case.row).or_default(), &mut listed);
                     }
                     trials.push(self.skipped_trial(case, &skip));
                 }
@@ -236,14 +245,39 @@ impl ContractSuite {
             }
         }
         let conclusion = libtest_mimic::run(args, trials);
-        skips.extend(runtime_skips.lock().unwrap_or_else(PoisonError::into_inner).drain(..));
+        listed.skips.extend(runtime_skips.lock().unwrap_or_else(PoisonError::into_inner).drain(..));
         if !args.list {
-            println!(
-                "{}",
-                self.summary(&results.lock().unwrap_or_else(PoisonError::into_inner), &skips, &async_only)
-            );
+            println!("{}", self.summary(&results.lock().unwrap_or_else(PoisonError::into_inner), &listed));
         }
         if conclusion.has_failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    }
+
+    /// Counts a test that does not run in its row, and lists it with its reason for after
+    /// the summary. Alike for the async and the blocking runs: a skip in a strict run is a
+    /// failure, and every n/a is listed with its reason.
+    fn tally(&self, case: &Case, skip: &Skip, counts: &mut Counts, listed: &mut Listed) {
+        match skip {
+            Skip::NotApplicable(why) => {
+                counts.not_applicable += 1;
+                listed.not_applicable.push(format!("{}: {why}", case.name));
+            }
+            Skip::AsyncOnly(why) => {
+                counts.not_applicable += 1;
+                listed.not_applicable.push(format!("{}: {}", case.name, async_only_reason(why)));
+            }
+            Skip::Skipped(why) if self.strict => {
+                counts.failed += 1;
+                listed.skips.push(format!("{}: {why} (a failure: this run is strict)", case.name));
+            }
+            Skip::Skipped(why) => {
+                counts.skipped += 1;
+                listed.skips.push(format!("{}: {why}", case.name));
+            }
+            Skip::KnownFailure(note) => {
+                counts.known += 1;
+                listed.skips.push(format!("{} (known failure): {note}", case.name));
+            }
+        }
     }
 
     fn skip_reason(&self, case: &Case) -> Option<Skip> {
@@ -284,7 +318,13 @@ impl ContractSuite {
             return Some(Skip::NotApplicable(format!("the backend takes no credentials: {why}")));
         }
         if let Some(probe) = case.probes.iter().find(|p| !super::probes::implemented(&*self.probes, **p)) {
-            return Some(Skip::Skipped(format!("probe {} is not implemented", probe.name())));
+            return Some(match self.probes.not_applicable(*probe) {
+                Some(why) => Skip::NotApplicable(format!("probe {} does not apply: {why}", probe.name())),
+                None => Skip::Skipped(format!(
+                    "probe {} is not implemented (implement it, or give Probes::not_applicable a reason)",
+                    probe.name()
+                )),
+            });
         }
         if case.needs_audit && self.audit.is_none() {
             return Some(Skip::Skipped("no recording sink given (ContractSuite::audit_sink)".to_owned()));
@@ -295,13 +335,26 @@ impl ContractSuite {
     fn skipped_trial(&self, case: &'static Case, skip: &Skip) -> Trial {
         let (kind, why) = match skip {
             Skip::NotApplicable(why) => ("n/a", why.clone()),
-            Skip::AsyncOnly(why) => {
-                ("n/a", format!("async-only, and the run drives the blocking facade: {why}"))
-            }
+            Skip::AsyncOnly(why) => ("n/a", async_only_reason(why)),
             Skip::Skipped(why) => ("skip", why.clone()),
             Skip::KnownFailure(note) => ("known failure", note.clone()),
         };
         let scheme = self.label();
+        if let Skip::Skipped(_) = skip
+            && self.strict
+        {
+            // Not ignored: a strict run fails a test that cannot run, in the exit code too.
+            let advice = super::rules::advice(case.name, case.row);
+            return Trial::test(case.name, move || {
+                Err(format!(
+                    "[{scheme}] {} ({} row): cannot run, and this run is strict \
+                     (SANDBOXIO_STRICT=1 or a SANDBOXIO_REQUIRE_*=1 switch): {why}{advice}",
+                    case.name, case.row
+                )
+                .into())
+            })
+            .with_kind("skip");
+        }
         let trial = if let Skip::KnownFailure(_) = skip {
             // Run on request (`--include-ignored`), to see whether it is fixed.
             self.trial(case, Arc::default(), Arc::default())
@@ -380,7 +433,7 @@ impl ContractSuite {
         }
     }
 
-    fn summary(&self, results: &BTreeMap<Row, Counts>, skips: &[String], async_only: &[String]) -> String {
+    fn summary(&self, results: &BTreeMap<Row, Counts>, listed: &Listed) -> String {
         let through = match self.facade {
             Facade::Async => "",
             Facade::Blocking => " through the blocking facade (sandboxio::sync)",
@@ -390,7 +443,7 @@ impl ContractSuite {
             self.backend.scheme(),
             self.backend.isolation(),
             self.backend.capabilities() & Capabilities::all(),
-            if self.strict { ", strict: a control that cannot run fails" } else { "" }
+            if self.strict { ", strict: a test that cannot run fails" } else { "" }
         );
         let _ = writeln!(
             out,
@@ -421,23 +474,26 @@ impl ContractSuite {
             "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6}",
             "total", total.passed, total.failed, total.skipped, total.not_applicable, total.known
         );
-        if !skips.is_empty() {
+        if !listed.skips.is_empty() {
             let _ = writeln!(out, "skipped (never counted as passed):");
-            for s in skips {
+            for s in &listed.skips {
                 let _ = writeln!(out, "  - {s}");
             }
         }
-        if !async_only.is_empty() {
-            let _ = writeln!(
-                out,
-                "n/a under the blocking facade (async-only behaviour, never counted as passed):"
-            );
-            for s in async_only {
+        if !listed.not_applicable.is_empty() {
+            let _ = writeln!(out, "n/a (never counted as passed):");
+            for s in &listed.not_applicable {
                 let _ = writeln!(out, "  - {s}");
             }
         }
         out
     }
+}
+
+/// Why an async-only test is n/a under the blocking facade, as the test list and the
+/// summary both say it.
+fn async_only_reason(why: &str) -> String {
+    format!("async-only, and the run drives the blocking facade: {why}")
 }
 
 /// Whether libtest-mimic will consider this test (mirrors its name filter and `--skip`).
@@ -495,6 +551,69 @@ mod tests {
         }
         let suite = ContractSuite::new(fake.clone()).probes(FakeProbes::new(fake));
         assert!(suite.skip_reason(case).is_none(), "expected the test to run with missing_credentials");
+    }
+
+    /// The fake's probes without `expire_sandbox`, optionally declaring it inapplicable.
+    struct NoExpiry(FakeProbes, Option<&'static str>);
+
+    impl Probes for NoExpiry {
+        fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
+            (probe == ProbeKind::ExpireSandbox).then(|| self.1.map(str::to_owned)).flatten()
+        }
+
+        fn live_sandboxes(
+            &self,
+            key: &str,
+            value: &str,
+        ) -> Option<crate::testing::contract::ProbeFuture<Vec<String>>> {
+            self.0.live_sandboxes(key, value)
+        }
+    }
+
+    fn expiry_case() -> &'static Case {
+        cases::all().iter().find(|c| c.probes.contains(&ProbeKind::ExpireSandbox)).unwrap()
+    }
+
+    #[test]
+    fn an_unimplemented_probe_is_a_skip_that_a_strict_run_counts_as_failed() {
+        let fake = FakeBackend::new();
+        let case = expiry_case();
+        for (strict, facade) in [(false, Facade::Async), (true, Facade::Async), (true, Facade::Blocking)] {
+            let suite = ContractSuite::new(fake.clone())
+                .probes(NoExpiry(FakeProbes::new(fake.clone()), None))
+                .strict(strict)
+                .facade(facade);
+            let skip = suite.skip_reason(case).unwrap();
+            assert!(matches!(&skip, Skip::Skipped(why) if why.contains("expire_sandbox")), "{skip:?}");
+            let (mut counts, mut listed) = (Counts::default(), Listed::default());
+            suite.tally(case, &skip, &mut counts, &mut listed);
+            assert_eq!((counts.failed, counts.skipped), if strict { (1, 0) } else { (0, 1) }, "{facade:?}");
+            assert!(listed.skips[0].contains("expire_sandbox"), "{listed:?}");
+        }
+    }
+
+    #[test]
+    fn a_probe_declared_not_applicable_is_n_a_with_its_reason_listed_in_both_runs() {
+        let fake = FakeBackend::new();
+        let case = expiry_case();
+        for facade in [Facade::Async, Facade::Blocking] {
+            let suite = ContractSuite::new(fake.clone())
+                .probes(NoExpiry(FakeProbes::new(fake.clone()), Some("the provider has no TTL")))
+                .strict(true)
+                .facade(facade);
+            let skip = suite.skip_reason(case).unwrap();
+            let (mut counts, mut listed) = (Counts::default(), Listed::default());
+            suite.tally(case, &skip, &mut counts, &mut listed);
+            assert_eq!((counts.not_applicable, counts.failed), (1, 0), "{facade:?}");
+            let summary = suite.summary(&BTreeMap::new(), &listed);
+            assert!(
+                summary.contains(&format!(
+                    "  - {}: probe expire_sandbox does not apply: the provider has no TTL",
+                    case.name
+                )),
+                "{facade:?}: {summary}"
+            );
+        }
     }
 
     #[test]

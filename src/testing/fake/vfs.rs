@@ -121,6 +121,20 @@ impl Vfs {
     }
 
     fn mkdir_all_unlogged(&mut self, abs: &str) -> Result<()> {
+        // Through a regular file (a parent is one) is `ENOTDIR`, which every backend
+        // reports as `NotFound` naming the path asked for (docs/contract.md, Filesystem).
+        let mut ancestor = parent_of(abs);
+        while let Some(dir) = ancestor {
+            match self.nodes.get(dir) {
+                Some(Node::File { .. }) => return Err(Error::not_found(abs)),
+                Some(_) => break,
+                None => ancestor = parent_of(dir),
+            }
+        }
+        self.mkdir_parents(abs)
+    }
+
+    fn mkdir_parents(&mut self, abs: &str) -> Result<()> {
         match self.nodes.get(abs) {
             Some(Node::Dir { .. }) => return Ok(()),
             Some(_) => {
@@ -129,7 +143,7 @@ impl Vfs {
             None => {}
         }
         if let Some(parent) = parent_of(abs) {
-            self.mkdir_all_unlogged(parent)?;
+            self.mkdir_parents(parent)?;
         }
         self.nodes.insert(abs.to_owned(), Node::Dir { mode: 0o755 });
         Ok(())

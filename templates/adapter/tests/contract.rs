@@ -1,8 +1,10 @@
 //! The contract suite against Example Cloud: the adapter talks HTTP to a provider server
 //! on loopback (`provider/`) whose sandboxes are real `local://` sandboxes.
 //!
-//! `cargo test --test contract` runs it; `SANDBOXIO_STRICT=1` makes a positive control that
-//! cannot run a failure instead of a skip (run your CI strict).
+//! `cargo test --test contract` runs it; `SANDBOXIO_STRICT=1` makes every test that cannot
+//! run (a positive control that fails, a behaviour probe not implemented) a failure instead
+//! of a skip (run your CI strict). A probe that cannot apply to your provider is declared
+//! with `Probes::not_applicable` and its reason, and reported `n/a`.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;

@@ -25,6 +25,10 @@ pub(super) fn cases() -> Vec<Case> {
         .requires(C::FILESYSTEM),
         Case::new(Row::Filesystem, "filesystem__missing_path_raises_not_found", |cx| Box::pin(missing(cx)))
             .requires(C::FILESYSTEM),
+        Case::new(Row::Filesystem, "filesystem__mkdir_over_or_through_a_file_is_refused", |cx| {
+            Box::pin(mkdir_over_a_file(cx))
+        })
+        .requires(C::FILESYSTEM),
         Case::new(Row::Filesystem, "filesystem__no_host_path_escape", |cx| Box::pin(no_escape(cx)))
             .requires(C::FILESYSTEM),
         Case::new(Row::Filesystem, "filesystem__relative_paths_share_the_working_directory_of_run", |cx| {
@@ -114,6 +118,26 @@ async fn list_mkdir_remove(cx: Arc<Ctx>) -> Verdict {
         fs.remove("tree", true).await.map_err(|e| cx.unexpected("remove recursive", &e))?;
         let gone = fs.list("tree").await;
         expect_code(&gone, ErrorCode::NotFound, "list() of a removed directory")
+    })
+}
+
+/// `mkdir` at a regular file is `InvalidInput`; through one (a parent is a file) it is
+/// `NotFound` naming the path, as `ENOTDIR` is everywhere; the file is left as it was.
+async fn mkdir_over_a_file(cx: Arc<Ctx>) -> Verdict {
+    with_sandbox!(cx, |sandbox| {
+        let fs = sandbox.fs();
+        fs.write("plain.txt", "x").await.map_err(|e| cx.unexpected("write", &e))?;
+        expect_code(&fs.mkdir("plain.txt").await, ErrorCode::InvalidInput, "mkdir where a file is")?;
+        let through = fs.mkdir("plain.txt/sub/deeper").await;
+        expect_code(&through, ErrorCode::NotFound, "mkdir through a file (a parent is a regular file)")?;
+        if let Err(sandboxio_err) = &through {
+            let said = sandboxio_err.to_string();
+            expect(said.contains("plain.txt/sub/deeper"), || {
+                format!("expected the NotFound to name the path as written, observed {said}")
+            })?;
+        }
+        let left = fs.read("plain.txt").await.map_err(|e| cx.unexpected("read back the file", &e))?;
+        expect_eq(left, b"x".to_vec(), "the file after both refusals")
     })
 }
 
