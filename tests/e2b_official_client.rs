@@ -14,37 +14,26 @@
 
 #[path = "support/e2b_stub/mod.rs"]
 mod e2b_stub;
+#[path = "support/official_client.rs"]
+mod official_client;
 
-use std::io::Read as _;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// The venv `scripts/e2b-client-check` installs the packages in.
 const DEFAULT_PYTHON: &str = "/opt/sandboxio-e2b-client/bin/python3";
 /// How long the whole client run may take (it takes about 10 s).
 const BOUND: Duration = Duration::from_secs(180);
 
-fn python() -> Option<PathBuf> {
-    let path =
-        PathBuf::from(std::env::var("SANDBOXIO_E2B_PYTHON").unwrap_or_else(|_| DEFAULT_PYTHON.to_owned()));
-    let ok = Command::new(&path)
-        .args(["-c", "import e2b, e2b_code_interpreter"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some(path)
-}
-
 #[test]
 fn the_official_python_client_drives_the_stub() {
-    let Some(python) = python() else {
-        let why = format!(
-            "E2B's Python packages are not installed at {DEFAULT_PYTHON} (scripts/e2b-client-check installs them)"
-        );
-        assert!(std::env::var("SANDBOXIO_STRICT").as_deref() != Ok("1"), "{why}");
-        println!("[skip] the official-client check: {why}");
+    let Some(python) = official_client::python_or_skip(
+        "SANDBOXIO_E2B_PYTHON",
+        DEFAULT_PYTHON,
+        "e2b, e2b_code_interpreter",
+        "E2B's Python packages are not installed (scripts/e2b-client-check installs them)",
+    ) else {
         return;
     };
     let stub = e2b_stub::Stub::start();
@@ -54,36 +43,17 @@ fn the_official_python_client_drives_the_stub() {
     let ca = dir.join("ca.pem");
     std::fs::write(&ca, &stub.ca_pem).unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/e2b_official_client.py");
-    let mut child = Command::new(&python)
+    let mut command = Command::new(&python);
+    command
         .arg(&script)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("E2B_API_KEY", e2b_stub::API_KEY)
         .env("E2B_DOMAIN", e2b_stub::DOMAIN)
         .env("SSL_CERT_FILE", &ca)
-        .env("SANDBOXIO_E2B_PROXY", format!("http://{proxy}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the client's python");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > BOUND {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        .env("SANDBOXIO_E2B_PROXY", format!("http://{proxy}"));
+    let (status, out, err) = official_client::run_bounded(command, BOUND);
     let _ = std::fs::remove_dir_all(&dir);
-    println!("{out}");
-    eprintln!("{err}");
     let status = status.unwrap_or_else(|| panic!("the client ran past {BOUND:?}"));
     assert!(status.success(), "the official client failed ({status}):\n{out}\n{err}");
     assert!(out.contains("official-client check: passed"), "{out}");
