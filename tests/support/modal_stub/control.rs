@@ -35,11 +35,8 @@ fn header<T>(r: &Request<T>, name: &str) -> String {
 /// `UNAUTHENTICATED` unless both token headers are the stub's and a client type is sent;
 /// the client identity of every call is recorded.
 fn check<T>(state: &State, r: &Request<T>) -> Result<(), Status> {
-    let identity = format!(
-        "type {} version {}",
-        header(r, "x-modal-client-type"),
-        header(r, "x-modal-client-version")
-    );
+    let identity =
+        format!("type {} version {}", header(r, "x-modal-client-type"), header(r, "x-modal-client-version"));
     state.identities.lock().unwrap().insert(identity);
     if header(r, "x-modal-token-id") != TOKEN_ID || header(r, "x-modal-token-secret") != TOKEN_SECRET {
         return Err(Status::unauthenticated("Invalid token id or secret"));
@@ -81,6 +78,18 @@ impl Control {
         let network = match definition.network_access.as_ref().map(NetworkAccess::network_access_type) {
             Some(NetworkAccessType::Blocked) => NetworkPolicy::deny_all(),
             Some(NetworkAccessType::Open) | None => NetworkPolicy::allow_all(),
+            // Modal's allowlists, additive: a listed domain over TLS on port 443 (the
+            // `local://` gate's default port, checked by name and SNI), a listed CIDR on any
+            // port and protocol.
+            Some(NetworkAccessType::Allowlist) => {
+                let access = definition.network_access.as_ref().expect("matched above");
+                let entries = access
+                    .allowed_domains
+                    .iter()
+                    .cloned()
+                    .chain(access.allowed_cidrs.iter().map(|c| format!("{c}:*")));
+                NetworkPolicy::allowlist(entries).map_err(|e| Status::invalid_argument(e.to_string()))?
+            }
             Some(other) => {
                 return Err(Status::invalid_argument(format!(
                     "the stub does not offer network access {other:?}"
