@@ -19,55 +19,41 @@ mod modal_stub;
 #[path = "support/official_client.rs"]
 mod official_client;
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use modal_stub::proto::client::network_access::NetworkAccessType;
+use official_client::Client;
 
-/// The venv `scripts/modal-client-check` installs the client in.
-const DEFAULT_PYTHON: &str = "/opt/sandboxio-modal-client/bin/python3";
-/// How long the whole client run may take (it takes about 10 s).
-const BOUND: Duration = Duration::from_secs(180);
+/// Modal's client, in the venv `scripts/modal-client-check` installs (the run takes about
+/// 5 s).
+const MODAL: Client = Client {
+    env_var: "SANDBOXIO_MODAL_PYTHON",
+    python: "/opt/sandboxio-modal-client/bin/python3",
+    modules: "modal, python_socks",
+    missing: "Modal's Python client is not installed (scripts/modal-client-check installs it)",
+    bound: Duration::from_mins(3),
+};
 
 #[test]
-fn the_official_python_client_drives_the_stub() {
-    let Some(python) = official_client::python_or_skip(
-        "SANDBOXIO_MODAL_PYTHON",
-        DEFAULT_PYTHON,
-        "modal, python_socks",
-        "Modal's Python client is not installed (scripts/modal-client-check installs it)",
-    ) else {
-        return;
-    };
+fn the_official_python_client_drives_the_stub_on_v1_sandboxes() {
+    let Some(python) = MODAL.python_or_skip() else { return };
     let stub = modal_stub::Stub::start();
     let proxy = stub.connect_proxy();
-    let port = stub.url.rsplit_once(':').expect("the stub's URL has a port").1.to_owned();
-    let dir = std::env::temp_dir().join(format!("sandboxio-modal-client-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, &stub.ca_pem).unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/modal_official_client.py");
-    let mut command = Command::new(&python);
+    let (_, port) = stub.url.rsplit_once(':').expect("the stub's URL has a port");
+    let scratch = official_client::Scratch::with_ca("modal-client", &stub.ca_pem);
+    let mut command = official_client::script_command(&python, "modal_official_client.py");
     command
-        .arg(&script)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         // No profile file of anyone's: the settings below are the whole configuration.
-        .env("HOME", &dir)
-        .env("MODAL_CONFIG_PATH", dir.join("modal.toml"))
+        .env("HOME", &scratch.dir)
+        .env("MODAL_CONFIG_PATH", scratch.dir.join("modal.toml"))
         .env("MODAL_SERVER_URL", format!("https://{}:{port}", modal_stub::DOMAIN))
         .env("MODAL_TOKEN_ID", modal_stub::TOKEN_ID)
         .env("MODAL_TOKEN_SECRET", modal_stub::TOKEN_SECRET)
         .env("MODAL_SANDBOX_V2", "0")
         .env("HTTPS_PROXY", format!("http://{proxy}"))
-        .env("SSL_CERT_FILE", &ca)
-        .env("SANDBOXIO_MODAL_CA", &ca);
-    let (status, out, err) = official_client::run_bounded(command, BOUND);
-    let _ = std::fs::remove_dir_all(&dir);
-    let status = status.unwrap_or_else(|| panic!("the client ran past {BOUND:?}"));
-    assert!(status.success(), "the official client failed ({status}):\n{out}\n{err}");
-    assert!(out.contains("official-client check: passed"), "{out}");
+        .env("SSL_CERT_FILE", &scratch.ca)
+        .env("SANDBOXIO_MODAL_CA", &scratch.ca);
+    MODAL.expect_passed(command);
     println!("client identities the stub saw: {:?}", stub.state.identities.lock().unwrap());
     // What the client sent is what the adapter sends for the same request (tests/modal.rs
     // checks the adapter's side): the TTL, the idle timeout, the network and the tags.

@@ -4,27 +4,54 @@
 //! client's script within a bound.
 
 use std::io::Read as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// The Python at `$env_var`, else at `default`, if it imports `modules` (`import a, b`).
-/// Without one, says `[skip]` with `why`, or panics under `SANDBOXIO_STRICT=1`.
-pub fn python_or_skip(env_var: &str, default: &str, modules: &str, why: &str) -> Option<PathBuf> {
-    let path = PathBuf::from(std::env::var(env_var).unwrap_or_else(|_| default.to_owned()));
-    let ok = Command::new(&path)
-        .args(["-c", &format!("import {modules}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        return Some(path);
+/// One provider's official client: where its venv's Python is, what it must import, and how
+/// long its script may run.
+pub struct Client {
+    /// The variable that overrides [`Client::python`].
+    pub env_var: &'static str,
+    /// The venv's Python, which the provider's check script installs.
+    pub python: &'static str,
+    /// What the Python must import (`a, b`).
+    pub modules: &'static str,
+    /// What a skip says is missing, and what installs it.
+    pub missing: &'static str,
+    /// How long the client's script may run.
+    pub bound: Duration,
+}
+
+impl Client {
+    /// The Python at `$env_var`, else at `python`, if it imports `modules`. Without one,
+    /// says `[skip]` and why, or panics under `SANDBOXIO_STRICT=1`.
+    pub fn python_or_skip(&self) -> Option<PathBuf> {
+        let path = PathBuf::from(std::env::var(self.env_var).unwrap_or_else(|_| self.python.to_owned()));
+        let ok = Command::new(&path)
+            .args(["-c", &format!("import {}", self.modules)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return Some(path);
+        }
+        let why = format!("{} (no Python importing {} at {})", self.missing, self.modules, path.display());
+        assert!(std::env::var("SANDBOXIO_STRICT").as_deref() != Ok("1"), "{why}");
+        println!("[skip] the official-client check: {why}");
+        None
     }
-    let why = format!("{why} (no Python importing {modules} at {})", path.display());
-    assert!(std::env::var("SANDBOXIO_STRICT").as_deref() != Ok("1"), "{why}");
-    println!("[skip] the official-client check: {why}");
-    None
+
+    /// Runs `command` within the bound ([`run_bounded`]) and panics unless it exited 0 and
+    /// printed `official-client check: passed`; returns its stdout.
+    pub fn expect_passed(&self, command: Command) -> String {
+        let (status, out, err) = run_bounded(command, self.bound);
+        let status = status.unwrap_or_else(|| panic!("the client ran past {:?}", self.bound));
+        assert!(status.success(), "the official client failed ({status}):\n{out}\n{err}");
+        assert!(out.contains("official-client check: passed"), "{out}");
+        out
+    }
 }
 
 /// Runs `command` with piped output, killing it after `bound`: its exit status (`None` when
@@ -61,4 +88,37 @@ pub fn run_bounded(mut command: Command, bound: Duration) -> (Option<ExitStatus>
     println!("{out}");
     eprintln!("{err}");
     (status, out, err)
+}
+
+/// A scratch directory under the temporary directory holding the stub's CA as `ca.pem`,
+/// removed when dropped.
+pub struct Scratch {
+    pub dir: PathBuf,
+    pub ca: PathBuf,
+}
+
+impl Scratch {
+    pub fn with_ca(name: &str, ca_pem: &[u8]) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("sandboxio-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, ca_pem).expect("the CA written");
+        Scratch { dir, ca }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `python` running `tests/support/<script>` with an empty environment but `PATH`.
+pub fn script_command(python: &Path, script: &str) -> Command {
+    let mut command = Command::new(python);
+    command
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support").join(script))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    command
 }
