@@ -50,8 +50,9 @@ fn capabilities__the_first_party_sets_need_no_feature() {
     assert_eq!(capabilities::of_scheme("modal"), Some(capabilities::MODAL));
     assert_eq!(capabilities::of_scheme("nope"), None);
     // modal:// declares no allowlist (Modal's domain allowlist decides on the TLS server
-    // name), no limits (no OOM report), no detach (the idle timeout cannot be lifted), no
-    // code contexts.
+    // name: it is offered as PROVIDER_ALLOWLIST), no limits (no OOM report), no detach (the
+    // idle timeout cannot be lifted), no code contexts.
+    assert!(capabilities::MODAL.contains(Capabilities::PROVIDER_ALLOWLIST));
     assert!(!capabilities::MODAL.intersects(
         Capabilities::NETWORK_ALLOWLIST
             | Capabilities::LIMIT_MEMORY

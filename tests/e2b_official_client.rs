@@ -14,78 +14,34 @@
 
 #[path = "support/e2b_stub/mod.rs"]
 mod e2b_stub;
+#[path = "support/official_client.rs"]
+mod official_client;
 
-use std::io::Read as _;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// The venv `scripts/e2b-client-check` installs the packages in.
-const DEFAULT_PYTHON: &str = "/opt/sandboxio-e2b-client/bin/python3";
-/// How long the whole client run may take (it takes about 10 s).
-const BOUND: Duration = Duration::from_secs(180);
+use official_client::Client;
 
-fn python() -> Option<PathBuf> {
-    let path =
-        PathBuf::from(std::env::var("SANDBOXIO_E2B_PYTHON").unwrap_or_else(|_| DEFAULT_PYTHON.to_owned()));
-    let ok = Command::new(&path)
-        .args(["-c", "import e2b, e2b_code_interpreter"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some(path)
-}
+/// E2B's packages, in the venv `scripts/e2b-client-check` installs (the run takes about 10 s).
+const E2B: Client = Client {
+    env_var: "SANDBOXIO_E2B_PYTHON",
+    python: "/opt/sandboxio-e2b-client/bin/python3",
+    modules: "e2b, e2b_code_interpreter",
+    missing: "E2B's Python packages are not installed (scripts/e2b-client-check installs them)",
+    bound: Duration::from_mins(3),
+};
 
 #[test]
 fn the_official_python_client_drives_the_stub() {
-    let Some(python) = python() else {
-        let why = format!(
-            "E2B's Python packages are not installed at {DEFAULT_PYTHON} (scripts/e2b-client-check installs them)"
-        );
-        assert!(std::env::var("SANDBOXIO_STRICT").as_deref() != Ok("1"), "{why}");
-        println!("[skip] the official-client check: {why}");
-        return;
-    };
+    let Some(python) = E2B.python_or_skip() else { return };
     let stub = e2b_stub::Stub::start();
     let proxy = stub.connect_proxy();
-    let dir = std::env::temp_dir().join(format!("sandboxio-e2b-client-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, &stub.ca_pem).unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/e2b_official_client.py");
-    let mut child = Command::new(&python)
-        .arg(&script)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
+    let scratch = official_client::Scratch::with_ca("e2b-client", &stub.ca_pem);
+    let mut command = official_client::script_command(&python, "e2b_official_client.py");
+    command
         .env("E2B_API_KEY", e2b_stub::API_KEY)
         .env("E2B_DOMAIN", e2b_stub::DOMAIN)
-        .env("SSL_CERT_FILE", &ca)
-        .env("SANDBOXIO_E2B_PROXY", format!("http://{proxy}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the client's python");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > BOUND {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    println!("{out}");
-    eprintln!("{err}");
-    let status = status.unwrap_or_else(|| panic!("the client ran past {BOUND:?}"));
-    assert!(status.success(), "the official client failed ({status}):\n{out}\n{err}");
-    assert!(out.contains("official-client check: passed"), "{out}");
+        .env("SSL_CERT_FILE", &scratch.ca)
+        .env("SANDBOXIO_E2B_PROXY", format!("http://{proxy}"));
+    E2B.expect_passed(command);
     assert!(stub.state.sandboxes.lock().unwrap().is_empty(), "the client's sandbox outlived its kill");
 }

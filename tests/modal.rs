@@ -71,6 +71,34 @@ fn create_sends_the_ttl_the_idle_bound_the_network_and_tags_and_commands_run_ove
 }
 
 #[test]
+fn a_provider_allowlist_goes_to_modals_domain_allowlist_and_says_what_it_checks() {
+    use modal_stub::proto::client::network_access::NetworkAccessType;
+    let stub = modal_stub::Stub::start();
+    let policy = NetworkPolicy::provider_allowlist(["pypi.org", "*.pythonhosted.org"]).unwrap();
+    block_on(async {
+        let sandbox = Sandbox::builder_with(stub.backend()).network(policy.clone()).create().await.unwrap();
+        assert_eq!(sandbox.network_policy(), Some(&policy));
+        let report = sandbox.network_enforcement().expect("modal:// reports a provider allowlist");
+        assert_eq!(report.mechanisms, [sandboxio::EgressMechanism::ProviderNameFilter], "{report}");
+        assert!(report.dns_from_inside && report.domain_fronting_possible, "{report}");
+        sandbox.close().await.unwrap();
+        // sandboxio's own allowlist is refused before anything reaches Modal.
+        let err = Sandbox::builder_with(stub.backend())
+            .network(NetworkPolicy::allowlist(["pypi.org"]).unwrap())
+            .create()
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::CapabilityNotSupported, "{err}");
+    });
+    let creates = stub.state.creates.lock().unwrap();
+    assert_eq!(creates.len(), 1, "the refused allowlist sent nothing");
+    let access = creates[0].1.definition.as_ref().unwrap().network_access.clone().unwrap();
+    assert_eq!(access.network_access_type(), NetworkAccessType::Allowlist);
+    assert_eq!(access.allowed_domains, ["pypi.org", "*.pythonhosted.org"]);
+    assert!(access.allowed_cidrs.is_empty(), "a name list sends no address blocks: {access:?}");
+}
+
+#[test]
 fn throttling_is_rate_limited_with_the_servers_retry_after_and_its_status() {
     let stub = modal_stub::Stub::start();
     stub.state.faults.throttle_creates.store(1, Ordering::SeqCst);

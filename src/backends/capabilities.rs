@@ -65,8 +65,9 @@ pub const E2B: Capabilities = LOCAL
 
 /// `modal://` (feature `modal`): Modal Sandboxes (gVisor). Commands, streams and stdin
 /// through the task's command router, files as scripts run there, deny-all as Modal's
-/// `BLOCKED` network, attaching by id. No code contexts (no interpreter service), no
-/// allowlist (Modal's domain allowlist decides on the TLS server name of port 443), no
+/// `BLOCKED` network, Modal's domain allowlist (TLS on port 443, judged by the server name)
+/// as `PROVIDER_ALLOWLIST`, attaching by id. No code contexts (no interpreter service), no
+/// `NETWORK_ALLOWLIST` (that name filter cannot pass its bypass tests), no
 /// detach (an owned sandbox's idle timeout, its owner-death bound, cannot be lifted once it
 /// runs), no resource limits (the router's exit status cannot say that a command was killed
 /// for its memory, and nothing here verifies a CPU limit), no command-scoped secrets (every
@@ -76,6 +77,7 @@ pub const MODAL: Capabilities = Capabilities::RUN
     .union(Capabilities::STDIN)
     .union(Capabilities::FILESYSTEM)
     .union(Capabilities::NETWORK_DENY)
+    .union(Capabilities::PROVIDER_ALLOWLIST)
     .union(Capabilities::CONNECT);
 
 /// The schemes [`of_scheme`] knows, in the order error messages list them.

@@ -52,11 +52,15 @@
 //!   environment and secret environment go to each exec, never to the sandbox's definition.
 //!
 //! Capabilities ([`crate::backends::capabilities::MODAL`]): `RUN`, `STREAM`, `STDIN`,
-//! `FILESYSTEM`, `NETWORK_DENY` (`network_access = BLOCKED`), `CONNECT`. Not declared:
-//! code contexts (no interpreter service), allowlists (Modal's domain allowlist decides on
-//! the TLS server name of port 443; its CIDR allowlist is not offered yet), resource limits
-//! (the router cannot say a command was killed for its memory), `DETACH`, command-scoped
-//! secrets. Isolation tier: userspace kernel (gVisor).
+//! `FILESYSTEM`, `NETWORK_DENY` (`network_access = BLOCKED`), `PROVIDER_ALLOWLIST`
+//! ([`NetworkPolicy::provider_allowlist`](crate::NetworkPolicy::provider_allowlist) as
+//! Modal's domain allowlist, `ALLOWLIST` with `allowed_domains`: TLS on port 443 to a
+//! listed server name, nothing else), `CONNECT`. Not declared: code contexts (no
+//! interpreter service), `NETWORK_ALLOWLIST` (Modal's domain allowlist decides on the TLS
+//! server name, which that contract's bypass tests defeat; its CIDR allowlist filters by
+//! address, but no policy a `modal://` sandbox takes carries address blocks), resource
+//! limits (the router cannot say a command was killed for its memory), `DETACH`,
+//! command-scoped secrets. Isolation tier: userspace kernel (gVisor).
 //!
 //! [`Error::Auth`]: crate::Error::Auth
 //! [`Error::NotFound`]: crate::Error::NotFound

@@ -59,8 +59,8 @@ fn whole_seconds(d: Duration) -> u64 {
 
 /// The `SandboxCreate` request: the entrypoint [`ENTRYPOINT`], `timeout_secs` always set
 /// (the TTL rounded up to a second), the idle timeout when there is one, CPU and memory
-/// limits as both request and hard limit (a limit reserves what it allows), the network as
-/// `BLOCKED` or `OPEN`, and one tag per metadata pair.
+/// limits as both request and hard limit (a limit reserves what it allows), the network (see
+/// [`network_access`]), and one tag per metadata pair.
 ///
 /// # Errors
 ///
@@ -97,15 +97,7 @@ pub(crate) fn create_request(
         milli_cpu: plan.limits.cpu_millicores.unwrap_or(0),
         milli_cpu_max: plan.limits.cpu_millicores.unwrap_or(0),
     });
-    let access = match plan.network {
-        NetworkPolicy::DenyAll => NetworkAccessType::Blocked,
-        NetworkPolicy::AllowAll => NetworkAccessType::Open,
-        _ => {
-            return Err(Error::configuration(
-                "modal:// does not offer NETWORK_ALLOWLIST: Modal's domain allowlist decides on the TLS server name only; use deny_all() or allow_all()",
-            ));
-        }
-    };
+    let network_access = network_access(plan.network)?;
     if plan.metadata.len() > MAX_TAGS {
         return Err(Error::configuration(format!(
             "modal:// carries at most {MAX_TAGS} metadata pairs as tags; {} given",
@@ -130,15 +122,40 @@ pub(crate) fn create_request(
             resources,
             timeout_secs,
             workdir: None,
-            network_access: Some(NetworkAccess {
-                network_access_type: access as i32,
-                allowed_cidrs: Vec::new(),
-                allowed_domains: Vec::new(),
-            }),
+            network_access: Some(network_access),
             name: None,
             idle_timeout_secs,
         }),
         tags,
+    })
+}
+
+/// The sandbox's `NetworkAccess`: `deny_all()` is `BLOCKED`, `allow_all()` is `OPEN`, and a
+/// [`ProviderAllowlist`](crate::ProviderAllowlist) is `ALLOWLIST` with its domains as
+/// `allowed_domains` (Modal's domain allowlist: TLS on port 443 to a listed server name,
+/// `*.suffix` wildcards as Modal writes them) and no `allowed_cidrs`. Modal's CIDR allowlist
+/// is an address filter, but no sandboxio policy a `modal://` sandbox takes carries address
+/// blocks: a provider allowlist holds names only, and `NetworkPolicy::allowlist` (whose
+/// entries include names) needs `NETWORK_ALLOWLIST`, which Modal's name filter cannot give.
+///
+/// # Errors
+///
+/// [`Error::Configuration`] for `NetworkPolicy::allowlist`.
+fn network_access(policy: &NetworkPolicy) -> Result<NetworkAccess> {
+    let (access, domains) = match policy {
+        NetworkPolicy::DenyAll => (NetworkAccessType::Blocked, Vec::new()),
+        NetworkPolicy::AllowAll => (NetworkAccessType::Open, Vec::new()),
+        NetworkPolicy::ProviderAllowlist(list) => (NetworkAccessType::Allowlist, list.domains().to_vec()),
+        _ => {
+            return Err(Error::configuration(
+                "modal:// does not offer NETWORK_ALLOWLIST: Modal's domain allowlist decides on the TLS server name only; use deny_all(), allow_all() or NetworkPolicy::provider_allowlist(..)",
+            ));
+        }
+    };
+    Ok(NetworkAccess {
+        network_access_type: access as i32,
+        allowed_cidrs: Vec::new(),
+        allowed_domains: domains,
     })
 }
 
@@ -215,6 +232,22 @@ mod tests {
     }
 
     #[test]
+    fn a_provider_allowlist_is_modals_domain_allowlist_with_no_cidrs() {
+        let list = NetworkPolicy::provider_allowlist(["PyPI.org", "*.pythonhosted.org"]).unwrap();
+        let none = BTreeMap::new();
+        let d = create_request("ap", "im", &plan(&list, &none)).unwrap().definition.unwrap();
+        let access = d.network_access.unwrap();
+        assert_eq!(
+            format!("{access:?}"),
+            "NetworkAccess { network_access_type: Allowlist, allowed_cidrs: [], allowed_domains: [\"pypi.org\", \"*.pythonhosted.org\"] }"
+        );
+        // On the wire: ALLOWLIST = 3 in field 1, each domain in field 3 (tag 0x1a).
+        let bytes = access.encode_to_vec();
+        assert_eq!(bytes[..4], [0x08, 0x03, 0x1a, 8]);
+        assert_eq!(&bytes[4..12], b"pypi.org");
+    }
+
+    #[test]
     fn what_modal_cannot_take_is_a_configuration_error() {
         let open = NetworkPolicy::allow_all();
         let allow = NetworkPolicy::allowlist(["pypi.org"]).unwrap();
@@ -227,7 +260,7 @@ mod tests {
             (over, "modal:// sandboxes live at most 24 h (86400 s); the TTL asked for is 86401 s"),
             (
                 plan(&allow, &none),
-                "modal:// does not offer NETWORK_ALLOWLIST: Modal's domain allowlist decides on the TLS server name only; use deny_all() or allow_all()",
+                "modal:// does not offer NETWORK_ALLOWLIST: Modal's domain allowlist decides on the TLS server name only; use deny_all(), allow_all() or NetworkPolicy::provider_allowlist(..)",
             ),
             (
                 plan(&open, &long),

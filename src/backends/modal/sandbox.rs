@@ -24,7 +24,7 @@ use crate::backends::portal::Keepalive;
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult};
 use crate::fs::DirEntry;
-use crate::policy::{Capabilities, NetworkEnforcement, NetworkPolicy};
+use crate::policy::{Capabilities, EgressMechanism, NetworkEnforcement, NetworkPolicy};
 
 /// The longest an owned sandbox stays once its owner is gone and its last command ended:
 /// the idle timeout it is created with.
@@ -111,9 +111,16 @@ impl BackendSandbox for ModalSandbox {
 
     fn network_enforcement(&self) -> Option<NetworkEnforcement> {
         // Modal's BLOCKED is its own (gVisor's netstack); what it leaves is Modal's to say,
-        // so only the unrestricted case is stated.
+        // so it is not stated. A provider allowlist is Modal's name filter alone (no CIDR
+        // list is sent): TLS to port 443 naming a listed host; its resolvers stay reachable
+        // (names must resolve), and nothing says UDP to them is cut.
         match &self.shared.network {
-            Some(p) if *p == NetworkPolicy::allow_all() => Some(NetworkEnforcement::unrestricted()),
+            Some(NetworkPolicy::AllowAll) => Some(NetworkEnforcement::unrestricted()),
+            Some(NetworkPolicy::ProviderAllowlist(_)) => {
+                let mut report = NetworkEnforcement::provider_name_filter();
+                report.mechanisms.retain(|m| *m == EgressMechanism::ProviderNameFilter);
+                Some(report)
+            }
             _ => None,
         }
     }

@@ -32,8 +32,12 @@ fn header<T>(r: &Request<T>, name: &str) -> String {
     r.metadata().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
 }
 
-/// `UNAUTHENTICATED` unless both token headers are the stub's and a client type is sent.
-fn check<T>(r: &Request<T>) -> Result<(), Status> {
+/// `UNAUTHENTICATED` unless both token headers are the stub's and a client type is sent;
+/// the client identity of every call is recorded.
+fn check<T>(state: &State, r: &Request<T>) -> Result<(), Status> {
+    let identity =
+        format!("type {} version {}", header(r, "x-modal-client-type"), header(r, "x-modal-client-version"));
+    state.identities.lock().unwrap().insert(identity);
     if header(r, "x-modal-token-id") != TOKEN_ID || header(r, "x-modal-token-secret") != TOKEN_SECRET {
         return Err(Status::unauthenticated("Invalid token id or secret"));
     }
@@ -74,6 +78,18 @@ impl Control {
         let network = match definition.network_access.as_ref().map(NetworkAccess::network_access_type) {
             Some(NetworkAccessType::Blocked) => NetworkPolicy::deny_all(),
             Some(NetworkAccessType::Open) | None => NetworkPolicy::allow_all(),
+            // Modal's allowlists, additive: a listed domain over TLS on port 443 (the
+            // `local://` gate's default port, checked by name and SNI), a listed CIDR on any
+            // port and protocol.
+            Some(NetworkAccessType::Allowlist) => {
+                let access = definition.network_access.as_ref().expect("matched above");
+                let entries = access
+                    .allowed_domains
+                    .iter()
+                    .cloned()
+                    .chain(access.allowed_cidrs.iter().map(|c| format!("{c}:*")));
+                NetworkPolicy::allowlist(entries).map_err(|e| Status::invalid_argument(e.to_string()))?
+            }
             Some(other) => {
                 return Err(Status::invalid_argument(format!(
                     "the stub does not offer network access {other:?}"
@@ -90,7 +106,9 @@ impl Control {
             .await
             .map_err(|e| Status::internal(format!("could not schedule the sandbox: {e}")))?;
         let n = state.next_id.fetch_add(1, Ordering::SeqCst);
-        let id = format!("sb-{n:06}");
+        // The shape of Modal's V1 sandbox ids ("sb-" and 22 letters or digits): its client
+        // takes any other shape for a V2 sandbox, which it reaches through other RPCs.
+        let id = format!("sb-{n:022}");
         let sandbox = Arc::new(StubSandbox {
             id: id.clone(),
             app_id: m.app_id.clone(),
@@ -125,7 +143,7 @@ impl ModalClient for Control {
         &self,
         r: Request<AppGetOrCreateRequest>,
     ) -> Result<Response<AppGetOrCreateResponse>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
         let m = r.into_inner();
         Ok(Response::new(AppGetOrCreateResponse { app_id: format!("ap-{}", m.app_name) }))
     }
@@ -134,7 +152,7 @@ impl ModalClient for Control {
         &self,
         r: Request<EnvironmentGetOrCreateRequest>,
     ) -> Result<Response<EnvironmentGetOrCreateResponse>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
         Ok(Response::new(EnvironmentGetOrCreateResponse {
             environment_id: "en-main".to_owned(),
             metadata: Some(EnvironmentMetadata {
@@ -148,7 +166,7 @@ impl ModalClient for Control {
         &self,
         r: Request<ImageGetOrCreateRequest>,
     ) -> Result<Response<ImageGetOrCreateResponse>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
         let m = r.into_inner();
         let commands = m.image.map(|i| i.dockerfile_commands).unwrap_or_default();
         if commands.len() != 1 || !commands[0].starts_with("FROM ") || m.builder_version.is_empty() {
@@ -167,7 +185,7 @@ impl ModalClient for Control {
         &self,
         r: Request<ImageJoinStreamingRequest>,
     ) -> Result<Response<Entries>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
         let entry = ImageJoinStreamingResponse {
             result: Some(GenericResult { status: GenericStatus::Success as i32, ..Default::default() }),
             entry_id: "1-0".to_owned(),
@@ -180,7 +198,7 @@ impl ModalClient for Control {
         &self,
         r: Request<SandboxCreateRequest>,
     ) -> Result<Response<SandboxCreateResponse>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
         let key = header(&r, "x-idempotency-key");
         let m = r.into_inner();
         let faults = &self.0.faults;
@@ -208,11 +226,10 @@ impl ModalClient for Control {
         &self,
         r: Request<SandboxGetTaskIdRequest>,
     ) -> Result<Response<SandboxGetTaskIdResponse>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
+        // No timeout is required: Modal's official client (1.6.4, V1 sandboxes) sends none
+        // and polls. The adapter always sends one (its unit tests check that).
         let m = r.into_inner();
-        if m.timeout.is_none() {
-            return Err(Status::invalid_argument("timeout is required"));
-        }
         let s = self.0.sandbox(&m.sandbox_id).ok_or_else(|| Status::not_found("Sandbox not found"))?;
         Ok(Response::new(match s.finished() {
             Some(result) => SandboxGetTaskIdResponse { task_id: None, task_result: Some(result) },
@@ -224,7 +241,7 @@ impl ModalClient for Control {
         &self,
         r: Request<SandboxListRequest>,
     ) -> Result<Response<SandboxListResponse>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
         let m = r.into_inner();
         let wanted: Vec<(String, String)> =
             m.tags.iter().map(|t| (t.tag_name.clone(), t.tag_value.clone())).collect();
@@ -262,7 +279,7 @@ impl ModalClient for Control {
         &self,
         r: Request<SandboxTerminateRequest>,
     ) -> Result<Response<SandboxTerminateResponse>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
         let m = r.into_inner();
         let s = self.0.sandbox(&m.sandbox_id).ok_or_else(|| Status::not_found("Sandbox not found"))?;
         let existing_result = s.finished();
@@ -274,7 +291,7 @@ impl ModalClient for Control {
         &self,
         r: Request<SandboxWaitRequest>,
     ) -> Result<Response<SandboxWaitResponse>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
         let m = r.into_inner();
         let s = self.0.sandbox(&m.sandbox_id).ok_or_else(|| Status::not_found("Sandbox not found"))?;
         let until = Instant::now() + Duration::from_secs_f32(m.timeout.clamp(0.0, 55.0));
@@ -293,7 +310,7 @@ impl ModalClient for Control {
         &self,
         r: Request<TaskGetCommandRouterAccessRequest>,
     ) -> Result<Response<TaskGetCommandRouterAccessResponse>, Status> {
-        check(&r)?;
+        check(&self.0, &r)?;
         let m = r.into_inner();
         let s = self.0.by_task(&m.task_id).ok_or_else(|| Status::not_found("Task not found"))?;
         Ok(Response::new(TaskGetCommandRouterAccessResponse {

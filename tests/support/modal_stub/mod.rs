@@ -24,6 +24,8 @@
 #![allow(dead_code, reason = "each test crate uses part of the stub")]
 
 mod control;
+#[path = "../e2b_stub/proxy.rs"]
+mod proxy;
 mod router;
 
 use std::collections::{BTreeMap, HashMap};
@@ -152,6 +154,8 @@ pub struct State {
     pub router_url: Mutex<String>,
     /// The byte offset of every output read.
     pub read_offsets: Mutex<Vec<u64>>,
+    /// The client identities seen (`x-modal-client-type`, `x-modal-client-version`).
+    pub identities: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl State {
@@ -221,6 +225,7 @@ impl Stub {
             creates: Mutex::new(Vec::new()),
             router_url: Mutex::new(String::new()),
             read_offsets: Mutex::new(Vec::new()),
+            identities: Mutex::new(std::collections::BTreeSet::new()),
         });
         let bind = || {
             let listener =
@@ -266,6 +271,18 @@ impl Stub {
     /// A `modal://` backend pointed at this stub.
     pub fn backend(&self) -> sandboxio::backends::modal::ModalBackend {
         self.backend_for("modal://")
+    }
+
+    /// An HTTP `CONNECT` proxy on loopback that tunnels [`DOMAIN`]`:<port>` to the stub's
+    /// port of that number, for a client that names the stub as a server on the network
+    /// (Modal's official client, whose router channel skips certificate checks for a
+    /// `localhost` server). It also makes `TaskGetCommandRouterAccess` name the router as
+    /// `https://`[`DOMAIN`]`:<port>`, which only a client going through the proxy reaches.
+    pub fn connect_proxy(&self) -> SocketAddr {
+        let mut url = self.state.router_url.lock().unwrap();
+        *url = url.replace("127.0.0.1", DOMAIN);
+        let runtime = self.runtime.as_ref().expect("the stub's runtime");
+        runtime.block_on(proxy::start_same_port(DOMAIN, std::net::Ipv4Addr::LOCALHOST.into()))
     }
 
     /// The `local://` sandbox id behind Modal sandbox `id`, while it runs.
