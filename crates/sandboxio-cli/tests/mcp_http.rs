@@ -2,7 +2,10 @@
 //! client: a request without the bearer token is refused with 401 before any MCP, a client
 //! with it (on 2025-11-25, the newest revision rmcp's client initializes with, and on
 //! 2025-06-18) lists the tools, creates a sandbox, runs a command and kills it, and the
-//! server's SIGTERM removes what the client left. Each request is audited on stderr.
+//! server's SIGTERM removes what the client left. Each request is audited on stderr. A
+//! client that asks for 2026-07-28 (stateless, `server/discover`) gets it. The transport's
+//! bounds (header timeout, connection cap, accept back-off, `Origin`, sessions) each have a
+//! test with a positive control.
 
 mod support;
 
@@ -16,6 +19,7 @@ use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ContentBlock, Implementation, ProtocolVersion,
 };
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use support::workspaces;
@@ -131,6 +135,31 @@ fn eventually(mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+/// `tool` called with `args` (a JSON object).
+async fn call(client: &Client, tool: &'static str, args: serde_json::Value) -> rmcp::model::CallToolResult {
+    let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+    client.call_tool(params).await.unwrap()
+}
+
+/// Creates a sandbox, runs `echo WORD` in it, and kills it.
+async fn create_run_kill(client: &Client, word: &str) {
+    let out = call(client, "create_sandbox", serde_json::json!({})).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+    let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    let out = call(
+        client,
+        "run_command",
+        serde_json::json!({ "sandbox_id": id, "command": format!("echo {word}") }),
+    )
+    .await;
+    let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+    assert_eq!(text.text, format!("exit code 0\n--- stdout ---\n{word}\n"));
+    let out = call(client, "kill_sandbox", serde_json::json!({ "sandbox_id": id })).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+}
+
 /// A client of the server with the token.
 async fn connect(
     url: &str,
@@ -168,19 +197,8 @@ async fn mcp_over_streamable_http_on_local() {
         tools.contains(&"create_sandbox".to_owned()) && tools.contains(&"run_command".to_owned()),
         "{tools:?}"
     );
-    let call = async |tool: &'static str, args: serde_json::Value| {
-        let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
-        client.call_tool(params).await.unwrap()
-    };
-    let out = call("create_sandbox", serde_json::json!({})).await;
-    assert_eq!(out.is_error, Some(false), "{out:?}");
-    let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
-    let out = call("run_command", serde_json::json!({ "sandbox_id": id, "command": "echo over http" })).await;
-    let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
-    assert_eq!(text.text, "exit code 0\n--- stdout ---\nover http\n");
-    let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": id })).await;
-    assert_eq!(out.is_error, Some(false), "{out:?}");
-    let out = call("create_sandbox", serde_json::json!({ "ttl_seconds": 120 })).await;
+    create_run_kill(&client, "http").await;
+    let out = call(&client, "create_sandbox", serde_json::json!({ "ttl_seconds": 120 })).await;
     assert_eq!(out.is_error, Some(false), "{out:?}");
     assert_eq!(workspaces(&tmp), 1, "the second one lives until the server stops");
     let _ = client.cancel().await;
@@ -375,38 +393,52 @@ async fn sessions_are_bounded_expire_and_share_the_tokens_sandboxes() {
     let (child, url, stderr) = start_with(&tmp, &["--max-sessions", "2", "--session-idle", "2"]);
     let mut child = KillOnDrop(child);
     let _log = log_lines(stderr);
-    let call = async |client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
-                      tool: &'static str,
-                      args: serde_json::Value| {
-        let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
-        client.call_tool(params).await
-    };
     let alpha = connect(&url).await.unwrap();
-    let out = call(&alpha, "create_sandbox", serde_json::json!({})).await.unwrap();
+    let out = call(&alpha, "create_sandbox", serde_json::json!({})).await;
     let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
     let beta = connect(&url).await.unwrap();
     assert!(connect(&url).await.is_err(), "a third live session is over the bound");
-    let listed = call(&beta, "list_sandboxes", serde_json::json!({})).await.unwrap();
+    let listed = call(&beta, "list_sandboxes", serde_json::json!({})).await;
     assert_eq!(listed.structured_content.unwrap()["sandbox_ids"], serde_json::json!([id]));
     alpha.cancel().await.unwrap();
     let gamma = connect(&url).await.expect("the ended session's place is free");
-    let out = call(&beta, "run_command", serde_json::json!({ "sandbox_id": id, "command": "echo shared" }))
-        .await
-        .unwrap();
+    let out =
+        call(&beta, "run_command", serde_json::json!({ "sandbox_id": id, "command": "echo shared" })).await;
     let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
     assert_eq!(text.text, "exit code 0\n--- stdout ---\nshared\n", "the ended session's sandbox lives on");
     // beta and gamma say nothing for longer than --session-idle: both expire and free their places.
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let delta = connect(&url).await.expect("expired sessions free their places");
     let epsilon = connect(&url).await.expect("both places");
-    assert!(call(&beta, "list_sandboxes", serde_json::json!({})).await.is_err(), "beta expired");
-    let out = call(&delta, "kill_sandbox", serde_json::json!({ "sandbox_id": id })).await.unwrap();
+    assert!(beta.call_tool(CallToolRequestParams::new("list_sandboxes")).await.is_err(), "beta expired");
+    let out = call(&delta, "kill_sandbox", serde_json::json!({ "sandbox_id": id })).await;
     assert_eq!(out.is_error, Some(false), "the sandbox outlived every session that saw it: {out:?}");
     assert_eq!(workspaces(&tmp), 0);
     for client in [gamma, delta, epsilon] {
         let _ = client.cancel().await;
     }
     drop(beta);
+    let _ = child.0.kill();
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// A client that asks for the 2026-07-28 revision (`server/discover`, no `initialize`, no
+/// session: every request stands alone) gets it, and its sandboxes live across requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_2026_07_28_revision_is_negotiated_when_asked() {
+    let tmp = scratch("2026");
+    let (child, url, stderr) = start(&tmp);
+    let mut child = KillOnDrop(child);
+    let _log = log_lines(stderr);
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(TOKEN),
+    );
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let client = ().serve_with_lifecycle(transport, lifecycle).await.unwrap();
+    assert_eq!(client.peer_info().map(|i| i.protocol_version.clone()), Some(ProtocolVersion::V_2026_07_28));
+    create_run_kill(&client, "stateless").await;
+    assert_eq!(workspaces(&tmp), 0);
+    let _ = client.cancel().await;
     let _ = child.0.kill();
     let _ = std::fs::remove_dir_all(&tmp);
 }
