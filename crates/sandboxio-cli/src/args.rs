@@ -19,6 +19,21 @@ Examples:
   sandboxio mcp --network deny
   sandboxio completions bash > /etc/bash_completion.d/sandboxio";
 
+const MCP_HELP: &str = "\
+Clients:
+  Over stdio the client is the process at the other end; its sandboxes are killed when it
+  closes stdin. Over HTTP the bearer token names the one client: its sandboxes belong to the
+  token, not to an MCP session, so every session of the token sees and may use all of them
+  (at most --max-sandboxes in all). A session ends on DELETE or after --session-idle seconds
+  without a request, and kills no sandbox; sandboxes end by kill_sandbox, their TTL, or when
+  the server stops (SIGINT, SIGTERM).
+
+Examples:
+  An MCP client's server entry:
+    {\"command\": \"sandboxio\", \"args\": [\"mcp\", \"--dsn\", \"local://\"]}
+  Streamable HTTP on loopback, for a browser app at https://app.example.com too:
+    SANDBOXIO_MCP_TOKEN=$(openssl rand -hex 32) sandboxio mcp --transport http --allow-origin https://app.example.com";
+
 /// Run untrusted code in a sandbox (`local://`, `docker://`), or serve sandboxes to agents over MCP.
 #[derive(Debug, Parser)]
 #[command(name = "sandboxio", version, after_help = EXAMPLES)]
@@ -73,10 +88,8 @@ pub enum Cmd {
         after_help = "Examples:\n  sandboxio extend --dsn e2b:// i1a2b3c 2h\n  sandboxio extend --dsn e2b:// i1a2b3c 90s"
     )]
     Extend(ExtendArgs),
-    /// Serve sandboxes to an MCP client over stdio, within the bounds set here.
-    #[command(
-        after_help = "Example (an MCP client's server entry):\n  {\"command\": \"sandboxio\", \"args\": [\"mcp\", \"--dsn\", \"local://\"]}"
-    )]
+    /// Serve sandboxes to an MCP client over stdio or Streamable HTTP, within the bounds set here.
+    #[command(after_help = MCP_HELP)]
     Mcp(McpArgs),
     /// Print a shell completion script.
     Completions {
@@ -279,19 +292,45 @@ pub struct McpArgs {
     /// The transport.
     #[arg(long, value_enum, default_value_t = Transport::Stdio)]
     pub transport: Transport,
-    /// Where `--transport http` listens (loopback unless you widen it; port 0 picks one,
-    /// printed on stderr).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
-    pub listen: std::net::SocketAddr,
-    /// The environment variable holding the bearer token `--transport http` requires.
-    #[arg(long, value_name = "VAR", default_value = "SANDBOXIO_MCP_TOKEN")]
-    pub token_env: String,
     /// The longest TTL a client may give a sandbox, in seconds.
     #[arg(long, value_name = "S", default_value_t = 3600)]
     pub max_ttl: u64,
     /// How many live sandboxes a client may hold at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub max_sandboxes: usize,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub http: HttpOpts,
+}
+
+/// The options of `sandboxio mcp --transport http`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Streamable HTTP (--transport http)")]
+pub struct HttpOpts {
+    /// Where to listen (loopback unless you widen it; port 0 picks one, printed on stderr).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    pub listen: std::net::SocketAddr,
+    /// The environment variable holding the bearer token every request must carry.
+    #[arg(long, value_name = "VAR", default_value = "SANDBOXIO_MCP_TOKEN")]
+    pub token_env: String,
+    /// A browser origin (`https://app.example.com:443`, `http://host:*`) whose requests are
+    /// served; a request with any other `Origin` is refused with 403. Loopback origins are
+    /// allowed when the listener is on loopback. Repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// How many connections are served at once; one more is answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_connections: usize,
+    /// Seconds a connection may take to send a request's headers (or stay idle between
+    /// requests) before it is closed.
+    #[arg(long, value_name = "S", default_value_t = 10)]
+    pub header_timeout: u64,
+    /// How many MCP sessions (clients of revisions before 2026-07-28) may be live at once.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_sessions: usize,
+    /// Seconds without a request after which a session is closed (its sandboxes stay).
+    #[arg(long, value_name = "S", default_value_t = 300)]
+    pub session_idle: u64,
 }
 
 /// How `sandboxio mcp` talks to its client.

@@ -2,11 +2,14 @@
 //! `exec`, `cp`, `kill`), see and clean up what runs (`ls`, `reap`, `extend`), or serve sandboxes to agent frameworks over MCP (`mcp`).
 
 mod args;
+mod bearer;
 mod bounds;
 mod commands;
+mod http_accept;
 mod inventory;
 mod mcp;
 mod mcp_http;
+mod mcp_sessions;
 
 use std::time::Duration;
 

@@ -418,15 +418,15 @@ pub async fn serve(args: McpArgs) -> i32 {
         Err(e) => return crate::commands::fail(false, &e),
     };
     if args.transport == Transport::Http {
-        let token = std::env::var(&args.token_env).unwrap_or_default();
+        let token = std::env::var(&args.http.token_env).unwrap_or_default();
         if token.len() < 16 {
             eprintln!(
                 "sandboxio mcp: --transport http needs a bearer token of at least 16 characters in ${}",
-                args.token_env
+                args.http.token_env
             );
             return crate::commands::EXIT_ERROR;
         }
-        return crate::mcp_http::serve(server, args.listen, token).await;
+        return crate::mcp_http::serve(server, &args.http, &token).await;
     }
     let session = server.clone();
     let code = match server.serve(rmcp::transport::stdio()).await {

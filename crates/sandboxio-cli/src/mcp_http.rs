@@ -1,97 +1,160 @@
 //! `sandboxio mcp --transport http`: rmcp's Streamable HTTP service (both the stateless
 //! 2026-07-28 revision and the session-based earlier ones rmcp negotiates) behind a plain
-//! HTTP/1.1 server. It listens on loopback unless told otherwise, refuses every request
-//! without `Authorization: Bearer <token>` with 401 before rmcp sees it, and writes one
-//! audit line per request to stderr. The token holder is the one client: its sandboxes are
-//! killed when the server stops.
+//! HTTP/1.1 server, which listens on loopback unless told otherwise and writes one audit
+//! line per request to stderr.
+//!
+//! Before rmcp sees a request: at most `--max-connections` connections are served at once
+//! and accept errors back off ([`crate::http_accept`]); a connection that takes longer than
+//! `--header-timeout` to send a request's headers is closed; a request without
+//! `Authorization: Bearer <token>` is refused with 401 ([`BearerToken`]). rmcp then refuses a
+//! `Host` that is not loopback (for a loopback listener) and an `Origin` that is present and
+//! not allowed, both with 403 (DNS rebinding from a browser), and a body over 4 MiB with 413.
+//!
+//! The client model: the token names one principal, the client. Its sandboxes belong to it,
+//! not to an MCP session: every session (and every stateless request) of the token sees and
+//! may use all of them, at most `--max-sandboxes` in all, because whoever holds the token can
+//! open another session anyway and the 2026-07-28 revision has no sessions. Sessions are
+//! bounded in number and expire when idle ([`BoundedSessions`]); a session's end kills no
+//! sandbox. Sandboxes end by `kill_sandbox`, by their TTL, or when the server stops.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use hyper::{Request, Response, StatusCode, header};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tower_service::Service as _;
 
+use crate::args::HttpOpts;
+use crate::bearer::BearerToken;
 use crate::commands::{EXIT_ERROR, EXIT_INTERRUPTED, interrupt};
+use crate::http_accept::accept_until;
 use crate::mcp::SandboxServer;
+use crate::mcp_sessions::BoundedSessions;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
-/// Whether `req` carries `Authorization: Bearer <token>`, compared in constant time.
-fn authorized(req: &Request<Incoming>, token: &str) -> bool {
-    let given = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
+/// The browser origins a loopback listener serves besides `--allow-origin`'s: pages served
+/// from this host, on any port (the MCP Inspector's, an editor's webview).
+const LOOPBACK_ORIGINS: &[&str] = &[
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
+/// Whether `origin` is an `--allow-origin` value rmcp understands: `null`, or
+/// `SCHEME://HOST[:PORT]` with the port a number or `*`, and nothing after it. rmcp skips
+/// what it cannot parse, which would refuse the origin the operator meant without a word.
+fn valid_origin(origin: &str) -> bool {
+    if origin.eq_ignore_ascii_case("null") {
+        return true;
+    }
+    let base = origin.strip_suffix(":*").unwrap_or(origin);
+    base.parse::<hyper::Uri>().is_ok_and(|uri| {
+        uri.scheme().is_some()
+            && uri.authority().is_some()
+            && uri.path_and_query().is_none_or(|p| p.as_str().is_empty() || p.as_str() == "/")
+    })
+}
+
+/// rmcp's configuration: the `Host` and `Origin` checks for `opts.listen`.
+fn config(opts: &HttpOpts) -> StreamableHttpServerConfig {
+    let mut origins = opts.allow_origin.clone();
+    let mut config = StreamableHttpServerConfig::default();
+    if opts.listen.ip().is_loopback() {
+        origins.extend(LOOPBACK_ORIGINS.iter().map(|o| (*o).to_owned()));
+    } else {
+        // rmcp checks `Host` against loopback names by default; a wider `--listen` is the
+        // operator's choice, and the token and the `Origin` check still guard it.
+        config.allowed_hosts.clear();
+    }
+    // Enforced even when the list is empty (a wide listener without `--allow-origin`):
+    // every request that carries an `Origin` is then refused.
+    config.with_allowed_origins(origins).enforce_origin_validation()
 }
 
 fn unauthorized() -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(b"a bearer token is required\n")).boxed());
     *response.status_mut() = StatusCode::UNAUTHORIZED;
-    response
-        .headers_mut()
-        .insert(hyper::header::WWW_AUTHENTICATE, hyper::header::HeaderValue::from_static("Bearer"));
+    let headers = response.headers_mut();
+    headers.insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    // A client without the token gets one answer per connection.
+    headers.insert(header::CONNECTION, header::HeaderValue::from_static("close"));
     response
 }
 
-/// Serves `server` on `listen` until SIGINT or SIGTERM, then kills the client's sandboxes.
-pub async fn serve(server: SandboxServer, listen: SocketAddr, token: String) -> i32 {
-    let session = server.clone();
-    let mut config = StreamableHttpServerConfig::default();
-    // rmcp checks `Host` against loopback names by default; a wider `--listen` is the
-    // operator's choice, and the token still guards it.
-    if !listen.ip().is_loopback() {
-        config.allowed_hosts.clear();
+/// Serves `server` as `opts` says until SIGINT or SIGTERM, then kills the client's sandboxes.
+pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
+    if let Some(bad) = opts.allow_origin.iter().find(|o| !valid_origin(o)) {
+        eprintln!(
+            "sandboxio mcp: --allow-origin {bad}: expected SCHEME://HOST[:PORT] (PORT a number or *), or null"
+        );
+        return EXIT_ERROR;
     }
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let listener = match tokio::net::TcpListener::bind(listen).await {
+    let session = server.clone();
+    let sessions = BoundedSessions::new(opts.max_sessions, Duration::from_secs(opts.session_idle));
+    let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config(opts));
+    let listener = match tokio::net::TcpListener::bind(opts.listen).await {
         Ok(listener) => listener,
         Err(e) => {
-            eprintln!("sandboxio mcp: cannot listen on {listen}: {e}");
+            eprintln!("sandboxio mcp: cannot listen on {}: {e}", opts.listen);
             return EXIT_ERROR;
         }
     };
-    let local = listener.local_addr().map_or_else(|_| listen.to_string(), |a| a.to_string());
+    let local = listener.local_addr().map_or_else(|_| opts.listen.to_string(), |a| a.to_string());
     // Scripts and tests read the address (the port may be 0 on the command line).
     eprintln!("sandboxio mcp: listening on http://{local}/mcp");
-    let token: Arc<str> = Arc::from(token);
-    let code = loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
-                let (service, token) = (service.clone(), Arc::clone(&token));
-                tokio::spawn(async move {
-                    let handle = hyper::service::service_fn(move |req: Request<Incoming>| {
-                        let (mut service, token) = (service.clone(), Arc::clone(&token));
-                        async move {
-                            let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-                            let response = if authorized(&req, &token) {
-                                service.call(req).await?
-                            } else {
-                                unauthorized()
-                            };
-                            eprintln!("sandboxio mcp: audit {peer} {method} {path} {}", response.status().as_u16());
-                            Ok::<_, Infallible>(response)
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), handle).await;
-                });
-            }
-            () = interrupt() => break EXIT_INTERRUPTED,
+    let token = Arc::new(BearerToken::new(token));
+    let header_timeout = Duration::from_secs(opts.header_timeout);
+    let serve_connection = |stream, peer, permit| {
+        let (service, token) = (service.clone(), Arc::clone(&token));
+        async move {
+            let handle = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let (mut service, token) = (service.clone(), Arc::clone(&token));
+                async move {
+                    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+                    let authorization =
+                        req.headers().get(header::AUTHORIZATION).map(header::HeaderValue::as_bytes);
+                    let response =
+                        if token.admits(authorization) { service.call(req).await? } else { unauthorized() };
+                    eprintln!("sandboxio mcp: audit {peer} {method} {path} {}", response.status().as_u16());
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), handle)
+                .await;
+            drop(permit);
         }
     };
+    accept_until(&listener, opts.max_connections, serve_connection, interrupt()).await;
     session.end_session().await;
-    code
+    EXIT_INTERRUPTED
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn allow_origin_values() {
+        for good in [
+            "https://app.example.com",
+            "https://app.example.com:443",
+            "http://host:*",
+            "null",
+            "http://[::1]:8080/",
+        ] {
+            assert!(super::valid_origin(good), "{good}");
+        }
+        for bad in ["app.example.com", "https://app.example.com/path", "*", "", "https://"] {
+            assert!(!super::valid_origin(bad), "{bad}");
+        }
+    }
 }

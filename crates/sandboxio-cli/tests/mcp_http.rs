@@ -2,18 +2,24 @@
 //! client: a request without the bearer token is refused with 401 before any MCP, a client
 //! with it (on 2025-11-25, the newest revision rmcp's client initializes with, and on
 //! 2025-06-18) lists the tools, creates a sandbox, runs a command and kills it, and the
-//! server's SIGTERM removes what the client left. Each request is audited on stderr.
+//! server's SIGTERM removes what the client left. Each request is audited on stderr. A
+//! client that asks for 2026-07-28 (stateless, `server/discover`) gets it. The transport's
+//! bounds (header timeout, connection cap, accept back-off, `Origin`, sessions) each have a
+//! test with a positive control.
 
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ContentBlock, Implementation, ProtocolVersion,
 };
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use support::workspaces;
@@ -22,8 +28,25 @@ const TOKEN: &str = "test-token-0123456789abcdef";
 
 /// The server, and the address it printed once listening.
 fn start(tmp: &std::path::Path) -> (Child, String, BufReader<std::process::ChildStderr>) {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sandboxio"))
-        .args(["mcp", "--transport", "http", "--listen", "127.0.0.1:0", "--dsn", "local://"])
+    start_with(tmp, &[])
+}
+
+/// The server with `extra` options.
+fn start_with(
+    tmp: &std::path::Path,
+    extra: &[&str],
+) -> (Child, String, BufReader<std::process::ChildStderr>) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sandboxio"));
+    cmd.args(["mcp", "--transport", "http", "--listen", "127.0.0.1:0", "--dsn", "local://"]).args(extra);
+    spawn_server(cmd, tmp)
+}
+
+/// Starts `cmd` (a server) and reads the address it prints once listening.
+fn spawn_server(
+    mut cmd: std::process::Command,
+    tmp: &std::path::Path,
+) -> (Child, String, BufReader<std::process::ChildStderr>) {
+    let mut child = cmd
         .env("SANDBOXIO_MCP_TOKEN", TOKEN)
         .env("TMPDIR", tmp)
         .stdin(Stdio::null())
@@ -51,20 +74,100 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// The status line of a bare POST without a token (plain HTTP: the refusal comes before MCP).
-fn post_without_token(url: &str) -> String {
-    let authority = url.trim_start_matches("http://").trim_end_matches("/mcp");
-    let mut stream = std::net::TcpStream::connect(authority).unwrap();
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+/// `127.0.0.1:PORT` of the server's URL.
+fn authority(url: &str) -> &str {
+    url.trim_start_matches("http://").trim_end_matches("/mcp")
+}
+
+/// The status line of a plain HTTP POST of `body` to the server with `headers`.
+fn raw_post(url: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let authority = authority(url);
+    let mut stream = TcpStream::connect(authority).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
-    )
-    .unwrap();
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    for (name, value) in headers {
+        write!(stream, "{name}: {value}\r\n").unwrap();
+    }
+    write!(stream, "\r\n{body}").unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     response.lines().next().unwrap_or_default().to_owned()
+}
+
+/// The status line of a bare POST without a token (plain HTTP: the refusal comes before MCP).
+fn post_without_token(url: &str) -> String {
+    raw_post(url, &[], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+}
+
+/// The server's stderr lines as they come, read on a thread so that the server never blocks
+/// on a full pipe (and never writes to a closed one).
+fn log_lines(stderr: BufReader<std::process::ChildStderr>) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// A scratch TMPDIR for one test's server.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let tmp = std::env::temp_dir().join(format!("sandboxio-cli-mcp-http-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    tmp
+}
+
+/// Polls `f` until it returns true or 10 seconds pass.
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+/// `tool` called with `args` (a JSON object).
+async fn call(client: &Client, tool: &'static str, args: serde_json::Value) -> rmcp::model::CallToolResult {
+    let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+    client.call_tool(params).await.unwrap()
+}
+
+/// Creates a sandbox, runs `echo WORD` in it, and kills it.
+async fn create_run_kill(client: &Client, word: &str) {
+    let out = call(client, "create_sandbox", serde_json::json!({})).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+    let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    let out = call(
+        client,
+        "run_command",
+        serde_json::json!({ "sandbox_id": id, "command": format!("echo {word}") }),
+    )
+    .await;
+    let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+    assert_eq!(text.text, format!("exit code 0\n--- stdout ---\n{word}\n"));
+    let out = call(client, "kill_sandbox", serde_json::json!({ "sandbox_id": id })).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+}
+
+/// A client of the server with the token.
+async fn connect(
+    url: &str,
+) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ()>, impl std::fmt::Debug> {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN),
+    );
+    ().serve(transport).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,19 +197,8 @@ async fn mcp_over_streamable_http_on_local() {
         tools.contains(&"create_sandbox".to_owned()) && tools.contains(&"run_command".to_owned()),
         "{tools:?}"
     );
-    let call = async |tool: &'static str, args: serde_json::Value| {
-        let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
-        client.call_tool(params).await.unwrap()
-    };
-    let out = call("create_sandbox", serde_json::json!({})).await;
-    assert_eq!(out.is_error, Some(false), "{out:?}");
-    let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
-    let out = call("run_command", serde_json::json!({ "sandbox_id": id, "command": "echo over http" })).await;
-    let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
-    assert_eq!(text.text, "exit code 0\n--- stdout ---\nover http\n");
-    let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": id })).await;
-    assert_eq!(out.is_error, Some(false), "{out:?}");
-    let out = call("create_sandbox", serde_json::json!({ "ttl_seconds": 120 })).await;
+    create_run_kill(&client, "http").await;
+    let out = call(&client, "create_sandbox", serde_json::json!({ "ttl_seconds": 120 })).await;
     assert_eq!(out.is_error, Some(false), "{out:?}");
     assert_eq!(workspaces(&tmp), 1, "the second one lives until the server stops");
     let _ = client.cancel().await;
@@ -158,4 +250,195 @@ fn http_without_a_token_does_not_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bearer token"), "{out:?}");
+}
+
+/// A client that sends its headers slowly (here: part of a request line, then nothing) is
+/// cut off after `--header-timeout`, so it cannot hold a connection and a task forever.
+#[test]
+fn slow_headers_are_cut_off() {
+    let tmp = scratch("slow");
+    let (child, url, stderr) = start_with(&tmp, &["--header-timeout", "1"]);
+    let _child = KillOnDrop(child);
+    let _log = log_lines(stderr);
+    // Positive control: a whole request on a fresh connection is answered.
+    assert_eq!(post_without_token(&url), "HTTP/1.1 401 Unauthorized");
+    for partial in [&b"POST /mcp HTTP/1.1\r\nHost: 127.0"[..], b""] {
+        let mut slow = TcpStream::connect(authority(&url)).unwrap();
+        slow.write_all(partial).unwrap();
+        slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let started = Instant::now();
+        let mut rest = Vec::new();
+        let read = slow.read_to_end(&mut rest);
+        assert!(read.is_ok(), "the server should close a connection whose headers stall: {read:?}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    }
+}
+
+/// Past `--max-connections`, a connection is answered 503 and closed at once; a closed
+/// connection frees its place.
+#[test]
+fn connections_over_the_cap_are_refused() {
+    let tmp = scratch("cap");
+    let (child, url, stderr) = start_with(&tmp, &["--max-connections", "2", "--header-timeout", "60"]);
+    let _child = KillOnDrop(child);
+    let log = log_lines(stderr);
+    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(authority(&url)).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut third = TcpStream::connect(authority(&url)).unwrap();
+    third.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut response = String::new();
+    let read = third.read_to_string(&mut response);
+    assert!(read.is_ok(), "the third connection should be closed at once: {read:?}");
+    assert!(response.starts_with("HTTP/1.1 503 "), "{response:?}");
+    assert!(
+        log.recv_timeout(Duration::from_secs(5)).is_ok_and(|l| l.contains("2 connections are open")),
+        "the refusal is logged"
+    );
+    // Positive control: once the held connections close, requests are served again.
+    drop(held);
+    assert!(eventually(|| post_without_token(&url) == "HTTP/1.1 401 Unauthorized"));
+}
+
+/// CPU time (user + system) of process `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name in parentheses: fields 3.. ; utime and stime are 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// A server out of file descriptors (`EMFILE` on every accept while a connection waits)
+/// backs off instead of spinning a core, logs why, and serves again once descriptors free.
+#[test]
+fn accept_errors_back_off() {
+    const FD_LIMIT: usize = 64;
+    let tmp = scratch("emfile");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args([
+        "-c",
+        &format!("ulimit -n {FD_LIMIT} && exec \"$0\" \"$@\""),
+        env!("CARGO_BIN_EXE_sandboxio"),
+        "mcp",
+        "--transport",
+        "http",
+        "--listen",
+        "127.0.0.1:0",
+        "--max-connections",
+        "1000",
+        "--header-timeout",
+        "60",
+    ]);
+    let (child, url, stderr) = spawn_server(cmd, &tmp);
+    let pid = child.id();
+    let _child = KillOnDrop(child);
+    let log = log_lines(stderr);
+    let held: Vec<TcpStream> =
+        (0..FD_LIMIT + 16).map(|_| TcpStream::connect(authority(&url)).unwrap()).collect();
+    // Control: the server did run out of descriptors (a connection still waits to be accepted).
+    let open_fds = || std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
+    assert!(eventually(|| open_fds() >= FD_LIMIT - 1), "the server holds {} descriptors", open_fds());
+    let ticks_per_second: u32 =
+        String::from_utf8(std::process::Command::new("getconf").arg("CLK_TCK").output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let (before, started) = (cpu_ticks(pid), Instant::now());
+    std::thread::sleep(Duration::from_secs(2));
+    let ticks = u32::try_from(cpu_ticks(pid) - before).unwrap();
+    let used = f64::from(ticks) / f64::from(ticks_per_second);
+    let share = used / started.elapsed().as_secs_f64();
+    assert!(share < 0.25, "the server used {:.0}% of a core while out of descriptors", share * 100.0);
+    let lines: Vec<String> = log.try_iter().collect();
+    assert!(lines.iter().any(|l| l.contains("accept failed") && l.contains("retrying in")), "{lines:?}");
+    drop(held);
+    assert!(eventually(|| post_without_token(&url) == "HTTP/1.1 401 Unauthorized"), "served again");
+}
+
+/// A request whose `Origin` is present and not allowed is refused with 403 (DNS rebinding
+/// from a browser page), token or not; loopback origins, `--allow-origin`'s and requests
+/// without an `Origin` (not from a browser) are served.
+#[test]
+fn foreign_origins_are_refused() {
+    let tmp = scratch("origin");
+    let (child, url, stderr) = start_with(&tmp, &["--allow-origin", "https://app.example.com"]);
+    let _child = KillOnDrop(child);
+    let _log = log_lines(stderr);
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"origin-test","version":"1"}}}"#;
+    let bearer = format!("Bearer {TOKEN}");
+    let status = |origin: Option<&str>| {
+        let mut headers = vec![("Authorization", bearer.as_str())];
+        headers.extend(origin.map(|o| ("Origin", o)));
+        raw_post(&url, &headers, initialize)
+    };
+    for refused in
+        ["http://evil.example", "http://localhost.evil.example:8765", "https://app.example.com.evil", "null"]
+    {
+        assert_eq!(status(Some(refused)), "HTTP/1.1 403 Forbidden", "{refused}");
+    }
+    for served in
+        [None, Some("http://localhost:5173"), Some("http://127.0.0.1:8765"), Some("https://app.example.com")]
+    {
+        assert_eq!(status(served), "HTTP/1.1 200 OK", "{served:?}");
+    }
+}
+
+/// The token is the client; sessions are its conversations. At most `--max-sessions` are
+/// live; one that ends (DELETE) or idles past `--session-idle` frees its place; a session's
+/// end kills no sandbox, and every session sees the token's sandboxes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_bounded_expire_and_share_the_tokens_sandboxes() {
+    let tmp = scratch("sessions");
+    let (child, url, stderr) = start_with(&tmp, &["--max-sessions", "2", "--session-idle", "2"]);
+    let mut child = KillOnDrop(child);
+    let _log = log_lines(stderr);
+    let alpha = connect(&url).await.unwrap();
+    let out = call(&alpha, "create_sandbox", serde_json::json!({})).await;
+    let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    let beta = connect(&url).await.unwrap();
+    assert!(connect(&url).await.is_err(), "a third live session is over the bound");
+    let listed = call(&beta, "list_sandboxes", serde_json::json!({})).await;
+    assert_eq!(listed.structured_content.unwrap()["sandbox_ids"], serde_json::json!([id]));
+    alpha.cancel().await.unwrap();
+    let gamma = connect(&url).await.expect("the ended session's place is free");
+    let out =
+        call(&beta, "run_command", serde_json::json!({ "sandbox_id": id, "command": "echo shared" })).await;
+    let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+    assert_eq!(text.text, "exit code 0\n--- stdout ---\nshared\n", "the ended session's sandbox lives on");
+    // beta and gamma say nothing for longer than --session-idle: both expire and free their places.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let delta = connect(&url).await.expect("expired sessions free their places");
+    let epsilon = connect(&url).await.expect("both places");
+    assert!(beta.call_tool(CallToolRequestParams::new("list_sandboxes")).await.is_err(), "beta expired");
+    let out = call(&delta, "kill_sandbox", serde_json::json!({ "sandbox_id": id })).await;
+    assert_eq!(out.is_error, Some(false), "the sandbox outlived every session that saw it: {out:?}");
+    assert_eq!(workspaces(&tmp), 0);
+    for client in [gamma, delta, epsilon] {
+        let _ = client.cancel().await;
+    }
+    drop(beta);
+    let _ = child.0.kill();
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// A client that asks for the 2026-07-28 revision (`server/discover`, no `initialize`, no
+/// session: every request stands alone) gets it, and its sandboxes live across requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_2026_07_28_revision_is_negotiated_when_asked() {
+    let tmp = scratch("2026");
+    let (child, url, stderr) = start(&tmp);
+    let mut child = KillOnDrop(child);
+    let _log = log_lines(stderr);
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(TOKEN),
+    );
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let client = ().serve_with_lifecycle(transport, lifecycle).await.unwrap();
+    assert_eq!(client.peer_info().map(|i| i.protocol_version.clone()), Some(ProtocolVersion::V_2026_07_28));
+    create_run_kill(&client, "stateless").await;
+    assert_eq!(workspaces(&tmp), 0);
+    let _ = client.cancel().await;
+    let _ = child.0.kill();
+    let _ = std::fs::remove_dir_all(&tmp);
 }
