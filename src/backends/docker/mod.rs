@@ -138,6 +138,8 @@ mod reference;
 mod rt;
 mod stream;
 mod template;
+mod template_prune;
+mod template_setup;
 mod users;
 
 use std::collections::{BTreeMap, HashMap};
@@ -168,6 +170,8 @@ pub use credentials::{CREDENTIAL_HELPER_TIMEOUT, RegistryAuth};
 pub use image_build::BuiltImage;
 pub use pull::{ImageError, ImageErrorKind, PULL_STALL_TIMEOUT, PullPolicy, PullProgress, PulledImage};
 pub use template::{DEFAULT_SETUP_TIMEOUT, PreparedTemplate, TEMPLATE_HASH_LABEL, Template};
+pub use template_prune::PrunedTemplates;
+pub use template_setup::TEMPLATE_SETUP_LABEL;
 
 const SCHEME: &str = "docker";
 
@@ -590,6 +594,40 @@ impl DockerBackend {
         futures_lite::future::block_on(self.prepare_template(name))
     }
 
+    /// Removes the template images this engine holds (`sandboxio-template/*`, and the
+    /// untagged images left when two processes set up one template at once) except the
+    /// current image of each template registered on this backend (for a template whose base
+    /// image is not in the engine, every image of that template is kept: which one is
+    /// current cannot be told). An image a container still uses (a live sandbox, or a
+    /// stopped container) is kept, and reported so. Templates registered only on other
+    /// backend values or processes are not known here: their images are removed too, and
+    /// set up again at their next use.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connect`] when the engine cannot be reached; [`Error::Provider`] when
+    /// listing or removing fails otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops between removals; a removal already sent completes on the
+    /// engine.
+    pub async fn prune_templates(&self) -> Result<PrunedTemplates> {
+        let inner = Arc::clone(&self.inner);
+        rt::spawn(async move { template_prune::prune(&Self::client(&inner).await?, &inner.templates).await })
+            .await
+    }
+
+    /// [`DockerBackend::prune_templates`] for synchronous callers (blocks the calling
+    /// thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::prune_templates`].
+    pub fn prune_templates_blocking(&self) -> Result<PrunedTemplates> {
+        futures_lite::future::block_on(self.prune_templates())
+    }
+
     /// The image sandboxes are created from when the builder names none.
     #[must_use]
     pub fn image(&self) -> &str {
@@ -691,9 +729,12 @@ async fn prepare_named(
     };
     let base = resolve_image(Arc::clone(inner), template.base().to_owned()).await?;
     let docker = DockerBackend::client(inner).await?;
-    let prepared = template::prepare(&docker, name, template, &base, &inner.build_log).await?;
+    let request =
+        template::SetupRequest { name, template, runtime: inner.runtime.clone(), log: &inner.build_log };
+    let prepared = template::prepare(&docker, &request, &base, &inner.engine.template_builds).await?;
+    // By id: the tag may be re-pointed meanwhile; the id is the image the checks passed.
     let inspected = docker
-        .inspect_image(&prepared.image)
+        .inspect_image(&prepared.id)
         .await
         .map_err(|e| provider(&format!("inspecting the template image {}", prepared.image), e))?;
     Ok((prepared, inspected))
@@ -956,7 +997,9 @@ impl Backend for DockerBackend {
                         let (inner, name) = (Arc::clone(&inner), name.clone());
                         let (prepared, inspected) =
                             rt::spawn(async move { prepare_named(&inner, &name).await }).await?;
-                        (prepared.image, inspected)
+                        // The container is made from the id the cache checks passed, not
+                        // from a tag that could be re-pointed before the create.
+                        (prepared.id, inspected)
                     }
                     (None, image) => {
                         let image = image.clone().unwrap_or_else(|| inner.image.clone());
