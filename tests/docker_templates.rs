@@ -12,7 +12,9 @@ use std::process::{Command as OsCommand, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sandboxio::backends::docker::{DockerBackend, ExecPath, TEMPLATE_HASH_LABEL, TEMPLATE_SETUP_LABEL, Template};
+use sandboxio::backends::docker::{
+    DockerBackend, ExecPath, TEMPLATE_HASH_LABEL, TEMPLATE_SETUP_LABEL, Template,
+};
 use sandboxio::{Command, NetworkPolicy, ResourceLimits, Sandbox};
 
 mod support;
@@ -30,7 +32,8 @@ fn docker(args: &[&str]) -> (bool, String) {
 
 /// Running setup containers of template `name` (each test's template has a name of its own).
 fn setup_containers(name: &str) -> Vec<String> {
-    let (_, ids) = docker(&["ps", "-q", "--no-trunc", "--filter", &format!("name=sandboxio-template-setup-{name}-")]);
+    let (_, ids) =
+        docker(&["ps", "-q", "--no-trunc", "--filter", &format!("name=sandboxio-template-setup-{name}-")]);
     ids.lines().map(str::to_owned).collect()
 }
 
@@ -128,7 +131,10 @@ fn templates__concurrent_creates_of_one_uncached_template_make_one_image() {
             let backend = backend.clone();
             std::thread::spawn(move || {
                 let sandbox = support::block_on(
-                    Sandbox::builder_with(backend).template("sbx-concurrent").network(NetworkPolicy::deny_all()).create(),
+                    Sandbox::builder_with(backend)
+                        .template("sbx-concurrent")
+                        .network(NetworkPolicy::deny_all())
+                        .create(),
                 )
                 .unwrap();
                 let out = support::block_on(sandbox.run(Command::shell("cat /run-stamp /built-at"))).unwrap();
@@ -153,20 +159,27 @@ fn templates__a_template_sandbox_runs_on_sandboxd_and_on_the_exec_api() {
         return;
     }
     let stamp = format!("paths-{}", std::process::id());
-    let template = Template::new(BASE).file("/etc/sbx-paths", stamp.clone()).run("mkdir -p /opt/t && echo made > /opt/t/f");
+    let template = Template::new(BASE)
+        .file("/etc/sbx-paths", stamp.clone())
+        .run("mkdir -p /opt/t && echo made > /opt/t/f");
     let backend = backend().with_template("sbx-paths", template);
     let prepared = backend.prepare_template_blocking("sbx-paths").unwrap();
     for path in [ExecPath::Sandboxd, ExecPath::ExecApi] {
         let backend = backend.clone().with_exec_path(path);
         let sandbox = support::block_on(
-            Sandbox::builder_with(backend.clone()).template("sbx-paths").network(NetworkPolicy::deny_all()).create(),
+            Sandbox::builder_with(backend.clone())
+                .template("sbx-paths")
+                .network(NetworkPolicy::deny_all())
+                .create(),
         )
         .unwrap();
-        let out = support::block_on(sandbox.run(Command::shell("cat /etc/sbx-paths /opt/t/f; id -u"))).unwrap();
+        let out =
+            support::block_on(sandbox.run(Command::shell("cat /etc/sbx-paths /opt/t/f; id -u"))).unwrap();
         assert_eq!(out.stdout_lossy(), format!("{stamp}made\n1000\n"), "{path:?}");
         support::block_on(sandbox.fs().write("/tmp/x", b"written".to_vec())).unwrap();
         assert_eq!(support::block_on(sandbox.fs().read("/tmp/x")).unwrap(), b"written", "{path:?}");
-        let labels = support::block_on(sandboxio::backends::docker::container_labels(&backend, sandbox.id())).unwrap();
+        let labels =
+            support::block_on(sandboxio::backends::docker::container_labels(&backend, sandbox.id())).unwrap();
         assert_eq!(labels.get("io.sandboxio.exec").map(String::as_str), Some(path.as_str()), "{labels:?}");
         assert_eq!(labels.get(TEMPLATE_SETUP_LABEL).map(String::as_str), Some(""), "{labels:?}");
         support::block_on(sandbox.close()).unwrap();
@@ -186,13 +199,19 @@ fn templates__a_re_pointed_tag_is_set_up_again_and_old_images_are_pruned() {
         return;
     }
     let pid = std::process::id();
-    let template = |version: &str| Template::new(BASE).file("/version", format!("{pid}-{version}")).run("true");
+    let template =
+        |version: &str| Template::new(BASE).file("/version", format!("{pid}-{version}")).run("true");
     let current = backend().with_template("sbx-trust", template("2"));
     let genuine = current.prepare_template_blocking("sbx-trust").unwrap();
     // Positive control: an untouched tag is trusted.
     assert!(current.prepare_template_blocking("sbx-trust").unwrap().cached);
-    let (_, hash) =
-        docker(&["image", "inspect", "-f", &format!("{{{{index .Config.Labels \"{TEMPLATE_HASH_LABEL}\"}}}}"), &genuine.image]);
+    let (_, hash) = docker(&[
+        "image",
+        "inspect",
+        "-f",
+        &format!("{{{{index .Config.Labels \"{TEMPLATE_HASH_LABEL}\"}}}}"),
+        &genuine.image,
+    ]);
     assert_eq!(hash.len(), 64, "{hash}");
     // Someone re-points the tag at an image of their own that copies the label.
     let context = std::env::temp_dir().join(format!("sbx-forged-{pid}"));
@@ -202,16 +221,21 @@ fn templates__a_re_pointed_tag_is_set_up_again_and_old_images_are_pruned() {
         format!("FROM {BASE}\nUSER 0\nLABEL {TEMPLATE_HASH_LABEL}={hash}\nRUN echo forged > /forged\nRUN echo forged > /version\n"),
     )
     .unwrap();
-    let built = OsCommand::new("docker").args(["build", "-q", "-t", &genuine.image]).arg(&context).output().unwrap();
+    let built =
+        OsCommand::new("docker").args(["build", "-q", "-t", &genuine.image]).arg(&context).output().unwrap();
     std::fs::remove_dir_all(&context).unwrap();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let again = current.prepare_template_blocking("sbx-trust").unwrap();
     assert!(!again.cached, "the re-pointed tag was trusted: {again:?}");
     let sandbox = support::block_on(
-        Sandbox::builder_with(current.clone()).template("sbx-trust").network(NetworkPolicy::deny_all()).create(),
+        Sandbox::builder_with(current.clone())
+            .template("sbx-trust")
+            .network(NetworkPolicy::deny_all())
+            .create(),
     )
     .unwrap();
-    let out = support::block_on(sandbox.run(Command::shell("cat /version; test -e /forged && echo FORGED"))).unwrap();
+    let out = support::block_on(sandbox.run(Command::shell("cat /version; test -e /forged && echo FORGED")))
+        .unwrap();
     assert_eq!(out.stdout_lossy(), format!("{pid}-2"));
     support::block_on(sandbox.close()).unwrap();
     let forged = String::from_utf8_lossy(&built.stdout).trim().to_owned();

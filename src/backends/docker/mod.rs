@@ -594,14 +594,13 @@ impl DockerBackend {
         futures_lite::future::block_on(self.prepare_template(name))
     }
 
-    /// Removes the template images this engine holds (`sandboxio-template/*`, and the
-    /// untagged images left when two processes set up one template at once) except the
-    /// current image of each template registered on this backend (for a template whose base
-    /// image is not in the engine, every image of that template is kept: which one is
-    /// current cannot be told). An image a container still uses (a live sandbox, or a
-    /// stopped container) is kept, and reported so. Templates registered only on other
-    /// backend values or processes are not known here: their images are removed too, and
-    /// set up again at their next use.
+    /// Removes the old images of the templates registered on this backend: every image
+    /// tagged `sandboxio-template/<name>:…` for a registered `name` but the current one
+    /// (the one its content hash names today), and the untagged images left when two
+    /// processes set up one template at once. For a template whose base image is not in the
+    /// engine, nothing of that name is removed (which image is current cannot be told). An
+    /// image a container still uses (a live sandbox, or a stopped container) is kept, and
+    /// reported so. Images of template names this backend does not know are left alone.
     ///
     /// # Errors
     ///

@@ -250,7 +250,8 @@ pub(super) async fn prepare(
     let base_id = base.id.clone().unwrap_or_default();
     let hash = template.hash(&base_id);
     let image = image_tag(name, &hash);
-    let lock = Arc::clone(locks.lock().unwrap_or_else(PoisonError::into_inner).entry(image.clone()).or_default());
+    let lock =
+        Arc::clone(locks.lock().unwrap_or_else(PoisonError::into_inner).entry(image.clone()).or_default());
     let _building = lock.lock().await;
     if let Ok(found) = docker.inspect_image(&image).await {
         match trusted(&found, base, &hash) {
@@ -277,7 +278,11 @@ pub(super) async fn prepare(
 /// image (one built elsewhere, or from another base, copying the label or not) fails.
 /// An image made to pass both checks on purpose (the base, one layer, the label) cannot be
 /// told apart; whoever can tag images in the engine controls the engine anyway.
-fn trusted(found: &bollard::models::ImageInspect, base: &bollard::models::ImageInspect, hash: &str) -> std::result::Result<(), String> {
+fn trusted(
+    found: &bollard::models::ImageInspect,
+    base: &bollard::models::ImageInspect,
+    hash: &str,
+) -> std::result::Result<(), String> {
     let labelled =
         found.config.as_ref().and_then(|c| c.labels.as_ref()).and_then(|l| l.get(TEMPLATE_HASH_LABEL));
     if labelled.map(String::as_str) != Some(hash) {
@@ -348,7 +353,9 @@ async fn set_up(
     match status {
         Some(0) => {}
         Some(code) => return Err(failed(format!("a setup command exited with {code}; output: {output}"))),
-        None => return Err(failed(format!("the setup container ended before the setup did; output: {output}"))),
+        None => {
+            return Err(failed(format!("the setup container ended before the setup did; output: {output}")));
+        }
     }
     // Keep what sandboxes see of the base: its user, entrypoint and command.
     let base_config = base.config.clone().unwrap_or_default();
