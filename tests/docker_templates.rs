@@ -221,8 +221,11 @@ fn templates__a_re_pointed_tag_is_set_up_again_and_old_images_are_pruned() {
         format!("FROM {BASE}\nUSER 0\nLABEL {TEMPLATE_HASH_LABEL}={hash}\nRUN echo forged > /forged\nRUN echo forged > /version\n"),
     )
     .unwrap();
-    let built =
-        OsCommand::new("docker").args(["build", "-q", "-t", &genuine.image]).arg(&context).output().unwrap();
+    let built = OsCommand::new("docker")
+        .args(["build", "-q", "--force-rm", "-t", &genuine.image])
+        .arg(&context)
+        .output()
+        .unwrap();
     std::fs::remove_dir_all(&context).unwrap();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let again = current.prepare_template_blocking("sbx-trust").unwrap();

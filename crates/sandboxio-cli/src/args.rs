@@ -17,6 +17,7 @@ Examples:
   sandboxio reap --owner-dead --dry-run
   sandboxio extend --dsn e2b:// \"$id\" 2h
   sandboxio mcp --network deny
+  sandboxio image build -t my/python:1 .
   sandboxio completions bash > /etc/bash_completion.d/sandboxio";
 
 /// Run untrusted code in a sandbox (`local://`, `docker://`), or serve sandboxes to agents over MCP.
@@ -78,6 +79,8 @@ pub enum Cmd {
         after_help = "Example (an MCP client's server entry):\n  {\"command\": \"sandboxio\", \"args\": [\"mcp\", \"--dsn\", \"local://\"]}"
     )]
     Mcp(McpArgs),
+    /// Images for `docker://`: `image build -t TAG CONTEXT`.
+    Image(crate::image::ImageArgs),
     /// Print a shell completion script.
     Completions {
         /// The shell.

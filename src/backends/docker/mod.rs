@@ -640,6 +640,17 @@ impl DockerBackend {
     /// [`Error::Configuration`] for an unknown option,
     /// a bad `DOCKER_HOST`, or a runtime other than `runc`/`runsc`.
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(Self::from_dsn_typed(dsn)?))
+    }
+
+    /// [`DockerBackend::from_dsn`] as a `DockerBackend`, for the calls a [`Sandbox`](crate::Sandbox)
+    /// does not offer ([`DockerBackend::build_image`], [`DockerBackend::pull`], templates).
+    /// Does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::from_dsn`].
+    pub fn from_dsn_typed(dsn: &Dsn) -> Result<DockerBackend> {
         dsn.reject_unknown_options(&["image", "runtime", "user", "exec", "pull"])?;
         let mut backend = if !dsn.path().is_empty() && dsn.path() != "/" {
             if !dsn.authority().is_empty() {
@@ -668,7 +679,7 @@ impl DockerBackend {
         if let Some(policy) = dsn.option("pull") {
             backend = backend.with_pull(PullPolicy::parse(policy)?);
         }
-        Ok(Arc::new(backend))
+        Ok(backend)
     }
 
     /// The engine client, connected on first use.
