@@ -117,7 +117,11 @@
 //!   (`.dockerignore` honoured) and streams the build's log.
 //! - **Templates**: [`Template`] (a base image, files, setup commands) registered with
 //!   [`DockerBackend::with_template`] and named by the builder's `.template(name)`: set up
-//!   once in a container, committed by the engine, found again by a content hash.
+//!   once in a container, committed by the engine, found again by a content hash (and
+//!   trusted only on the base's layers plus one; [`DockerBackend::prune_templates`] removes
+//!   old versions). The setup container is a sandbox but for its user: labelled, limited,
+//!   without network by default, and ended with its owner; its commands run as root with
+//!   the engine's default capabilities (see [`Template`]).
 
 mod agent;
 mod baked;
