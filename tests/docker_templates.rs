@@ -7,7 +7,6 @@
 #![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader};
 use std::process::{Command as OsCommand, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -84,7 +83,7 @@ fn templates__the_setup_is_a_sandbox_and_ends_with_its_owner() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let found = wait_for(|| setup_containers("sbx-owner").len() == 1, Duration::from_secs(60));
+    let found = wait_for(|| setup_containers("sbx-owner").len() == 1, Duration::from_mins(1));
     assert!(found, "the owner's setup did not start: {:?}", setup_containers("sbx-owner"));
     let id = setup_containers("sbx-owner").remove(0);
     // It is a sandbox: listed, labelled as a template's setup, limited, without network.
@@ -101,6 +100,9 @@ fn templates__the_setup_is_a_sandbox_and_ends_with_its_owner() {
         &id,
     ]);
     assert_eq!(inspected, format!("sbx-owner 1024 {} none [no-new-privileges]", 128 << 20));
+    // Listed as a sandbox, but no handle to it is given out (its commands run as root).
+    let e = support::block_on(Sandbox::connect("docker://", &id)).unwrap_err();
+    assert!(e.to_string().contains("template's setup"), "{e}");
     // Positive control: while its owner lives, the setup goes on.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(setup_containers("sbx-owner"), vec![id.clone()], "the setup ended with its owner alive");

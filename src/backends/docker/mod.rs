@@ -1342,22 +1342,15 @@ fn container_body(
         // An allowlisted sandbox's only way out is the gate's socket.
         _ => "none",
     };
-    let limits = &spec.limits;
-    let memory =
-        limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
     let host_config = HostConfig {
         init: Some(true),
         auto_remove: Some(true),
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec!["no-new-privileges".into()]),
-        pids_limit: Some(i64::from(limits.pids.unwrap_or(DEFAULT_PIDS_LIMIT))),
-        memory,
-        memory_swap: memory,
-        nano_cpus: limits.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
         network_mode: Some(network_mode.into()),
         mounts: egress.map(|mount| vec![mount]),
         runtime: setup.runtime.clone(),
-        ..Default::default()
+        ..limited(&spec.limits)
     };
     let ttl_secs = spec.ttl.as_secs().max(1).to_string();
     let (cmd, pid1_user, host_config) = match path {
@@ -1387,6 +1380,21 @@ fn container_body(
         host_config: Some(host_config),
         ..Default::default()
     })
+}
+
+/// The engine's fields for `limits` (the rest default): memory, the same as memory plus
+/// swap (so no swap), CPU in nano-CPUs, and the pids limit ([`DEFAULT_PIDS_LIMIT`] unless
+/// set). Sandboxes and template setups share them.
+fn limited(limits: &crate::ResourceLimits) -> HostConfig {
+    let memory =
+        limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
+    HostConfig {
+        pids_limit: Some(i64::from(limits.pids.unwrap_or(DEFAULT_PIDS_LIMIT))),
+        memory,
+        memory_swap: memory,
+        nano_cpus: limits.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
+        ..Default::default()
+    }
 }
 
 fn setup_failed(image: &str, stderr: &[u8]) -> Error {
@@ -1442,6 +1450,11 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let labels = config.labels.unwrap_or_default();
     if labels.get(labels::MANAGED).map(String::as_str) != Some("true") {
         return Err(Error::connect(SCHEME, format!("container {id} is not a sandboxio sandbox")));
+    }
+    if labels.get(TEMPLATE_SETUP_LABEL).is_some_and(|t| !t.is_empty()) {
+        // Listed and reaped as a sandbox, but its commands run as root with capabilities:
+        // no handle to it is given out.
+        return Err(Error::connect(SCHEME, format!("container {id} is a template's setup, not a sandbox")));
     }
     if inspected.state.and_then(|s| s.running) != Some(true) {
         return Err(Error::SandboxGone { id, message: "its container is not running".into() });

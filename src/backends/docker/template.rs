@@ -344,11 +344,8 @@ async fn set_up(
     let base_id = base.id.clone().unwrap_or_default();
     let mut running =
         template_setup::start(docker, name, template, &base_id, request.runtime.clone(), &failed).await?;
-    let (status, output) = match tokio::time::timeout(template.timeout, running.finish(log)).await {
-        Ok(done) => done,
-        Err(_) => {
-            return Err(failed(format!("the setup ran past its timeout of {:?}", template.timeout)));
-        }
+    let Ok((status, output)) = tokio::time::timeout(template.timeout, running.finish(log)).await else {
+        return Err(failed(format!("the setup ran past its timeout of {:?}", template.timeout)));
     };
     match status {
         Some(0) => {}

@@ -73,9 +73,6 @@ fn body(
     labels.insert(TEMPLATE_SETUP_LABEL.into(), name.to_owned());
     let script =
         std::iter::once("set -e".to_owned()).chain(template.commands().iter().cloned()).collect::<Vec<_>>();
-    let limits = template.limits();
-    let memory =
-        limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
     Ok(ContainerCreateBody {
         image: Some(base_id.to_owned()),
         cmd: Some(vec![
@@ -101,13 +98,9 @@ fn body(
             init: Some(false),
             auto_remove: Some(true),
             security_opt: Some(vec!["no-new-privileges".into()]),
-            pids_limit: Some(i64::from(limits.pids.unwrap_or(super::DEFAULT_PIDS_LIMIT))),
-            memory,
-            memory_swap: memory,
-            nano_cpus: limits.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
             network_mode: Some(if template.network() { "bridge" } else { "none" }.into()),
             runtime,
-            ..Default::default()
+            ..super::limited(template.limits())
         }),
         ..Default::default()
     })
