@@ -47,6 +47,14 @@ fn wait_for(what: impl Fn() -> bool, within: Duration) -> bool {
     what()
 }
 
+/// A deny-all sandbox from template `name` of `backend`.
+fn create_from(backend: DockerBackend, name: &str) -> Sandbox {
+    support::block_on(
+        Sandbox::builder_with(backend).template(name).network(NetworkPolicy::deny_all()).create(),
+    )
+    .unwrap()
+}
+
 fn backend() -> DockerBackend {
     DockerBackend::from_env().unwrap().with_docker_config("/nonexistent/sandboxio/config.json")
 }
@@ -132,13 +140,7 @@ fn templates__concurrent_creates_of_one_uncached_template_make_one_image() {
         .map(|_| {
             let backend = backend.clone();
             std::thread::spawn(move || {
-                let sandbox = support::block_on(
-                    Sandbox::builder_with(backend)
-                        .template("sbx-concurrent")
-                        .network(NetworkPolicy::deny_all())
-                        .create(),
-                )
-                .unwrap();
+                let sandbox = create_from(backend, "sbx-concurrent");
                 let out = support::block_on(sandbox.run(Command::shell("cat /run-stamp /built-at"))).unwrap();
                 support::block_on(sandbox.close()).unwrap();
                 out.stdout_lossy().into_owned()
@@ -168,13 +170,7 @@ fn templates__a_template_sandbox_runs_on_sandboxd_and_on_the_exec_api() {
     let prepared = backend.prepare_template_blocking("sbx-paths").unwrap();
     for path in [ExecPath::Sandboxd, ExecPath::ExecApi] {
         let backend = backend.clone().with_exec_path(path);
-        let sandbox = support::block_on(
-            Sandbox::builder_with(backend.clone())
-                .template("sbx-paths")
-                .network(NetworkPolicy::deny_all())
-                .create(),
-        )
-        .unwrap();
+        let sandbox = create_from(backend.clone(), "sbx-paths");
         let out =
             support::block_on(sandbox.run(Command::shell("cat /etc/sbx-paths /opt/t/f; id -u"))).unwrap();
         assert_eq!(out.stdout_lossy(), format!("{stamp}made\n1000\n"), "{path:?}");
@@ -232,13 +228,7 @@ fn templates__a_re_pointed_tag_is_set_up_again_and_old_images_are_pruned() {
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let again = current.prepare_template_blocking("sbx-trust").unwrap();
     assert!(!again.cached, "the re-pointed tag was trusted: {again:?}");
-    let sandbox = support::block_on(
-        Sandbox::builder_with(current.clone())
-            .template("sbx-trust")
-            .network(NetworkPolicy::deny_all())
-            .create(),
-    )
-    .unwrap();
+    let sandbox = create_from(current.clone(), "sbx-trust");
     let out = support::block_on(sandbox.run(Command::shell("cat /version; test -e /forged && echo FORGED")))
         .unwrap();
     assert_eq!(out.stdout_lossy(), format!("{pid}-2"));
@@ -250,10 +240,7 @@ fn templates__a_re_pointed_tag_is_set_up_again_and_old_images_are_pruned() {
     let old = backend().with_template("sbx-trust", template("1"));
     let old_image = old.prepare_template_blocking("sbx-trust").unwrap();
     assert_ne!(old_image.image, again.image);
-    let user = support::block_on(
-        Sandbox::builder_with(old.clone()).template("sbx-trust").network(NetworkPolicy::deny_all()).create(),
-    )
-    .unwrap();
+    let user = create_from(old.clone(), "sbx-trust");
     let pruned = current.prune_templates_blocking().unwrap();
     assert!(pruned.kept.contains(&old_image.image) && pruned.kept.contains(&again.image), "{pruned:?}");
     // The first genuine image lost its tag to the forged one: untagged, it goes.

@@ -28,6 +28,13 @@ fn docker_ready() -> bool {
     false
 }
 
+/// A scratch directory and an image tag of test `name`'s own, or `None` (and `[skip]`)
+/// without an engine.
+fn scratch_and_tag(name: &str) -> Option<(Scratch, String)> {
+    docker_ready()
+        .then(|| (Scratch::new(name), format!("sandboxio-test/cli-{name}-{}:1", std::process::id())))
+}
+
 /// A build context under the scratch directory with `dockerfile` and a file its
 /// `.dockerignore` excludes.
 fn context(s: &Scratch, dockerfile: &str) -> String {
@@ -42,11 +49,7 @@ fn context(s: &Scratch, dockerfile: &str) -> String {
 
 #[test]
 fn image_build_streams_its_log_and_prints_the_image_id() {
-    if !docker_ready() {
-        return;
-    }
-    let s = Scratch::new("image-build");
-    let tag = format!("sandboxio-test/cli-build-{}:1", std::process::id());
+    let Some((s, tag)) = scratch_and_tag("image-build") else { return };
     let ctx = context(
         &s,
         "FROM sandboxio/busybox:1\nCOPY . /ctx/\nRUN echo cli-log-first; sleep 3; echo cli-log-second\n",
@@ -92,11 +95,7 @@ fn image_build_streams_its_log_and_prints_the_image_id() {
 
 #[test]
 fn image_build_fails_with_the_builds_own_error_text() {
-    if !docker_ready() {
-        return;
-    }
-    let s = Scratch::new("image-build-fails");
-    let tag = format!("sandboxio-test/cli-build-fails-{}:1", std::process::id());
+    let Some((s, tag)) = scratch_and_tag("image-build-fails") else { return };
     let ctx = context(&s, "FROM sandboxio/busybox:1\nRUN echo about-to-fail; exit 3\n");
     let out = s.run(&["image", "build", "-t", &tag, &ctx]);
     assert_eq!(out.status.code(), Some(125), "{out:?}");

@@ -1369,17 +1369,23 @@ fn container_body(
         user: Some(pid1_user),
         working_dir: Some(workdir.to_owned()),
         labels: Some(labels),
-        // PID 1's stdin is the owner's attach connection, closed by the engine when that
-        // connection ends (`StdinOnce`).
+        host_config: Some(host_config),
+        ..owner_linked()
+    })
+}
+
+/// A container whose PID 1's stdin is the owner's attach connection, closed by the engine
+/// when that connection ends (`StdinOnce`); the rest defaults.
+fn owner_linked() -> ContainerCreateBody {
+    ContainerCreateBody {
         open_stdin: Some(true),
         stdin_once: Some(true),
         attach_stdin: Some(true),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         tty: Some(false),
-        host_config: Some(host_config),
         ..Default::default()
-    })
+    }
 }
 
 /// The engine's fields for `limits` (the rest default): memory, the same as memory plus

@@ -87,12 +87,6 @@ fn body(
         entrypoint: Some(Vec::new()),
         user: Some("0".into()),
         labels: Some(labels),
-        open_stdin: Some(true),
-        stdin_once: Some(true),
-        attach_stdin: Some(true),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        tty: Some(false),
         host_config: Some(HostConfig {
             // No docker-init: PID 1 must be the watch itself (see the module's docs).
             init: Some(false),
@@ -102,7 +96,7 @@ fn body(
             runtime,
             ..super::limited(template.limits())
         }),
-        ..Default::default()
+        ..super::owner_linked()
     })
 }
 
