@@ -163,17 +163,26 @@ fn templates__a_template_sandbox_runs_on_sandboxd_and_on_the_exec_api() {
         return;
     }
     let stamp = format!("paths-{}", std::process::id());
+    // The setup (root) also replaces the base's sandboxd: the image must not keep it.
     let template = Template::new(BASE)
         .file("/etc/sbx-paths", stamp.clone())
-        .run("mkdir -p /opt/t && echo made > /opt/t/f");
+        .run("mkdir -p /opt/t && echo made > /opt/t/f")
+        .run("echo tampered > /.sandboxio/sandboxd && cp /.sandboxio/sandboxd /tampered-copy");
     let backend = backend().with_template("sbx-paths", template);
     let prepared = backend.prepare_template_blocking("sbx-paths").unwrap();
+    let sandboxd_digest =
+        sandboxio::backends::docker::sandboxd_id().unwrap().split_once(':').unwrap().1.to_owned();
     for path in [ExecPath::Sandboxd, ExecPath::ExecApi] {
         let backend = backend.clone().with_exec_path(path);
         let sandbox = create_from(backend.clone(), "sbx-paths");
-        let out =
-            support::block_on(sandbox.run(Command::shell("cat /etc/sbx-paths /opt/t/f; id -u"))).unwrap();
-        assert_eq!(out.stdout_lossy(), format!("{stamp}made\n1000\n"), "{path:?}");
+        let out = support::block_on(sandbox.run(Command::shell(
+            "cat /etc/sbx-paths /opt/t/f /tampered-copy; id -u; sha256sum /.sandboxio/sandboxd",
+        )))
+        .unwrap();
+        let said = out.stdout_lossy();
+        assert!(said.starts_with(&format!("{stamp}made\ntampered\n1000\n")), "{path:?}: {said}");
+        // The control: the setup did replace the file; the image holds this build's again.
+        assert!(said.contains(&format!("{sandboxd_digest}  /.sandboxio/sandboxd")), "{path:?}: {said}");
         support::block_on(sandbox.fs().write("/tmp/x", b"written".to_vec())).unwrap();
         assert_eq!(support::block_on(sandbox.fs().read("/tmp/x")).unwrap(), b"written", "{path:?}");
         let labels =
@@ -182,6 +191,17 @@ fn templates__a_template_sandbox_runs_on_sandboxd_and_on_the_exec_api() {
         assert_eq!(labels.get(TEMPLATE_SETUP_LABEL).map(String::as_str), Some(""), "{labels:?}");
         support::block_on(sandbox.close()).unwrap();
     }
+    // The baked-sandboxd label (`baked.rs`) counts only at the layers it names: the base's
+    // holds there, and so does the template image's own, written with the binary placed
+    // after the setup (checked above: the setup's replacement is gone).
+    let baked = |image: &str| {
+        let format = "{{index .Config.Labels \"io.sandboxio.image.sandboxd\"}} {{len .RootFS.Layers}}";
+        let (_, said) = docker(&["image", "inspect", "-f", format, image]);
+        let (label, layers) = said.rsplit_once(' ').unwrap();
+        label.rsplit_once(':').is_some_and(|(_, at)| at == layers)
+    };
+    assert!(baked(BASE), "the base image's label does not match its layers");
+    assert!(baked(&prepared.image), "the template image is not labelled as holding sandboxd");
     // The image carries its hash, and none of its setup container's sandbox labels: a plain
     // `docker run` of it is no sandboxio sandbox.
     let (_, labels) = docker(&["image", "inspect", "-f", "{{json .Config.Labels}}", &prepared.image]);

@@ -326,8 +326,8 @@ pub(super) struct SetupRequest<'a> {
 }
 
 /// Runs the setup in a container from the base (`template_setup.rs`: files first, then the
-/// commands as root) and commits it as `image`, labelled with `hash`, while it still runs
-/// (paused for the commit). The container is removed whatever happens.
+/// commands as root), pauses it, places sandboxd, and commits it as `image`, labelled with
+/// `hash`. The container is removed whatever happens.
 async fn set_up(
     docker: &Docker,
     request: &SetupRequest<'_>,
@@ -354,10 +354,22 @@ async fn set_up(
             return Err(failed(format!("the setup container ended before the setup did; output: {output}")));
         }
     }
-    // Keep what sandboxes see of the base: its user, entrypoint and command.
-    let base_config = base.config.clone().unwrap_or_default();
     let mut labels = template_setup::unlabelled();
     labels.insert(TEMPLATE_HASH_LABEL.to_owned(), hash.to_owned());
+    // Freeze whatever the setup left running, then place this build's sandboxd as a baked
+    // image holds it (`baked.rs`): no process can touch the file before the commit, so the
+    // image's label may name it, at the base's layers plus the commit's one, and sandboxes
+    // from it start as fast as from a baked base. (The base's own label, which the image
+    // would inherit, counts the base's layers only, so it never vouches for what the setup,
+    // as root, could have changed.)
+    docker.pause_container(&running.id).await.map_err(|e| failed(format!("pausing it to commit: {e}")))?;
+    if let Some(sandboxd) = super::sandboxd_id() {
+        super::agent::place(docker, &running.id).await?;
+        let layers = base.root_fs.as_ref().and_then(|r| r.layers.as_ref()).map_or(0, Vec::len) + 1;
+        labels.insert(super::baked::SANDBOXD.to_owned(), format!("{sandboxd}:{layers}"));
+    }
+    // Keep what sandboxes see of the base: its user, entrypoint and command.
+    let base_config = base.config.clone().unwrap_or_default();
     let config = ContainerConfig {
         user: Some(base_config.user.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| "0".into())),
         entrypoint: Some(base_config.entrypoint.clone().unwrap_or_default()),
@@ -371,8 +383,8 @@ async fn set_up(
         repo: Some(repo.into()),
         tag: Some(tag.into()),
         comment: Some(format!("{}{name}", super::template_prune::COMMENT_PREFIX)),
-        // Processes the setup left running are frozen while the engine copies the layer.
-        pause: true,
+        // Paused above, and removed (paused) after.
+        pause: false,
         ..Default::default()
     };
     let committed =
