@@ -33,7 +33,9 @@ pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_mins(10);
 /// the builder's `.template(name)`.
 ///
 /// The image keeps the base's user, working directory, entrypoint and command, so
-/// sandboxes run as the base image's user. Files are written as root (owner 0:0) with mode
+/// sandboxes run as the base image's user, and holds this build's sandboxd (placed after
+/// the setup, the file and its label as `scripts/build-images` bakes them), so its
+/// sandboxes start as from sandboxio's own images. Files are written as root (owner 0:0) with mode
 /// `0644` unless given one; a setup command can `chown` them.
 ///
 /// The setup container is a sandbox in every way but its user: it carries the sandbox
