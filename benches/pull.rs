@@ -7,7 +7,9 @@
 //! container and imported again as one layer (same files, a layer of its own), pushed to
 //! `127.0.0.1:5711`, and removed from the engine before every pull. Rounds alternate which
 //! pull goes first; each path's median and the ratio are printed. `SANDBOXIO_BENCH_ROUNDS`
-//! (default 3) sets the rounds. Needs `scripts/test-registry up` and the default image.
+//! (default 3) sets the rounds; `SANDBOXIO_BENCH_PART=pull|template` runs one part only.
+//! Needs `scripts/test-registry up` and the default image (the pull part), and
+//! `sandboxio/busybox:1` (the template part).
 
 use std::process::Command as OsCommand;
 use std::time::{Duration, Instant};
@@ -44,12 +46,23 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    let rounds: usize =
+        std::env::var("SANDBOXIO_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let part = std::env::var("SANDBOXIO_BENCH_PART").unwrap_or_default();
+    let backend = DockerBackend::from_env().unwrap();
+    if part != "template" {
+        pulls(&backend, rounds);
+    }
+    if part != "pull" {
+        templates(&backend, rounds);
+    }
+}
+
+/// A pull through sandboxio against `docker pull`, `rounds` times each, alternating.
+fn pulls(backend: &DockerBackend, rounds: usize) {
     assert!(docker(&["image", "inspect", DEFAULT_IMAGE]), "no {DEFAULT_IMAGE} (scripts/build-images python)");
     let image = format!("{REGISTRY}/sandboxio-bench/flat:{}", std::process::id());
     prepare(&image);
-    let rounds: usize =
-        std::env::var("SANDBOXIO_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
-    let backend = DockerBackend::from_env().unwrap();
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let mut bytes = 0;
     for round in 0..rounds {
@@ -71,31 +84,43 @@ fn main() {
         bytes / 1_000_000,
         ours.as_secs_f64() / theirs.as_secs_f64()
     );
+}
 
-    // A template's first create (setup and commit) against its second (cached).
-    let template = Template::new("sandboxio/busybox:1")
-        .file("/etc/bench", format!("{}", std::process::id()))
-        .run("date > /stamp");
-    let backend = backend.with_template("bench", template);
-    let create = || {
-        let started = Instant::now();
-        let sandbox = futures_lite::future::block_on(
-            Sandbox::builder_with(backend.clone())
-                .template("bench")
-                .network(NetworkPolicy::deny_all())
-                .create(),
-        )
-        .unwrap();
-        let took = started.elapsed();
-        futures_lite::future::block_on(sandbox.run(Command::new("true"))).unwrap();
-        futures_lite::future::block_on(sandbox.close()).unwrap();
-        took
-    };
-    let (first, second) = (create(), create());
-    let prepared = backend.prepare_template_blocking("bench").unwrap();
+/// A template's first `create` (setup and commit) against its second (found by its content
+/// hash), `rounds` times with content of each round's own, each `create` ending with a
+/// command run in the sandbox; the old images are pruned as it goes.
+fn templates(backend: &DockerBackend, rounds: usize) {
+    let (mut firsts, mut seconds) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let template = Template::new("sandboxio/busybox:1")
+            .file("/etc/bench", format!("{}-{round}", std::process::id()))
+            .run("date > /stamp");
+        let backend = backend.clone().with_template("bench", template);
+        let create = || {
+            let started = Instant::now();
+            let sandbox = futures_lite::future::block_on(
+                Sandbox::builder_with(backend.clone())
+                    .template("bench")
+                    .network(NetworkPolicy::deny_all())
+                    .create(),
+            )
+            .unwrap();
+            futures_lite::future::block_on(sandbox.run(Command::new("true"))).unwrap();
+            let took = started.elapsed();
+            futures_lite::future::block_on(sandbox.close()).unwrap();
+            took
+        };
+        firsts.push(create());
+        seconds.push(create());
+        backend.prune_templates_blocking().unwrap();
+        if round + 1 == rounds {
+            let prepared = backend.prepare_template_blocking("bench").unwrap();
+            docker(&["rmi", &prepared.image]);
+        }
+    }
+    let (first, second) = (median(firsts), median(seconds));
     println!(
-        "template create: first {first:?}, second {second:?}, ratio {:.3}",
+        "template create + run(true), median of {rounds}: first {first:?} (setup and commit), second {second:?} (cached), ratio {:.3}",
         second.as_secs_f64() / first.as_secs_f64()
     );
-    docker(&["rmi", &prepared.image]);
 }

@@ -17,6 +17,7 @@ Examples:
   sandboxio reap --owner-dead --dry-run
   sandboxio extend --dsn e2b:// \"$id\" 2h
   sandboxio mcp --network deny
+  sandboxio image build -t my/python:1 .
   sandboxio completions bash > /etc/bash_completion.d/sandboxio";
 
 const MCP_HELP: &str = "\
@@ -91,6 +92,8 @@ pub enum Cmd {
     /// Serve sandboxes to an MCP client over stdio or Streamable HTTP, within the bounds set here.
     #[command(after_help = MCP_HELP)]
     Mcp(McpArgs),
+    /// Images for `docker://`: `image build -t TAG CONTEXT`.
+    Image(crate::image::ImageArgs),
     /// Print a shell completion script.
     Completions {
         /// The shell.

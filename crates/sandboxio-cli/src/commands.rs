@@ -95,7 +95,7 @@ pub(crate) async fn interrupt() {
     }
 }
 
-fn interrupted(json: bool, what: &str) -> i32 {
+pub(crate) fn interrupted(json: bool, what: &str) -> i32 {
     if json {
         println!("{}", json!({ "error": { "code": "interrupted", "message": what } }));
     } else {

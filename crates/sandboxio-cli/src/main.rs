@@ -1,11 +1,12 @@
 //! `sandboxio`: run untrusted code in a sandbox from a shell (`run`, `code`, `create`,
-//! `exec`, `cp`, `kill`), see and clean up what runs (`ls`, `reap`, `extend`), or serve sandboxes to agent frameworks over MCP (`mcp`).
+//! `exec`, `cp`, `kill`), see and clean up what runs (`ls`, `reap`, `extend`), build `docker://` images (`image build`), or serve sandboxes to agent frameworks over MCP (`mcp`).
 
 mod args;
 mod bearer;
 mod bounds;
 mod commands;
 mod http_accept;
+mod image;
 mod inventory;
 mod mcp;
 mod mcp_http;
@@ -46,6 +47,7 @@ fn main() {
             Cmd::Reap(a) => inventory::reap(a).await,
             Cmd::Extend(a) => inventory::extend(a).await,
             Cmd::Mcp(a) => mcp::serve(a).await,
+            Cmd::Image(a) => image::run(a).await,
             Cmd::Completions { .. } => unreachable!("handled before the runtime starts"),
         };
         sandboxio::shutdown(SHUTDOWN_WAIT).await;

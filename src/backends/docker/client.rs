@@ -76,6 +76,8 @@ pub(super) struct Engine {
     pub client: tokio::sync::OnceCell<Docker>,
     /// Whether the engine remaps user namespaces (`userns-remap`).
     pub remapped: tokio::sync::OnceCell<bool>,
+    /// One lock per template image tag: one setup at a time per template in the process.
+    pub template_builds: super::template::BuildLocks,
 }
 
 /// The shared [`Engine`] of `endpoint`. Does no I/O.

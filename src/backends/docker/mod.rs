@@ -117,7 +117,11 @@
 //!   (`.dockerignore` honoured) and streams the build's log.
 //! - **Templates**: [`Template`] (a base image, files, setup commands) registered with
 //!   [`DockerBackend::with_template`] and named by the builder's `.template(name)`: set up
-//!   once in a container, committed by the engine, found again by a content hash.
+//!   once in a container, committed by the engine, found again by a content hash (and
+//!   trusted only on the base's layers plus one; [`DockerBackend::prune_templates`] removes
+//!   old versions). The setup container is a sandbox but for its user: labelled, limited,
+//!   without network by default, and ended with its owner; its commands run as root with
+//!   the engine's default capabilities (see [`Template`]).
 
 mod agent;
 mod baked;
@@ -138,6 +142,8 @@ mod reference;
 mod rt;
 mod stream;
 mod template;
+mod template_prune;
+mod template_setup;
 mod users;
 
 use std::collections::{BTreeMap, HashMap};
@@ -168,6 +174,8 @@ pub use credentials::{CREDENTIAL_HELPER_TIMEOUT, RegistryAuth};
 pub use image_build::BuiltImage;
 pub use pull::{ImageError, ImageErrorKind, PULL_STALL_TIMEOUT, PullPolicy, PullProgress, PulledImage};
 pub use template::{DEFAULT_SETUP_TIMEOUT, PreparedTemplate, TEMPLATE_HASH_LABEL, Template};
+pub use template_prune::PrunedTemplates;
+pub use template_setup::TEMPLATE_SETUP_LABEL;
 
 const SCHEME: &str = "docker";
 
@@ -590,6 +598,39 @@ impl DockerBackend {
         futures_lite::future::block_on(self.prepare_template(name))
     }
 
+    /// Removes the old images of the templates registered on this backend: every image
+    /// tagged `sandboxio-template/<name>:…` for a registered `name` but the current one
+    /// (the one its content hash names today), and the untagged images left when two
+    /// processes set up one template at once. For a template whose base image is not in the
+    /// engine, nothing of that name is removed (which image is current cannot be told). An
+    /// image a container still uses (a live sandbox, or a stopped container) is kept, and
+    /// reported so. Images of template names this backend does not know are left alone.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connect`] when the engine cannot be reached; [`Error::Provider`] when
+    /// listing or removing fails otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops between removals; a removal already sent completes on the
+    /// engine.
+    pub async fn prune_templates(&self) -> Result<PrunedTemplates> {
+        let inner = Arc::clone(&self.inner);
+        rt::spawn(async move { template_prune::prune(&Self::client(&inner).await?, &inner.templates).await })
+            .await
+    }
+
+    /// [`DockerBackend::prune_templates`] for synchronous callers (blocks the calling
+    /// thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::prune_templates`].
+    pub fn prune_templates_blocking(&self) -> Result<PrunedTemplates> {
+        futures_lite::future::block_on(self.prune_templates())
+    }
+
     /// The image sandboxes are created from when the builder names none.
     #[must_use]
     pub fn image(&self) -> &str {
@@ -603,6 +644,17 @@ impl DockerBackend {
     /// [`Error::Configuration`] for an unknown option,
     /// a bad `DOCKER_HOST`, or a runtime other than `runc`/`runsc`.
     pub fn from_dsn(dsn: &Dsn) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(Self::from_dsn_typed(dsn)?))
+    }
+
+    /// [`DockerBackend::from_dsn`] as a `DockerBackend`, for the calls a [`Sandbox`](crate::Sandbox)
+    /// does not offer ([`DockerBackend::build_image`], [`DockerBackend::pull`], templates).
+    /// Does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::from_dsn`].
+    pub fn from_dsn_typed(dsn: &Dsn) -> Result<DockerBackend> {
         dsn.reject_unknown_options(&["image", "runtime", "user", "exec", "pull"])?;
         let mut backend = if !dsn.path().is_empty() && dsn.path() != "/" {
             if !dsn.authority().is_empty() {
@@ -631,7 +683,7 @@ impl DockerBackend {
         if let Some(policy) = dsn.option("pull") {
             backend = backend.with_pull(PullPolicy::parse(policy)?);
         }
-        Ok(Arc::new(backend))
+        Ok(backend)
     }
 
     /// The engine client, connected on first use.
@@ -691,9 +743,12 @@ async fn prepare_named(
     };
     let base = resolve_image(Arc::clone(inner), template.base().to_owned()).await?;
     let docker = DockerBackend::client(inner).await?;
-    let prepared = template::prepare(&docker, name, template, &base, &inner.build_log).await?;
+    let request =
+        template::SetupRequest { name, template, runtime: inner.runtime.clone(), log: &inner.build_log };
+    let prepared = template::prepare(&docker, &request, &base, &inner.engine.template_builds).await?;
+    // By id: the tag may be re-pointed meanwhile; the id is the image the checks passed.
     let inspected = docker
-        .inspect_image(&prepared.image)
+        .inspect_image(&prepared.id)
         .await
         .map_err(|e| provider(&format!("inspecting the template image {}", prepared.image), e))?;
     Ok((prepared, inspected))
@@ -956,7 +1011,9 @@ impl Backend for DockerBackend {
                         let (inner, name) = (Arc::clone(&inner), name.clone());
                         let (prepared, inspected) =
                             rt::spawn(async move { prepare_named(&inner, &name).await }).await?;
-                        (prepared.image, inspected)
+                        // The container is made from the id the cache checks passed, not
+                        // from a tag that could be re-pointed before the create.
+                        (prepared.id, inspected)
                     }
                     (None, image) => {
                         let image = image.clone().unwrap_or_else(|| inner.image.clone());
@@ -1285,22 +1342,15 @@ fn container_body(
         // An allowlisted sandbox's only way out is the gate's socket.
         _ => "none",
     };
-    let limits = &spec.limits;
-    let memory =
-        limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
     let host_config = HostConfig {
         init: Some(true),
         auto_remove: Some(true),
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec!["no-new-privileges".into()]),
-        pids_limit: Some(i64::from(limits.pids.unwrap_or(DEFAULT_PIDS_LIMIT))),
-        memory,
-        memory_swap: memory,
-        nano_cpus: limits.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
         network_mode: Some(network_mode.into()),
         mounts: egress.map(|mount| vec![mount]),
         runtime: setup.runtime.clone(),
-        ..Default::default()
+        ..limited(&spec.limits)
     };
     let ttl_secs = spec.ttl.as_secs().max(1).to_string();
     let (cmd, pid1_user, host_config) = match path {
@@ -1319,17 +1369,38 @@ fn container_body(
         user: Some(pid1_user),
         working_dir: Some(workdir.to_owned()),
         labels: Some(labels),
-        // PID 1's stdin is the owner's attach connection, closed by the engine when that
-        // connection ends (`StdinOnce`).
+        host_config: Some(host_config),
+        ..owner_linked()
+    })
+}
+
+/// A container whose PID 1's stdin is the owner's attach connection, closed by the engine
+/// when that connection ends (`StdinOnce`); the rest defaults.
+fn owner_linked() -> ContainerCreateBody {
+    ContainerCreateBody {
         open_stdin: Some(true),
         stdin_once: Some(true),
         attach_stdin: Some(true),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         tty: Some(false),
-        host_config: Some(host_config),
         ..Default::default()
-    })
+    }
+}
+
+/// The engine's fields for `limits` (the rest default): memory, the same as memory plus
+/// swap (so no swap), CPU in nano-CPUs, and the pids limit ([`DEFAULT_PIDS_LIMIT`] unless
+/// set). Sandboxes and template setups share them.
+fn limited(limits: &crate::ResourceLimits) -> HostConfig {
+    let memory =
+        limits.memory_mib.map(|mib| i64::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX));
+    HostConfig {
+        pids_limit: Some(i64::from(limits.pids.unwrap_or(DEFAULT_PIDS_LIMIT))),
+        memory,
+        memory_swap: memory,
+        nano_cpus: limits.cpu_millicores.map(|m| i64::from(m) * 1_000_000),
+        ..Default::default()
+    }
 }
 
 fn setup_failed(image: &str, stderr: &[u8]) -> Error {
@@ -1385,6 +1456,11 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     let labels = config.labels.unwrap_or_default();
     if labels.get(labels::MANAGED).map(String::as_str) != Some("true") {
         return Err(Error::connect(SCHEME, format!("container {id} is not a sandboxio sandbox")));
+    }
+    if labels.get(TEMPLATE_SETUP_LABEL).is_some_and(|t| !t.is_empty()) {
+        // Listed and reaped as a sandbox, but its commands run as root with capabilities:
+        // no handle to it is given out.
+        return Err(Error::connect(SCHEME, format!("container {id} is a template's setup, not a sandbox")));
     }
     if inspected.state.and_then(|s| s.running) != Some(true) {
         return Err(Error::SandboxGone { id, message: "its container is not running".into() });

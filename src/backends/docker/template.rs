@@ -6,16 +6,18 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig};
+use bollard::models::ContainerConfig;
 
 use super::image_build::BuildLog;
 use super::pull::{ImageError, ImageErrorKind};
 use super::reference::ImageRef;
-use super::{RemoveOnDrop, SCHEME, client::provider, unique_suffix};
+use super::template_setup;
 use crate::error::{Error, Result};
+use crate::policy::ResourceLimits;
 
 /// The image label holding a template image's full content hash.
 pub const TEMPLATE_HASH_LABEL: &str = "io.sandboxio.template.hash";
@@ -24,9 +26,6 @@ pub const TEMPLATE_HASH_LABEL: &str = "io.sandboxio.template.hash";
 /// 10 minutes.
 pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_mins(10);
 
-/// The most of a failed setup's output kept in its error: 4 KiB (the end of it).
-const OUTPUT_TAIL: usize = 4096;
-
 /// A reusable sandbox setup for `docker://`: a base image, files written into it, and shell
 /// commands run once, in order, as root; the result committed to an image that `create`
 /// starts from. Register it with
@@ -34,8 +33,24 @@ const OUTPUT_TAIL: usize = 4096;
 /// the builder's `.template(name)`.
 ///
 /// The image keeps the base's user, working directory, entrypoint and command, so
-/// sandboxes run as the base image's user. Files are written as root (owner 0:0) with mode
+/// sandboxes run as the base image's user, and holds this build's sandboxd (placed after
+/// the setup, the file and its label as `scripts/build-images` bakes them), so its
+/// sandboxes start as from sandboxio's own images. Files are written as root (owner 0:0) with mode
 /// `0644` unless given one; a setup command can `chown` them.
+///
+/// The setup container is a sandbox in every way but its user: it carries the sandbox
+/// labels (so [`Sandbox::list`](crate::Sandbox::list), [`Sandbox::reap`](crate::Sandbox::reap)
+/// and `sandboxio ls`/`reap` see it, labelled `io.sandboxio.template.setup=<name>`), a TTL of
+/// the setup timeout, the pids limit (and the memory and CPU limits of
+/// [`Template::setup_limits`]), `no-new-privileges`, no network unless
+/// [`Template::setup_network`], and an owner link: when the process that runs the setup
+/// ends, however it ends, the container ends within seconds and the engine removes it.
+/// **The setup commands run as root, with the engine's default capabilities**, because
+/// installing packages needs them: a setup can do anything root in a container can, so
+/// give a template only commands you would run in a `RUN` line of your own Dockerfile. It
+/// cannot stop the owner link (the container's PID 1, which ignores signals sent from
+/// inside); it can kill the setup's own timer, in which case the host's setup timeout and
+/// `reap` (the TTL label) remain.
 #[derive(Clone)]
 pub struct Template {
     base: String,
@@ -43,6 +58,7 @@ pub struct Template {
     setup: Vec<String>,
     network: bool,
     timeout: Duration,
+    limits: ResourceLimits,
 }
 
 impl fmt::Debug for Template {
@@ -54,6 +70,7 @@ impl fmt::Debug for Template {
             .field("setup", &self.setup)
             .field("network", &self.network)
             .field("timeout", &self.timeout)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -68,6 +85,7 @@ impl Template {
             setup: Vec::new(),
             network: false,
             timeout: DEFAULT_SETUP_TIMEOUT,
+            limits: ResourceLimits::default(),
         }
     }
 
@@ -98,8 +116,11 @@ impl Template {
         self
     }
 
-    /// Whether the setup has the network (the engine's default bridge): off by default.
-    /// Sandboxes started from the template follow their own policy whatever this says.
+    /// Whether the setup has the network (the engine's default bridge, as
+    /// [`NetworkPolicy::allow_all`](crate::NetworkPolicy::allow_all)): off by default
+    /// (deny-all, loopback only). An allowlist is not offered: the egress gate's relay is
+    /// sandboxd, which a setup container does not run. Sandboxes started from the template
+    /// follow their own policy whatever this says.
     #[must_use]
     pub fn setup_network(mut self, allow: bool) -> Self {
         self.network = allow;
@@ -114,10 +135,40 @@ impl Template {
         self
     }
 
+    /// Limits for the setup container: memory and CPU when given, and at most
+    /// [`DEFAULT_PIDS_LIMIT`](super::DEFAULT_PIDS_LIMIT) processes unless `limits.pids` says
+    /// otherwise, as for a sandbox. Not part of the content hash (they do not change what
+    /// the setup makes, only whether it fits).
+    #[must_use]
+    pub fn setup_limits(mut self, limits: ResourceLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// The base image.
     #[must_use]
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub(super) fn network(&self) -> bool {
+        self.network
+    }
+
+    pub(super) fn commands(&self) -> &[String] {
+        &self.setup
+    }
+
+    pub(super) fn files(&self) -> &[(String, Vec<u8>, u32)] {
+        &self.files
+    }
+
+    pub(super) fn limits(&self) -> &ResourceLimits {
+        &self.limits
     }
 
     /// The content hash (64 hex digits) of this template on a base whose image id is
@@ -182,172 +233,165 @@ pub struct PreparedTemplate {
 /// The templates registered on a backend, by name.
 pub(super) type Templates = HashMap<String, Template>;
 
+/// One lock per template image tag, per engine: two `create`s of one process that find the
+/// same template uncached make one setup, the second waiting for the first and then finding
+/// its image. (Processes do not share it: two of them each set up, and both commits carry
+/// the same content, so the tag ends on one of two equal images.)
+pub(super) type BuildLocks = Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
+
 /// Makes sure the engine has `template`'s image: found by its content hash, or set up
 /// now. `base` is the engine's view of the base image (already pulled as the policy says).
 pub(super) async fn prepare(
     docker: &Docker,
-    name: &str,
-    template: &Template,
+    request: &SetupRequest<'_>,
     base: &bollard::models::ImageInspect,
-    log: &BuildLog,
+    locks: &BuildLocks,
 ) -> Result<PreparedTemplate> {
+    let SetupRequest { name, template, .. } = *request;
     template.check(name)?;
     let base_id = base.id.clone().unwrap_or_default();
     let hash = template.hash(&base_id);
-    let image = format!("sandboxio-template/{name}:{}", &hash[..16]);
+    let image = image_tag(name, &hash);
+    let lock =
+        Arc::clone(locks.lock().unwrap_or_else(PoisonError::into_inner).entry(image.clone()).or_default());
+    let _building = lock.lock().await;
     if let Ok(found) = docker.inspect_image(&image).await {
-        let labelled =
-            found.config.as_ref().and_then(|c| c.labels.as_ref()).and_then(|l| l.get(TEMPLATE_HASH_LABEL));
-        if labelled == Some(&hash) {
-            tracing::info!(target: "sandboxio::docker::template", template = name, image = %image, "cached");
-            return Ok(PreparedTemplate { image, id: found.id.unwrap_or_default(), cached: true });
+        match trusted(&found, base, &hash) {
+            Ok(()) => {
+                tracing::info!(target: "sandboxio::docker::template", template = name, image = %image, "cached");
+                return Ok(PreparedTemplate { image, id: found.id.unwrap_or_default(), cached: true });
+            }
+            Err(why) => tracing::warn!(
+                target: "sandboxio::docker::template",
+                template = name, image = %image,
+                "the tag is not this template's image ({why}): setting it up again",
+            ),
         }
     }
     let started = std::time::Instant::now();
-    let id = set_up(docker, name, template, base, &image, &hash, log).await?;
+    let id = set_up(docker, request, base, &image, &hash).await?;
     tracing::info!(target: "sandboxio::docker::template", template = name, image = %image, elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "built");
     Ok(PreparedTemplate { image, id, cached: false })
 }
 
-/// Runs the setup in a fresh container from the base (files first, then the commands as
-/// root) and commits it as `image`, labelled with `hash`. The container is removed
-/// whatever happens.
+/// Whether `found`, the image the template's tag names, is what a setup of this template
+/// on `base` committed: it carries the content hash the setup labelled it with, and its
+/// layers are the base's plus at most the one a commit adds. A tag re-pointed at another
+/// image (one built elsewhere, or from another base, copying the label or not) fails.
+/// An image made to pass both checks on purpose (the base, one layer, the label) cannot be
+/// told apart; whoever can tag images in the engine controls the engine anyway.
+fn trusted(
+    found: &bollard::models::ImageInspect,
+    base: &bollard::models::ImageInspect,
+    hash: &str,
+) -> std::result::Result<(), String> {
+    let labelled =
+        found.config.as_ref().and_then(|c| c.labels.as_ref()).and_then(|l| l.get(TEMPLATE_HASH_LABEL));
+    if labelled.map(String::as_str) != Some(hash) {
+        return Err(format!("its {TEMPLATE_HASH_LABEL} label is {labelled:?}"));
+    }
+    let layers = |image: &bollard::models::ImageInspect| {
+        image.root_fs.as_ref().and_then(|r| r.layers.clone()).unwrap_or_default()
+    };
+    let (found, base) = (layers(found), layers(base));
+    if !found.starts_with(&base) || found.len() > base.len() + 1 {
+        return Err(format!(
+            "its {} layers are not the base image's {} plus at most one",
+            found.len(),
+            base.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The repository of every template image.
+pub(super) const REPOSITORY: &str = "sandboxio-template";
+
+/// The tag of template `name`'s image with content hash `hash`:
+/// `sandboxio-template/<name>:<first 16 hex digits>`.
+fn image_tag(name: &str, hash: &str) -> String {
+    format!("{REPOSITORY}/{name}:{}", &hash[..16])
+}
+
+/// The tag `name`'s image has on the base whose image id is `base_id`.
+pub(super) fn current_tag(name: &str, template: &Template, base_id: &str) -> String {
+    image_tag(name, &template.hash(base_id))
+}
+
+/// What a template's setup needs from its backend.
+pub(super) struct SetupRequest<'a> {
+    pub name: &'a str,
+    pub template: &'a Template,
+    /// The backend's OCI runtime (`runsc`): the setup runs under it as sandboxes do.
+    pub runtime: Option<String>,
+    pub log: &'a BuildLog,
+}
+
+/// Runs the setup in a container from the base (`template_setup.rs`: files first, then the
+/// commands as root), pauses it, places sandboxd, and commits it as `image`, labelled with
+/// `hash`. The container is removed whatever happens.
 async fn set_up(
     docker: &Docker,
-    name: &str,
-    template: &Template,
+    request: &SetupRequest<'_>,
     base: &bollard::models::ImageInspect,
     image: &str,
     hash: &str,
-    log: &BuildLog,
 ) -> Result<String> {
-    use futures_lite::StreamExt as _;
+    let SetupRequest { name, template, log, .. } = *request;
     let failed = |message: String| {
         let reference = ImageRef::parse(image).expect("a template tag is a valid reference");
         ImageError::new(&reference, ImageErrorKind::BuildFailed, format!("template {name:?}: {message}"))
             .into_error()
     };
-    let base_config = base.config.clone().unwrap_or_default();
-    let script = std::iter::once("set -e".to_owned())
-        .chain(template.setup.iter().cloned())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let body = ContainerCreateBody {
-        image: base.id.clone(),
-        cmd: Some(vec!["sh".into(), "-c".into(), script]),
-        entrypoint: Some(Vec::new()),
-        user: Some("0".into()),
-        host_config: Some(HostConfig {
-            network_mode: Some(if template.network { "bridge" } else { "none" }.into()),
-            ..Default::default()
-        }),
-        ..Default::default()
+    let base_id = base.id.clone().unwrap_or_default();
+    let mut running =
+        template_setup::start(docker, name, template, &base_id, request.runtime.clone(), &failed).await?;
+    let Ok((status, output)) = tokio::time::timeout(template.timeout, running.finish(log)).await else {
+        return Err(failed(format!("the setup ran past its timeout of {:?}", template.timeout)));
     };
-    let options = bollard::query_parameters::CreateContainerOptions {
-        name: Some(format!("sandboxio-template-setup-{name}-{}", unique_suffix())),
-        platform: String::new(),
-    };
-    let made = docker
-        .create_container(Some(options), body)
-        .await
-        .map_err(|e| provider("creating the template's setup container", e))?;
-    let _guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
-    if !template.files.is_empty() {
-        let archive = files_archive(&template.files)
-            .map_err(|e| Error::provider(SCHEME, "archiving the template's files", e))?;
-        let options =
-            bollard::query_parameters::UploadToContainerOptions { path: "/".into(), ..Default::default() };
-        docker
-            .upload_to_container(&made.id, Some(options), bollard::body_full(archive.into()))
-            .await
-            .map_err(|e| failed(format!("writing its files: {e}")))?;
-    }
-    docker.start_container(&made.id, None).await.map_err(|e| failed(format!("starting its setup: {e}")))?;
-    let waited = tokio::time::timeout(template.timeout, docker.wait_container(&made.id, None).next()).await;
-    let output = setup_output(docker, &made.id, log).await;
-    let code = match waited {
-        Err(_) => {
-            return Err(failed(format!(
-                "the setup ran past its timeout of {:?}; output: {output}",
-                template.timeout
-            )));
+    match status {
+        Some(0) => {}
+        Some(code) => return Err(failed(format!("a setup command exited with {code}; output: {output}"))),
+        None => {
+            return Err(failed(format!("the setup container ended before the setup did; output: {output}")));
         }
-        Ok(Some(Ok(done))) => done.status_code,
-        // The engine reports a non-zero exit as an error of the wait stream.
-        Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => code,
-        Ok(Some(Err(e))) => return Err(provider("waiting for the template's setup", e)),
-        Ok(None) => return Err(failed("the engine ended the wait without an exit code".into())),
-    };
-    if code != 0 {
-        return Err(failed(format!("a setup command exited with {code}; output: {output}")));
+    }
+    let mut labels = template_setup::unlabelled();
+    labels.insert(TEMPLATE_HASH_LABEL.to_owned(), hash.to_owned());
+    // Freeze whatever the setup left running, then place this build's sandboxd as a baked
+    // image holds it (`baked.rs`): no process can touch the file before the commit, so the
+    // image's label may name it, at the base's layers plus the commit's one, and sandboxes
+    // from it start as fast as from a baked base. (The base's own label, which the image
+    // would inherit, counts the base's layers only, so it never vouches for what the setup,
+    // as root, could have changed.)
+    docker.pause_container(&running.id).await.map_err(|e| failed(format!("pausing it to commit: {e}")))?;
+    if let Some(sandboxd) = super::sandboxd_id() {
+        super::agent::place(docker, &running.id).await?;
+        let layers = base.root_fs.as_ref().and_then(|r| r.layers.as_ref()).map_or(0, Vec::len) + 1;
+        labels.insert(super::baked::SANDBOXD.to_owned(), format!("{sandboxd}:{layers}"));
     }
     // Keep what sandboxes see of the base: its user, entrypoint and command.
+    let base_config = base.config.clone().unwrap_or_default();
     let config = ContainerConfig {
         user: Some(base_config.user.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| "0".into())),
         entrypoint: Some(base_config.entrypoint.clone().unwrap_or_default()),
         cmd: base_config.cmd.clone().or_else(|| Some(vec!["sh".into()])),
-        labels: Some(HashMap::from([(TEMPLATE_HASH_LABEL.to_owned(), hash.to_owned())])),
+        labels: Some(labels),
         ..Default::default()
     };
     let (repo, tag) = image.rsplit_once(':').expect("a template tag has a tag");
     let options = bollard::query_parameters::CommitContainerOptions {
-        container: Some(made.id.clone()),
+        container: Some(running.id.clone()),
         repo: Some(repo.into()),
         tag: Some(tag.into()),
-        comment: Some(format!("sandboxio template {name}")),
+        comment: Some(format!("{}{name}", super::template_prune::COMMENT_PREFIX)),
+        // Paused above, and removed (paused) after.
         pause: false,
         ..Default::default()
     };
     let committed =
         docker.commit_container(options, config).await.map_err(|e| failed(format!("committing: {e}")))?;
     Ok(committed.id)
-}
-
-/// The setup's output (both streams), each line passed to the build log and `tracing` as
-/// it is read, and its last [`OUTPUT_TAIL`] bytes returned for an error message (never more
-/// held: a setup may print a lot).
-async fn setup_output(docker: &Docker, id: &str, log: &BuildLog) -> String {
-    use futures_lite::StreamExt as _;
-    let options = bollard::query_parameters::LogsOptions { stdout: true, stderr: true, ..Default::default() };
-    let mut logs = docker.logs(id, Some(options));
-    let (mut partial, mut tail) = (Vec::new(), Vec::new());
-    let emit = |line: &[u8]| {
-        let line = String::from_utf8_lossy(line);
-        tracing::info!(target: "sandboxio::docker::template", "{line}");
-        if let Some(callback) = &log.0 {
-            callback(&line);
-        }
-    };
-    while let Some(Ok(frame)) = logs.next().await {
-        let bytes = frame.into_bytes();
-        tail.extend_from_slice(&bytes);
-        tail.drain(..tail.len().saturating_sub(OUTPUT_TAIL));
-        partial.extend_from_slice(&bytes);
-        while let Some(end) = partial.iter().position(|&b| b == b'\n') {
-            emit(&partial[..end]);
-            partial.drain(..=end);
-        }
-    }
-    if !partial.is_empty() {
-        emit(&partial);
-    }
-    String::from_utf8_lossy(&tail).trim().to_owned()
-}
-
-/// The template's files as a tar archive (owner 0:0), for the engine's archive API on a
-/// container that has not started.
-fn files_archive(files: &[(String, Vec<u8>, u32)]) -> std::io::Result<Vec<u8>> {
-    let mut builder = tar::Builder::new(Vec::new());
-    for (path, data, mode) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(data.len() as u64);
-        header.set_mode(*mode);
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_entry_type(tar::EntryType::Regular);
-        builder.append_data(&mut header, path.trim_start_matches('/'), &data[..])?;
-    }
-    builder.into_inner()
 }
 
 #[cfg(test)]

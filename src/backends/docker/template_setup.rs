@@ -1,0 +1,265 @@
+//! A template's setup container, run as a sandbox in all but its user: it carries the
+//! sandbox labels (so `Sandbox::list`, `Sandbox::reap` and the CLI's `ls`/`reap` see it),
+//! the pids/memory/CPU limits, the network policy and `no-new-privileges`, and an owner
+//! link, so it ends when the process that started it ends, however that process dies.
+//!
+//! Unlike a sandbox, the setup runs as root with the engine's default capabilities (it
+//! installs packages). Its watch therefore cannot be a process root could stop: PID 1 is a
+//! shell (no `docker-init`) that does nothing but read its stdin, the owner's attach
+//! connection. Signals sent from inside the container to its PID 1 are dropped by the
+//! kernel unless PID 1 handles them, and this one handles none, so the setup can neither
+//! kill nor stop the watch. End-of-file on the link (the owner closed it, or died and the
+//! engine closed it) ends PID 1, which ends the container and every process in it, and the
+//! engine removes it (`auto_remove`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig};
+
+use super::image_build::BuildLog;
+use super::template::Template;
+use super::{RemoveOnDrop, client::provider, labels, unique_suffix};
+use crate::error::{Error, Result};
+use crate::policy::NetworkPolicy;
+
+/// The container label naming the template a setup container is setting up.
+pub const TEMPLATE_SETUP_LABEL: &str = "io.sandboxio.template.setup";
+
+/// The name prefix of setup containers: `sandboxio-template-setup-<template>-<16 hex>`.
+pub(super) const NAME_PREFIX: &str = "sandboxio-template-setup-";
+
+/// How long after the setup timeout the container's own timer kills every setup process
+/// (a backstop: the host removes the container at the timeout itself).
+const TTL_MARGIN: Duration = Duration::from_secs(10);
+
+/// PID 1, `sh -c WATCH sandboxio-setup <ttl seconds> <script> <nonce>`, as root. The setup
+/// runs in the background with no stdin and prints, when it ends, a marker carrying its exit
+/// status; a timer kills every process but PID 1 when the TTL ends. PID 1 itself only reads
+/// its stdin (the owner link) until end-of-file: `read` is not interrupted by signals in
+/// dash or busybox, which is why the timer cannot end PID 1 and the host's own timeout
+/// removes the container.
+const WATCH: &str = r#"(sleep "$1"; kill -KILL -1) </dev/null >/dev/null 2>&1 &
+(sh -c "$2"; echo "sandboxio-setup-exit=$3:$?") </dev/null &
+while IFS= read -r l; do :; done
+exit 137"#;
+
+/// A running setup container: removed when dropped, and ended by the engine when its owner
+/// link (held here) closes.
+pub(super) struct Running {
+    pub id: String,
+    /// Removes the container when the setup is dropped, whatever happened.
+    _guard: RemoveOnDrop,
+    /// The owner link: PID 1's stdin. Dropping it ends PID 1.
+    _link: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    output: super::AttachOutput,
+    nonce: String,
+}
+
+/// The container body of `template`'s setup: its labels, limits and network.
+fn body(
+    name: &str,
+    template: &Template,
+    base_id: &str,
+    runtime: Option<String>,
+    nonce: &str,
+) -> Result<ContainerCreateBody> {
+    let ttl = template.timeout() + TTL_MARGIN;
+    let network = if template.network() { NetworkPolicy::AllowAll } else { NetworkPolicy::DenyAll };
+    let mut labels = labels::for_new(&BTreeMap::new(), ttl, false)?;
+    labels.insert(labels::NETWORK.into(), crate::backends::agent::egress::policy_label(&network));
+    labels.insert(labels::USER.into(), "0".into());
+    labels.insert(TEMPLATE_SETUP_LABEL.into(), name.to_owned());
+    let script =
+        std::iter::once("set -e".to_owned()).chain(template.commands().iter().cloned()).collect::<Vec<_>>();
+    Ok(ContainerCreateBody {
+        image: Some(base_id.to_owned()),
+        cmd: Some(vec![
+            "sh".into(),
+            "-c".into(),
+            WATCH.into(),
+            "sandboxio-setup".into(),
+            ttl.as_secs().to_string(),
+            script.join("\n"),
+            nonce.to_owned(),
+        ]),
+        entrypoint: Some(Vec::new()),
+        user: Some("0".into()),
+        labels: Some(labels),
+        host_config: Some(HostConfig {
+            // No docker-init: PID 1 must be the watch itself (see the module's docs).
+            init: Some(false),
+            auto_remove: Some(true),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            network_mode: Some(if template.network() { "bridge" } else { "none" }.into()),
+            runtime,
+            ..super::limited(template.limits())
+        }),
+        ..super::owner_linked()
+    })
+}
+
+/// Creates `template`'s setup container from the base image `base_id`, writes the
+/// template's files, attaches the owner link and starts it.
+pub(super) async fn start(
+    docker: &Docker,
+    name: &str,
+    template: &Template,
+    base_id: &str,
+    runtime: Option<String>,
+    failed: &(dyn Fn(String) -> Error + Sync),
+) -> Result<Running> {
+    let nonce = unique_suffix();
+    let options = bollard::query_parameters::CreateContainerOptions {
+        name: Some(format!("{NAME_PREFIX}{name}-{}", unique_suffix())),
+        platform: String::new(),
+    };
+    let made = docker
+        .create_container(Some(options), body(name, template, base_id, runtime, &nonce)?)
+        .await
+        .map_err(|e| provider("creating the template's setup container", e))?;
+    let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
+    if !template.files().is_empty() {
+        let archive = files_archive(template.files())
+            .map_err(|e| Error::provider(super::SCHEME, "archiving the template's files", e))?;
+        let options =
+            bollard::query_parameters::UploadToContainerOptions { path: "/".into(), ..Default::default() };
+        docker
+            .upload_to_container(&made.id, Some(options), bollard::body_full(archive.into()))
+            .await
+            .map_err(|e| failed(format!("writing its files: {e}")))?;
+    }
+    // The link exists before the start: an owner dying at any instant after the start
+    // request leaves a PID 1 that reads end-of-file.
+    let bollard::container::AttachContainerResults { output, input } = docker
+        .attach_container(&made.id, Some(super::owner_attach()))
+        .await
+        .map_err(|e| provider("attaching to the template's setup container", e))?;
+    docker.start_container(&made.id, None).await.map_err(|e| failed(format!("starting its setup: {e}")))?;
+    Ok(Running { id: made.id, _guard: guard, _link: input, output, nonce })
+}
+
+/// The most of a failed setup's output kept in its error: 4 KiB (the end of it).
+const OUTPUT_TAIL: usize = 4096;
+
+impl Running {
+    /// Reads the setup's output (both streams) until its exit marker, passing each line to
+    /// the build log and `tracing` as it comes: the setup's exit status and the last
+    /// [`OUTPUT_TAIL`] bytes of its output (never more held: a setup may print a lot).
+    /// `None` for the status when the output ended without a marker (the container ended).
+    pub(super) async fn finish(&mut self, log: &BuildLog) -> (Option<i64>, String) {
+        use futures_lite::StreamExt as _;
+        let marker = format!("sandboxio-setup-exit={}:", self.nonce);
+        let (mut partial, mut tail) = (Vec::new(), Vec::new());
+        let emit = |line: &[u8]| {
+            let line = String::from_utf8_lossy(line);
+            tracing::info!(target: "sandboxio::docker::template", "{line}");
+            if let Some(callback) = &log.0 {
+                callback(&line);
+            }
+        };
+        let mut status = None;
+        'read: while let Some(Ok(frame)) = self.output.next().await {
+            let bytes = frame.into_bytes();
+            partial.extend_from_slice(&bytes);
+            while let Some(end) = partial.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = partial.drain(..=end).take(end).collect();
+                let text = String::from_utf8_lossy(&line);
+                if let Some(at) = text.find(&marker) {
+                    status = text[at + marker.len()..].trim().parse::<i64>().ok();
+                    if at > 0 {
+                        emit(&line[..at]);
+                        keep_tail(&mut tail, &line[..at]);
+                    }
+                    break 'read;
+                }
+                emit(&line);
+                keep_tail(&mut tail, &line);
+                tail.push(b'\n');
+            }
+        }
+        if status.is_none() && !partial.is_empty() {
+            emit(&partial);
+            keep_tail(&mut tail, &partial);
+        }
+        (status, String::from_utf8_lossy(&tail).trim().to_owned())
+    }
+}
+
+fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
+    tail.extend_from_slice(bytes);
+    tail.drain(..tail.len().saturating_sub(OUTPUT_TAIL));
+}
+
+/// The labels a committed template image must not inherit from its setup container (the
+/// engine merges a container's labels into its commit): each set to an empty value, so no
+/// container made from the image, by sandboxio or by `docker run`, reads as a sandboxio
+/// sandbox or as this setup's.
+pub(super) fn unlabelled() -> HashMap<String, String> {
+    [
+        labels::MANAGED,
+        labels::SESSION,
+        labels::OWNER,
+        labels::EXPIRES,
+        labels::DETACHED,
+        labels::USER,
+        labels::NETWORK,
+        labels::VERSION,
+        TEMPLATE_SETUP_LABEL,
+    ]
+    .into_iter()
+    .map(|k| (k.to_owned(), String::new()))
+    .collect()
+}
+
+/// The template's files as a tar archive (owner 0:0), for the engine's archive API on a
+/// container that has not started.
+fn files_archive(files: &[(String, Vec<u8>, u32)]) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, data, mode) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(*mode);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder.append_data(&mut header, path.trim_start_matches('/'), &data[..])?;
+    }
+    builder.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setup_container_is_labelled_limited_and_without_network_by_default() {
+        let template = Template::new("b").run("true");
+        let body = body("t", &template, "sha256:base", None, "n").unwrap();
+        let labels = body.labels.unwrap();
+        assert_eq!(labels.get(labels::MANAGED).map(String::as_str), Some("true"));
+        assert_eq!(labels.get(TEMPLATE_SETUP_LABEL).map(String::as_str), Some("t"));
+        assert!(labels.contains_key(labels::OWNER) && labels.contains_key(labels::EXPIRES));
+        let host = body.host_config.unwrap();
+        assert_eq!(host.pids_limit, Some(i64::from(super::super::DEFAULT_PIDS_LIMIT)));
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!((host.init, host.auto_remove), (Some(false), Some(true)));
+        assert_eq!(body.stdin_once, Some(true));
+        let limited = template.setup_limits(crate::ResourceLimits::new().memory_mib(256).pids(64));
+        let host = super::body("t", &limited, "b", None, "n").unwrap().host_config.unwrap();
+        assert_eq!((host.memory, host.pids_limit), (Some(256 << 20), Some(64)));
+        let open = Template::new("b").setup_network(true);
+        let host = super::body("t", &open, "b", None, "n").unwrap().host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("bridge"));
+    }
+
+    #[test]
+    fn every_setup_label_is_blanked_on_the_image() {
+        let body = body("t", &Template::new("b"), "b", None, "n").unwrap();
+        let blank = unlabelled();
+        for key in body.labels.unwrap().keys() {
+            assert_eq!(blank.get(key).map(String::as_str), Some(""), "{key} would reach the image");
+        }
+    }
+}
