@@ -174,6 +174,34 @@ pub(crate) async fn helper(
     Ok((status, out, err))
 }
 
+/// Runs one of the adapter's file scripts (`/bin/sh -c text sandboxio args..`) to its end
+/// as a command of its own: under the wrapper, with its marker, and killed with its group
+/// when the caller drops the future. A file operation cancelled mid-way would otherwise
+/// leave its script (a `cat` waiting for the rest of a write) running until the sandbox ends.
+pub(crate) async fn marked_helper(
+    router: &Router,
+    text: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    cap: usize,
+) -> Result<(ExitStatus, Capped, Capped)> {
+    let exec_id = super::client::idempotency_key();
+    let mut argv: Vec<String> =
+        ["/bin/sh", "-c", &format!("{ENTER}{WRAPPER}"), "sandboxio", "/", "/bin/sh", "-c", text, "sandboxio"]
+            .iter()
+            .map(|w| (*w).to_owned())
+            .collect();
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    let command = router::Command { argv, env: vec![(MARKER.to_owned(), exec_id.clone())], workdir: None };
+    // Armed before the start, as for a command.
+    let mut guard = KillOnDrop::new(router, &exec_id);
+    router.start_as(&exec_id, &command).await?;
+    let (mut out, mut err) = (Capped::new(cap), Capped::new(64 * 1024));
+    let status = drive(router, &exec_id, stdin, &mut out, &mut err).await?;
+    guard.disarm();
+    Ok((status, out, err))
+}
+
 /// Kills every process of exec `exec_id` through a second exec ([`KILL_MARKED`]).
 pub(crate) async fn kill_marked(router: &Router, exec_id: &str) -> Result<()> {
     helper(router, &script(KILL_MARKED, &[exec_id]), None, 0).await.map(drop)

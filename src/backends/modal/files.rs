@@ -6,7 +6,7 @@
 //! [`WORKDIR`], the working directory of every command.
 
 use super::SCHEME;
-use super::exec::{self, WORKDIR, helper};
+use super::exec::{WORKDIR, marked_helper};
 use super::router::Router;
 use crate::backends::fs_scripts::{self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, WRITE};
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ async fn fs_exec(
     cap: u64,
 ) -> Result<(i64, Vec<u8>, Vec<u8>)> {
     let cap = usize::try_from(cap.saturating_add(1)).unwrap_or(usize::MAX);
-    let (status, out, err) = helper(router, &exec::script(script, args), stdin, cap).await?;
+    let (status, out, err) = marked_helper(router, script, args, stdin, cap).await?;
     let code = match status {
         ExitStatus::Code(c) => i64::from(c),
         ExitStatus::Signal(_) => -1,
