@@ -186,13 +186,14 @@ pub(crate) async fn marked_helper(
     cap: usize,
 ) -> Result<(ExitStatus, Capped, Capped)> {
     let exec_id = super::client::idempotency_key();
-    let mut argv: Vec<String> =
+    let mut words: Vec<String> =
         ["/bin/sh", "-c", &format!("{ENTER}{WRAPPER}"), "sandboxio", "/", "/bin/sh", "-c", text, "sandboxio"]
             .iter()
             .map(|w| (*w).to_owned())
             .collect();
-    argv.extend(args.iter().map(|a| (*a).to_owned()));
-    let command = router::Command { argv, env: vec![(MARKER.to_owned(), exec_id.clone())], workdir: None };
+    words.extend(args.iter().map(|a| (*a).to_owned()));
+    let command =
+        router::Command { argv: words, env: vec![(MARKER.to_owned(), exec_id.clone())], workdir: None };
     // Armed before the start, as for a command.
     let mut guard = KillOnDrop::new(router, &exec_id);
     router.start_as(&exec_id, &command).await?;
