@@ -235,7 +235,7 @@ impl E2bBackend {
 
     /// Test support (feature `contract`): the same backend asking envd for a keepalive
     /// every `every` (whole seconds, at least one) on a quiet command stream instead of
-    /// every [`envd::KEEPALIVE`], and taking a stream silent for twice that as dead, so
+    /// every 30 s, and taking a stream silent for twice that as dead, so
     /// that a test can watch both within seconds.
     #[cfg(feature = "contract")]
     #[must_use]
