@@ -73,6 +73,7 @@ unsafe extern "C" {
     fn close(fd: i32) -> i32;
     fn signal(sig: i32, handler: usize) -> usize;
     fn write(fd: i32, buf: *const u8, count: usize) -> isize;
+    fn sendmsg(fd: i32, msg: *const MsgHdr, flags: i32) -> isize;
     fn getpid() -> i32;
     fn getppid() -> i32;
     fn umask(mask: u32) -> u32;
@@ -86,6 +87,35 @@ unsafe extern "C" {
     fn setgid(gid: u32) -> i32;
     fn setuid(uid: u32) -> i32;
     fn _exit(code: i32) -> !;
+}
+
+/// `struct iovec`.
+#[repr(C)]
+struct IoVec {
+    base: *const u8,
+    len: usize,
+}
+
+/// `struct msghdr` (LP64: `repr(C)` puts the kernel's padding after `namelen` and `flags`).
+#[repr(C)]
+struct MsgHdr {
+    name: *mut u8,
+    namelen: u32,
+    iov: *const IoVec,
+    iovlen: usize,
+    control: *mut u8,
+    controllen: usize,
+    flags: i32,
+}
+
+/// A `cmsghdr` carrying one descriptor, padded to `CMSG_SPACE(sizeof(int))` (24 bytes).
+#[repr(C)]
+struct OneFd {
+    len: usize,
+    level: i32,
+    kind: i32,
+    fd: i32,
+    pad: i32,
 }
 
 fn check(r: i32) -> io::Result<i32> {
@@ -110,6 +140,41 @@ pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     check(unsafe { socketpair(AF_UNIX, SOCK_STREAM | O_CLOEXEC, 0, fds.as_mut_ptr()) })?;
     // SAFETY: socketpair succeeded, so both are fresh descriptors this process owns.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sends `byte` on the Unix socket `socket` with `fd` attached (`SCM_RIGHTS`): the receiver
+/// gets its own descriptor for the same open file. Never raises `SIGPIPE`.
+pub fn send_fd(socket: &impl AsRawFd, byte: u8, fd: &impl AsRawFd) -> io::Result<()> {
+    const SOL_SOCKET: i32 = 1;
+    const SCM_RIGHTS: i32 = 1;
+    const MSG_NOSIGNAL: i32 = 0x4000;
+    let iov = IoVec { base: &raw const byte, len: 1 };
+    // `CMSG_LEN(sizeof(int))`: the header (16 bytes on LP64) and the descriptor.
+    let mut control = OneFd { len: 16 + 4, level: SOL_SOCKET, kind: SCM_RIGHTS, fd: fd.as_raw_fd(), pad: 0 };
+    let msg = MsgHdr {
+        name: std::ptr::null_mut(),
+        namelen: 0,
+        iov: &raw const iov,
+        iovlen: 1,
+        control: (&raw mut control).cast(),
+        controllen: size_of::<OneFd>(),
+        flags: 0,
+    };
+    loop {
+        // SAFETY: `msg` points at one valid iovec of one byte and a control buffer of
+        // `controllen` bytes holding one well-formed SCM_RIGHTS header; all outlive the call.
+        let sent = unsafe { sendmsg(socket.as_raw_fd(), &raw const msg, MSG_NOSIGNAL) };
+        match sent {
+            1 => return Ok(()),
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
 }
 
 /// How many bytes are waiting to be read on a pipe or socket (`FIONREAD`); 0 on error.

@@ -1,10 +1,12 @@
-//! `sandboxd relay`: TCP connections on loopback reach a Unix socket byte for byte, both
-//! ways, with half-closes carried through, and a missing socket ends the client's connection
-//! at once.
+//! `sandboxd relay`: each TCP connection on loopback is handed over to the Unix socket's
+//! server (one byte, the client's socket attached), which then talks to the client itself,
+//! byte for byte both ways with half-closes; a missing socket ends the client's connection at
+//! once.
 
 use std::io::{Read, Write};
+use std::mem::MaybeUninit;
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,14 +46,40 @@ fn relay(port: u16, socket: &Path) -> Relay {
     relay
 }
 
-/// A Unix socket server that echoes each connection back exactly, after a `>` prefix, and
-/// half-closes when the client has.
+/// What one connection to the gate's socket carried: its byte, and the sockets attached.
+fn receive(conn: &UnixStream) -> (Vec<u8>, Vec<TcpStream>) {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut data = [0u8; 16];
+    let got =
+        recvmsg(conn, &mut [std::io::IoSliceMut::new(&mut data)], &mut control, RecvFlags::CMSG_CLOEXEC)
+            .unwrap();
+    let mut sockets = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            sockets.extend(fds.map(TcpStream::from));
+        }
+    }
+    (data[..got.bytes].to_vec(), sockets)
+}
+
+/// A gate stand-in: takes each handed-over client socket and echoes it back exactly, after a
+/// `>` prefix, half-closing when the client has.
 fn echo_server(path: &Path) {
     let listener = UnixListener::bind(path).unwrap();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
+            let Ok(conn) = conn else { return };
             std::thread::spawn(move || {
+                let (byte, mut sockets) = receive(&conn);
+                assert_eq!(
+                    (byte.as_slice(), sockets.len()),
+                    (&[0u8][..], 1),
+                    "one hand-over byte, one socket"
+                );
+                drop(conn);
+                let mut conn = sockets.pop().unwrap();
                 let mut out = conn.try_clone().unwrap();
                 out.write_all(b">").unwrap();
                 let _ = std::io::copy(&mut conn, &mut out);

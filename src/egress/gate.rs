@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
 use super::decide::{self, Reason, Refusal};
+use super::handover::{self, Opening};
 use super::request::{self, MAX_HEAD, ProxyRequest};
 use super::resolve::{self, Resolve, SystemResolver};
 use super::sni::{self, Hello, MAX_HELLO};
@@ -47,18 +48,31 @@ pub(crate) enum Event {
     Refused { host: String, port: u16, reason: &'static str, detail: String },
 }
 
-/// A client connection of a gate: any byte stream (tests serve in-memory ones). Connections
-/// to the gate's socket are Unix streams, whose tunnels the kernel relays (`splice.rs`).
+/// A client connection of a gate: any byte stream (tests serve in-memory ones). A client on
+/// the gate's socket is a Unix stream, or the TCP socket `sandboxd relay` handed over
+/// (`handover.rs`); their tunnels the kernel relays (`splice.rs`).
 pub(crate) trait Client: AsyncRead + AsyncWrite + Unpin {
-    /// The Unix stream this connection is, when it is one.
-    fn unix(&self) -> Option<&UnixStream> {
+    /// The socket this connection is, when the kernel can splice it.
+    fn socket(&self) -> Option<Socket<'_>> {
         None
     }
 }
 
+/// A client socket a tunnel can be spliced from.
+pub(crate) enum Socket<'a> {
+    Unix(&'a UnixStream),
+    Tcp(&'a TcpStream),
+}
+
 impl Client for UnixStream {
-    fn unix(&self) -> Option<&UnixStream> {
-        Some(self)
+    fn socket(&self) -> Option<Socket<'_>> {
+        Some(Socket::Unix(self))
+    }
+}
+
+impl Client for TcpStream {
+    fn socket(&self) -> Option<Socket<'_>> {
+        Some(Socket::Tcp(self))
     }
 }
 
@@ -124,9 +138,30 @@ impl Gate {
         Ok(self)
     }
 
-    /// Serves one client connection to its end.
-    pub(crate) async fn serve<S: Client>(&self, mut client: S) {
-        let (request, leftover) = match self.read_head(&mut client).await {
+    /// Serves one connection to the gate's socket to its end: the client socket it hands over,
+    /// or the connection itself (`handover.rs`). The client has [`Gate::read_timeout`] to send
+    /// its first bytes, and again to end its request head.
+    pub(crate) async fn serve_socket(&self, stream: UnixStream) {
+        let opening = tokio::time::timeout(self.read_timeout, handover::open(&stream))
+            .await
+            .unwrap_or_else(|_| Err(format!("no request within {:?}", self.read_timeout)));
+        match opening {
+            Ok(Opening::HandedOver(client)) => {
+                drop(stream);
+                self.serve(client, Vec::new()).await;
+            }
+            Ok(Opening::Direct(first)) => self.serve(stream, first).await,
+            Ok(Opening::Closed) => {}
+            Err(why) => {
+                let mut stream = stream;
+                self.refuse(&mut stream, "", 0, Refusal::new(Reason::Malformed, why)).await;
+            }
+        }
+    }
+
+    /// Serves one client connection to its end; `first` is what it already sent.
+    pub(crate) async fn serve<S: Client>(&self, mut client: S, first: Vec<u8>) {
+        let (request, leftover) = match self.read_head(&mut client, first).await {
             Ok(read) => read,
             Err(refusal) => {
                 self.refuse(&mut client, "", 0, refusal).await;
@@ -171,12 +206,15 @@ impl Gate {
                     return;
                 }
                 let (size, large) = self.buffer();
-                match client.unix().filter(|_| large.is_some()) {
-                    // The gate's own socket: the kernel moves the bytes (`splice`), through
-                    // two pipes (four descriptors), for the few connections that get large
-                    // buffers; the others copy through small ones.
-                    Some(unix) => {
+                // A socket: the kernel moves the bytes (`splice`), through two pipes (four
+                // descriptors), for the few connections that get large buffers; the others
+                // copy through small ones.
+                match client.socket().filter(|_| large.is_some()) {
+                    Some(Socket::Unix(unix)) => {
                         let _ = super::splice::relay(unix, &upstream, size).await;
+                    }
+                    Some(Socket::Tcp(tcp)) => {
+                        let _ = super::splice::relay(tcp, &upstream, size).await;
                     }
                     None => {
                         let _ =
@@ -193,12 +231,14 @@ impl Gate {
         }
     }
 
-    /// Reads the request head, with what came after it.
+    /// Reads the request head, starting with the `first` bytes already read, with what came
+    /// after it.
     async fn read_head<S: AsyncRead + Unpin>(
         &self,
         client: &mut S,
+        first: Vec<u8>,
     ) -> Result<(ProxyRequest, Vec<u8>), Refusal> {
-        let mut buf = Vec::with_capacity(1024);
+        let mut buf = first;
         let end = tokio::time::timeout(self.read_timeout, async {
             loop {
                 if let Some(end) = request::head_end(&buf) {

@@ -16,6 +16,7 @@
 //! - [`resolve`]: how names are looked up (the host's resolver, or one DNS server);
 //! - [`gate`]: one connection, judged and relayed;
 //! - [`server`]: a gate on a Unix socket, on the gate's own runtime;
+//! - [`handover`]: a client socket handed over by the relay inside the sandbox;
 //! - [`splice`]: an open tunnel relayed by the kernel.
 //!
 //! What it cannot see: a TLS session whose inner `Host` differs from its server name (domain
@@ -27,6 +28,7 @@
 
 pub(crate) mod decide;
 pub(crate) mod gate;
+pub(crate) mod handover;
 pub(crate) mod request;
 pub(crate) mod resolve;
 pub(crate) mod server;

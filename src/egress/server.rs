@@ -24,6 +24,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::gate::{Event, Gate};
+use super::handover::{self, Opening};
 
 fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
     static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
@@ -103,7 +104,7 @@ impl GateServer {
                             Ok(slot) => {
                                 let gate = Arc::clone(&gate);
                                 connections.spawn(async move {
-                                    gate.serve(stream).await;
+                                    gate.serve_socket(stream).await;
                                     drop(slot);
                                 });
                             }
@@ -127,7 +128,9 @@ impl GateServer {
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
 /// Answers a connection over the limit with `503`, without waiting (a client that does not
-/// read gets nothing), and closes it; reported as any refusal is.
+/// read gets nothing), and closes it; reported as any refusal is. A client handed over by the
+/// relay gets the answer when its hand-over has arrived by then; one still on its way is
+/// closed without it.
 fn refuse_busy(stream: &UnixStream, gate: &Gate) {
     let limit = gate.max_connections;
     let body = format!("sandboxio egress gate: {limit} connections are open, the most it serves at once\n");
@@ -135,7 +138,14 @@ fn refuse_busy(stream: &UnixStream, gate: &Gate) {
         "HTTP/1.1 503 Service Unavailable\r\nX-Sandboxio-Egress: refused; reason=too-many-connections\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let _ = stream.try_write(response.as_bytes());
+    match handover::open_now(stream) {
+        Some(Ok(Opening::HandedOver(client))) => {
+            let _ = client.try_write(response.as_bytes());
+        }
+        _ => {
+            let _ = stream.try_write(response.as_bytes());
+        }
+    }
     (gate.events)(Event::Refused {
         host: String::new(),
         port: 0,

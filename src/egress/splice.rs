@@ -46,7 +46,7 @@ end!(UnixStream);
 /// # Errors
 ///
 /// A pipe cannot be made, or a socket fails (reset, gone).
-pub(crate) async fn relay(a: &UnixStream, b: &TcpStream, size: usize) -> io::Result<()> {
+pub(crate) async fn relay(a: &impl End, b: &impl End, size: usize) -> io::Result<()> {
     let (up, down) = (Pipe::new(size)?, Pipe::new(size)?);
     tokio::try_join!(one_way(a, &up, b), one_way(b, &down, a)).map(drop)
 }

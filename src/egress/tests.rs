@@ -103,7 +103,7 @@ fn setup(entries: &[&str], names: &[(&str, &str)]) -> Setup {
 fn connect(gate: &Arc<Gate>) -> DuplexStream {
     let (client, served) = tokio::io::duplex(256 * 1024);
     let gate = Arc::clone(gate);
-    tokio::spawn(async move { gate.serve(served).await });
+    tokio::spawn(async move { gate.serve(served, Vec::new()).await });
     client
 }
 
@@ -535,4 +535,135 @@ async fn what_the_sandbox_names_reaches_the_gates_events_as_printable_ascii_only
         matches!(&events[1], Event::Refused { detail, .. } if detail.contains(r"a.test\u{a}2026")),
         "the escaped server name is still readable: {events:?}"
     );
+}
+
+/// Sends `data` on `conn` with `fds` attached (`SCM_RIGHTS`), as `sandboxd relay` hands a
+/// client over, or as the sandbox's own code could.
+fn send_with_fds(conn: &std::os::unix::net::UnixStream, data: &[u8], fds: &[std::os::fd::BorrowedFd<'_>]) {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() {
+        assert!(control.push(SendAncillaryMessage::ScmRights(fds)));
+    }
+    rustix::net::sendmsg(conn, &[std::io::IoSlice::new(data)], &mut control, SendFlags::NOSIGNAL).unwrap();
+}
+
+/// A connected pair on loopback: (the client's end, the end a relay would hand over).
+fn tcp_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (served, _) = listener.accept().unwrap();
+    (client, served)
+}
+
+/// The relay hands each client's TCP socket over to the gate (`handover.rs`); the sandbox's
+/// code can send the gate anything in its place. Only one connected TCP socket with the
+/// hand-over byte is served; every other message is refused as malformed, and every
+/// descriptor it carried is closed.
+#[test]
+fn a_hand_over_is_one_connected_tcp_socket_and_anything_else_is_refused_and_closed() {
+    use std::io::{Read as _, Write as _};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    let dir = std::env::temp_dir().join(format!("sandboxio-egress-handover-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("gate.sock");
+    let s = setup(&["allowed.test:*"], &[("allowed.test", "127.0.0.1")]);
+    let events = Arc::clone(&s.events);
+    let gate = Arc::try_unwrap(s.gate).ok().expect("the only reference");
+    let server = super::server::GateServer::start(&socket, gate).unwrap();
+    let open = || {
+        let c = UnixStream::connect(&socket).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c
+    };
+    let answer_on = |mut c: &UnixStream| {
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        answer
+    };
+
+    // The control: a client handed over is served on its own socket, and the gate's answer
+    // comes there, not on the Unix connection.
+    let (mut client, served) = tcp_pair();
+    let conn = open();
+    send_with_fds(&conn, &[0], &[served.as_fd()]);
+    drop(served);
+    client.write_all(b"CONNECT other.test:443 HTTP/1.1\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = client.read_to_string(&mut answer);
+    assert_eq!(reason_of(&answer), Some("not-listed"), "{answer}");
+    assert_eq!(answer_on(&conn), "", "the Unix connection got an answer meant for the client");
+    // And a client speaking HTTP on the socket itself is served there.
+    let mut direct = open();
+    direct.write_all(b"CONNECT other.test:443 HTTP/1.1\r\n\r\n").unwrap();
+    assert_eq!(reason_of(&answer_on(&direct)), Some("not-listed"));
+
+    // The hand-over byte without a socket.
+    let conn = open();
+    send_with_fds(&conn, &[0], &[]);
+    let answer = answer_on(&conn);
+    assert_eq!(reason_of(&answer), Some("malformed-request"), "{answer}");
+    assert!(answer.contains("hand-over"), "{answer}");
+
+    // A pipe: refused, and the gate's copy closed (its writer then sees no reader left).
+    let (reader, writer) = rustix::pipe::pipe().unwrap();
+    let mut writer = std::fs::File::from(writer);
+    writer.write_all(b"x").unwrap(); // the control: a reader is there
+    let conn = open();
+    send_with_fds(&conn, &[0], &[reader.as_fd()]);
+    drop(reader);
+    let answer = answer_on(&conn);
+    assert_eq!(reason_of(&answer), Some("malformed-request"), "{answer}");
+    assert!(answer.contains("not a socket"), "{answer}");
+    let err = writer.write_all(b"x").unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "the gate kept the pipe open");
+
+    // A UDP socket, and a TCP socket that is not connected.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.connect("127.0.0.1:9").unwrap();
+    let unconnected = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    for (fd, words) in [(udp.as_fd(), "not a TCP socket"), (unconnected.as_fd(), "not connected")] {
+        let conn = open();
+        send_with_fds(&conn, &[0], &[fd]);
+        let answer = answer_on(&conn);
+        assert_eq!(reason_of(&answer), Some("malformed-request"), "{answer}");
+        assert!(answer.contains(words), "{words}: {answer}");
+    }
+
+    // Two sockets at once, and one with more than the byte: refused, and each client's
+    // connection ends at once (nothing holds it open).
+    let (mut first, first_served) = tcp_pair();
+    let (mut second, second_served) = tcp_pair();
+    let conn = open();
+    send_with_fds(&conn, &[0], &[first_served.as_fd(), second_served.as_fd()]);
+    drop((first_served, second_served));
+    assert_eq!(reason_of(&answer_on(&conn)), Some("malformed-request"));
+    let (mut third, third_served) = tcp_pair();
+    let conn = open();
+    send_with_fds(&conn, b"\0CONNECT", &[third_served.as_fd()]);
+    drop(third_served);
+    assert_eq!(reason_of(&answer_on(&conn)), Some("malformed-request"));
+    for (name, client) in [("first", &mut first), ("second", &mut second), ("third", &mut third)] {
+        let mut rest = Vec::new();
+        let read = client.read_to_end(&mut rest);
+        assert!(
+            read.is_ok() && rest.is_empty(),
+            "the {name} client's connection was held: {read:?} {rest:?}"
+        );
+    }
+    assert!(
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, Event::Refused { reason: "malformed-request", .. })),
+        "the refusals were not reported"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
