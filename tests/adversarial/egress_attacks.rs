@@ -212,9 +212,12 @@ pub fn attack_the_allowlist(target: &Target<'_>) {
             .find_map(|l| l.strip_prefix(&format!("C|{name}|")))
             .unwrap_or_else(|| panic!("{who}: no control {name:?}: {out}"))
     };
-    for name in
-        ["listed address", "gate socket direct, CONNECT listed", "listed address through our own relay"]
-    {
+    for name in [
+        "listed address",
+        "gate socket direct, CONNECT listed",
+        "own hand-over, CONNECT listed",
+        "listed address through our own relay",
+    ] {
         let saw = control(name);
         assert!(saw.starts_with("HTTP/1.1 200") && saw.contains("canary"), "{who}: control {name}: {saw}");
     }
@@ -229,6 +232,14 @@ pub fn attack_the_allowlist(target: &Target<'_>) {
         "SNI localhost. to LOCALHOST.",
     ] {
         assert!(control(name).starts_with("HTTP/1.1 200"), "{who}: control {name}: {}", control(name));
+    }
+    // Hand-overs of the sandbox's own making: a well-formed one is served and judged as any
+    // client is (the control above, and the unlisted one reaches nothing: the canaries below);
+    // every other is refused as malformed.
+    let forged: Vec<&&str> = report.iter().filter(|l| l.starts_with("R|hand-over")).collect();
+    assert_eq!(forged.len(), 7, "{who}: the forged hand-overs did not all run: {forged:?}");
+    for line in forged {
+        assert!(line.ends_with("HTTP/1.1 400 Bad Request malformed-request"), "{who}: {line}");
     }
     let tls_got = tls_log.lock().unwrap().clone();
     let hellos = tls_got.iter().filter(|b| b.first() == Some(&22) && contains(b, b"localhost")).count();

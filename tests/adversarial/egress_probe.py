@@ -217,6 +217,47 @@ try:
 except Exception as e:
     out("R", "gate socket direct", "error " + repr(e))
 
+# ---- 5b. hand-overs of our own (sandboxd's relay hands the gate each client's socket) ----
+def hand_over(fds, data=b"\0"):
+    g = socket.socket(socket.AF_UNIX)
+    g.connect(GATE)
+    socket.send_fds(g, [data], fds)
+    return g
+
+def tcp_pair():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    c = socket.create_connection(srv.getsockname(), 5)
+    s, _ = srv.accept()
+    srv.close()
+    return c, s
+
+for name, target, kind in [("own hand-over, CONNECT listed", L, "C"), ("own hand-over, CONNECT unlisted", U, "R")]:
+    try:
+        c, s = tcp_pair()
+        g = hand_over([s.fileno()])
+        s.close()
+        c.sendall(f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+        h = head_of(c)
+        out(kind, name, summary(h) + (" " + repr(rest(c, wait=1)) if h.startswith(b"HTTP/1.1 200") else ""))
+    except Exception as e:
+        out(kind, name, "error " + repr(e))
+def forged(name, make):
+    try:
+        fds, data, keep = make()
+        g = hand_over(fds, data)
+        out("R", name, summary(head_of(g)))
+    except Exception as e:
+        out("R", name, "error " + repr(e))
+forged("hand-over of a pipe", lambda: (lambda p: ([p[0]], b"\0", p))(os.pipe()))
+forged("hand-over of a UDP socket", lambda: (lambda u: ([u.fileno()], b"\0", u))(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)))
+forged("hand-over of a listening socket", lambda: (lambda l: (l.bind(("127.0.0.1", 0)), l.listen(1), ([l.fileno()], b"\0", l))[-1])(socket.socket()))
+forged("hand-over of a Unix socket", lambda: (lambda p: ([p[0].fileno()], b"\0", p))(socket.socketpair()))
+forged("hand-over of two sockets", lambda: (lambda a, b: ([a[1].fileno(), b[1].fileno()], b"\0", (a, b)))(tcp_pair(), tcp_pair()))
+forged("hand-over with request bytes", lambda: (lambda a: ([a[1].fileno()], f"\0CONNECT {U} HTTP/1.1\r\n\r\n".encode(), a))(tcp_pair()))
+forged("hand-over byte without a socket", lambda: ([], b"\0", None))
+
 # ---- 6. around the gate: direct TCP, UDP, DNS, raw sockets, IPv6, Unix sockets ----
 def attempt(name, f):
     try:
