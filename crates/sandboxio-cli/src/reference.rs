@@ -206,7 +206,10 @@ mod tests {
             }
             if let Some(after) = cmd.get_after_help() {
                 for line in after.to_string().lines().filter(|l| l.trim_start().starts_with("sandboxio ")) {
-                    assert!(page.contains(&format!("\n{}\n", line.trim())), "example {line:?} not on its own line");
+                    assert!(
+                        page.contains(&format!("\n{}\n", line.trim())),
+                        "example {line:?} not on its own line"
+                    );
                 }
             }
             for sub in cmd.get_subcommands() {
