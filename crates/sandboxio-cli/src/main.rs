@@ -1,5 +1,9 @@
 //! `sandboxio`: run untrusted code in a sandbox from a shell (`run`, `code`, `create`,
 //! `exec`, `cp`, `kill`), see and clean up what runs (`ls`, `reap`, `extend`), build `docker://` images (`image build`), or serve sandboxes to agent frameworks over MCP (`mcp`).
+//!
+//! Every subcommand, argument, default and example is in the repository's `docs/cli.md`,
+//! generated from the clap tree in `args.rs` by `reference.rs` (a test there fails when the
+//! committed page is out of date).
 
 mod args;
 mod bearer;
@@ -11,6 +15,8 @@ mod inventory;
 mod mcp;
 mod mcp_http;
 mod mcp_sessions;
+#[cfg(test)]
+mod reference;
 
 use std::time::Duration;
 

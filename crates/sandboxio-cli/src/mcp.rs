@@ -429,7 +429,11 @@ pub async fn serve(args: McpArgs) -> i32 {
         return crate::mcp_http::serve(server, &args.http, &token).await;
     }
     let session = server.clone();
-    let code = match server.serve(rmcp::transport::stdio()).await {
+    // Where stdin and stdout are pipes (as an MCP client starts a server), rmcp reads and
+    // writes them on the reactor: tokio's stdio hands every read and write to the blocking
+    // pool, a thread wake-up per message each way, which a loaded machine makes a wait of
+    // its own. Anything else (a terminal, a file) falls back to those blocking handles.
+    let code = match server.serve(rmcp::transport::stdio_pipes()).await {
         Ok(running) => {
             tokio::select! {
                 _ = running.waiting() => 0,
