@@ -5,8 +5,12 @@
 
 #[path = "support/e2b_stub/mod.rs"]
 mod e2b_stub;
+#[path = "support/start_race.rs"]
+mod start_race;
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -594,4 +598,94 @@ fn owner_death_an_owned_sandbox_ends_within_its_lease_after_its_owner_is_killed(
     // No renewal is sent after the kill (one already on the wire may still land), so the
     // sandbox ends within one lease, plus the stub's 100 ms expiry tick and that slack.
     assert!(took <= TEST_LEASE + Duration::from_secs(1), "ended {took:?} after its owner died");
+}
+
+/// How many processes named `comm` run in E2B sandbox `id` (in the stub's `local://` one).
+fn running(stub: &e2b_stub::Stub, id: &str, comm: &str) -> usize {
+    let processes = stub.local_id(id).map(|l| stub.state.local.running_processes(&l)).unwrap_or_default();
+    start_race::named(&processes, comm)
+}
+
+/// The stub's race switches for sandbox `id`.
+fn race<'a>(
+    stub: &'a e2b_stub::Stub,
+    id: &'a str,
+) -> (impl Fn() + 'a, impl Fn() -> usize + 'a, impl Fn(&str) -> usize + 'a) {
+    let slow = move || {
+        let delay = u64::try_from(start_race::START_DELAY.as_millis()).unwrap();
+        stub.state.faults.delay_next_start_ms.store(delay, Ordering::SeqCst);
+    };
+    let taken = move || stub.state.starts.load(Ordering::SeqCst);
+    (slow, taken, move |comm: &str| running(stub, id, comm))
+}
+
+/// Runs the race of one operation on a fresh sandbox: the positive control (a slow start
+/// that is kept runs, and the probe sees it), then `op` dropped once envd took its start,
+/// before the client heard back; after the start came, nothing named `comm` may run.
+/// Before the tombstone, the kill could not find a command not started yet, and the
+/// command ran until the sandbox ended.
+fn dropped_at_start(
+    op: impl FnOnce(&Sandbox) -> Pin<Box<dyn Future<Output = ()> + '_>>,
+    comm: &str,
+    what: &str,
+) {
+    let stub = e2b_stub::Stub::start();
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        let id = sandbox.id().to_owned();
+        let (slow, taken, running) = race(&stub, &id);
+        let race = start_race::Race { slow: &slow, taken: &taken, running: &running };
+        race.control(&sandbox).await;
+        race.dropped(op(&sandbox), comm, what).await;
+        sandbox.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_run_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    dropped_at_start(
+        |sandbox| Box::pin(async { drop(sandbox.run(Command::new("sleep").arg("600")).await) }),
+        "sleep",
+        "a run",
+    );
+}
+
+#[test]
+fn a_stream_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    dropped_at_start(
+        |sandbox| Box::pin(start_race::held_stream(sandbox, Command::new("sleep").arg("600"))),
+        "sleep",
+        "a stream",
+    );
+}
+
+/// A create dropped after E2B made the sandbox, before its reply came (so before the client
+/// knows its id), leaves no sandbox alive: the creation runs to its end on the portal and
+/// the sandbox nobody received is killed. Positive control, same run: the same slow create,
+/// kept, gives a sandbox the same probe sees.
+#[test]
+fn a_create_dropped_while_its_reply_is_on_the_way_leaves_no_sandbox() {
+    let stub = e2b_stub::Stub::start();
+    let live = || stub.state.sandboxes.lock().unwrap().len();
+    let taken = || stub.state.creates.lock().unwrap().len();
+    block_on(async {
+        stub.state.faults.delay_next_create_reply_ms.store(1500, Ordering::SeqCst);
+        let kept = sandbox(stub.backend()).await;
+        assert_eq!(live(), 1, "the probe sees the sandbox of a slow create that was kept");
+        kept.close().await.unwrap();
+        assert_eq!(live(), 0);
+
+        stub.state.faults.delay_next_create_reply_ms.store(1500, Ordering::SeqCst);
+        let create = Sandbox::builder_with(stub.backend()).network(NetworkPolicy::deny_all()).create();
+        start_race::drop_when_taken(create, taken).await;
+        assert!(
+            start_race::until_count(|| stub.state.next_id.load(Ordering::SeqCst), 2, Duration::from_secs(10))
+                .await,
+            "the stub never made the second sandbox"
+        );
+        assert!(
+            start_race::until_count(live, 0, Duration::from_secs(10)).await,
+            "a create dropped while its reply was on the way left its sandbox alive"
+        );
+    });
 }

@@ -7,7 +7,11 @@
 
 #[path = "support/modal_stub/mod.rs"]
 mod modal_stub;
+#[path = "support/start_race.rs"]
+mod start_race;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -262,5 +266,103 @@ fn neither_the_token_secret_nor_the_router_token_shows_anywhere() {
                 assert!(!text.contains(secret), "a secret leaked: {text}");
             }
         }
+    });
+}
+
+/// How many processes named `comm` run in Modal sandbox `id` (in the stub's `local://` one).
+fn running(stub: &modal_stub::Stub, id: &str, comm: &str) -> usize {
+    let processes = stub.local_id(id).map(|l| stub.state.local.running_processes(&l)).unwrap_or_default();
+    start_race::named(&processes, comm)
+}
+
+/// The stub's race switches for sandbox `id`.
+fn race<'a>(
+    stub: &'a modal_stub::Stub,
+    id: &'a str,
+) -> (impl Fn() + 'a, impl Fn() -> usize + 'a, impl Fn(&str) -> usize + 'a) {
+    let slow = move || {
+        let delay = u64::try_from(start_race::START_DELAY.as_millis()).unwrap();
+        stub.state.faults.delay_next_exec_start_ms.store(delay, Ordering::SeqCst);
+    };
+    let taken = move || stub.state.exec_starts.load(Ordering::SeqCst);
+    (slow, taken, move |comm: &str| running(stub, id, comm))
+}
+
+/// Runs the race of one operation on a fresh sandbox: the positive control (a slow start
+/// that is kept runs, and the probe sees it), then `op` dropped once the router took its start,
+/// before the client heard back; after the start came, nothing named `comm` may run.
+/// Before the tombstone, the kill could not find a command not started yet, and the
+/// command ran until the sandbox ended.
+fn dropped_at_start(
+    op: impl FnOnce(&Sandbox) -> Pin<Box<dyn Future<Output = ()> + '_>>,
+    comm: &str,
+    what: &str,
+) {
+    let stub = modal_stub::Stub::start();
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        let id = sandbox.id().to_owned();
+        let (slow, taken, running) = race(&stub, &id);
+        let race = start_race::Race { slow: &slow, taken: &taken, running: &running };
+        race.control(&sandbox).await;
+        race.dropped(op(&sandbox), comm, what).await;
+        sandbox.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_run_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    dropped_at_start(
+        |sandbox| Box::pin(async { drop(sandbox.run(Command::new("sleep").arg("600")).await) }),
+        "sleep",
+        "a run",
+    );
+}
+
+#[test]
+fn a_stream_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    dropped_at_start(
+        |sandbox| Box::pin(start_race::held_stream(sandbox, Command::new("sleep").arg("600"))),
+        "sleep",
+        "a stream",
+    );
+}
+
+#[test]
+fn a_write_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    dropped_at_start(
+        |sandbox| Box::pin(async { drop(sandbox.fs().write("/tmp/raced", b"data".to_vec()).await) }),
+        "cat",
+        "a write (its script, `cat`, waits for the data)",
+    );
+}
+
+/// A create dropped after Modal made the sandbox, before its reply came (so before the
+/// client knows its id), leaves no sandbox running: the creation runs to its end on the
+/// portal and the sandbox nobody received is terminated. Positive control, same run: the
+/// same slow create, kept, gives a sandbox the same probe sees.
+#[test]
+fn a_create_dropped_while_its_reply_is_on_the_way_leaves_no_sandbox() {
+    let stub = modal_stub::Stub::start();
+    let live = || stub.state.sandboxes.lock().unwrap().values().filter(|s| s.finished().is_none()).count();
+    let taken = || stub.state.creates.lock().unwrap().len();
+    block_on(async {
+        stub.state.faults.delay_next_create_reply_ms.store(1500, Ordering::SeqCst);
+        let kept = sandbox(stub.backend()).await;
+        assert_eq!(live(), 1, "the probe sees the sandbox of a slow create that was kept");
+        kept.close().await.unwrap();
+        assert!(start_race::until_count(live, 0, Duration::from_secs(10)).await);
+
+        stub.state.faults.delay_next_create_reply_ms.store(1500, Ordering::SeqCst);
+        let create = Sandbox::builder_with(stub.backend()).network(NetworkPolicy::deny_all()).create();
+        start_race::drop_when_taken(create, taken).await;
+        assert!(
+            start_race::until_count(|| stub.made(), 2, Duration::from_secs(10)).await,
+            "the stub never made the second sandbox"
+        );
+        assert!(
+            start_race::until_count(live, 0, Duration::from_secs(10)).await,
+            "a create dropped while its reply was on the way left its sandbox running"
+        );
     });
 }

@@ -21,12 +21,10 @@ use std::time::Instant;
 use super::PORTAL;
 use super::router::{self, Fd, Router};
 use crate::backends::pgroup::WRAPPER;
+pub(crate) use crate::backends::pgroup::{KILL_MARKED, MARKER};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus};
 use crate::secret::SecretString;
-
-/// The environment variable that marks every process of one command with its exec id.
-pub(crate) const MARKER: &str = "SANDBOXIO_EXEC";
 
 /// The working directory of a command that names none, and what relative file paths are
 /// resolved against: made at create time (`mkdir -p`), as `local://` and `docker://` have
@@ -39,23 +37,6 @@ pub(crate) const WORKDIR: &str = "/workspace";
 const ENTER: &str = r#"cd -- "$1" || exit 125
 shift
 "#;
-
-/// Kills, twice over (a process forked meanwhile is caught by the second pass), every
-/// process whose environment holds `SANDBOXIO_EXEC=$1`, and its process group. Reads only
-/// `/proc`; skips itself.
-pub(crate) const KILL_MARKED: &str = r#"m="SANDBOXIO_EXEC=$1"
-for pass in 1 2; do
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    [ "$p" = "$$" ] && continue
-    tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$m" || continue
-    st=$(tr '\n' ' ' < "$d/stat" 2>/dev/null) || continue
-    set -- ${st##*) }
-    case $3 in ''|*[!0-9]*|0|1) ;; *) kill -9 "-$3" 2>/dev/null ;; esac
-    kill -9 "$p" 2>/dev/null
-  done
-done
-exit 0"#;
 
 /// What every command of one sandbox gets besides its own: the builder's environment and
 /// secret environment (never part of the sandbox's definition on Modal's side).
@@ -317,52 +298,5 @@ mod tests {
         c.add(b"def");
         assert_eq!(c.data, b"abcd");
         assert!(c.truncated);
-    }
-}
-
-#[cfg(test)]
-mod kill_tests {
-    use std::time::Duration;
-
-    use super::{KILL_MARKED, MARKER};
-    use crate::backends::pgroup::host;
-
-    /// Marked processes and their groups end under every shell on this host; a marked
-    /// process whose name forges its stat line (`) S 1 <victim's group>` and a newline)
-    /// cannot turn the kill on a group of its choosing (it did, read line by line). The
-    /// victim living is proven by the same run killing everything marked.
-    #[test]
-    fn kill_marked_ends_the_marked_and_never_a_group_a_name_forges_under_every_shell() {
-        use std::os::unix::process::CommandExt as _;
-        let shells = host::shells();
-        assert!(!shells.is_empty(), "no POSIX shell found");
-        let dir = std::env::temp_dir().join(format!("sandboxio-kill-marked-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        for (n, shell) in shells.iter().enumerate() {
-            let marker = format!("kill-test-{}-{n}", std::process::id());
-            let mut victim = std::process::Command::new("sleep").arg("600").process_group(0).spawn().unwrap();
-            let forged_name = dir.join(format!(") S 1 {}\n", victim.id()));
-            std::fs::copy("/bin/sleep", &forged_name).unwrap();
-            let mut forger = std::process::Command::new(&forged_name)
-                .arg("600")
-                .env(MARKER, &marker)
-                .process_group(0)
-                .spawn()
-                .unwrap();
-            let (mut command, pids) =
-                host::spawn_printing_pids("sleep 600 & echo $!; wait", &[(MARKER, marker.as_str())], 1);
-            std::thread::sleep(Duration::from_millis(100));
-            host::run(shell, KILL_MARKED, &[&marker]);
-            let (_, _) = (forger.wait(), command.wait());
-            assert!(
-                !host::still_running(pids[0], Duration::from_secs(2)),
-                "{shell:?}: a marked child survived"
-            );
-            let victim_lives = host::still_running(victim.id(), Duration::from_millis(300));
-            let _ = victim.kill();
-            let _ = victim.wait();
-            assert!(victim_lives, "{shell:?}: a forged process name turned the kill on another group");
-        }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

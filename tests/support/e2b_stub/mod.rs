@@ -28,7 +28,7 @@ mod proxy;
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -74,6 +74,12 @@ pub struct Faults {
     pub storm_503: AtomicBool,
     /// The most sandboxes alive at once before create answers 429 (0: no cap).
     pub max_sandboxes: AtomicUsize,
+    /// The next `Process.Start` is taken (its reply's headers go out) but its process starts
+    /// only this many milliseconds later, whatever its client does meanwhile: a start slow
+    /// on its way, which the client cannot name yet (no start event, no pid).
+    pub delay_next_start_ms: AtomicU64,
+    /// The next create makes its sandbox, then answers only this many milliseconds later.
+    pub delay_next_create_reply_ms: AtomicU64,
 }
 
 pub struct State {
@@ -83,6 +89,8 @@ pub struct State {
     pub next_id: AtomicUsize,
     /// Create requests seen (their JSON), for tests that check what was sent.
     pub creates: Mutex<Vec<serde_json::Value>>,
+    /// `Process.Start` requests taken.
+    pub starts: AtomicUsize,
 }
 
 impl State {
@@ -123,6 +131,7 @@ impl Stub {
             faults: Faults::default(),
             next_id: AtomicUsize::new(0),
             creates: Mutex::new(Vec::new()),
+            starts: AtomicUsize::new(0),
         });
         let listener =
             runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("a loopback port");

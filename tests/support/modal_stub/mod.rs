@@ -30,7 +30,7 @@ mod router;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -139,6 +139,13 @@ pub struct Faults {
     pub malformed_wait: AtomicBool,
     /// Every `SandboxCreate` answers with an empty sandbox id while set (after creating).
     pub malformed_create: AtomicBool,
+    /// The next `TaskExecStart` is taken, but its command starts (and its reply goes out)
+    /// only this many milliseconds later, whatever its client does meanwhile: a start slow
+    /// on its way, which a second exec sent meanwhile overtakes.
+    pub delay_next_exec_start_ms: AtomicU64,
+    /// The next `SandboxCreate` makes its sandbox, then answers only this many milliseconds
+    /// later.
+    pub delay_next_create_reply_ms: AtomicU64,
 }
 
 pub struct State {
@@ -156,6 +163,8 @@ pub struct State {
     pub read_offsets: Mutex<Vec<u64>>,
     /// The client identities seen (`x-modal-client-type`, `x-modal-client-version`).
     pub identities: Mutex<std::collections::BTreeSet<String>>,
+    /// `TaskExecStart` requests taken.
+    pub exec_starts: AtomicUsize,
 }
 
 impl State {
@@ -226,6 +235,7 @@ impl Stub {
             router_url: Mutex::new(String::new()),
             read_offsets: Mutex::new(Vec::new()),
             identities: Mutex::new(std::collections::BTreeSet::new()),
+            exec_starts: AtomicUsize::new(0),
         });
         let bind = || {
             let listener =

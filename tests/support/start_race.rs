@@ -1,0 +1,122 @@
+//! The cancel-vs-start race of the remote backends (`e2b://`, `modal://`), against their
+//! stubs: a future dropped after its start request reached the service, before the service
+//! said what it started. Each stub has a one-shot switch that takes a start and runs it only
+//! later, and counts the starts it took; these helpers drop a future at that moment and
+//! wait for what it left behind.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// How long a start switched to slow waits before its command starts (longer than any
+/// search the kill makes for a process it cannot name).
+pub const START_DELAY: Duration = Duration::from_millis(3500);
+
+/// How long after the delay a command that was not stopped is surely running.
+pub const SETTLE: Duration = Duration::from_millis(2500);
+
+/// Waits (up to 10 s) until `taken()` (how many starts the stub took) is past `before`.
+///
+/// # Panics
+///
+/// When it never is.
+pub async fn until_taken(taken: impl Fn() -> usize, before: usize) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while taken() == before {
+        assert!(Instant::now() < until, "the start never reached the stub");
+        futures_timer::Delay::new(Duration::from_millis(5)).await;
+    }
+}
+
+/// Polls `work` until the stub took one more start (`taken()` counts them), then drops it.
+///
+/// # Panics
+///
+/// When `work` ends first (it should be waiting for its slow start).
+pub async fn drop_when_taken<T>(work: impl Future<Output = T>, taken: impl Fn() -> usize) {
+    let before = taken();
+    let dropped = futures_lite::future::or(
+        async {
+            let _ = work.await;
+            false
+        },
+        async {
+            until_taken(taken, before).await;
+            true
+        },
+    )
+    .await;
+    assert!(dropped, "the work ended before its start was taken");
+}
+
+/// Waits until `count()` is `want` (true), or `within` passed (false).
+pub async fn until_count(count: impl Fn() -> usize, want: usize, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    loop {
+        if count() == want {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        futures_timer::Delay::new(Duration::from_millis(50)).await;
+    }
+}
+
+/// How many processes named `comm` run among `processes` (`running_processes`'s lines,
+/// `pid N (comm)`).
+pub fn named(processes: &[String], comm: &str) -> usize {
+    processes.iter().filter(|p| p.ends_with(&format!("({comm})"))).count()
+}
+
+/// One backend's stub, as the race needs it.
+pub struct Race<'a> {
+    /// Switches the stub's next start to slow ([`START_DELAY`]).
+    pub slow: &'a dyn Fn(),
+    /// How many starts the stub took.
+    pub taken: &'a dyn Fn() -> usize,
+    /// How many processes of a name run in the sandbox under test.
+    pub running: &'a dyn Fn(&str) -> usize,
+}
+
+impl Race<'_> {
+    /// The positive control: a slow start that is kept runs, and the probe sees it (`sleep`,
+    /// then `cat`, its first start slow); dropped once running, each ends.
+    pub async fn control(&self, sandbox: &sandboxio::Sandbox) {
+        (self.slow)();
+        let kept = sandbox.stream(sandboxio::Command::new("sleep").arg("600")).unwrap();
+        assert!(
+            until_count(|| (self.running)("sleep"), 1, START_DELAY + SETTLE).await,
+            "the probe never saw the slow command that was kept"
+        );
+        let kept_cat = sandbox.stream(sandboxio::Command::new("cat")).unwrap();
+        assert!(until_count(|| (self.running)("cat"), 1, SETTLE).await, "the probe never saw `cat`");
+        drop((kept, kept_cat));
+        assert!(
+            until_count(|| (self.running)("sleep") + (self.running)("cat"), 0, Duration::from_secs(10)).await,
+            "a started stream, dropped, left its command"
+        );
+    }
+
+    /// Switches the next start to slow, drops `work` once that start is taken, and checks
+    /// that, after the start came, nothing named `comm` runs.
+    ///
+    /// # Panics
+    ///
+    /// When something named `comm` runs then.
+    pub async fn dropped<T>(&self, work: impl Future<Output = T>, comm: &str, what: &str) {
+        (self.slow)();
+        drop_when_taken(work, self.taken).await;
+        futures_timer::Delay::new(START_DELAY + SETTLE).await;
+        assert_eq!(
+            (self.running)(comm),
+            0,
+            "{what} dropped while its start was on the way left `{comm}` running"
+        );
+    }
+}
+
+/// A stream of `command` on `sandbox`, held until the future is dropped.
+pub async fn held_stream(sandbox: &sandboxio::Sandbox, command: sandboxio::Command) {
+    let _stream = sandbox.stream(command).unwrap();
+    std::future::pending::<()>().await;
+}
