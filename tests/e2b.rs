@@ -9,8 +9,6 @@ mod e2b_stub;
 mod start_race;
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -600,63 +598,40 @@ fn owner_death_an_owned_sandbox_ends_within_its_lease_after_its_owner_is_killed(
     assert!(took <= TEST_LEASE + Duration::from_secs(1), "ended {took:?} after its owner died");
 }
 
-/// How many processes named `comm` run in E2B sandbox `id` (in the stub's `local://` one).
-fn running(stub: &e2b_stub::Stub, id: &str, comm: &str) -> usize {
-    let processes = stub.local_id(id).map(|l| stub.state.local.running_processes(&l)).unwrap_or_default();
-    start_race::named(&processes, comm)
-}
+impl start_race::RaceStub for e2b_stub::Stub {
+    fn start() -> Self {
+        e2b_stub::Stub::start()
+    }
 
-/// The stub's race switches for sandbox `id`.
-fn race<'a>(
-    stub: &'a e2b_stub::Stub,
-    id: &'a str,
-) -> (impl Fn() + 'a, impl Fn() -> usize + 'a, impl Fn(&str) -> usize + 'a) {
-    let slow = move || {
+    fn builder(&self) -> sandboxio::SandboxBuilder {
+        Sandbox::builder_with(self.backend())
+    }
+
+    fn slow_next_start(&self) {
         let delay = u64::try_from(start_race::START_DELAY.as_millis()).unwrap();
-        stub.state.faults.delay_next_start_ms.store(delay, Ordering::SeqCst);
-    };
-    let taken = move || stub.state.starts.load(Ordering::SeqCst);
-    (slow, taken, move |comm: &str| running(stub, id, comm))
+        self.state.faults.delay_next_start_ms.store(delay, Ordering::SeqCst);
+    }
+
+    fn starts_taken(&self) -> usize {
+        self.state.starts.load(Ordering::SeqCst)
+    }
+
+    fn running(&self, id: &str, comm: &str) -> usize {
+        let processes = self.local_id(id).map(|l| self.state.local.running_processes(&l)).unwrap_or_default();
+        start_race::named(&processes, comm)
+    }
 }
 
-/// Runs the race of one operation on a fresh sandbox: the positive control (a slow start
-/// that is kept runs, and the probe sees it), then `op` dropped once envd took its start,
-/// before the client heard back; after the start came, nothing named `comm` may run.
-/// Before the tombstone, the kill could not find a command not started yet, and the
-/// command ran until the sandbox ended.
-fn dropped_at_start(
-    op: impl FnOnce(&Sandbox) -> Pin<Box<dyn Future<Output = ()> + '_>>,
-    comm: &str,
-    what: &str,
-) {
-    let stub = e2b_stub::Stub::start();
-    block_on(async {
-        let sandbox = sandbox(stub.backend()).await;
-        let id = sandbox.id().to_owned();
-        let (slow, taken, running) = race(&stub, &id);
-        let race = start_race::Race { slow: &slow, taken: &taken, running: &running };
-        race.control(&sandbox).await;
-        race.dropped(op(&sandbox), comm, what).await;
-        sandbox.close().await.unwrap();
-    });
-}
-
+/// See [`start_race::dropped_at_start`].
 #[test]
 fn a_run_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
-    dropped_at_start(
-        |sandbox| Box::pin(async { drop(sandbox.run(Command::new("sleep").arg("600")).await) }),
-        "sleep",
-        "a run",
-    );
+    start_race::dropped_at_start::<e2b_stub::Stub>(start_race::run_sleep, "sleep", "a run");
 }
 
+/// See [`start_race::dropped_at_start`].
 #[test]
 fn a_stream_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
-    dropped_at_start(
-        |sandbox| Box::pin(start_race::held_stream(sandbox, Command::new("sleep").arg("600"))),
-        "sleep",
-        "a stream",
-    );
+    start_race::dropped_at_start::<e2b_stub::Stub>(start_race::stream_sleep, "sleep", "a stream");
 }
 
 /// A create dropped after E2B made the sandbox, before its reply came (so before the client

@@ -4,6 +4,8 @@
 //! later, and counts the starts it took; these helpers drop a future at that moment and
 //! wait for what it left behind.
 
+#![allow(dead_code, reason = "each test crate uses part of it")]
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -119,4 +121,60 @@ impl Race<'_> {
 pub async fn held_stream(sandbox: &sandboxio::Sandbox, command: sandboxio::Command) {
     let _stream = sandbox.stream(command).unwrap();
     std::future::pending::<()>().await;
+}
+
+/// A backend's stub, as the race needs it (each test file implements it for its stub).
+pub trait RaceStub {
+    /// Starts the stub.
+    fn start() -> Self;
+    /// A sandbox builder on a backend pointed at the stub.
+    fn builder(&self) -> sandboxio::SandboxBuilder;
+    /// Switches the stub's next start to slow ([`START_DELAY`]).
+    fn slow_next_start(&self);
+    /// How many starts the stub took.
+    fn starts_taken(&self) -> usize;
+    /// How many processes named `comm` run in sandbox `id`.
+    fn running(&self, id: &str, comm: &str) -> usize;
+}
+
+/// The work a race drops: one operation on the sandbox under test.
+pub type Op = fn(&sandboxio::Sandbox) -> std::pin::Pin<Box<dyn Future<Output = ()> + '_>>;
+
+/// Runs the race of one operation on a fresh sandbox of stub `S`: the positive control (a
+/// slow start that is kept runs, and the probe sees it), then `op` dropped once the stub
+/// took its start, before the client heard back; after the start came, nothing named
+/// `comm` may run. Before the tombstone, the kill could not find a command not started yet,
+/// and the command ran until the sandbox ended.
+pub fn dropped_at_start<S: RaceStub>(op: Op, comm: &str, what: &str) {
+    let stub = S::start();
+    futures_lite::future::block_on(async {
+        let sandbox = stub
+            .builder()
+            .network(sandboxio::NetworkPolicy::deny_all())
+            .create()
+            .await
+            .expect("a sandbox on the stub");
+        let id = sandbox.id().to_owned();
+        let (slow, taken, running) =
+            (|| stub.slow_next_start(), || stub.starts_taken(), |comm: &str| stub.running(&id, comm));
+        let race = Race { slow: &slow, taken: &taken, running: &running };
+        race.control(&sandbox).await;
+        race.dropped(op(&sandbox), comm, what).await;
+        sandbox.close().await.unwrap();
+    });
+}
+
+/// [`Op`]: a `run` of `sleep 600`.
+pub fn run_sleep(sandbox: &sandboxio::Sandbox) -> std::pin::Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async { drop(sandbox.run(sandboxio::Command::new("sleep").arg("600")).await) })
+}
+
+/// [`Op`]: a stream of `sleep 600`.
+pub fn stream_sleep(sandbox: &sandboxio::Sandbox) -> std::pin::Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(held_stream(sandbox, sandboxio::Command::new("sleep").arg("600")))
+}
+
+/// [`Op`]: a file write (a file script's `cat` waits for the data).
+pub fn write_file(sandbox: &sandboxio::Sandbox) -> std::pin::Pin<Box<dyn Future<Output = ()> + '_>> {
+    Box::pin(async { drop(sandbox.fs().write("/tmp/raced", b"data".to_vec()).await) })
 }

@@ -28,6 +28,7 @@ use crate::secret::SecretString;
 /// The process-group wrapper every command runs under (see its documentation).
 pub(crate) use crate::backends::pgroup::WRAPPER;
 use crate::backends::pgroup::{KILL_MARKED, MARKER};
+use crate::backends::remote::kill_guard::{KillFuture, KillOnDrop, KillTarget};
 
 /// Kills every process group led by a child of pid `$1`, process group `$1` (the
 /// command's, when it leads it), then `$1` itself. The children's groups are found first,
@@ -120,35 +121,34 @@ async fn run_script(envd: &Envd, text: &str, arg: &str) -> Result<()> {
     Ok(())
 }
 
+/// One command of one sandbox, as a kill on drop names it: by its tag, and by its pid once
+/// envd said it.
+pub(crate) struct Started {
+    pub(crate) envd: Envd,
+    pub(crate) tag: String,
+    pub(crate) pid: Option<u32>,
+}
+
+impl KillTarget for Started {
+    fn describe(&self) -> String {
+        format!("{} in sandbox {}", self.tag, self.envd.id())
+    }
+
+    fn kill(self) -> KillFuture {
+        Box::pin(async move { kill_tree(&self.envd, self.pid, &self.tag).await })
+    }
+}
+
 /// Kills the command's tree on the portal when dropped armed: a cancelled `run`, a
 /// dropped stream.
-pub(crate) struct KillOnDrop {
-    envd: Envd,
-    tag: String,
-    pub(crate) pid: Option<u32>,
-    armed: bool,
+pub(crate) fn kill_on_drop(envd: &Envd, tag: &str) -> KillOnDrop<Started> {
+    KillOnDrop::new(&PORTAL, Started { envd: envd.clone(), tag: tag.to_owned(), pid: None })
 }
 
-impl KillOnDrop {
-    pub(crate) fn new(envd: &Envd, tag: &str) -> Self {
-        KillOnDrop { envd: envd.clone(), tag: tag.to_owned(), pid: None, armed: true }
-    }
-
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            let (envd, pid, tag) = (self.envd.clone(), self.pid, std::mem::take(&mut self.tag));
-            PORTAL.detach(async move {
-                if let Err(e) = kill_tree(&envd, pid, &tag).await {
-                    tracing::warn!(target: "sandboxio::orphan", sandbox = envd.id(), error = %e, "could not kill a command's process tree");
-                }
-            });
-        }
+/// Learns `pid` for a guard's later kill.
+pub(crate) fn set_pid(guard: &mut KillOnDrop<Started>, pid: u32) {
+    if let Some(started) = guard.target_mut() {
+        started.pid = Some(pid);
     }
 }
 
@@ -187,13 +187,13 @@ pub(crate) async fn run(
     let started = Instant::now();
     let tag = next_tag();
     let stdin = command.stdin_bytes().map(<[u8]>::to_vec);
-    let mut guard = KillOnDrop::new(&envd, &tag);
+    let mut guard = kill_on_drop(&envd, &tag);
     let mut stream = envd
         .start(&start_request(&command, &secrets, stdin.is_some(), &tag), None)
         .await
         .map_err(|e| start_error(e, &command))?;
     let pid = first_pid(&mut stream).await.map_err(|e| start_error(e, &command))?;
-    guard.pid = Some(pid);
+    set_pid(&mut guard, pid);
     if let Some(data) = stdin {
         for chunk in data.chunks(1 << 20) {
             envd.send_input(pid, chunk).await?;

@@ -95,11 +95,11 @@ mod sandbox;
 mod stream;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
+use crate::backends::remote::lifetime::Lifetime;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
@@ -332,9 +332,7 @@ impl E2bBackend {
             metadata: spec.map(|s| s.metadata.clone()).unwrap_or_default(),
             secrets: Arc::new(spec.map(|s| s.secret_env.clone()).unwrap_or_default()),
             deadline: Mutex::new(Instant::now() + ttl),
-            owned: AtomicBool::new(spec.is_some_and(|s| !s.detached)),
-            killed: AtomicBool::new(false),
-            keepalive: crate::backends::portal::Keepalive::default(),
+            life: Lifetime::new(spec.is_some_and(|s| !s.detached)),
             lease: self.inner.lease,
             running: Arc::default(),
         }))

@@ -22,6 +22,7 @@ use super::PORTAL;
 use super::router::{self, Fd, Router};
 use crate::backends::pgroup::WRAPPER;
 pub(crate) use crate::backends::pgroup::{KILL_MARKED, MARKER};
+use crate::backends::remote::kill_guard::{KillFuture, KillOnDrop, KillTarget};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus};
 use crate::secret::SecretString;
@@ -176,7 +177,7 @@ pub(crate) async fn marked_helper(
     let command =
         router::Command { argv: words, env: vec![(MARKER.to_owned(), exec_id.clone())], workdir: None };
     // Armed before the start, as for a command.
-    let mut guard = KillOnDrop::new(router, &exec_id);
+    let mut guard = kill_on_drop(router, &exec_id);
     router.start_as(&exec_id, &command).await?;
     let (mut out, mut err) = (Capped::new(cap), Capped::new(64 * 1024));
     let status = drive(router, &exec_id, stdin, &mut out, &mut err).await?;
@@ -200,35 +201,26 @@ pub(crate) async fn check_workdir(router: &Router, command: &Command) -> Result<
     }
 }
 
-/// Kills the command's processes on the portal when dropped armed: a cancelled `run`, a
-/// dropped stream.
-pub(crate) struct KillOnDrop {
+/// One exec of one sandbox, as a kill on drop names it (by its mark, the exec id).
+pub(crate) struct Started {
     router: Router,
     exec_id: String,
-    armed: bool,
 }
 
-impl KillOnDrop {
-    pub(crate) fn new(router: &Router, exec_id: &str) -> Self {
-        KillOnDrop { router: router.clone(), exec_id: exec_id.to_owned(), armed: true }
+impl KillTarget for Started {
+    fn describe(&self) -> String {
+        format!("exec {}", self.exec_id)
     }
 
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
+    fn kill(self) -> KillFuture {
+        Box::pin(async move { kill_marked(&self.router, &self.exec_id).await })
     }
 }
 
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            let (router, exec_id) = (self.router.clone(), std::mem::take(&mut self.exec_id));
-            PORTAL.detach(async move {
-                if let Err(e) = kill_marked(&router, &exec_id).await {
-                    tracing::warn!(target: "sandboxio::orphan", exec = %exec_id, error = %e, "could not kill a command's processes");
-                }
-            });
-        }
-    }
+/// Kills the exec's processes on the portal when dropped armed: a cancelled `run`, a
+/// dropped stream, a dropped file operation.
+pub(crate) fn kill_on_drop(router: &Router, exec_id: &str) -> KillOnDrop<Started> {
+    KillOnDrop::new(&PORTAL, Started { router: router.clone(), exec_id: exec_id.to_owned() })
 }
 
 /// Runs `command` to completion (call it inside a portal task).
@@ -237,7 +229,7 @@ pub(crate) async fn run(router: Router, base: Arc<SandboxEnv>, command: Command)
     check_workdir(&router, &command).await?;
     let exec_id = super::client::idempotency_key();
     // Armed before the start: a start whose reply was lost may still have started it.
-    let mut guard = KillOnDrop::new(&router, &exec_id);
+    let mut guard = kill_on_drop(&router, &exec_id);
     router.start_as(&exec_id, &router_command(&command, &base, &exec_id)).await?;
     let limit = command.output_limit_bytes();
     let (mut out, mut err) = (Capped::new(limit), Capped::new(limit));

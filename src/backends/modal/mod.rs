@@ -90,11 +90,10 @@ mod stream;
 mod test_tls;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
-use crate::backends::portal::Keepalive;
+use crate::backends::remote::lifetime::Lifetime;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::policy::{Capabilities, IsolationTier};
@@ -332,9 +331,7 @@ impl ModalBackend {
             base: Arc::new(SandboxEnv { env: spec.env.clone(), secrets: spec.secret_env.clone() }),
             network: Some(spec.network.clone()),
             metadata: spec.metadata.clone(),
-            owned: AtomicBool::new(true),
-            killed: AtomicBool::new(false),
-            keepalive: Keepalive::default(),
+            life: Lifetime::new(true),
         });
         shared.start_keepalive();
         Ok(shared)
@@ -399,9 +396,7 @@ impl Backend for ModalBackend {
                         base: Arc::default(),
                         network: None,
                         metadata: BTreeMap::new(),
-                        owned: AtomicBool::new(false),
-                        killed: AtomicBool::new(false),
-                        keepalive: Keepalive::default(),
+                        life: Lifetime::new(false),
                     }))
                 })
                 .await?;

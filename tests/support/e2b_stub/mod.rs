@@ -24,6 +24,8 @@ mod control;
 mod envd;
 mod multipart;
 mod proxy;
+#[path = "../stub_runtime.rs"]
+mod stub_runtime;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -104,26 +106,13 @@ pub struct Stub {
     pub addr: SocketAddr,
     pub ca_pem: Vec<u8>,
     pub state: Arc<State>,
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl Drop for Stub {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
+    runtime: stub_runtime::StubRuntime,
 }
 
 impl Stub {
     /// Starts the stub on its own runtime, on a loopback port.
     pub fn start() -> Stub {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("e2b-stub")
-            .enable_all()
-            .build()
-            .expect("the stub's runtime");
+        let runtime = stub_runtime::StubRuntime::start("e2b-stub");
         let (ca_pem, acceptor) = certs::acceptor(DOMAIN);
         let state = Arc::new(State {
             local: LocalBackend::new(),
@@ -151,14 +140,13 @@ impl Stub {
             }
         });
         runtime.spawn(control::expire_loop(Arc::clone(&state)));
-        Stub { addr, ca_pem, state, runtime: Some(runtime) }
+        Stub { addr, ca_pem, state, runtime }
     }
 
     /// Starts an HTTP `CONNECT` proxy on loopback that tunnels every host under [`DOMAIN`]
     /// to this stub (see `proxy.rs`): how a client that resolves names itself reaches it.
     pub fn connect_proxy(&self) -> SocketAddr {
-        let runtime = self.runtime.as_ref().expect("the stub's runtime");
-        runtime.block_on(proxy::start(DOMAIN, self.addr))
+        self.runtime.block_on(proxy::start(DOMAIN, self.addr))
     }
 
     /// An `e2b://` backend pointed at this stub.

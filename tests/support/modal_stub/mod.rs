@@ -27,6 +27,8 @@ mod control;
 #[path = "../e2b_stub/proxy.rs"]
 mod proxy;
 mod router;
+#[path = "../stub_runtime.rs"]
+mod stub_runtime;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -188,15 +190,7 @@ pub struct Stub {
     pub url: String,
     pub ca_pem: Vec<u8>,
     pub state: Arc<State>,
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl Drop for Stub {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
+    runtime: stub_runtime::StubRuntime,
 }
 
 /// A certificate for [`DOMAIN`] signed by a CA made here: (the CA's PEM, the identity).
@@ -218,12 +212,7 @@ fn certificates() -> (Vec<u8>, Identity) {
 impl Stub {
     /// Starts the stub on its own runtime, on two loopback ports.
     pub fn start() -> Stub {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("modal-stub")
-            .enable_all()
-            .build()
-            .expect("the stub's runtime");
+        let runtime = stub_runtime::StubRuntime::start("modal-stub");
         let (ca_pem, identity) = certificates();
         let state = Arc::new(State {
             local: LocalBackend::new(),
@@ -257,12 +246,7 @@ impl Stub {
         runtime.spawn(control_server.serve_with_incoming(control_listener));
         runtime.spawn(router_server.serve_with_incoming(router_listener));
         runtime.spawn(expire_loop(Arc::clone(&state)));
-        Stub {
-            url: format!("https://127.0.0.1:{}", control_addr.port()),
-            ca_pem,
-            state,
-            runtime: Some(runtime),
-        }
+        Stub { url: format!("https://127.0.0.1:{}", control_addr.port()), ca_pem, state, runtime }
     }
 
     /// A `modal://` backend (with the DSN's options) pointed at this stub.
@@ -291,8 +275,7 @@ impl Stub {
     pub fn connect_proxy(&self) -> SocketAddr {
         let mut url = self.state.router_url.lock().unwrap();
         *url = url.replace("127.0.0.1", DOMAIN);
-        let runtime = self.runtime.as_ref().expect("the stub's runtime");
-        runtime.block_on(proxy::start_same_port(DOMAIN, std::net::Ipv4Addr::LOCALHOST.into()))
+        self.runtime.block_on(proxy::start_same_port(DOMAIN, std::net::Ipv4Addr::LOCALHOST.into()))
     }
 
     /// The `local://` sandbox id behind Modal sandbox `id`, while it runs.
