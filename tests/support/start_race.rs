@@ -135,6 +135,44 @@ pub trait RaceStub {
     fn starts_taken(&self) -> usize;
     /// How many processes named `comm` run in sandbox `id`.
     fn running(&self, id: &str, comm: &str) -> usize;
+    /// Switches the stub's next create to answer [`CREATE_DELAY`] after it made the sandbox.
+    fn slow_next_create_reply(&self);
+    /// How many create requests the stub took.
+    fn creates_taken(&self) -> usize;
+    /// How many sandboxes the stub made.
+    fn made(&self) -> usize;
+    /// How many of them are alive.
+    fn live(&self) -> usize;
+}
+
+/// How long a create switched to slow waits before it answers, its sandbox made.
+pub const CREATE_DELAY: Duration = Duration::from_millis(1500);
+
+/// A create dropped after the service made the sandbox, before its reply came (so before
+/// the client knows its id), leaves no sandbox alive: the creation runs to its end on the
+/// portal and the sandbox nobody received is ended. Positive control, same run: the same
+/// slow create, kept, gives a sandbox the same probe sees.
+pub fn dropped_at_create<S: RaceStub>() {
+    let stub = S::start();
+    futures_lite::future::block_on(async {
+        let deny = sandboxio::NetworkPolicy::deny_all;
+        stub.slow_next_create_reply();
+        let kept = stub.builder().network(deny()).create().await.expect("a sandbox on the stub");
+        assert_eq!(stub.live(), 1, "the probe sees the sandbox of a slow create that was kept");
+        kept.close().await.unwrap();
+        assert!(until_count(|| stub.live(), 0, Duration::from_secs(10)).await, "a closed sandbox lives on");
+
+        stub.slow_next_create_reply();
+        drop_when_taken(stub.builder().network(deny()).create(), || stub.creates_taken()).await;
+        assert!(
+            until_count(|| stub.made(), 2, Duration::from_secs(10)).await,
+            "the stub never made the second sandbox"
+        );
+        assert!(
+            until_count(|| stub.live(), 0, CREATE_DELAY + Duration::from_secs(10)).await,
+            "a create dropped while its reply was on the way left its sandbox alive"
+        );
+    });
 }
 
 /// The work a race drops: one operation on the sandbox under test.

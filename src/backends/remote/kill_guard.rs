@@ -10,7 +10,7 @@ use crate::backends::portal::Portal;
 use crate::error::Result;
 
 /// The longest a kill sent on drop may take; past it, it is given up with a warning.
-pub(crate) const KILL_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const KILL_DEADLINE: Duration = Duration::from_mins(1);
 
 /// A kill on its way.
 pub(crate) type KillFuture = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
