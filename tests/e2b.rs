@@ -5,6 +5,8 @@
 
 #[path = "support/e2b_stub/mod.rs"]
 mod e2b_stub;
+#[path = "support/start_race.rs"]
+mod start_race;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -594,4 +596,63 @@ fn owner_death_an_owned_sandbox_ends_within_its_lease_after_its_owner_is_killed(
     // No renewal is sent after the kill (one already on the wire may still land), so the
     // sandbox ends within one lease, plus the stub's 100 ms expiry tick and that slack.
     assert!(took <= TEST_LEASE + Duration::from_secs(1), "ended {took:?} after its owner died");
+}
+
+impl start_race::RaceStub for e2b_stub::Stub {
+    fn start() -> Self {
+        e2b_stub::Stub::start()
+    }
+
+    fn builder(&self) -> sandboxio::SandboxBuilder {
+        Sandbox::builder_with(self.backend())
+    }
+
+    fn slow_next_start(&self) {
+        let delay = u64::try_from(start_race::START_DELAY.as_millis()).unwrap();
+        self.state.faults.delay_next_start_ms.store(delay, Ordering::SeqCst);
+    }
+
+    fn starts_taken(&self) -> usize {
+        self.state.starts.load(Ordering::SeqCst)
+    }
+
+    fn running(&self, id: &str, comm: &str) -> usize {
+        let processes = self.local_id(id).map(|l| self.state.local.running_processes(&l)).unwrap_or_default();
+        start_race::named(&processes, comm)
+    }
+
+    fn slow_next_create_reply(&self) {
+        let delay = u64::try_from(start_race::CREATE_DELAY.as_millis()).unwrap();
+        self.state.faults.delay_next_create_reply_ms.store(delay, Ordering::SeqCst);
+    }
+
+    fn creates_taken(&self) -> usize {
+        self.state.creates.lock().unwrap().len()
+    }
+
+    fn made(&self) -> usize {
+        self.state.next_id.load(Ordering::SeqCst)
+    }
+
+    fn live(&self) -> usize {
+        self.state.sandboxes.lock().unwrap().len()
+    }
+}
+
+/// See [`start_race::dropped_at_start`].
+#[test]
+fn a_run_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    start_race::dropped_at_start::<e2b_stub::Stub>(start_race::run_sleep, "sleep", "a run");
+}
+
+/// See [`start_race::dropped_at_start`].
+#[test]
+fn a_stream_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    start_race::dropped_at_start::<e2b_stub::Stub>(start_race::stream_sleep, "sleep", "a stream");
+}
+
+/// See [`start_race::dropped_at_create`].
+#[test]
+fn a_create_dropped_while_its_reply_is_on_the_way_leaves_no_sandbox() {
+    start_race::dropped_at_create::<e2b_stub::Stub>();
 }

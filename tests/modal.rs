@@ -7,6 +7,8 @@
 
 #[path = "support/modal_stub/mod.rs"]
 mod modal_stub;
+#[path = "support/start_race.rs"]
+mod start_race;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -263,4 +265,69 @@ fn neither_the_token_secret_nor_the_router_token_shows_anywhere() {
             }
         }
     });
+}
+
+impl start_race::RaceStub for modal_stub::Stub {
+    fn start() -> Self {
+        modal_stub::Stub::start()
+    }
+
+    fn builder(&self) -> sandboxio::SandboxBuilder {
+        Sandbox::builder_with(self.backend())
+    }
+
+    fn slow_next_start(&self) {
+        let delay = u64::try_from(start_race::START_DELAY.as_millis()).unwrap();
+        self.state.faults.delay_next_exec_start_ms.store(delay, Ordering::SeqCst);
+    }
+
+    fn starts_taken(&self) -> usize {
+        self.state.exec_starts.load(Ordering::SeqCst)
+    }
+
+    fn running(&self, id: &str, comm: &str) -> usize {
+        let processes = self.local_id(id).map(|l| self.state.local.running_processes(&l)).unwrap_or_default();
+        start_race::named(&processes, comm)
+    }
+
+    fn slow_next_create_reply(&self) {
+        let delay = u64::try_from(start_race::CREATE_DELAY.as_millis()).unwrap();
+        self.state.faults.delay_next_create_reply_ms.store(delay, Ordering::SeqCst);
+    }
+
+    fn creates_taken(&self) -> usize {
+        self.state.creates.lock().unwrap().len()
+    }
+
+    fn made(&self) -> usize {
+        modal_stub::Stub::made(self)
+    }
+
+    fn live(&self) -> usize {
+        self.state.sandboxes.lock().unwrap().values().filter(|s| s.finished().is_none()).count()
+    }
+}
+
+/// See [`start_race::dropped_at_start`].
+#[test]
+fn a_run_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    start_race::dropped_at_start::<modal_stub::Stub>(start_race::run_sleep, "sleep", "a run");
+}
+
+/// See [`start_race::dropped_at_start`].
+#[test]
+fn a_stream_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    start_race::dropped_at_start::<modal_stub::Stub>(start_race::stream_sleep, "sleep", "a stream");
+}
+
+/// See [`start_race::dropped_at_start`].
+#[test]
+fn a_write_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
+    start_race::dropped_at_start::<modal_stub::Stub>(start_race::write_file, "cat", "a write");
+}
+
+/// See [`start_race::dropped_at_create`].
+#[test]
+fn a_create_dropped_while_its_reply_is_on_the_way_leaves_no_sandbox() {
+    start_race::dropped_at_create::<modal_stub::Stub>();
 }

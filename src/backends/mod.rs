@@ -19,6 +19,8 @@ pub(crate) mod pgroup;
 pub(crate) mod portal;
 #[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
 pub(crate) mod pumped;
+#[cfg(any(feature = "e2b", feature = "modal"))]
+pub(crate) mod remote;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod script_fs;
 

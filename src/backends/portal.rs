@@ -126,33 +126,6 @@ impl Portal {
     }
 }
 
-/// The background task that keeps an owned remote sandbox alive, stopped when this is
-/// dropped (the sandbox's shared state goes) or on [`Keepalive::stop`].
-#[cfg(any(feature = "e2b", feature = "modal"))]
-#[derive(Default)]
-pub(crate) struct Keepalive(std::sync::Mutex<Option<tokio::task::AbortHandle>>);
-
-#[cfg(any(feature = "e2b", feature = "modal"))]
-impl Keepalive {
-    /// Keeps `task` running on its own until stopped.
-    pub(crate) fn set(&self, task: Task<()>) {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = task.into_abort_handle();
-    }
-
-    pub(crate) fn stop(&self) {
-        if let Some(task) = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
-            task.abort();
-        }
-    }
-}
-
-#[cfg(any(feature = "e2b", feature = "modal"))]
-impl Drop for Keepalive {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 /// A task on a [`Portal`], aborted when dropped.
 pub(crate) struct Task<T> {
     scheme: &'static str,

@@ -7,14 +7,15 @@
 //! or a dropped stream runs [`KILL_TREE`] as a second process, which kills that group and
 //! every process group whose leader is a child of the command, then the command. No
 //! `Connect-Timeout-Ms` is sent: the timeout is the adapter's, so the command is still
-//! alive (and its children findable) when the group is killed.
+//! alive (and its children findable) when the group is killed. A command whose pid is not
+//! known yet (dropped while its start was on the way) is killed by its mark instead
+//! ([`KILL_MARKED`], whose tombstone also stops a start that arrives after it).
 //!
 //! The command keeps the pid envd started, so envd reports its exact status: a signal
 //! death as a signal (`ExitStatus::Signal`), an `exit(137)` as code 137.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::envd::{Envd, EventStream};
@@ -26,6 +27,8 @@ use crate::secret::SecretString;
 
 /// The process-group wrapper every command runs under (see its documentation).
 pub(crate) use crate::backends::pgroup::WRAPPER;
+use crate::backends::pgroup::{KILL_MARKED, MARKER};
+use crate::backends::remote::kill_guard::{KillFuture, KillOnDrop, KillTarget};
 
 /// Kills every process group led by a child of pid `$1`, process group `$1` (the
 /// command's, when it leads it), then `$1` itself. The children's groups are found first,
@@ -80,88 +83,72 @@ pub(crate) fn start_request(
     for (k, v) in command.secret_env_vars() {
         envs.insert(k.clone(), v.expose_secret().to_owned());
     }
+    // The mark, last: what a kill finds the command by before its pid is known.
+    envs.insert(MARKER.to_owned(), tag.to_owned());
     let mut request = process::start_request("/bin/sh", &args, &envs, command.working_dir(), stdin);
     request["tag"] = tag.into();
     request
 }
 
-/// A tag unique in this process, so a process whose start event never arrived can still
-/// be found (envd's `ProcessSelector` takes a tag).
+/// A new tag: envd's `ProcessSelector` name for the command, and its mark
+/// ([`MARKER`]), unguessable (see [`crate::backends::pgroup::new_mark`]).
 pub(crate) fn next_tag() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("sandboxio-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!("sandboxio-{}", crate::backends::pgroup::new_mark())
 }
 
-/// How often, and how far apart, a command whose start event never arrived is looked for
-/// by its tag before it is taken as never started (its `Start` may still be on its way).
-const FIND_TRIES: u32 = 10;
-const FIND_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// Kills the process tree of the command tagged `tag` (pid `pid` when known).
+/// Kills the process tree of the command tagged `tag`: by pid `pid` when known
+/// ([`KILL_TREE`], then envd's own kill of the pid); else by its mark ([`KILL_MARKED`]),
+/// whose tombstone also stops a start still on its way (the caller went away after the
+/// start was sent, before envd said which pid it started).
 pub(crate) async fn kill_tree(envd: &Envd, pid: Option<u32>, tag: &str) -> Result<()> {
-    let mut pid = pid;
-    for _ in 0..FIND_TRIES {
-        if pid.is_some() {
-            break;
-        }
-        pid = find_by_tag(envd, tag).await?;
-        if pid.is_none() {
-            tokio::time::sleep(FIND_PAUSE).await;
-        }
-    }
-    let Some(pid) = pid else { return Ok(()) };
+    let Some(pid) = pid else { return run_script(envd, KILL_MARKED, tag).await };
+    run_script(envd, KILL_TREE, &pid.to_string()).await?;
+    // The wrapper may have been stopped by nothing else: envd's own kill makes sure.
+    envd.signal(pid, true).await.map(drop)
+}
+
+/// Runs one of the adapter's kill scripts (`/bin/sh -c text sandboxio arg`) to its end.
+async fn run_script(envd: &Envd, text: &str, arg: &str) -> Result<()> {
     let request = process::start_request(
         "/bin/sh",
-        &["-c".to_owned(), KILL_TREE.to_owned(), "sandboxio".to_owned(), pid.to_string()],
+        &["-c".to_owned(), text.to_owned(), "sandboxio".to_owned(), arg.to_owned()],
         &BTreeMap::new(),
         None,
         false,
     );
     let mut stream = envd.start(&request, None).await?;
     while stream.next().await?.is_some() {}
-    // The wrapper may have been stopped by nothing else: envd's own kill makes sure.
-    envd.signal(pid, true).await.map(drop)
+    Ok(())
 }
 
-async fn find_by_tag(envd: &Envd, tag: &str) -> Result<Option<u32>> {
-    let listed = envd.unary("process.Process/List", &serde_json::json!({}), None, true).await?;
-    Ok(listed["processes"].as_array().and_then(|ps| {
-        ps.iter()
-            .find(|p| p["tag"] == tag)
-            .and_then(|p| p["pid"].as_u64())
-            .and_then(|p| u32::try_from(p).ok())
-    }))
+/// One command of one sandbox, as a kill on drop names it: by its tag, and by its pid once
+/// envd said it.
+pub(crate) struct Started {
+    pub(crate) envd: Envd,
+    pub(crate) tag: String,
+    pub(crate) pid: Option<u32>,
+}
+
+impl KillTarget for Started {
+    fn describe(&self) -> String {
+        format!("{} in sandbox {}", self.tag, self.envd.id())
+    }
+
+    fn kill(self) -> KillFuture {
+        Box::pin(async move { kill_tree(&self.envd, self.pid, &self.tag).await })
+    }
 }
 
 /// Kills the command's tree on the portal when dropped armed: a cancelled `run`, a
 /// dropped stream.
-pub(crate) struct KillOnDrop {
-    envd: Envd,
-    tag: String,
-    pub(crate) pid: Option<u32>,
-    armed: bool,
+pub(crate) fn kill_on_drop(envd: &Envd, tag: &str) -> KillOnDrop<Started> {
+    KillOnDrop::new(&PORTAL, Started { envd: envd.clone(), tag: tag.to_owned(), pid: None })
 }
 
-impl KillOnDrop {
-    pub(crate) fn new(envd: &Envd, tag: &str) -> Self {
-        KillOnDrop { envd: envd.clone(), tag: tag.to_owned(), pid: None, armed: true }
-    }
-
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            let (envd, pid, tag) = (self.envd.clone(), self.pid, std::mem::take(&mut self.tag));
-            PORTAL.detach(async move {
-                if let Err(e) = kill_tree(&envd, pid, &tag).await {
-                    tracing::warn!(target: "sandboxio::orphan", sandbox = envd.id(), error = %e, "could not kill a command's process tree");
-                }
-            });
-        }
+/// Learns `pid` for a guard's later kill.
+pub(crate) fn set_pid(guard: &mut KillOnDrop<Started>, pid: u32) {
+    if let Some(started) = guard.target_mut() {
+        started.pid = Some(pid);
     }
 }
 
@@ -200,13 +187,13 @@ pub(crate) async fn run(
     let started = Instant::now();
     let tag = next_tag();
     let stdin = command.stdin_bytes().map(<[u8]>::to_vec);
-    let mut guard = KillOnDrop::new(&envd, &tag);
+    let mut guard = kill_on_drop(&envd, &tag);
     let mut stream = envd
         .start(&start_request(&command, &secrets, stdin.is_some(), &tag), None)
         .await
         .map_err(|e| start_error(e, &command))?;
     let pid = first_pid(&mut stream).await.map_err(|e| start_error(e, &command))?;
-    guard.pid = Some(pid);
+    set_pid(&mut guard, pid);
     if let Some(data) = stdin {
         for chunk in data.chunks(1 << 20) {
             envd.send_input(pid, chunk).await?;

@@ -32,8 +32,12 @@
 //!   so a signal death is [`ExitStatus::Signal`](crate::ExitStatus)); a timeout (the
 //!   adapter's own, no `Connect-Timeout-Ms` is sent), a dropped `run` future or a dropped
 //!   stream kills the command's process group, and the groups its direct children lead,
-//!   from a second process. A process that starts a session of its own escapes the group
-//!   kill (it ends with the sandbox). A missing program exits 127 naming it.
+//!   from a second process. A command dropped before envd said its pid (its start still on
+//!   the way) is found by its mark, `SANDBOXIO_EXEC=<tag>` in its environment, and the kill
+//!   first leaves a tombstone for the mark (a directory `/tmp/.sandboxio-cancelled.<tag>`)
+//!   that makes a start arriving after it exit before running anything. A process that
+//!   starts a session of its own escapes the group kill (it ends with the sandbox). A
+//!   missing program exits 127 naming it.
 //! - **Bytes**: output and files are bytes (`/files` both ways); `stdin` through
 //!   `SendInput`/`CloseStdin`.
 //! - **Errors**: the API's 404 and the edge proxy's 502 "The sandbox was not found" are
@@ -91,11 +95,11 @@ mod sandbox;
 mod stream;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
+use crate::backends::remote::lifetime::Lifetime;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
@@ -328,9 +332,7 @@ impl E2bBackend {
             metadata: spec.map(|s| s.metadata.clone()).unwrap_or_default(),
             secrets: Arc::new(spec.map(|s| s.secret_env.clone()).unwrap_or_default()),
             deadline: Mutex::new(Instant::now() + ttl),
-            owned: AtomicBool::new(spec.is_some_and(|s| !s.detached)),
-            killed: AtomicBool::new(false),
-            keepalive: crate::backends::portal::Keepalive::default(),
+            life: Lifetime::new(spec.is_some_and(|s| !s.detached)),
             lease: self.inner.lease,
             running: Arc::default(),
         }))

@@ -9,7 +9,6 @@
 //! TTL to what is left of the caller's and stops renewing.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -18,12 +17,11 @@ use super::client::Api;
 use super::envd::Envd;
 use super::errors::reply_of;
 use super::interpreter::Interpreter;
-use super::stream::E2bExecStream;
-use super::{PORTAL, exec};
+use super::{PORTAL, exec, stream};
 use crate::backend::{
     BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, KillOutcome, collect_cell,
 };
-use crate::backends::portal::Keepalive;
+use crate::backends::remote::lifetime::Lifetime;
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult};
 use crate::fs::{DirEntry, FileKind};
@@ -60,33 +58,26 @@ pub(super) struct Shared {
     pub(super) secrets: Arc<Vec<(String, SecretString)>>,
     /// When the caller's TTL ends (moved by `extend_ttl`).
     pub(super) deadline: Mutex<Instant>,
-    pub(super) owned: AtomicBool,
-    pub(super) killed: AtomicBool,
-    pub(super) keepalive: Keepalive,
+    pub(super) life: Lifetime,
     pub(super) lease: Lease,
     pub(super) running: Running,
 }
 
 impl Shared {
-    /// Starts the keepalive of an owned sandbox. It holds only a weak reference, so it ends
-    /// when the last handle goes.
+    /// Starts the keepalive of an owned sandbox: its TTL renewed to at most the lease's
+    /// every period, never past the caller's TTL (it stops once that is reached).
     pub(super) fn start_keepalive(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
         let lease = self.lease;
-        let task = PORTAL.spawn(async move {
-            loop {
-                tokio::time::sleep(lease.every).await;
-                let Some(shared) = weak.upgrade() else { return Ok(()) };
-                let left = shared.left();
-                if left.is_zero() || shared.killed.load(Ordering::SeqCst) {
-                    return Ok(());
-                }
-                if let Err(e) = shared.api.set_timeout(&shared.id, left.min(lease.ttl)).await {
-                    tracing::warn!(target: "sandboxio::e2b", sandbox = %shared.id, error = %e, "could not renew the TTL");
-                }
+        self.life.keep_alive(&PORTAL, self, lease.every, |s| &s.life, move |shared: Arc<Self>| async move {
+            let left = shared.left();
+            if left.is_zero() {
+                return false;
             }
+            if let Err(e) = shared.api.set_timeout(&shared.id, left.min(lease.ttl)).await {
+                tracing::warn!(target: "sandboxio::e2b", sandbox = %shared.id, error = %e, "could not renew the TTL");
+            }
+            true
         });
-        self.keepalive.set(task);
     }
 
     /// How long until the caller's TTL ends.
@@ -95,10 +86,7 @@ impl Shared {
     }
 
     fn check_alive(&self) -> Result<()> {
-        if self.killed.load(Ordering::SeqCst) {
-            return Err(Error::sandbox_gone(&self.id, "it was killed"));
-        }
-        Ok(())
+        self.life.check_alive(&self.id, "it was killed")
     }
 }
 
@@ -192,7 +180,7 @@ impl BackendSandbox for E2bSandbox {
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
         self.shared.check_alive()?;
-        Ok(Box::new(E2bExecStream::start(&self.shared.envd, Arc::clone(&self.shared.secrets), command)))
+        Ok(Box::new(stream::start(&self.shared.envd, Arc::clone(&self.shared.secrets), command)))
     }
 
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
@@ -281,10 +269,9 @@ impl BackendSandbox for E2bSandbox {
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
         let shared = Arc::clone(&self.shared);
         Box::pin(PORTAL.spawn(async move {
-            if shared.killed.swap(true, Ordering::SeqCst) {
+            if !shared.life.begin_kill() {
                 return Ok(KillOutcome::AlreadyGone);
             }
-            shared.keepalive.stop();
             Ok(if shared.api.kill(&shared.id).await? {
                 KillOutcome::Killed
             } else {
@@ -299,15 +286,14 @@ impl BackendSandbox for E2bSandbox {
     fn extend_ttl(&self, ttl: Duration) -> BoxFuture<'_, Result<()>> {
         self.on_portal(move |s| async move {
             *s.deadline.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now() + ttl;
-            let sent = if s.owned.load(Ordering::SeqCst) { ttl.min(OWNER_TTL) } else { ttl };
+            let sent = if s.life.is_owned() { ttl.min(OWNER_TTL) } else { ttl };
             s.api.set_timeout(&s.id, sent).await
         })
     }
 
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         self.on_portal(move |s| async move {
-            s.keepalive.stop();
-            s.owned.store(false, Ordering::SeqCst);
+            s.life.disown();
             let left = s.left();
             s.api.set_timeout(&s.id, left).await
         })
@@ -318,7 +304,7 @@ impl Drop for E2bSandbox {
     /// An owned sandbox whose handle goes is killed (the core calls `kill` on close and on
     /// drop teardown too; this covers a handle dropped outside the core).
     fn drop(&mut self) {
-        if self.shared.owned.load(Ordering::SeqCst) && !self.shared.killed.swap(true, Ordering::SeqCst) {
+        if self.shared.life.begin_orphan_kill() {
             let (api, id) = (self.shared.api.clone(), self.shared.id.clone());
             PORTAL.detach(async move {
                 let _ = api.kill(&id).await;

@@ -1,45 +1,38 @@
 //! A streamed command: a pump task on the portal reads envd's events into a bounded
 //! channel (a slow consumer slows the reads, memory stays bounded) and serves stdin writes
 //! as `SendInput` calls. Dropping the stream aborts the pump, whose guard kills the
-//! command's process tree ([`super::exec::KillOnDrop`]).
+//! command's process tree ([`super::exec::kill_on_drop`]).
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use super::envd::Envd;
-use super::exec::{self, KillOnDrop};
+use super::exec;
 use super::process::ProcessEvent;
 use super::{PORTAL, SCHEME};
-use crate::backend::{BackendExecStream, BoxFuture};
 use crate::backends::pumped::{ExitPumpEnds, Pumped, StdinOp};
+use crate::backends::remote::stream::{RemoteExecStream, Terminate};
 use crate::error::{Error, Result};
-use crate::exec::{Command, ExecResult, OutputChunk};
+use crate::exec::{Command, ExecResult};
 use crate::secret::SecretString;
 
-pub(super) struct E2bExecStream {
-    envd: Envd,
-    tag: String,
-    pid: Arc<std::sync::Mutex<Option<u32>>>,
-    pumped: Pumped,
-}
-
-impl std::fmt::Debug for E2bExecStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("E2bExecStream")
-            .field("tag", &self.tag)
-            .field("ended", &self.pumped.ended())
-            .finish_non_exhaustive()
-    }
-}
-
-impl E2bExecStream {
-    pub(super) fn start(envd: &Envd, secrets: Arc<Vec<(String, SecretString)>>, command: Command) -> Self {
-        let tag = exec::next_tag();
-        let (mut pumped, ends) = Pumped::new(SCHEME);
-        let pid = Arc::new(std::sync::Mutex::new(None));
-        pumped.run(PORTAL.spawn(pump(envd.clone(), secrets, command, tag.clone(), Arc::clone(&pid), ends)));
-        E2bExecStream { envd: envd.clone(), tag, pid, pumped }
-    }
+/// Starts `command` streamed: its pump runs on the portal at once.
+pub(super) fn start(
+    envd: &Envd,
+    secrets: Arc<Vec<(String, SecretString)>>,
+    command: Command,
+) -> RemoteExecStream {
+    let tag = exec::next_tag();
+    let (mut pumped, ends) = Pumped::new(SCHEME);
+    let pid = Arc::new(std::sync::Mutex::new(None));
+    pumped.run(PORTAL.spawn(pump(envd.clone(), secrets, command, tag.clone(), Arc::clone(&pid), ends)));
+    let (envd, killed_tag) = (envd.clone(), tag.clone());
+    // The pid the pump learnt, if it did: without it, the kill goes by the mark.
+    let terminate: Terminate = Box::new(move || {
+        let pid = *pid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (envd, tag) = (envd.clone(), killed_tag.clone());
+        Box::pin(async move { exec::kill_tree(&envd, pid, &tag).await })
+    });
+    RemoteExecStream::new("E2bExecStream", tag, &PORTAL, pumped, terminate)
 }
 
 async fn pump(
@@ -51,7 +44,7 @@ async fn pump(
     ends: ExitPumpEnds,
 ) -> Result<()> {
     let ExitPumpEnds { chunks, stdin: mut stdin_rx, exit } = ends;
-    let mut guard = KillOnDrop::new(&envd, &tag);
+    let mut guard = exec::kill_on_drop(&envd, &tag);
     let started = async {
         let mut stream = envd.start(&exec::start_request(&command, &secrets, true, &tag), None).await?;
         let pid = exec::first_pid(&mut stream).await?;
@@ -65,7 +58,7 @@ async fn pump(
             return Ok(());
         }
     };
-    guard.pid = Some(pid);
+    exec::set_pid(&mut guard, pid);
     *pid_slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(pid);
     let mut stdin_open = true;
     let read = async {
@@ -123,34 +116,4 @@ async fn pump(
         }
     }
     Ok(())
-}
-
-impl BackendExecStream for E2bExecStream {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
-        self.pumped.poll_chunk(cx)
-    }
-
-    fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-        self.pumped.write_stdin(data)
-    }
-
-    fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
-        self.pumped.close_stdin()
-    }
-
-    fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
-        Box::pin(self.pumped.wait())
-    }
-
-    fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
-        self.pumped.stop();
-        let pid = *self.pid.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (envd, tag) = (self.envd.clone(), self.tag.clone());
-        Box::pin(PORTAL.spawn(async move {
-            match exec::kill_tree(&envd, pid, &tag).await {
-                Ok(()) | Err(Error::SandboxGone { .. }) => Ok(()),
-                Err(e) => Err(e),
-            }
-        }))
-    }
 }

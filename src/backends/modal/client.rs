@@ -447,18 +447,10 @@ fn finished(result: &GenericResult) -> bool {
     result.status != GenericStatus::Unspecified as i32
 }
 
-/// 128 random bits as hex, from the standard library's randomly seeded hasher (no extra
-/// dependency): the idempotency key of one call.
+/// 128 random bits as hex: the idempotency key of one call, and the exec id of a command
+/// (also its mark, [`crate::backends::pgroup::MARKER`]).
 pub(crate) fn idempotency_key() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let half = || {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
-        );
-        h.finish()
-    };
-    format!("{:016x}{:016x}", half(), half())
+    crate::backends::pgroup::new_mark()
 }
 
 #[cfg(test)]

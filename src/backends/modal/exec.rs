@@ -21,12 +21,11 @@ use std::time::Instant;
 use super::PORTAL;
 use super::router::{self, Fd, Router};
 use crate::backends::pgroup::WRAPPER;
+pub(crate) use crate::backends::pgroup::{KILL_MARKED, MARKER};
+use crate::backends::remote::kill_guard::{KillFuture, KillOnDrop, KillTarget};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus};
 use crate::secret::SecretString;
-
-/// The environment variable that marks every process of one command with its exec id.
-pub(crate) const MARKER: &str = "SANDBOXIO_EXEC";
 
 /// The working directory of a command that names none, and what relative file paths are
 /// resolved against: made at create time (`mkdir -p`), as `local://` and `docker://` have
@@ -39,23 +38,6 @@ pub(crate) const WORKDIR: &str = "/workspace";
 const ENTER: &str = r#"cd -- "$1" || exit 125
 shift
 "#;
-
-/// Kills, twice over (a process forked meanwhile is caught by the second pass), every
-/// process whose environment holds `SANDBOXIO_EXEC=$1`, and its process group. Reads only
-/// `/proc`; skips itself.
-pub(crate) const KILL_MARKED: &str = r#"m="SANDBOXIO_EXEC=$1"
-for pass in 1 2; do
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    [ "$p" = "$$" ] && continue
-    tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$m" || continue
-    st=$(tr '\n' ' ' < "$d/stat" 2>/dev/null) || continue
-    set -- ${st##*) }
-    case $3 in ''|*[!0-9]*|0|1) ;; *) kill -9 "-$3" 2>/dev/null ;; esac
-    kill -9 "$p" 2>/dev/null
-  done
-done
-exit 0"#;
 
 /// What every command of one sandbox gets besides its own: the builder's environment and
 /// secret environment (never part of the sandbox's definition on Modal's side).
@@ -195,7 +177,7 @@ pub(crate) async fn marked_helper(
     let command =
         router::Command { argv: words, env: vec![(MARKER.to_owned(), exec_id.clone())], workdir: None };
     // Armed before the start, as for a command.
-    let mut guard = KillOnDrop::new(router, &exec_id);
+    let mut guard = kill_on_drop(router, &exec_id);
     router.start_as(&exec_id, &command).await?;
     let (mut out, mut err) = (Capped::new(cap), Capped::new(64 * 1024));
     let status = drive(router, &exec_id, stdin, &mut out, &mut err).await?;
@@ -219,35 +201,26 @@ pub(crate) async fn check_workdir(router: &Router, command: &Command) -> Result<
     }
 }
 
-/// Kills the command's processes on the portal when dropped armed: a cancelled `run`, a
-/// dropped stream.
-pub(crate) struct KillOnDrop {
+/// One exec of one sandbox, as a kill on drop names it (by its mark, the exec id).
+pub(crate) struct Started {
     router: Router,
     exec_id: String,
-    armed: bool,
 }
 
-impl KillOnDrop {
-    pub(crate) fn new(router: &Router, exec_id: &str) -> Self {
-        KillOnDrop { router: router.clone(), exec_id: exec_id.to_owned(), armed: true }
+impl KillTarget for Started {
+    fn describe(&self) -> String {
+        format!("exec {}", self.exec_id)
     }
 
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
+    fn kill(self) -> KillFuture {
+        Box::pin(async move { kill_marked(&self.router, &self.exec_id).await })
     }
 }
 
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            let (router, exec_id) = (self.router.clone(), std::mem::take(&mut self.exec_id));
-            PORTAL.detach(async move {
-                if let Err(e) = kill_marked(&router, &exec_id).await {
-                    tracing::warn!(target: "sandboxio::orphan", exec = %exec_id, error = %e, "could not kill a command's processes");
-                }
-            });
-        }
-    }
+/// Kills the exec's processes on the portal when dropped armed: a cancelled `run`, a
+/// dropped stream, a dropped file operation.
+pub(crate) fn kill_on_drop(router: &Router, exec_id: &str) -> KillOnDrop<Started> {
+    KillOnDrop::new(&PORTAL, Started { router: router.clone(), exec_id: exec_id.to_owned() })
 }
 
 /// Runs `command` to completion (call it inside a portal task).
@@ -256,7 +229,7 @@ pub(crate) async fn run(router: Router, base: Arc<SandboxEnv>, command: Command)
     check_workdir(&router, &command).await?;
     let exec_id = super::client::idempotency_key();
     // Armed before the start: a start whose reply was lost may still have started it.
-    let mut guard = KillOnDrop::new(&router, &exec_id);
+    let mut guard = kill_on_drop(&router, &exec_id);
     router.start_as(&exec_id, &router_command(&command, &base, &exec_id)).await?;
     let limit = command.output_limit_bytes();
     let (mut out, mut err) = (Capped::new(limit), Capped::new(limit));
@@ -317,52 +290,5 @@ mod tests {
         c.add(b"def");
         assert_eq!(c.data, b"abcd");
         assert!(c.truncated);
-    }
-}
-
-#[cfg(test)]
-mod kill_tests {
-    use std::time::Duration;
-
-    use super::{KILL_MARKED, MARKER};
-    use crate::backends::pgroup::host;
-
-    /// Marked processes and their groups end under every shell on this host; a marked
-    /// process whose name forges its stat line (`) S 1 <victim's group>` and a newline)
-    /// cannot turn the kill on a group of its choosing (it did, read line by line). The
-    /// victim living is proven by the same run killing everything marked.
-    #[test]
-    fn kill_marked_ends_the_marked_and_never_a_group_a_name_forges_under_every_shell() {
-        use std::os::unix::process::CommandExt as _;
-        let shells = host::shells();
-        assert!(!shells.is_empty(), "no POSIX shell found");
-        let dir = std::env::temp_dir().join(format!("sandboxio-kill-marked-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        for (n, shell) in shells.iter().enumerate() {
-            let marker = format!("kill-test-{}-{n}", std::process::id());
-            let mut victim = std::process::Command::new("sleep").arg("600").process_group(0).spawn().unwrap();
-            let forged_name = dir.join(format!(") S 1 {}\n", victim.id()));
-            std::fs::copy("/bin/sleep", &forged_name).unwrap();
-            let mut forger = std::process::Command::new(&forged_name)
-                .arg("600")
-                .env(MARKER, &marker)
-                .process_group(0)
-                .spawn()
-                .unwrap();
-            let (mut command, pids) =
-                host::spawn_printing_pids("sleep 600 & echo $!; wait", &[(MARKER, marker.as_str())], 1);
-            std::thread::sleep(Duration::from_millis(100));
-            host::run(shell, KILL_MARKED, &[&marker]);
-            let (_, _) = (forger.wait(), command.wait());
-            assert!(
-                !host::still_running(pids[0], Duration::from_secs(2)),
-                "{shell:?}: a marked child survived"
-            );
-            let victim_lives = host::still_running(victim.id(), Duration::from_millis(300));
-            let _ = victim.kill();
-            let _ = victim.wait();
-            assert!(victim_lives, "{shell:?}: a forged process name turned the kill on another group");
-        }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -33,7 +33,10 @@
 //!   router has no per-command kill, so each command runs under the process-group wrapper
 //!   with `SANDBOXIO_EXEC=<exec id>` in its environment, and a timeout (the adapter's own:
 //!   no `timeout_secs` is sent with a command), a dropped `run` future or a dropped stream
-//!   kills every process carrying the mark, with its group, through a second exec. A
+//!   kills every process carrying the mark, with its group, through a second exec. That
+//!   kill first leaves a tombstone for the mark (a directory `/tmp/.sandboxio-cancelled.<id>`),
+//!   and the wrapper of a start that arrives after it exits before running anything, so a
+//!   command whose start was still on its way when its future was dropped never runs. A
 //!   process that clears its environment and moves to a session of its own escapes until
 //!   the sandbox ends. A missing working directory is [`Error::NotFound`] (checked by a
 //!   first exec). Commands without one run in `/workspace`, made at create time.
@@ -87,11 +90,10 @@ mod stream;
 mod test_tls;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
-use crate::backends::portal::Keepalive;
+use crate::backends::remote::lifetime::Lifetime;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::policy::{Capabilities, IsolationTier};
@@ -329,9 +331,7 @@ impl ModalBackend {
             base: Arc::new(SandboxEnv { env: spec.env.clone(), secrets: spec.secret_env.clone() }),
             network: Some(spec.network.clone()),
             metadata: spec.metadata.clone(),
-            owned: AtomicBool::new(true),
-            killed: AtomicBool::new(false),
-            keepalive: Keepalive::default(),
+            life: Lifetime::new(true),
         });
         shared.start_keepalive();
         Ok(shared)
@@ -396,9 +396,7 @@ impl Backend for ModalBackend {
                         base: Arc::default(),
                         network: None,
                         metadata: BTreeMap::new(),
-                        owned: AtomicBool::new(false),
-                        killed: AtomicBool::new(false),
-                        keepalive: Keepalive::default(),
+                        life: Lifetime::new(false),
                     }))
                 })
                 .await?;

@@ -11,17 +11,15 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::client::Control;
 use super::exec::{self, SandboxEnv};
 use super::router::Router;
-use super::stream::ModalExecStream;
-use super::{PORTAL, files};
+use super::{PORTAL, files, stream};
 use crate::backend::{BackendExecStream, BackendSandbox, BoxFuture, KillOutcome};
-use crate::backends::portal::Keepalive;
-use crate::error::{Error, Result};
+use crate::backends::remote::lifetime::Lifetime;
+use crate::error::Result;
 use crate::exec::{Command, ExecResult};
 use crate::fs::DirEntry;
 use crate::policy::{Capabilities, EgressMechanism, NetworkEnforcement, NetworkPolicy};
@@ -40,37 +38,23 @@ pub(super) struct Shared {
     pub(super) base: Arc<SandboxEnv>,
     pub(super) network: Option<NetworkPolicy>,
     pub(super) metadata: BTreeMap<String, String>,
-    pub(super) owned: AtomicBool,
-    pub(super) killed: AtomicBool,
-    pub(super) keepalive: Keepalive,
+    pub(super) life: Lifetime,
 }
 
 impl Shared {
-    /// Starts the keepalive of an owned sandbox. It holds only a weak reference, so it ends
-    /// when the last handle goes.
+    /// Starts the keepalive of an owned sandbox: a `true` exec every [`KEEPALIVE_EVERY`].
     pub(super) fn start_keepalive(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
-        let task = PORTAL.spawn(async move {
-            loop {
-                tokio::time::sleep(KEEPALIVE_EVERY).await;
-                let Some(shared) = weak.upgrade() else { return Ok(()) };
-                if shared.killed.load(Ordering::SeqCst) {
-                    return Ok(());
-                }
-                let poke = exec::script("true", &[]);
-                if let Err(e) = exec::helper(&shared.router, &poke, None, 0).await {
-                    tracing::warn!(target: "sandboxio::modal", sandbox = %shared.id, error = %e, "could not keep the sandbox busy");
-                }
+        self.life.keep_alive(&PORTAL, self, KEEPALIVE_EVERY, |s| &s.life, |shared: Arc<Self>| async move {
+            let poke = exec::script("true", &[]);
+            if let Err(e) = exec::helper(&shared.router, &poke, None, 0).await {
+                tracing::warn!(target: "sandboxio::modal", sandbox = %shared.id, error = %e, "could not keep the sandbox busy");
             }
+            true
         });
-        self.keepalive.set(task);
     }
 
     pub(super) fn check_alive(&self) -> Result<()> {
-        if self.killed.load(Ordering::SeqCst) {
-            return Err(Error::sandbox_gone(&self.id, "it was terminated"));
-        }
-        Ok(())
+        self.life.check_alive(&self.id, "it was terminated")
     }
 }
 
@@ -135,7 +119,7 @@ impl BackendSandbox for ModalSandbox {
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
         self.shared.check_alive()?;
-        Ok(Box::new(ModalExecStream::start(&self.shared.router, Arc::clone(&self.shared.base), command)))
+        Ok(Box::new(stream::start(&self.shared.router, Arc::clone(&self.shared.base), command)))
     }
 
     fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
@@ -166,10 +150,9 @@ impl BackendSandbox for ModalSandbox {
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
         let shared = Arc::clone(&self.shared);
         Box::pin(PORTAL.spawn(async move {
-            if shared.killed.swap(true, Ordering::SeqCst) {
+            if !shared.life.begin_kill() {
                 return Ok(KillOutcome::AlreadyGone);
             }
-            shared.keepalive.stop();
             // Terminate is idempotent upstream: a sandbox that already ended answers with its
             // result, one Modal no longer knows is taken as ended too.
             let ended_before = shared.control.wait(&shared.id, Duration::ZERO).await.ok().flatten().is_some();
@@ -183,7 +166,7 @@ impl Drop for ModalSandbox {
     /// An owned sandbox whose handle goes is terminated (the core calls `kill` on close and
     /// on drop teardown too; this covers a handle dropped outside the core).
     fn drop(&mut self) {
-        if self.shared.owned.load(Ordering::SeqCst) && !self.shared.killed.swap(true, Ordering::SeqCst) {
+        if self.shared.life.begin_orphan_kill() {
             let (control, id) = (self.shared.control.clone(), self.shared.id.clone());
             PORTAL.detach(async move {
                 let _ = control.terminate(&id).await;

@@ -2,43 +2,31 @@
 //! into one bounded channel (the next piece is read only once the last is queued, so a
 //! slow consumer slows the reads and memory stays bounded), serves stdin writes at their
 //! byte offsets, and waits for the exit. Dropping the stream aborts the pump, whose guard
-//! kills the command's processes ([`super::exec::KillOnDrop`]).
+//! kills the command's processes ([`super::exec::kill_on_drop`]).
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use tokio::sync::mpsc;
 
-use super::exec::{self, KillOnDrop, SandboxEnv};
+use super::exec::{self, SandboxEnv};
 use super::router::{Fd, Router};
 use super::{PORTAL, SCHEME};
-use crate::backend::{BackendExecStream, BoxFuture};
 use crate::backends::pumped::{ExitPumpEnds, Pumped, StdinOp};
+use crate::backends::remote::stream::{RemoteExecStream, Terminate};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, OutputChunk, StreamKind};
 
-pub(super) struct ModalExecStream {
-    router: Router,
-    exec_id: String,
-    pumped: Pumped,
-}
-
-impl std::fmt::Debug for ModalExecStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModalExecStream")
-            .field("exec_id", &self.exec_id)
-            .field("ended", &self.pumped.ended())
-            .finish_non_exhaustive()
-    }
-}
-
-impl ModalExecStream {
-    pub(super) fn start(router: &Router, base: Arc<SandboxEnv>, command: Command) -> Self {
-        let exec_id = super::client::idempotency_key();
-        let (mut pumped, ends) = Pumped::new(SCHEME);
-        pumped.run(PORTAL.spawn(pump(router.clone(), base, command, exec_id.clone(), ends)));
-        ModalExecStream { router: router.clone(), exec_id, pumped }
-    }
+/// Starts `command` streamed: its pump runs on the portal at once.
+pub(super) fn start(router: &Router, base: Arc<SandboxEnv>, command: Command) -> RemoteExecStream {
+    let exec_id = super::client::idempotency_key();
+    let (mut pumped, ends) = Pumped::new(SCHEME);
+    pumped.run(PORTAL.spawn(pump(router.clone(), base, command, exec_id.clone(), ends)));
+    let (router, killed_id) = (router.clone(), exec_id.clone());
+    let terminate: Terminate = Box::new(move || {
+        let (router, exec_id) = (router.clone(), killed_id.clone());
+        Box::pin(async move { exec::kill_marked(&router, &exec_id).await })
+    });
+    RemoteExecStream::new("ModalExecStream", exec_id, &PORTAL, pumped, terminate)
 }
 
 /// Serves stdin operations until the stream goes; never returns on its own.
@@ -74,7 +62,7 @@ async fn pump(
     ends: ExitPumpEnds,
 ) -> Result<()> {
     let ExitPumpEnds { chunks, stdin, exit } = ends;
-    let mut guard = KillOnDrop::new(&router, &exec_id);
+    let mut guard = exec::kill_on_drop(&router, &exec_id);
     let started = async {
         exec::check_workdir(&router, &command).await?;
         router.start_as(&exec_id, &exec::router_command(&command, &base, &exec_id)).await
@@ -131,33 +119,4 @@ async fn pump(
         }
     }
     Ok(())
-}
-
-impl BackendExecStream for ModalExecStream {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
-        self.pumped.poll_chunk(cx)
-    }
-
-    fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-        self.pumped.write_stdin(data)
-    }
-
-    fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
-        self.pumped.close_stdin()
-    }
-
-    fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
-        Box::pin(self.pumped.wait())
-    }
-
-    fn terminate(&mut self) -> BoxFuture<'_, Result<()>> {
-        self.pumped.stop();
-        let (router, exec_id) = (self.router.clone(), self.exec_id.clone());
-        Box::pin(PORTAL.spawn(async move {
-            match exec::kill_marked(&router, &exec_id).await {
-                Ok(()) | Err(Error::SandboxGone { .. }) => Ok(()),
-                Err(e) => Err(e),
-            }
-        }))
-    }
 }

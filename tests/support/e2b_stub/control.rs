@@ -192,6 +192,8 @@ async fn create(state: &Arc<State>, body: serde_json::Value) -> Response<Body> {
     });
     let reply = sandbox_json(&id, &sandbox);
     state.sandboxes.lock().unwrap().insert(id, sandbox);
+    let delay = state.faults.delay_next_create_reply_ms.swap(0, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(delay)).await;
     json(StatusCode::CREATED, &reply)
 }
 

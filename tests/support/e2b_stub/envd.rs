@@ -366,7 +366,10 @@ fn start(state: &Arc<State>, sandbox: &Arc<StubSandbox>, body: &[u8], keepalive:
     let cut = state.faults.cut_next_stream.swap(false, Ordering::SeqCst);
     let keepalive = (!state.faults.silent_streams.load(Ordering::SeqCst)).then_some(keepalive);
     let sandbox2 = Arc::clone(sandbox);
+    let delay = Duration::from_millis(state.faults.delay_next_start_ms.swap(0, Ordering::SeqCst));
+    state.starts.fetch_add(1, Ordering::SeqCst);
     tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
         let process = Process { command, cwd, wants_stdin, tag, keepalive };
         run_process(sandbox2, process, frames, cut).await;
     });

@@ -24,11 +24,13 @@ mod control;
 mod envd;
 mod multipart;
 mod proxy;
+#[path = "../stub_runtime.rs"]
+mod stub_runtime;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -74,6 +76,12 @@ pub struct Faults {
     pub storm_503: AtomicBool,
     /// The most sandboxes alive at once before create answers 429 (0: no cap).
     pub max_sandboxes: AtomicUsize,
+    /// The next `Process.Start` is taken (its reply's headers go out) but its process starts
+    /// only this many milliseconds later, whatever its client does meanwhile: a start slow
+    /// on its way, which the client cannot name yet (no start event, no pid).
+    pub delay_next_start_ms: AtomicU64,
+    /// The next create makes its sandbox, then answers only this many milliseconds later.
+    pub delay_next_create_reply_ms: AtomicU64,
 }
 
 pub struct State {
@@ -83,6 +91,8 @@ pub struct State {
     pub next_id: AtomicUsize,
     /// Create requests seen (their JSON), for tests that check what was sent.
     pub creates: Mutex<Vec<serde_json::Value>>,
+    /// `Process.Start` requests taken.
+    pub starts: AtomicUsize,
 }
 
 impl State {
@@ -96,26 +106,13 @@ pub struct Stub {
     pub addr: SocketAddr,
     pub ca_pem: Vec<u8>,
     pub state: Arc<State>,
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl Drop for Stub {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
+    runtime: stub_runtime::StubRuntime,
 }
 
 impl Stub {
     /// Starts the stub on its own runtime, on a loopback port.
     pub fn start() -> Stub {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("e2b-stub")
-            .enable_all()
-            .build()
-            .expect("the stub's runtime");
+        let runtime = stub_runtime::StubRuntime::start("e2b-stub");
         let (ca_pem, acceptor) = certs::acceptor(DOMAIN);
         let state = Arc::new(State {
             local: LocalBackend::new(),
@@ -123,6 +120,7 @@ impl Stub {
             faults: Faults::default(),
             next_id: AtomicUsize::new(0),
             creates: Mutex::new(Vec::new()),
+            starts: AtomicUsize::new(0),
         });
         let listener =
             runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("a loopback port");
@@ -142,14 +140,13 @@ impl Stub {
             }
         });
         runtime.spawn(control::expire_loop(Arc::clone(&state)));
-        Stub { addr, ca_pem, state, runtime: Some(runtime) }
+        Stub { addr, ca_pem, state, runtime }
     }
 
     /// Starts an HTTP `CONNECT` proxy on loopback that tunnels every host under [`DOMAIN`]
     /// to this stub (see `proxy.rs`): how a client that resolves names itself reaches it.
     pub fn connect_proxy(&self) -> SocketAddr {
-        let runtime = self.runtime.as_ref().expect("the stub's runtime");
-        runtime.block_on(proxy::start(DOMAIN, self.addr))
+        self.runtime.block_on(proxy::start(DOMAIN, self.addr))
     }
 
     /// An `e2b://` backend pointed at this stub.

@@ -215,6 +215,8 @@ impl ModalClient for Control {
             Some(id) => id,
             None => self.create(key, m).await?,
         };
+        let delay = faults.delay_next_create_reply_ms.swap(0, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
         if faults.lose_next_create_reply.swap(false, Ordering::SeqCst) {
             return Err(Status::unavailable("connection reset by peer"));
         }

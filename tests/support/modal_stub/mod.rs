@@ -27,10 +27,12 @@ mod control;
 #[path = "../e2b_stub/proxy.rs"]
 mod proxy;
 mod router;
+#[path = "../stub_runtime.rs"]
+mod stub_runtime;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -139,6 +141,13 @@ pub struct Faults {
     pub malformed_wait: AtomicBool,
     /// Every `SandboxCreate` answers with an empty sandbox id while set (after creating).
     pub malformed_create: AtomicBool,
+    /// The next `TaskExecStart` is taken, but its command starts (and its reply goes out)
+    /// only this many milliseconds later, whatever its client does meanwhile: a start slow
+    /// on its way, which a second exec sent meanwhile overtakes.
+    pub delay_next_exec_start_ms: AtomicU64,
+    /// The next `SandboxCreate` makes its sandbox, then answers only this many milliseconds
+    /// later.
+    pub delay_next_create_reply_ms: AtomicU64,
 }
 
 pub struct State {
@@ -156,6 +165,8 @@ pub struct State {
     pub read_offsets: Mutex<Vec<u64>>,
     /// The client identities seen (`x-modal-client-type`, `x-modal-client-version`).
     pub identities: Mutex<std::collections::BTreeSet<String>>,
+    /// `TaskExecStart` requests taken.
+    pub exec_starts: AtomicUsize,
 }
 
 impl State {
@@ -179,15 +190,7 @@ pub struct Stub {
     pub url: String,
     pub ca_pem: Vec<u8>,
     pub state: Arc<State>,
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl Drop for Stub {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
+    runtime: stub_runtime::StubRuntime,
 }
 
 /// A certificate for [`DOMAIN`] signed by a CA made here: (the CA's PEM, the identity).
@@ -209,12 +212,7 @@ fn certificates() -> (Vec<u8>, Identity) {
 impl Stub {
     /// Starts the stub on its own runtime, on two loopback ports.
     pub fn start() -> Stub {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("modal-stub")
-            .enable_all()
-            .build()
-            .expect("the stub's runtime");
+        let runtime = stub_runtime::StubRuntime::start("modal-stub");
         let (ca_pem, identity) = certificates();
         let state = Arc::new(State {
             local: LocalBackend::new(),
@@ -226,6 +224,7 @@ impl Stub {
             router_url: Mutex::new(String::new()),
             read_offsets: Mutex::new(Vec::new()),
             identities: Mutex::new(std::collections::BTreeSet::new()),
+            exec_starts: AtomicUsize::new(0),
         });
         let bind = || {
             let listener =
@@ -247,12 +246,7 @@ impl Stub {
         runtime.spawn(control_server.serve_with_incoming(control_listener));
         runtime.spawn(router_server.serve_with_incoming(router_listener));
         runtime.spawn(expire_loop(Arc::clone(&state)));
-        Stub {
-            url: format!("https://127.0.0.1:{}", control_addr.port()),
-            ca_pem,
-            state,
-            runtime: Some(runtime),
-        }
+        Stub { url: format!("https://127.0.0.1:{}", control_addr.port()), ca_pem, state, runtime }
     }
 
     /// A `modal://` backend (with the DSN's options) pointed at this stub.
@@ -281,8 +275,7 @@ impl Stub {
     pub fn connect_proxy(&self) -> SocketAddr {
         let mut url = self.state.router_url.lock().unwrap();
         *url = url.replace("127.0.0.1", DOMAIN);
-        let runtime = self.runtime.as_ref().expect("the stub's runtime");
-        runtime.block_on(proxy::start_same_port(DOMAIN, std::net::Ipv4Addr::LOCALHOST.into()))
+        self.runtime.block_on(proxy::start_same_port(DOMAIN, std::net::Ipv4Addr::LOCALHOST.into()))
     }
 
     /// The `local://` sandbox id behind Modal sandbox `id`, while it runs.

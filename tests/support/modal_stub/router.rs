@@ -113,6 +113,37 @@ async fn pump(
     exec.bump();
 }
 
+/// Registers exec `m.exec_id` and starts its command (a repeated id starts nothing).
+fn begin(s: Arc<StubSandbox>, m: &TaskExecStartRequest) {
+    let (tx, rx) = mpsc::channel(16);
+    let exec = {
+        let mut execs = s.execs.lock().unwrap();
+        if execs.contains_key(&m.exec_id) {
+            // The same id is the same command: a retried start starts nothing.
+            return;
+        }
+        let exec = Arc::new(Exec {
+            argv: m.command_args.clone(),
+            stdout: Mutex::new(Vec::new()),
+            stderr: Mutex::new(Vec::new()),
+            exit: Mutex::new(None),
+            changed: tokio::sync::watch::channel(0).0,
+            stdin: tx,
+            stdin_at: Mutex::new((0, false)),
+        });
+        execs.insert(m.exec_id.clone(), Arc::clone(&exec));
+        exec
+    };
+    let mut command = Command::new(&m.command_args[0]).args(m.command_args[1..].iter().cloned());
+    for (k, v) in &m.env {
+        command = command.env(k.clone(), v.clone());
+    }
+    if let Some(dir) = &m.workdir {
+        command = command.cwd(dir.clone());
+    }
+    tokio::spawn(pump(s, exec, command, rx));
+}
+
 type Pieces = Pin<Box<dyn futures_core::Stream<Item = Result<TaskExecStdioReadResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -140,33 +171,19 @@ impl TaskCommandRouter for Router {
             return Err(Status::invalid_argument("command_args and exec_id are required"));
         }
         s.touch();
-        let (tx, rx) = mpsc::channel(16);
-        let exec = {
-            let mut execs = s.execs.lock().unwrap();
-            if execs.contains_key(&m.exec_id) {
-                // The same id is the same command: a retried start starts nothing.
-                return Ok(Response::new(TaskExecStartResponse {}));
-            }
-            let exec = Arc::new(Exec {
-                argv: m.command_args.clone(),
-                stdout: Mutex::new(Vec::new()),
-                stderr: Mutex::new(Vec::new()),
-                exit: Mutex::new(None),
-                changed: tokio::sync::watch::channel(0).0,
-                stdin: tx,
-                stdin_at: Mutex::new((0, false)),
-            });
-            execs.insert(m.exec_id.clone(), Arc::clone(&exec));
-            exec
-        };
-        let mut command = Command::new(&m.command_args[0]).args(m.command_args[1..].iter().cloned());
-        for (k, v) in &m.env {
-            command = command.env(k.clone(), v.clone());
+        self.0.exec_starts.fetch_add(1, Ordering::SeqCst);
+        let delay = Duration::from_millis(self.0.faults.delay_next_exec_start_ms.swap(0, Ordering::SeqCst));
+        if !delay.is_zero() {
+            // Taken: the command starts after the delay whatever the client does (a handler
+            // dropped when its client goes away does not stop this task).
+            let _ = tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                begin(s, &m);
+            })
+            .await;
+            return Ok(Response::new(TaskExecStartResponse {}));
         }
-        if let Some(dir) = &m.workdir {
-            command = command.cwd(dir.clone());
-        }
-        tokio::spawn(pump(s, exec, command, rx));
+        begin(s, &m);
         Ok(Response::new(TaskExecStartResponse {}))
     }
 

@@ -1,0 +1,9 @@
+//! The skeleton the remote backends (`e2b://`, `modal://`) share, one job a module: the
+//! kill a dropped command leaves to run ([`kill_guard`]), a sandbox handle's lifetime (owned,
+//! killed, kept alive: [`lifetime`]), and a streamed command's face over its pump
+//! ([`stream`]). What differs for a protocol reason (how a command is started, found and
+//! killed, how a sandbox is created, renewed and ended) stays in each adapter.
+
+pub(crate) mod kill_guard;
+pub(crate) mod lifetime;
+pub(crate) mod stream;
