@@ -11,6 +11,7 @@ mod inventory;
 mod mcp;
 mod mcp_http;
 mod mcp_sessions;
+mod progress;
 
 use std::time::Duration;
 
