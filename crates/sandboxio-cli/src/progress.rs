@@ -19,48 +19,50 @@ pub(crate) enum Direction {
 
 /// The bar of one transfer, cleared when dropped (the transfer ended, failed or was
 /// interrupted). Hidden unless stdout is a terminal.
-pub(crate) struct TransferBar(ProgressBar);
+pub(crate) struct TransferBar {
+    bar: ProgressBar,
+    /// Whether the bar may draw: stdout is a terminal.
+    shown: bool,
+    /// Set by the first report: the bar draws from then on, with its length known (a bar
+    /// drawn before would flash `0 B/0 B`).
+    started: std::sync::Once,
+}
 
 impl TransferBar {
     /// A bar labelled `label`.
     pub(crate) fn new(direction: Direction, label: &str) -> Self {
-        let target = if std::io::stdout().is_terminal() {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        };
-        let (bar, template) = match direction {
+        let template = match direction {
             // The length comes with the first report (the library walks the host tree
             // before sending).
-            Direction::Upload => (
-                ProgressBar::with_draw_target(Some(0), target),
-                "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
-            ),
-            Direction::Download => (
-                ProgressBar::with_draw_target(None, target),
-                "{spinner} {msg} {bytes} {binary_bytes_per_sec} {elapsed}",
-            ),
+            Direction::Upload => "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+            Direction::Download => "{spinner} {msg} {bytes} {binary_bytes_per_sec} {elapsed}",
         };
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
         bar.set_style(
             ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_message(label.to_owned());
-        bar.enable_steady_tick(Duration::from_millis(100));
-        TransferBar(bar)
+        TransferBar { bar, shown: std::io::stdout().is_terminal(), started: std::sync::Once::new() }
     }
 
     /// Moves the bar to `progress`: the hook to give `Fs::on_progress` (cheap, never
     /// blocks: indicatif draws at its own rate).
     pub(crate) fn report(&self, progress: TransferProgress) {
         if let Some(total) = progress.total {
-            self.0.set_length(total);
+            self.bar.set_length(total);
         }
-        self.0.set_position(progress.bytes);
+        self.bar.set_position(progress.bytes);
+        if self.shown {
+            self.started.call_once(|| {
+                self.bar.set_draw_target(ProgressDrawTarget::stderr());
+                self.bar.enable_steady_tick(Duration::from_millis(100));
+            });
+        }
     }
 }
 
 impl Drop for TransferBar {
     fn drop(&mut self) {
-        self.0.finish_and_clear();
+        self.bar.finish_and_clear();
     }
 }
