@@ -49,7 +49,7 @@ fn contents(seed: usize, size: usize) -> Vec<u8> {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            x as u8
+            x.to_le_bytes()[0]
         })
         .collect()
 }

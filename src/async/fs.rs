@@ -35,7 +35,9 @@ use super::sandbox::Sandbox;
 ///   [`Fs::download_limit`]); over a limit is [`Error::TooLarge`](crate::Error::TooLarge);
 /// - in client memory: [`Fs::upload`] and [`Fs::download`] stream, whatever the size.
 ///
-/// The limits are per call: `sandbox.fs().read_limit(1 << 30).read("big.bin")`.
+/// The limits are per call: `sandbox.fs().read_limit(1 << 30).read("big.bin")`. So is
+/// a progress callback for [`Fs::upload`] and [`Fs::download`], set with
+/// [`Fs::on_progress`].
 ///
 /// # Errors name the path as you wrote it
 ///
