@@ -72,5 +72,32 @@ fn blocking_facade(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cold_start, exec, blocking_facade);
+/// What a progress callback costs an upload of 8 MiB in 64 files: the same upload without
+/// one is the baseline (the path every caller who sets none takes: no meter, no timer, no
+/// walk of the host tree).
+fn upload_progress(c: &mut Criterion) {
+    let mut group = c.benchmark_group("upload_8mib");
+    let fake = FakeBackend::new();
+    let sandbox =
+        block_on(Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create()).unwrap();
+    let host = std::env::temp_dir().join(format!("sandboxio-bench-upload-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&host);
+    std::fs::create_dir_all(&host).unwrap();
+    for i in 0..64u8 {
+        std::fs::write(host.join(format!("f{i:02}")), vec![i; 128 * 1024]).unwrap();
+    }
+    group.bench_function("baseline: Fs::upload without a callback", |b| {
+        b.iter(|| block_on(sandbox.fs().upload(&host, "up")).unwrap());
+    });
+    let report = |p: sandboxio::TransferProgress| {
+        black_box(p);
+    };
+    group.bench_function("Fs::upload with Fs::on_progress", |b| {
+        b.iter(|| block_on(sandbox.fs().on_progress(&report).upload(&host, "up")).unwrap());
+    });
+    group.finish();
+    let _ = std::fs::remove_dir_all(&host);
+}
+
+criterion_group!(benches, cold_start, exec, blocking_facade, upload_progress);
 criterion_main!(benches);

@@ -39,6 +39,7 @@ mod blocking;
 mod blocking_stream;
 pub(crate) mod cell_stream;
 
+pub use crate::transfer::TransferMeter;
 pub use blocking::{Blocking, CancelToken, run_blocking};
 pub use blocking_stream::{BlockingChunks, blocking_chunks};
 pub use cell_stream::{CellStream, ChunkSink, collect_cell};
@@ -344,8 +345,18 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// [`BackendSandbox::write`] file by file (so it holds one file in memory at a time);
     /// override it with a bulk transfer (a tar stream, see
     /// [`crate::backends`]' adapters) that keeps client memory flat whatever the size.
-    fn upload<'a>(&'a self, host_path: &'a Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(crate::transfer::upload_via_primitives(self, host_path, path))
+    ///
+    /// Count the bytes of host file contents sent into `meter` as they go
+    /// ([`TransferMeter::add`]; directories, headers and skipped links count nothing):
+    /// it feeds the caller's [`Fs::on_progress`](crate::Fs::on_progress). The default
+    /// counts each file once it is written.
+    fn upload<'a>(
+        &'a self,
+        host_path: &'a Path,
+        path: &'a str,
+        meter: TransferMeter,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(crate::transfer::upload_via_primitives(self, host_path, path, meter))
     }
 
     /// Copies a sandbox file or directory tree to the host, putting at most `budget` bytes
@@ -356,8 +367,19 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// setuid, setgid, sticky or group/world write. The default walks the sandbox tree
     /// with [`BackendSandbox::list`] and [`BackendSandbox::read`] (each file bounded by
     /// what is left of the budget).
-    fn download<'a>(&'a self, path: &'a str, host_path: &'a Path, budget: u64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(crate::transfer::download_via_primitives(self, path, host_path, budget))
+    ///
+    /// Count the bytes of file contents written on the host into `meter` as they land
+    /// ([`TransferMeter::add`]), a hard-link copy included: it feeds the caller's
+    /// [`Fs::on_progress`](crate::Fs::on_progress). The default counts each file once it
+    /// is on disk.
+    fn download<'a>(
+        &'a self,
+        path: &'a str,
+        host_path: &'a Path,
+        budget: u64,
+        meter: TransferMeter,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(crate::transfer::download_via_primitives(self, path, (host_path, budget), meter))
     }
 
     /// Destroys the sandbox. Idempotent: a second call returns

@@ -101,6 +101,7 @@ pub use policy::{
 };
 pub use runtime::{TEARDOWN_GRACE, pending_teardowns, set_teardown_grace, shutdown, teardown_grace};
 pub use secret::SecretString;
+pub use transfer::TransferProgress;
 
 /// Compiles and runs the code blocks of README.md as doc tests.
 #[cfg(doctest)]

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::exec::ExecResult;
 use crate::fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry};
 use crate::policy::Capabilities;
+use crate::transfer::progress::{OnProgress, TransferMeter, TransferProgress, host_tree_bytes, reported};
 
 use super::sandbox::Sandbox;
 
@@ -34,7 +35,9 @@ use super::sandbox::Sandbox;
 ///   [`Fs::download_limit`]); over a limit is [`Error::TooLarge`](crate::Error::TooLarge);
 /// - in client memory: [`Fs::upload`] and [`Fs::download`] stream, whatever the size.
 ///
-/// The limits are per call: `sandbox.fs().read_limit(1 << 30).read("big.bin")`.
+/// The limits are per call: `sandbox.fs().read_limit(1 << 30).read("big.bin")`. So is
+/// a progress callback for [`Fs::upload`] and [`Fs::download`], set with
+/// [`Fs::on_progress`].
 ///
 /// # Errors name the path as you wrote it
 ///
@@ -62,6 +65,7 @@ pub struct Fs<'a> {
     read_limit: u64,
     download_limit: u64,
     timeout: Duration,
+    progress: Option<OnProgress<'a>>,
 }
 
 #[sandboxio_macros::blocking_facade]
@@ -72,6 +76,7 @@ impl<'a> Fs<'a> {
             read_limit: DEFAULT_READ_LIMIT,
             download_limit: DEFAULT_DOWNLOAD_LIMIT,
             timeout: DEFAULT_FS_TIMEOUT,
+            progress: None,
         }
     }
 
@@ -100,6 +105,50 @@ impl<'a> Fs<'a> {
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
         Fs { timeout, ..self }
+    }
+
+    /// The same file system with `report` called as [`Fs::upload`] and [`Fs::download`]
+    /// move bytes, with a [`TransferProgress`]: the bytes of file contents moved so far
+    /// (the same count on every backend: directories, archive headers and skipped links
+    /// count nothing), and for an upload the total expected, from a walk of the host tree
+    /// made before the transfer starts (a download's total is unknown, `None`).
+    ///
+    /// `report` is called once when the transfer starts (`bytes` 0), then at most once
+    /// every 50 ms while the count moves, then once more with `done: true` when the
+    /// transfer has succeeded (not after a failure, a timeout or a drop). It runs on the
+    /// thread that polls the call's future (your task, or the calling thread under
+    /// [`sandboxio::sync`](crate::sync)), between polls of the transfer: it must return
+    /// quickly and never block (a slow callback delays the transfer itself, and the
+    /// deadline keeps running). How often the count moves depends on the backend:
+    /// `local://` and `docker://` count as the archive streams, the default transfer
+    /// (`fake://`, `e2b://`, `modal://`) once per file.
+    ///
+    /// Without it (the default) a transfer counts nothing, starts no timer and does not
+    /// walk the host tree first. The other calls ignore it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
+    /// let host = std::env::temp_dir().join(format!("sandboxio-progress-{}", std::process::id()));
+    /// std::fs::create_dir_all(&host).unwrap();
+    /// std::fs::write(host.join("data.bin"), vec![0u8; 300_000]).unwrap();
+    /// let last = AtomicU64::new(0);
+    /// let report = |p: sandboxio::TransferProgress| {
+    ///     last.store(p.bytes, Ordering::Relaxed);
+    ///     eprintln!("{} of {:?} bytes", p.bytes, p.total);
+    /// };
+    /// sandbox.fs().on_progress(&report).upload(&host, "data").await?;
+    /// assert_eq!(last.load(Ordering::Relaxed), 300_000);
+    /// # std::fs::remove_dir_all(&host).unwrap();
+    /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
+    /// ```
+    #[must_use]
+    pub fn on_progress(self, report: &'a (dyn Fn(TransferProgress) + Sync)) -> Self {
+        Fs { progress: Some(OnProgress(report)), ..self }
     }
 
     fn check(self, paths: &[&str]) -> Result<()> {
@@ -291,7 +340,21 @@ impl<'a> Fs<'a> {
     /// ```
     pub async fn upload(&self, host_path: impl AsRef<Path>, path: &str) -> Result<()> {
         let host_path = host_path.as_ref();
-        self.call(OperationKind::FsUpload, path, |handle| handle.upload(host_path, path)).await
+        let Some(report) = self.progress else {
+            let none = TransferMeter::none();
+            return self
+                .call(OperationKind::FsUpload, path, |handle| handle.upload(host_path, path, none))
+                .await;
+        };
+        self.call(OperationKind::FsUpload, path, |handle| async move {
+            // Walked on a library thread, after the checks (a refused call walks nothing)
+            // and within the deadline.
+            let root = host_path.to_path_buf();
+            let total = crate::runtime::unblock(move || Ok(host_tree_bytes(&root))).await?;
+            let meter = TransferMeter::counting();
+            reported(handle.upload(host_path, path, meter.clone()), &meter, Some(total), report).await
+        })
+        .await
     }
 
     /// Copies a sandbox file or directory tree to `host_path`, streamed (client memory
@@ -332,7 +395,19 @@ impl<'a> Fs<'a> {
     pub async fn download(&self, path: &str, host_path: impl AsRef<Path>) -> Result<()> {
         let host_path = host_path.as_ref();
         let budget = self.download_limit;
-        self.call(OperationKind::FsDownload, path, |handle| handle.download(path, host_path, budget)).await
+        let Some(report) = self.progress else {
+            let none = TransferMeter::none();
+            return self
+                .call(OperationKind::FsDownload, path, |handle| {
+                    handle.download(path, host_path, budget, none)
+                })
+                .await;
+        };
+        self.call(OperationKind::FsDownload, path, |handle| async move {
+            let meter = TransferMeter::counting();
+            reported(handle.download(path, host_path, budget, meter.clone()), &meter, None, report).await
+        })
+        .await
     }
 
     /// Lists a directory: name, kind, size in bytes and mode of each entry, sorted by name.

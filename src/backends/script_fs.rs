@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use crate::error::Result;
-use crate::transfer::StartStream;
+use crate::transfer::{StartStream, TransferMeter};
 
 /// The directory an archive for `abs` is extracted in (or archived from), and its root
 /// entry's name; `root` itself (a workspace) is `.` in `root`.
@@ -32,9 +32,10 @@ pub(crate) async fn upload(
     host_path: &Path,
     abs: &str,
     root: &str,
+    meter: TransferMeter,
 ) -> Result<()> {
     let (dir, name) = split(abs, root);
-    crate::transfer::upload_via_stream(start, scheme, host_path, abs, &dir, &name).await
+    crate::transfer::upload_via_stream(start, scheme, host_path, abs, (&dir, &name), meter).await
 }
 
 /// Copies the sandbox tree at `abs` to `host_path` as one tar stream, within `budget`;
@@ -47,9 +48,11 @@ pub(crate) async fn download(
     host_path: &Path,
     budget: u64,
     paced: bool,
+    meter: TransferMeter,
 ) -> Result<()> {
     let (dir, name) = split(abs, root);
-    crate::transfer::download_via_stream(start, scheme, abs, (&dir, &name), host_path, budget, paced).await
+    crate::transfer::download_via_stream(start, scheme, abs, (&dir, &name), (host_path, budget), paced, meter)
+        .await
 }
 
 #[cfg(test)]

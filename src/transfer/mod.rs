@@ -16,7 +16,8 @@
 //! download on the host under the rules above; the tar path that `local://` and `docker://`
 //! override it with is `pack` (host tree to archive) and `unpack` (archive to host,
 //! within the budget); `stream` runs that tar path through an exec stream, with
-//! `cancel` stopping its library thread when the operation is dropped.
+//! `cancel` stopping its library thread when the operation is dropped; `progress` counts
+//! the file bytes a transfer moves and reports them to the caller.
 
 #[cfg(any(feature = "local", feature = "docker"))]
 mod cancel;
@@ -24,6 +25,7 @@ mod host_writer;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod pack;
 mod primitives;
+pub(crate) mod progress;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod stream;
 #[cfg(any(feature = "local", feature = "docker"))]
@@ -39,6 +41,7 @@ use crate::error::{Error, Result};
 #[cfg(feature = "docker")]
 pub(crate) use pack::append_host_tree;
 pub(crate) use primitives::{download_via_primitives, upload_via_primitives};
+pub use progress::{TransferMeter, TransferProgress};
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) use stream::{StartStream, download_via_stream, upload_via_stream};
 #[cfg(feature = "docker")]

@@ -6,6 +6,7 @@ use std::io;
 use std::path::Path;
 
 use super::host_writer::HostWriter;
+use super::progress::TransferMeter;
 use super::{charge, host_error, over_budget, sorted_names};
 use crate::backend::BackendSandbox;
 use crate::error::{Error, Result};
@@ -56,11 +57,12 @@ fn collect_host(root: &Path, rel: &str, out: &mut Vec<(String, bool, u32)>) -> R
 
 /// The default upload: the host tree walked without following links, then
 /// [`BackendSandbox::mkdir`] and [`BackendSandbox::write`] per entry, holding one file in
-/// memory at a time.
+/// memory at a time. Each file's bytes are counted into `meter` once it is written.
 pub(crate) async fn upload_via_primitives<S: BackendSandbox + ?Sized>(
     sandbox: &S,
     host_path: &Path,
     path: &str,
+    meter: TransferMeter,
 ) -> Result<()> {
     let root = host_path.to_path_buf();
     let items = unblock(move || {
@@ -80,7 +82,9 @@ pub(crate) async fn upload_via_primitives<S: BackendSandbox + ?Sized>(
         } else {
             let file = if rel.is_empty() { host_path.to_path_buf() } else { host_path.join(&rel) };
             let data = unblock(move || read_host_file(&file)).await?;
+            let sent = data.len() as u64;
             sandbox.write(&join(path, &rel), data, Some(mode)).await?;
+            meter.add(sent);
         }
     }
     Ok(())
@@ -120,12 +124,13 @@ fn safe_component(name: &str) -> Result<&str> {
 
 /// The default download: the sandbox tree walked with [`BackendSandbox::list`] and
 /// [`BackendSandbox::read`], each read bounded by what is left of `budget` (512 bytes are
-/// charged per entry, as an archive would).
+/// charged per entry, as an archive would). Each file's bytes are counted into `meter`
+/// once it is on the host's disk.
 pub(crate) async fn download_via_primitives<S: BackendSandbox + ?Sized>(
     sandbox: &S,
     path: &str,
-    host_path: &Path,
-    budget: u64,
+    (host_path, budget): (&Path, u64),
+    meter: TransferMeter,
 ) -> Result<()> {
     // Is `path` a directory? Listing its parent tells the kind without following links.
     let trimmed = path.trim_end_matches('/');
@@ -172,10 +177,12 @@ pub(crate) async fn download_via_primitives<S: BackendSandbox + ?Sized>(
                                 other => other,
                             })?;
                             charge(&mut used, data.len() as u64, budget, path)?;
+                            let landed = data.len() as u64;
                             writer = unblock(move || {
                                 write_whole(&mut writer, &host_child, &data, entry.mode).map(|()| writer)
                             })
                             .await?;
+                            meter.add(landed);
                         }
                         FileKind::Symlink | FileKind::Other => {
                             tracing::debug!(path = %child, "download skips a sandbox link or special file");
@@ -191,7 +198,9 @@ pub(crate) async fn download_via_primitives<S: BackendSandbox + ?Sized>(
                 other => other,
             })?;
             let host = host_path.to_path_buf();
+            let landed = data.len() as u64;
             writer = unblock(move || write_whole(&mut writer, &host, &data, mode).map(|()| writer)).await?;
+            meter.add(landed);
         }
         FileKind::Symlink | FileKind::Other => {
             return Err(Error::invalid_input(format!(

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::cancel::{Cancel, CancelOnDrop};
 use super::host_error;
 use super::pack::append_host_tree;
+use super::progress::TransferMeter;
 use super::unpack::Unpacker;
 use crate::backend::BackendExecStream;
 use crate::error::{Error, Result};
@@ -94,14 +95,15 @@ impl io::Write for StdinSink<'_> {
 /// `upload` as one tar stream into [`UNTAR`](crate::backends::fs_scripts::UNTAR) run
 /// through `sandbox`'s exec stream: the archive is built from the host tree on a
 /// library thread, one [`CHUNK`] at a time, so client memory stays flat whatever the
-/// size. `dir` is where the archive is extracted, `name` its root entry's name.
+/// size. `dir` is where the archive is extracted, `name` its root entry's name; file
+/// bytes are counted into `meter` as they go into the archive.
 pub(crate) async fn upload_via_stream(
     start: impl StartStream,
     backend: &'static str,
     host_path: &Path,
     abs: &str,
-    dir: &str,
-    name: &str,
+    (dir, name): (&str, &str),
+    meter: TransferMeter,
 ) -> Result<()> {
     use crate::backends::fs_scripts::{UNTAR, exec_failure};
     let meta = fs::symlink_metadata(host_path).map_err(|e| host_error(host_path, e))?;
@@ -120,7 +122,7 @@ pub(crate) async fn upload_via_stream(
         let archived = {
             let sink = StdinSink { stream: &mut stream, buf: Vec::with_capacity(CHUNK), cancel: &cancel };
             let mut builder = tar::Builder::new(sink);
-            let appended = append_host_tree(&mut builder, &host, &name, backend);
+            let appended = append_host_tree(&mut builder, &host, &name, backend, &meter);
             // Whatever happened, the archive ends and stdin closes: `tar -x` must see
             // end-of-file, or it waits for more until the deadline.
             let finished = builder.into_inner().and_then(|mut sink| io::Write::flush(&mut sink));
@@ -146,15 +148,16 @@ pub(crate) async fn upload_via_stream(
 /// once the last is on disk, for a transport that queues without limit (client memory
 /// stays flat); else plain [`TAR`](crate::backends::fs_scripts::TAR), for a transport that
 /// pushes back on its own (sandboxd's output credit), where `TAR_PACED`'s chunk files in a
-/// shared `/tmp` would be a name other commands could plant.
+/// shared `/tmp` would be a name other commands could plant. File bytes written on the
+/// host are counted into `meter`.
 pub(crate) async fn download_via_stream(
     start: impl StartStream,
     backend: &'static str,
     abs: &str,
     (dir, name): (&str, &str),
-    host_path: &Path,
-    budget: u64,
+    (host_path, budget): (&Path, u64),
     paced: bool,
+    meter: TransferMeter,
 ) -> Result<()> {
     use crate::backends::fs_scripts::{PACE_CHUNK, STDERR_LIMIT, TAR, TAR_PACED, exec_failure};
     /// How many chunks may be in flight: what the host asks for ahead of what it wrote.
@@ -173,7 +176,7 @@ pub(crate) async fn download_via_stream(
         if paced {
             let _ = cancel.run(stream.write_stdin(&[b'\n'; WINDOW]));
         }
-        let mut unpacker = Unpacker::new(backend, &abs, &host, budget);
+        let mut unpacker = Unpacker::new(backend, &abs, &host, budget, meter);
         let mut err = Vec::new();
         let mut since_ask = 0u64;
         // An error here returns at once: the stream is dropped (killing `tar`) and the

@@ -7,6 +7,7 @@ use std::io::{self, Read as _, Write as _};
 use std::path::{Component, Path, PathBuf};
 
 use super::host_writer::HostWriter;
+use super::progress::TransferMeter;
 use super::{host_error, over_budget};
 use crate::error::{Error, Result};
 use crate::fs::MAX_ARCHIVE_HEADER;
@@ -41,6 +42,7 @@ pub(crate) struct Unpacker {
     long_link: Option<Vec<u8>>,
     writer: HostWriter,
     backend: &'static str,
+    meter: TransferMeter,
 }
 
 fn malformed(backend: &str, abs: &str, why: &str) -> Error {
@@ -78,7 +80,14 @@ fn path_of(bytes: &[u8]) -> PathBuf {
 }
 
 impl Unpacker {
-    pub(crate) fn new(backend: &'static str, abs: &str, host: &Path, budget: u64) -> Self {
+    /// An unpacker counting the file bytes it writes into `meter`.
+    pub(crate) fn new(
+        backend: &'static str,
+        abs: &str,
+        host: &Path,
+        budget: u64,
+        meter: TransferMeter,
+    ) -> Self {
         Unpacker {
             abs: abs.to_owned(),
             host: host.to_path_buf(),
@@ -91,6 +100,7 @@ impl Unpacker {
             long_link: None,
             writer: HostWriter::new(host),
             backend,
+            meter,
         }
     }
 
@@ -121,6 +131,7 @@ impl Unpacker {
                     let (body, rest) = take_entry(data, left, pad);
                     if let Some((file, path)) = out {
                         file.write_all(body).map_err(|e| host_error(path, e))?;
+                        self.meter.add(body.len() as u64);
                     }
                     data = rest;
                 }
@@ -297,7 +308,9 @@ impl Unpacker {
         self.charge(meta.len())?;
         let mut from = fs::File::open(&src).map_err(|e| host_error(&src, e))?;
         let mut to = self.writer.file(target, mode)?;
-        io::copy(&mut (&mut from).take(meta.len()), &mut to).map_err(|e| host_error(target, e))?;
+        let copied =
+            io::copy(&mut (&mut from).take(meta.len()), &mut to).map_err(|e| host_error(target, e))?;
+        self.meter.add(copied);
         Ok(())
     }
 
@@ -336,7 +349,7 @@ mod tests {
     }
 
     fn unpack_in(tar: &[u8], host: &Path, budget: u64, chunk: usize) -> Result<()> {
-        let mut unpacker = Unpacker::new("test", "/w/out", host, budget);
+        let mut unpacker = Unpacker::new("test", "/w/out", host, budget, TransferMeter::none());
         for piece in tar.chunks(chunk) {
             unpacker.push(piece)?;
         }
@@ -364,6 +377,33 @@ mod tests {
     }
 
     #[test]
+    fn the_meter_counts_file_contents_and_link_copies_only() {
+        let mut builder = tar::Builder::new(Vec::new());
+        entry(&mut builder, "out/", tar::EntryType::Directory, b"");
+        let long = format!("out/{}", "n".repeat(150)); // a GNU long-name entry: not counted
+        entry(&mut builder, &long, tar::EntryType::Regular, b"long name");
+        entry(&mut builder, "out/a", tar::EntryType::Regular, &[7u8; 1000]);
+        entry(&mut builder, "out/s", tar::EntryType::Symlink, b""); // skipped: not counted
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Link);
+        header.set_size(0);
+        builder.append_link(&mut header, "out/l", "out/a").unwrap(); // a copy: counted
+        let tar = builder.into_inner().unwrap();
+        assert!(tar.len() > 4 * 512, "the archive is bigger than its file contents");
+        for chunk in [1, 511, 4096] {
+            let dir = scratch(&format!("meter{chunk}"));
+            let meter = TransferMeter::counting();
+            let mut unpacker = Unpacker::new("test", "/w/out", &dir.join("o"), 1 << 20, meter.clone());
+            for piece in tar.chunks(chunk) {
+                unpacker.push(piece).unwrap();
+            }
+            unpacker.finish().unwrap();
+            assert_eq!(meter.bytes(), 9 + 1000 + 1000, "chunks of {chunk}");
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+
+    #[test]
     fn a_huge_long_name_header_is_too_large_before_it_is_read() {
         let mut header = tar::Header::new_gnu();
         header.set_entry_type(tar::EntryType::GNULongName);
@@ -371,7 +411,7 @@ mod tests {
         header.as_gnu_mut().unwrap().name[..13].copy_from_slice(b"././@LongLink");
         header.set_cksum();
         let dir = scratch("longname");
-        let mut unpacker = Unpacker::new("test", "/w/out", &dir.join("o"), 1 << 40);
+        let mut unpacker = Unpacker::new("test", "/w/out", &dir.join("o"), 1 << 40, TransferMeter::none());
         let err = unpacker.push(header.as_bytes()).unwrap_err();
         assert_eq!(err.code(), crate::ErrorCode::TooLarge, "{err}");
         let _ = fs::remove_dir_all(dir);

@@ -16,6 +16,7 @@ use crate::args::{
     CodeArgs, CommandLine, CpArgs, CreateArgs, Endpoint, ExecArgs, KillArgs, NewSandbox, RunArgs,
     SandboxOpts, download_name, exit_code, extension, parse_endpoint,
 };
+use crate::progress::{Direction, TransferBar};
 
 /// A sandboxio error (the backend, the DSN, a refused policy): `docker run`'s code for its own failures.
 pub const EXIT_ERROR: i32 = 125;
@@ -230,8 +231,10 @@ pub async fn run(args: RunArgs) -> i32 {
     let json = args.new.common.json;
     in_fresh_sandbox(&args.new, async |sandbox: &Sandbox| {
         for up in &args.upload {
-            let fs = sandbox.fs();
-            if let Err(e) = with_spinner("uploading", fs.upload(&up.src, &up.dst)).await {
+            let bar = TransferBar::new(Direction::Upload, &format!("uploading {}", up.src.display()));
+            let report = |p| bar.report(p);
+            if let Err(e) = sandbox.fs().on_progress(&report).upload(&up.src, &up.dst).await {
+                drop(bar);
                 return fail(json, &e);
             }
         }
@@ -246,7 +249,10 @@ pub async fn run(args: RunArgs) -> i32 {
                 Ok(name) => PathBuf::from(name),
                 Err(message) => return fail(json, &Error::invalid_input(message)),
             };
-            if let Err(e) = with_spinner("downloading", sandbox.fs().download(path, &host)).await {
+            let bar = TransferBar::new(Direction::Download, &format!("downloading {path}"));
+            let report = |p| bar.report(p);
+            if let Err(e) = sandbox.fs().on_progress(&report).download(path, &host).await {
+                drop(bar);
                 return fail(json, &e);
             }
             downloaded.push(host);
@@ -435,11 +441,15 @@ pub async fn cp(args: CpArgs) -> i32 {
         match (parse_endpoint(&args.src), parse_endpoint(&args.dst)) {
             (Endpoint::Host(src), Endpoint::Sandbox { id, path }) => {
                 let sandbox = Sandbox::connect(&args.common.dsn, &id).await?;
-                with_spinner("uploading", sandbox.fs().upload(&src, &path)).await
+                let bar = TransferBar::new(Direction::Upload, "uploading");
+                let report = |p| bar.report(p);
+                sandbox.fs().on_progress(&report).upload(&src, &path).await
             }
             (Endpoint::Sandbox { id, path }, Endpoint::Host(dst)) => {
                 let sandbox = Sandbox::connect(&args.common.dsn, &id).await?;
-                with_spinner("downloading", sandbox.fs().download(&path, &dst)).await
+                let bar = TransferBar::new(Direction::Download, "downloading");
+                let report = |p| bar.report(p);
+                sandbox.fs().on_progress(&report).download(&path, &dst).await
             }
             _ => Err(Error::invalid_input(
                 "exactly one side of cp must be a sandbox path, as in ID:/workspace/file",

@@ -18,6 +18,8 @@ mod mcp_sessions;
 #[cfg(test)]
 mod reference;
 
+mod progress;
+
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser};

@@ -203,3 +203,57 @@ fn completions_and_help() {
     );
     assert!(Path::new(env!("CARGO_BIN_EXE_sandboxio")).exists());
 }
+
+#[test]
+fn transfers_draw_a_byte_bar_on_a_terminal_and_nothing_off_one() {
+    let s = Scratch::new("bars");
+    std::fs::write(s.0.join("big.bin"), vec![7u8; 4 << 20]).unwrap();
+    let args = [
+        "run",
+        "--upload",
+        "big.bin:big.bin",
+        "--download",
+        "/workspace/copy.bin",
+        "--",
+        "cp",
+        "big.bin",
+        "copy.bin",
+    ];
+    // Piped stdout and stderr: the command's own output only (it has none).
+    let out = s.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!((text(&out.stdout), text(&out.stderr)), ("", ""));
+    assert_eq!(std::fs::read(s.0.join("copy.bin")).unwrap().len(), 4 << 20);
+    std::fs::remove_file(s.0.join("copy.bin")).unwrap();
+    // With --json: JSON lines only, on stdout.
+    let mut json = vec!["run", "--json"];
+    json.extend_from_slice(&args[1..]);
+    let out = s.run(&json);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    assert_eq!(last_json(&out)["downloaded"], serde_json::json!(["copy.bin"]));
+    std::fs::remove_file(s.0.join("copy.bin")).unwrap();
+
+    // The positive control: on a terminal (script(1) gives the binary a pty for stdout and
+    // stderr) the same transfers draw their bars, with the upload's total.
+    let script = Command::new("script").arg("--version").output();
+    if !script.is_ok_and(|o| o.status.success()) {
+        println!("[skip] transfers_draw_a_byte_bar_on_a_terminal: no script(1) (util-linux) for a pty");
+        return;
+    }
+    let line = std::iter::once(env!("CARGO_BIN_EXE_sandboxio")).chain(args).collect::<Vec<_>>().join(" ");
+    let out = Command::new("script")
+        .args(["-q", "-e", "-f", "-c", &line, "/dev/null"])
+        .env("TMPDIR", &s.0)
+        .current_dir(&s.0)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let typescript = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{typescript}");
+    assert!(typescript.contains("uploading big.bin"), "no upload bar: {typescript:?}");
+    assert!(typescript.contains("/4.00 MiB"), "the upload bar shows its total: {typescript:?}");
+    assert!(typescript.contains("downloading /workspace/copy.bin"), "no download bar: {typescript:?}");
+    assert_eq!(std::fs::read(s.0.join("copy.bin")).unwrap().len(), 4 << 20);
+    assert_eq!(s.leftovers(), Vec::<String>::new());
+}

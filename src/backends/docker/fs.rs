@@ -24,6 +24,7 @@ use std::sync::Arc;
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
+use crate::backend::TransferMeter;
 use crate::error::{Error, Result};
 use crate::exec::Command;
 use crate::fs::DirEntry;
@@ -166,7 +167,12 @@ fn split_parent(abs: &str) -> (String, String) {
 
 /// `upload` as one tar stream: built on a blocking thread while `tar -x` in the sandbox
 /// reads it, so no file is held whole in memory.
-pub(super) async fn upload(shared: &Arc<Shared>, host_path: std::path::PathBuf, path: &str) -> Result<()> {
+pub(super) async fn upload(
+    shared: &Arc<Shared>,
+    host_path: std::path::PathBuf,
+    path: &str,
+    meter: &TransferMeter,
+) -> Result<()> {
     shared.check_alive()?;
     let abs = absolute(shared, path);
     if abs == "/" {
@@ -185,9 +191,11 @@ pub(super) async fn upload(shared: &Arc<Shared>, host_path: std::path::PathBuf, 
     let mut guard = KillOnDrop::new(shared);
     let Launched { exec_id, mut output, input, .. } =
         exec::launch(shared, &mut guard, &command, true, false).await?;
+    let meter = meter.clone();
     let build = tokio::task::spawn_blocking(move || {
         let mut builder = tar::Builder::new(SyncIoBridge::new(input));
-        let appended = crate::transfer::append_host_tree(&mut builder, &host_path, &name, super::SCHEME);
+        let appended =
+            crate::transfer::append_host_tree(&mut builder, &host_path, &name, super::SCHEME, &meter);
         // Whatever happened, `tar -x` must see end-of-file, or it waits for more forever.
         let finished = builder.into_inner();
         let closed = match finished {
@@ -217,6 +225,7 @@ pub(super) async fn download(
     path: &str,
     host_path: std::path::PathBuf,
     budget: u64,
+    meter: TransferMeter,
 ) -> Result<()> {
     shared.check_alive()?;
     let abs = absolute(shared, path);
@@ -245,7 +254,7 @@ pub(super) async fn download(
     let (abs_for_task, host) = (abs.clone(), host_path.clone());
     let unpacked = tokio::task::spawn_blocking(move || {
         let mut reader = reader;
-        let mut unpacker = crate::transfer::Unpacker::new(super::SCHEME, &abs_for_task, &host, budget);
+        let mut unpacker = crate::transfer::Unpacker::new(super::SCHEME, &abs_for_task, &host, budget, meter);
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             // Reads to the end, `tar`'s padding past the end-of-archive block included, so

@@ -1654,12 +1654,17 @@ impl BackendSandbox for DockerSandbox {
         self.on_fs(move |shared| async move { fs::remove(&shared, &path, recursive).await })
     }
 
-    fn upload<'a>(&'a self, host_path: &'a std::path::Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
+    fn upload<'a>(
+        &'a self,
+        host_path: &'a std::path::Path,
+        path: &'a str,
+        meter: crate::backend::TransferMeter,
+    ) -> BoxFuture<'a, Result<()>> {
         let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
         if let Some(agent) = self.shared.agent() {
-            return Box::pin(on_sandboxd::upload(Arc::clone(agent), host_path, path));
+            return Box::pin(on_sandboxd::upload(Arc::clone(agent), host_path, path, meter));
         }
-        self.on_rt(move |shared| async move { fs::upload(&shared, host_path, &path).await })
+        self.on_rt(move |shared| async move { fs::upload(&shared, host_path, &path, &meter).await })
     }
 
     fn download<'a>(
@@ -1667,12 +1672,13 @@ impl BackendSandbox for DockerSandbox {
         path: &'a str,
         host_path: &'a std::path::Path,
         budget: u64,
+        meter: crate::backend::TransferMeter,
     ) -> BoxFuture<'a, Result<()>> {
         let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
         if let Some(agent) = self.shared.agent() {
-            return Box::pin(on_sandboxd::download(Arc::clone(agent), path, host_path, budget));
+            return Box::pin(on_sandboxd::download(Arc::clone(agent), path, (host_path, budget), meter));
         }
-        self.on_rt(move |shared| async move { fs::download(&shared, &path, host_path, budget).await })
+        self.on_rt(move |shared| async move { fs::download(&shared, &path, host_path, budget, meter).await })
     }
 
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {

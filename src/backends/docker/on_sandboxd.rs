@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bollard::models::{HostConfig, HostConfigLogConfig};
 
-use crate::backend::BackendExecStream;
+use crate::backend::{BackendExecStream, TransferMeter};
 use crate::backends::agent::{Agent, Identity, egress};
 use crate::backends::script_fs;
 use crate::egress::server::GateServer;
@@ -171,24 +171,34 @@ fn starter(agent: &Arc<Agent>) -> impl StartStream + '_ {
 }
 
 /// `upload` through the session: one tar stream into `tar -x` in the sandbox.
-pub(super) async fn upload(agent: Arc<Agent>, host_path: PathBuf, path: String) -> Result<()> {
+pub(super) async fn upload(
+    agent: Arc<Agent>,
+    host_path: PathBuf,
+    path: String,
+    meter: TransferMeter,
+) -> Result<()> {
     agent.check_alive()?;
     let abs = agent.absolute(&path);
     if abs == "/" {
         return Err(Error::invalid_input("upload needs a target path below /"));
     }
-    script_fs::upload(starter(&agent), SCHEME, &host_path, &abs, "/").await
+    script_fs::upload(starter(&agent), SCHEME, &host_path, &abs, "/", meter).await
 }
 
 /// `download` through the session: one tar stream from `tar -c` in the sandbox.
-pub(super) async fn download(agent: Arc<Agent>, path: String, host_path: PathBuf, budget: u64) -> Result<()> {
+pub(super) async fn download(
+    agent: Arc<Agent>,
+    path: String,
+    (host_path, budget): (PathBuf, u64),
+    meter: TransferMeter,
+) -> Result<()> {
     agent.check_alive()?;
     let abs = agent.absolute(&path);
     if abs == "/" {
         return Err(Error::invalid_input("download needs a source path below /"));
     }
     // sandboxd sends output only within the host's credit: no pacing needed.
-    script_fs::download(starter(&agent), SCHEME, (&abs, "/"), &host_path, budget, false).await
+    script_fs::download(starter(&agent), SCHEME, (&abs, "/"), &host_path, budget, false, meter).await
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use crate::backend::BackendExecStream;
+use crate::backend::{BackendExecStream, TransferMeter};
 use crate::backends::agent::Agent;
 use crate::backends::script_fs;
 use crate::error::{Error, Result};
@@ -80,9 +80,14 @@ pub(super) async fn remove(sandbox: &LocalSandbox, path: &str, recursive: bool) 
     agent(sandbox)?.remove_path(&abs, recursive).await
 }
 
-pub(super) async fn upload(sandbox: &LocalSandbox, host_path: &Path, path: &str) -> Result<()> {
+pub(super) async fn upload(
+    sandbox: &LocalSandbox,
+    host_path: &Path,
+    path: &str,
+    meter: TransferMeter,
+) -> Result<()> {
     let abs = workspace_path(path)?;
-    script_fs::upload(starter(sandbox), SCHEME, host_path, &abs, WORKDIR).await
+    script_fs::upload(starter(sandbox), SCHEME, host_path, &abs, WORKDIR, meter).await
 }
 
 pub(super) async fn download(
@@ -90,8 +95,9 @@ pub(super) async fn download(
     path: &str,
     host_path: &Path,
     budget: u64,
+    meter: TransferMeter,
 ) -> Result<()> {
     let abs = workspace_path(path)?;
     // sandboxd sends output only within the host's credit: no pacing needed.
-    script_fs::download(starter(sandbox), SCHEME, (&abs, WORKDIR), host_path, budget, false).await
+    script_fs::download(starter(sandbox), SCHEME, (&abs, WORKDIR), host_path, budget, false, meter).await
 }

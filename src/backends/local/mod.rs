@@ -59,7 +59,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{
     Backend, BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
-    collect_cell,
+    TransferMeter, collect_cell,
 };
 use crate::backends::agent::{Agent, Identity, egress};
 use crate::backends::owner::Owner;
@@ -819,12 +819,23 @@ impl BackendSandbox for LocalSandbox {
         Box::pin(async move { fs::remove(self, &path, recursive).await })
     }
 
-    fn upload<'a>(&'a self, host_path: &'a Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(fs::upload(self, host_path, path))
+    fn upload<'a>(
+        &'a self,
+        host_path: &'a Path,
+        path: &'a str,
+        meter: TransferMeter,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(fs::upload(self, host_path, path, meter))
     }
 
-    fn download<'a>(&'a self, path: &'a str, host_path: &'a Path, budget: u64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(fs::download(self, path, host_path, budget))
+    fn download<'a>(
+        &'a self,
+        path: &'a str,
+        host_path: &'a Path,
+        budget: u64,
+        meter: TransferMeter,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(fs::download(self, path, host_path, budget, meter))
     }
 
     fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {

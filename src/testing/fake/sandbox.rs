@@ -11,7 +11,7 @@ use futures_lite::future;
 use crate::audit::OperationKind;
 use crate::backend::{
     Backend, BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, CellStream, ChunkSink,
-    KillOutcome, collect_cell,
+    KillOutcome, TransferMeter, collect_cell,
 };
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult, ExitStatus, OutputChunk};
@@ -418,17 +418,28 @@ impl BackendSandbox for FakeSandbox {
         })
     }
 
-    fn upload<'a>(&'a self, host_path: &'a Path, path: &'a str) -> BoxFuture<'a, Result<()>> {
+    fn upload<'a>(
+        &'a self,
+        host_path: &'a Path,
+        path: &'a str,
+        meter: TransferMeter,
+    ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let quiet = self.transfer(OperationKind::FsUpload, path).await?;
-            crate::transfer::upload_via_primitives(&quiet, host_path, path).await
+            crate::transfer::upload_via_primitives(&quiet, host_path, path, meter).await
         })
     }
 
-    fn download<'a>(&'a self, path: &'a str, host_path: &'a Path, budget: u64) -> BoxFuture<'a, Result<()>> {
+    fn download<'a>(
+        &'a self,
+        path: &'a str,
+        host_path: &'a Path,
+        budget: u64,
+        meter: TransferMeter,
+    ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let quiet = self.transfer(OperationKind::FsDownload, path).await?;
-            crate::transfer::download_via_primitives(&quiet, path, host_path, budget).await
+            crate::transfer::download_via_primitives(&quiet, path, (host_path, budget), meter).await
         })
     }
 
