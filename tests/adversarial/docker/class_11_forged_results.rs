@@ -9,6 +9,8 @@ use sandboxio::{Command, NetworkPolicy};
 
 use crate::support::{self, block_on};
 
+use super::docker_cli;
+
 /// Waits for a cell's error record to appear, then plants records under every name it can
 /// derive from it (the next 200 counter values where the name ends in one), and says so.
 const WATCHER: &str = r#"while :; do
@@ -153,4 +155,88 @@ fn forge_the_runners_channel(test: &str) {
         });
         let _ = block_on(sandbox.kill());
     }
+}
+
+/// A template's setup runs as root in its container, where PID 1's command line is readable.
+/// Reads the last word of it (where the setup's exit marker nonce was passed) and prints a
+/// success marker with it, then says so on a line of its own.
+const SETUP_MARKER_FORGER: &str = r#"n=$(tr '\0' '\n' < /proc/1/cmdline | tail -n 1)
+echo "sandboxio-setup-exit=$n:0"
+echo "forger-read-pid-1"
+sleep 2"#;
+
+/// A setup command (untrusted code, say a package's install script) cannot make a failed
+/// setup pass: before the fix the host took the first `sandboxio-setup-exit=<nonce>:` line
+/// as the setup's status, and the nonce was in PID 1's argv, so a setup that printed it with
+/// `0` and then failed (or whose later commands, such as one removing a secret the install
+/// needed, had not run yet) was committed, cached and trusted as the template's image.
+/// Positive controls in the same run: the forger itself reads PID 1's command line (its
+/// line reaches the build log), the same forger followed by a command that succeeds builds,
+/// and a plain failing setup fails.
+#[test]
+fn class_11__a_template_setup_cannot_forge_its_own_success() {
+    use sandboxio::backends::docker::{DockerBackend, Template};
+    use sandboxio::ErrorCode;
+    use std::sync::{Arc, Mutex};
+    const TEST: &str = "class_11__a_template_setup_cannot_forge_its_own_success";
+    const BASE: &str = "sandboxio/busybox:1";
+    if !support::shared::docker_image_ready(TEST, BASE, "busybox") {
+        return;
+    }
+    let stamp = format!("{}-{:?}", std::process::id(), std::time::Instant::now());
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&lines);
+    let secret = format!("install-secret-{stamp}");
+    let forged_then_failed = Template::new(BASE)
+        .file("/root/install-secret", secret.clone())
+        .run(SETUP_MARKER_FORGER)
+        .run("rm /root/install-secret")
+        .run("exit 3");
+    let forged_then_fine =
+        Template::new(BASE).file("/stamp", stamp.clone()).run(SETUP_MARKER_FORGER).run("echo fine > /fine");
+    let plain_failure = Template::new(BASE).file("/stamp", stamp.clone()).run("exit 3");
+    let backend = DockerBackend::from_env()
+        .unwrap()
+        .with_docker_config("/nonexistent/sandboxio/config.json")
+        .with_template("sbx-forged", forged_then_failed)
+        .with_template("sbx-forged-fine", forged_then_fine)
+        .with_template("sbx-plain-failure", plain_failure)
+        .with_build_log(move |line| log.lock().unwrap().push(line.to_owned()));
+
+    // Controls: a failing setup fails; the forger builds when what follows it succeeds.
+    let e = backend.prepare_template_blocking("sbx-plain-failure").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Provider, "{e}");
+    let fine = backend.prepare_template_blocking("sbx-forged-fine").unwrap();
+    let (ok, listed) = {
+        let out = std::process::Command::new("docker")
+            .args(["run", "--rm", "--entrypoint", "cat", &fine.image, "/fine"])
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    assert!(ok && listed.trim() == "fine", "the control template's image: {listed:?}");
+    docker_cli(&["rmi", &fine.image]);
+    assert!(
+        lines.lock().unwrap().iter().any(|l| l == "forger-read-pid-1"),
+        "the forger's payload ran: {:?}",
+        lines.lock().unwrap()
+    );
+
+    // The attack: the forged success is not the setup's status.
+    let forged = backend.prepare_template_blocking("sbx-forged");
+    if let Ok(prepared) = &forged {
+        let out = std::process::Command::new("docker")
+            .args(["run", "--rm", "--entrypoint", "cat", &prepared.image, "/root/install-secret"])
+            .output()
+            .unwrap();
+        docker_cli(&["rmi", &prepared.image]);
+        panic!(
+            "a setup whose last command failed was committed as {} (its secret still in it: {:?})",
+            prepared.image,
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let e = forged.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Provider, "{e}");
+    assert!(e.to_string().contains("exited with 3"), "{e}");
 }
