@@ -98,7 +98,10 @@ fn refusal(status: StatusCode, text: &'static str) -> Response<Body> {
 /// timeout does not cover a body: a client sending one byte a second held its connection
 /// for as long as it liked), 413 past [`MAX_BODY_BYTES`] (whatever the framing: a chunked
 /// body has no length to check first), 400 for a body that breaks off.
-async fn read_body(req: Request<Incoming>, deadline: Duration) -> Result<Request<Full<Bytes>>, Response<Body>> {
+async fn read_body(
+    req: Request<Incoming>,
+    deadline: Duration,
+) -> Result<Request<Full<Bytes>>, Response<Body>> {
     let (parts, body) = req.into_parts();
     match tokio::time::timeout(deadline, http_body_util::Limited::new(body, MAX_BODY_BYTES).collect()).await {
         Ok(Ok(collected)) => Ok(Request::from_parts(parts, Full::new(collected.to_bytes()))),

@@ -94,7 +94,9 @@ fn raw_post(url: &str, headers: &[(&str, &str)], body: &str) -> String {
     }
     write!(stream, "\r\n{body}").unwrap();
     let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    // A server that closes with the request unread resets the connection (a 503 past the
+    // cap): what was read by then, possibly nothing, is the answer.
+    let _ = stream.read_to_string(&mut response);
     response.lines().next().unwrap_or_default().to_owned()
 }
 
@@ -492,7 +494,10 @@ fn slow_bodies_are_cut_off() {
         let mut response = Vec::new();
         let read = slow.read_to_end(&mut response);
         let response = String::from_utf8_lossy(&response);
-        assert!(read.is_ok(), "{framing:?}: the server should close a connection whose body stalls: {read:?}");
+        assert!(
+            read.is_ok(),
+            "{framing:?}: the server should close a connection whose body stalls: {read:?}"
+        );
         assert!(response.starts_with("HTTP/1.1 408 "), "{framing:?}: {response:?}");
         assert!(started.elapsed() < Duration::from_secs(5), "{framing:?}: {:?}", started.elapsed());
         drop(slow);

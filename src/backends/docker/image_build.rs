@@ -207,18 +207,38 @@ fn write_context(
 /// Appends the regular file at `path` as a plain entry, streamed from the file: never as a
 /// GNU sparse entry (which the `tar` crate writes for sparse files, and the engine's
 /// unpacker refuses with "unhandled tar header type 83").
+///
+/// The walk saw a regular file, but the context may change under it: the file is opened
+/// without following a link and without waiting on a FIFO, and refused unless what was
+/// opened is a regular file (a name swapped for a link to a host file, say
+/// `/root/.ssh/id_ed25519`, was read and sent to the engine; one swapped for a FIFO hung the
+/// build). Exactly the size in the header is sent, cut or padded with zeros: a file that grew
+/// while read wrote its extra bytes where the next header belongs, which the engine then
+/// read as entries of the writer's choosing.
 fn append_file<W: std::io::Write>(
     builder: &mut tar::Builder<W>,
     path: &Path,
     name: &str,
 ) -> std::io::Result<()> {
-    let file = std::fs::File::open(path)?;
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
     let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it stopped being a regular file while the context was read",
+        ));
+    }
     let mut header = tar::Header::new_gnu();
     header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
     header.set_entry_type(tar::EntryType::Regular);
     header.set_size(meta.len());
-    builder.append_data(&mut header, name, file)
+    let exact = file.take(meta.len()).chain(std::io::repeat(0)).take(meta.len());
+    builder.append_data(&mut header, name, exact)
 }
 
 #[cfg(test)]
@@ -309,6 +329,7 @@ mod tests {
         }
         std::fs::remove_dir_all(dir).unwrap();
     }
+
     /// One file appended by `append_file`, then a marker file: the archive's entries as
     /// `(name, size, data)`, or the error.
     fn append_then_marker(path: &Path) -> std::io::Result<Vec<(String, u64, Vec<u8>)>> {

@@ -346,7 +346,8 @@ async fn set_up(
     let base_id = base.id.clone().unwrap_or_default();
     let mut running =
         template_setup::start(docker, name, template, &base_id, request.runtime.clone(), &failed).await?;
-    let Ok((status, output)) = tokio::time::timeout(template.timeout, running.finish(log)).await else {
+    let Ok((status, output)) = tokio::time::timeout(template.timeout, running.finish(docker, log)).await
+    else {
         return Err(failed(format!("the setup ran past its timeout of {:?}", template.timeout)));
     };
     match status {
