@@ -179,7 +179,9 @@ impl Template {
             bytes.extend_from_slice(&(data.len() as u64).to_le_bytes());
             bytes.extend_from_slice(data);
         };
-        field(b"sandboxio-template-1");
+        // Version 2: images set up before the setup's status came from the engine (a
+        // setup could forge it) are not trusted, and are set up again.
+        field(b"sandboxio-template-2");
         field(base_id.as_bytes());
         for (path, data, mode) in &self.files {
             field(b"file");
