@@ -156,13 +156,13 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
                     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
                     let authorization =
                         req.headers().get(header::AUTHORIZATION).map(header::HeaderValue::as_bytes);
-                    let response = if !token.admits(authorization) {
-                        unauthorized()
-                    } else {
+                    let response = if token.admits(authorization) {
                         match read_body(req, body_timeout).await {
                             Ok(req) => service.call(req).await?,
                             Err(refused) => refused,
                         }
+                    } else {
+                        unauthorized()
                     };
                     eprintln!("sandboxio mcp: audit {peer} {method} {path} {}", response.status().as_u16());
                     Ok::<_, Infallible>(response)
