@@ -552,7 +552,7 @@ fn the_token_counts_only_in_its_header_and_foreign_hosts_are_refused() {
     let _log = log_lines(stderr);
     let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"token-test","version":"1"}}}"#;
     let head = |path: &str, host: &str, auth: &[&str]| {
-        let auth: String = auth.iter().map(|value| format!("Authorization: {value}\r\n")).collect();
+        let auth: String = auth.iter().flat_map(|value| ["Authorization: ", value, "\r\n"]).collect();
         format!(
             "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{auth}"
         )
