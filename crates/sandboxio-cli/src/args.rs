@@ -328,6 +328,10 @@ pub struct HttpOpts {
     /// requests) before it is closed.
     #[arg(long, value_name = "S", default_value_t = 10)]
     pub header_timeout: u64,
+    /// Seconds a request may take to send its body (at most 4 MiB) once its headers are in;
+    /// a slower one is answered 408 and closed.
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    pub body_timeout: u64,
     /// How many MCP sessions (clients of revisions before 2026-07-28) may be live at once.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_sessions: usize,

@@ -6,9 +6,12 @@
 //! Before rmcp sees a request: at most `--max-connections` connections are served at once
 //! and accept errors back off ([`crate::http_accept`]); a connection that takes longer than
 //! `--header-timeout` to send a request's headers is closed; a request without
-//! `Authorization: Bearer <token>` is refused with 401 ([`BearerToken`]). rmcp then refuses a
+//! `Authorization: Bearer <token>` is refused with 401 ([`BearerToken`]); a body is read
+//! whole, within `--body-timeout` and at most [`MAX_BODY_BYTES`] (408 or 413 and the
+//! connection closed otherwise, however it is framed), so that a client trickling a body
+//! cannot hold a connection, and its place under the cap, for ever. rmcp then refuses a
 //! `Host` that is not loopback (for a loopback listener) and an `Origin` that is present and
-//! not allowed, both with 403 (DNS rebinding from a browser), and a body over 4 MiB with 413.
+//! not allowed, both with 403 (DNS rebinding from a browser).
 //!
 //! The client model: the token names one principal, the client. Its sandboxes belong to it,
 //! not to an MCP session: every session (and every stateless request) of the token sees and
@@ -36,6 +39,10 @@ use crate::mcp::SandboxServer;
 use crate::mcp_sessions::BoundedSessions;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// The largest request body read: 4 MiB, rmcp's own bound (a `write_file` of text up to
+/// about that size fits).
+pub const MAX_BODY_BYTES: usize = 4 << 20;
 
 /// The browser origins a loopback listener serves besides `--allow-origin`'s: pages served
 /// from this host, on any port (the MCP Inspector's, an editor's webview).
@@ -79,13 +86,40 @@ fn config(opts: &HttpOpts) -> StreamableHttpServerConfig {
     config.with_allowed_origins(origins).enforce_origin_validation()
 }
 
+/// A plain-text refusal that closes the connection.
+fn refusal(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    response
+}
+
+/// `req` with its body read whole, or the refusal: 408 past `deadline` (hyper's header
+/// timeout does not cover a body: a client sending one byte a second held its connection
+/// for as long as it liked), 413 past [`MAX_BODY_BYTES`] (whatever the framing: a chunked
+/// body has no length to check first), 400 for a body that breaks off.
+async fn read_body(
+    req: Request<Incoming>,
+    deadline: Duration,
+) -> Result<Request<Full<Bytes>>, Response<Body>> {
+    let (parts, body) = req.into_parts();
+    match tokio::time::timeout(deadline, http_body_util::Limited::new(body, MAX_BODY_BYTES).collect()).await {
+        Ok(Ok(collected)) => Ok(Request::from_parts(parts, Full::new(collected.to_bytes()))),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(refusal(StatusCode::PAYLOAD_TOO_LARGE, "the request body is over 4 MiB\n"))
+        }
+        Ok(Err(_)) => Err(refusal(StatusCode::BAD_REQUEST, "the request body broke off\n")),
+        Err(_) => Err(refusal(
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body did not arrive within --body-timeout\n",
+        )),
+    }
+}
+
 fn unauthorized() -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from_static(b"a bearer token is required\n")).boxed());
-    *response.status_mut() = StatusCode::UNAUTHORIZED;
-    let headers = response.headers_mut();
-    headers.insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
     // A client without the token gets one answer per connection.
-    headers.insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    let mut response = refusal(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
     response
 }
 
@@ -112,6 +146,7 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
     eprintln!("sandboxio mcp: listening on http://{local}/mcp");
     let token = Arc::new(BearerToken::new(token));
     let header_timeout = Duration::from_secs(opts.header_timeout);
+    let body_timeout = Duration::from_secs(opts.body_timeout);
     let serve_connection = |stream, peer, permit| {
         let (service, token) = (service.clone(), Arc::clone(&token));
         async move {
@@ -121,8 +156,14 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
                     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
                     let authorization =
                         req.headers().get(header::AUTHORIZATION).map(header::HeaderValue::as_bytes);
-                    let response =
-                        if token.admits(authorization) { service.call(req).await? } else { unauthorized() };
+                    let response = if token.admits(authorization) {
+                        match read_body(req, body_timeout).await {
+                            Ok(req) => service.call(req).await?,
+                            Err(refused) => refused,
+                        }
+                    } else {
+                        unauthorized()
+                    };
                     eprintln!("sandboxio mcp: audit {peer} {method} {path} {}", response.status().as_u16());
                     Ok::<_, Infallible>(response)
                 }

@@ -207,18 +207,38 @@ fn write_context(
 /// Appends the regular file at `path` as a plain entry, streamed from the file: never as a
 /// GNU sparse entry (which the `tar` crate writes for sparse files, and the engine's
 /// unpacker refuses with "unhandled tar header type 83").
+///
+/// The walk saw a regular file, but the context may change under it: the file is opened
+/// without following a link and without waiting on a FIFO, and refused unless what was
+/// opened is a regular file (a name swapped for a link to a host file, say
+/// `/root/.ssh/id_ed25519`, was read and sent to the engine; one swapped for a FIFO hung the
+/// build). Exactly the size in the header is sent, cut or padded with zeros: a file that grew
+/// while read wrote its extra bytes where the next header belongs, which the engine then
+/// read as entries of the writer's choosing.
 fn append_file<W: std::io::Write>(
     builder: &mut tar::Builder<W>,
     path: &Path,
     name: &str,
 ) -> std::io::Result<()> {
-    let file = std::fs::File::open(path)?;
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
     let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it stopped being a regular file while the context was read",
+        ));
+    }
     let mut header = tar::Header::new_gnu();
     header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
     header.set_entry_type(tar::EntryType::Regular);
     header.set_size(meta.len());
-    builder.append_data(&mut header, name, file)
+    let exact = file.take(meta.len()).chain(std::io::repeat(0)).take(meta.len());
+    builder.append_data(&mut header, name, exact)
 }
 
 #[cfg(test)]
@@ -307,6 +327,67 @@ mod tests {
                 "{dockerfile} {tag}"
             );
         }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// One file appended by `append_file`, then a marker file: the archive's entries as
+    /// `(name, size, data)`, or the error.
+    fn append_then_marker(path: &Path) -> std::io::Result<Vec<(String, u64, Vec<u8>)>> {
+        use std::io::Read as _;
+        let mut builder = tar::Builder::new(Vec::new());
+        append_file(&mut builder, path, "entry")?;
+        let mut header = tar::Header::new_gnu();
+        header.set_size(6);
+        builder.append_data(&mut header, "marker", &b"marker"[..])?;
+        let bytes = builder.into_inner()?;
+        let mut archive = tar::Archive::new(&bytes[..]);
+        let mut entries = Vec::new();
+        for entry in archive.entries()? {
+            let mut entry = entry?;
+            let (name, size) = (entry.path()?.display().to_string(), entry.header().size()?);
+            let mut data = Vec::new();
+            entry.read_to_end(&mut data)?;
+            entries.push((name, size, data));
+        }
+        Ok(entries)
+    }
+
+    /// A name the walk saw as a regular file may be swapped before it is opened (the
+    /// context is a directory others may write): a link to a host file is not read through,
+    /// a FIFO does not hang the build, and a file whose content outgrows its size (here a
+    /// `/proc` file, size 0 and content the kernel makes, as a log file growing mid-read)
+    /// cannot write entries of its own into the archive. Positive control: a plain file is
+    /// archived, byte for byte.
+    #[test]
+    fn a_file_swapped_or_growing_mid_walk_sends_nothing_it_should_not() {
+        let dir = context("swap");
+        std::fs::write(dir.join("plain"), "plain content").unwrap();
+        let entries = append_then_marker(&dir.join("plain")).unwrap();
+        assert_eq!(
+            entries,
+            [("entry".into(), 13, b"plain content".to_vec()), ("marker".into(), 6, b"marker".to_vec())]
+        );
+
+        let secret = dir.join("host-secret");
+        std::fs::write(&secret, "host secret").unwrap();
+        std::os::unix::fs::symlink(&secret, dir.join("swapped")).unwrap();
+        let read = append_then_marker(&dir.join("swapped"));
+        assert!(read.is_err(), "a link swapped in was read through: {read:?}");
+
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(append_then_marker(&fifo).map(|_| ())));
+        let opened = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert!(matches!(opened, Ok(Err(_))), "a FIFO swapped in: {opened:?}");
+
+        let status = Path::new("/proc/self/status");
+        assert_eq!(std::fs::metadata(status).unwrap().len(), 0);
+        let entries = append_then_marker(status).unwrap();
+        let names: Vec<&str> = entries.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(names, ["entry", "marker"], "{entries:?}");
+        assert_eq!((entries[0].1, entries[0].2.len()), (0, 0));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -179,7 +179,9 @@ impl Template {
             bytes.extend_from_slice(&(data.len() as u64).to_le_bytes());
             bytes.extend_from_slice(data);
         };
-        field(b"sandboxio-template-1");
+        // Version 2: images set up before the setup's status came from the engine (a
+        // setup could forge it) are not trusted, and are set up again.
+        field(b"sandboxio-template-2");
         field(base_id.as_bytes());
         for (path, data, mode) in &self.files {
             field(b"file");
@@ -346,7 +348,8 @@ async fn set_up(
     let base_id = base.id.clone().unwrap_or_default();
     let mut running =
         template_setup::start(docker, name, template, &base_id, request.runtime.clone(), &failed).await?;
-    let Ok((status, output)) = tokio::time::timeout(template.timeout, running.finish(log)).await else {
+    let Ok((status, output)) = tokio::time::timeout(template.timeout, running.finish(docker, log)).await
+    else {
         return Err(failed(format!("the setup ran past its timeout of {:?}", template.timeout)));
     };
     match status {

@@ -11,6 +11,13 @@
 //! kill nor stop the watch. End-of-file on the link (the owner closed it, or died and the
 //! engine closed it) ends PID 1, which ends the container and every process in it, and the
 //! engine removes it (`auto_remove`).
+//!
+//! The setup itself is an exec (`sh -c script`, as root), and its status is the exit code
+//! the engine records for that exec: nothing the setup prints or writes can change it.
+//! (It used to run under PID 1 and report its status as a marker line in its output, with
+//! a nonce passed in PID 1's argv, which root in the container reads in
+//! `/proc/1/cmdline`: a setup command could print the marker with status 0 and have a
+//! setup whose later commands failed, or had not run, committed and cached.)
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -34,16 +41,22 @@ pub(super) const NAME_PREFIX: &str = "sandboxio-template-setup-";
 /// (a backstop: the host removes the container at the timeout itself).
 const TTL_MARGIN: Duration = Duration::from_secs(10);
 
-/// PID 1, `sh -c WATCH sandboxio-setup <ttl seconds> <script> <nonce>`, as root. The setup
-/// runs in the background with no stdin and prints, when it ends, a marker carrying its exit
-/// status; a timer kills every process but PID 1 when the TTL ends. PID 1 itself only reads
-/// its stdin (the owner link) until end-of-file: `read` is not interrupted by signals in
-/// dash or busybox, which is why the timer cannot end PID 1 and the host's own timeout
-/// removes the container.
+/// PID 1, `sh -c WATCH sandboxio-setup <ttl seconds>`, as root: a timer kills every process
+/// but PID 1 when the TTL ends, and PID 1 itself only reads its stdin (the owner link) until
+/// end-of-file: `read` is not interrupted by signals in dash or busybox, which is why the
+/// timer cannot end PID 1 and the host's own timeout removes the container. The setup runs
+/// beside it as an exec ([`start`]).
 const WATCH: &str = r#"(sleep "$1"; kill -KILL -1) </dev/null >/dev/null 2>&1 &
-(sh -c "$2"; echo "sandboxio-setup-exit=$3:$?") </dev/null &
 while IFS= read -r l; do :; done
 exit 137"#;
+
+/// How long the setup's output is still read after the engine says its shell ended: a
+/// process the setup left in the background may hold the output open (it is frozen and the
+/// container removed after the commit).
+const AFTER_EXIT: Duration = Duration::from_millis(500);
+
+/// How long the engine may take to record the setup's exit once its output has ended.
+const EXIT_RECORDED_WITHIN: Duration = Duration::from_secs(10);
 
 /// A running setup container: removed when dropped, and ended by the engine when its owner
 /// link (held here) closes.
@@ -53,8 +66,11 @@ pub(super) struct Running {
     _guard: RemoveOnDrop,
     /// The owner link: PID 1's stdin. Dropping it ends PID 1.
     _link: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    /// PID 1's output (it writes none): kept with the link, its connection's other half.
+    _attached: super::AttachOutput,
+    /// The setup's exec, and its output (both streams).
+    exec_id: String,
     output: super::AttachOutput,
-    nonce: String,
 }
 
 /// The container body of `template`'s setup: its labels, limits and network.
@@ -63,7 +79,6 @@ fn body(
     template: &Template,
     base_id: &str,
     runtime: Option<String>,
-    nonce: &str,
 ) -> Result<ContainerCreateBody> {
     let ttl = template.timeout() + TTL_MARGIN;
     let network = if template.network() { NetworkPolicy::AllowAll } else { NetworkPolicy::DenyAll };
@@ -71,8 +86,6 @@ fn body(
     labels.insert(labels::NETWORK.into(), crate::backends::agent::egress::policy_label(&network));
     labels.insert(labels::USER.into(), "0".into());
     labels.insert(TEMPLATE_SETUP_LABEL.into(), name.to_owned());
-    let script =
-        std::iter::once("set -e".to_owned()).chain(template.commands().iter().cloned()).collect::<Vec<_>>();
     Ok(ContainerCreateBody {
         image: Some(base_id.to_owned()),
         cmd: Some(vec![
@@ -81,8 +94,6 @@ fn body(
             WATCH.into(),
             "sandboxio-setup".into(),
             ttl.as_secs().to_string(),
-            script.join("\n"),
-            nonce.to_owned(),
         ]),
         entrypoint: Some(Vec::new()),
         user: Some("0".into()),
@@ -100,8 +111,17 @@ fn body(
     })
 }
 
+/// The setup as one shell script: `set -e`, then the template's commands in order.
+fn script(template: &Template) -> String {
+    std::iter::once("set -e".to_owned())
+        .chain(template.commands().iter().cloned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Creates `template`'s setup container from the base image `base_id`, writes the
-/// template's files, attaches the owner link and starts it.
+/// template's files, attaches the owner link, starts it and starts the setup in it as an
+/// exec (root, no stdin, both output streams attached).
 pub(super) async fn start(
     docker: &Docker,
     name: &str,
@@ -110,13 +130,12 @@ pub(super) async fn start(
     runtime: Option<String>,
     failed: &(dyn Fn(String) -> Error + Sync),
 ) -> Result<Running> {
-    let nonce = unique_suffix();
     let options = bollard::query_parameters::CreateContainerOptions {
         name: Some(format!("{NAME_PREFIX}{name}-{}", unique_suffix())),
         platform: String::new(),
     };
     let made = docker
-        .create_container(Some(options), body(name, template, base_id, runtime, &nonce)?)
+        .create_container(Some(options), body(name, template, base_id, runtime)?)
         .await
         .map_err(|e| provider("creating the template's setup container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
@@ -137,20 +156,50 @@ pub(super) async fn start(
         .await
         .map_err(|e| provider("attaching to the template's setup container", e))?;
     docker.start_container(&made.id, None).await.map_err(|e| failed(format!("starting its setup: {e}")))?;
-    Ok(Running { id: made.id, _guard: guard, _link: input, output, nonce })
+    let config = bollard::models::ExecConfig {
+        cmd: Some(vec!["sh".into(), "-c".into(), script(template)]),
+        user: Some("0".into()),
+        attach_stdin: Some(false),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(false),
+        ..Default::default()
+    };
+    let exec = docker
+        .create_exec(&made.id, config)
+        .await
+        .map_err(|e| failed(format!("creating its setup's exec: {e}")))?;
+    let started = docker
+        .start_exec(
+            &exec.id,
+            Some(bollard::exec::StartExecOptions { detach: false, tty: false, output_capacity: None }),
+        )
+        .await
+        .map_err(|e| failed(format!("starting its setup's exec: {e}")))?;
+    let bollard::exec::StartExecResults::Attached { output: setup_output, .. } = started else {
+        return Err(failed("the engine started its setup detached, with no output to read".into()));
+    };
+    Ok(Running {
+        id: made.id,
+        _guard: guard,
+        _link: input,
+        _attached: output,
+        exec_id: exec.id,
+        output: setup_output,
+    })
 }
 
 /// The most of a failed setup's output kept in its error: 4 KiB (the end of it).
 const OUTPUT_TAIL: usize = 4096;
 
 impl Running {
-    /// Reads the setup's output (both streams) until its exit marker, passing each line to
-    /// the build log and `tracing` as it comes: the setup's exit status and the last
+    /// Reads the setup's output (both streams) until it ends, or shortly after the engine
+    /// says the setup's shell ended, passing each line to the build log and `tracing` as it
+    /// comes: the setup's exit status as the engine recorded it, and the last
     /// [`OUTPUT_TAIL`] bytes of its output (never more held: a setup may print a lot).
-    /// `None` for the status when the output ended without a marker (the container ended).
-    pub(super) async fn finish(&mut self, log: &BuildLog) -> (Option<i64>, String) {
+    /// `None` for the status when the engine recorded none (the container ended).
+    pub(super) async fn finish(&mut self, docker: &Docker, log: &BuildLog) -> (Option<i64>, String) {
         use futures_lite::StreamExt as _;
-        let marker = format!("sandboxio-setup-exit={}:", self.nonce);
         let (mut partial, mut tail) = (Vec::new(), Vec::new());
         let emit = |line: &[u8]| {
             let line = String::from_utf8_lossy(line);
@@ -159,32 +208,53 @@ impl Running {
                 callback(&line);
             }
         };
-        let mut status = None;
-        'read: while let Some(Ok(frame)) = self.output.next().await {
-            let bytes = frame.into_bytes();
-            partial.extend_from_slice(&bytes);
-            while let Some(end) = partial.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = partial.drain(..=end).take(end).collect();
-                let text = String::from_utf8_lossy(&line);
-                if let Some(at) = text.find(&marker) {
-                    status = text[at + marker.len()..].trim().parse::<i64>().ok();
-                    if at > 0 {
-                        emit(&line[..at]);
-                        keep_tail(&mut tail, &line[..at]);
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let mut ended_at: Option<tokio::time::Instant> = None;
+        loop {
+            tokio::select! {
+                frame = self.output.next() => {
+                    let Some(Ok(frame)) = frame else { break };
+                    partial.extend_from_slice(&frame.into_bytes());
+                    while let Some(end) = partial.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = partial.drain(..=end).take(end).collect();
+                        emit(&line);
+                        keep_tail(&mut tail, &line);
+                        tail.push(b'\n');
                     }
-                    break 'read;
                 }
-                emit(&line);
-                keep_tail(&mut tail, &line);
-                tail.push(b'\n');
+                _ = tick.tick() => match ended_at {
+                    Some(at) if at.elapsed() >= AFTER_EXIT => break,
+                    Some(_) => {}
+                    None => {
+                        if exit_code(docker, &self.exec_id).await.is_some() {
+                            ended_at = Some(tokio::time::Instant::now());
+                        }
+                    }
+                },
             }
         }
-        if status.is_none() && !partial.is_empty() {
+        if !partial.is_empty() {
             emit(&partial);
             keep_tail(&mut tail, &partial);
         }
+        let deadline = tokio::time::Instant::now() + EXIT_RECORDED_WITHIN;
+        let status = loop {
+            match docker.inspect_exec(&self.exec_id).await {
+                Ok(i) if i.running != Some(true) => break i.exit_code,
+                Ok(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                _ => break None,
+            }
+        };
         (status, String::from_utf8_lossy(&tail).trim().to_owned())
     }
+}
+
+/// The exit code the engine recorded for exec `exec_id`, once it has ended.
+async fn exit_code(docker: &Docker, exec_id: &str) -> Option<i64> {
+    let inspected = docker.inspect_exec(exec_id).await.ok()?;
+    if inspected.running == Some(true) { None } else { inspected.exit_code }
 }
 
 fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
@@ -236,7 +306,7 @@ mod tests {
     #[test]
     fn the_setup_container_is_labelled_limited_and_without_network_by_default() {
         let template = Template::new("b").run("true");
-        let body = body("t", &template, "sha256:base", None, "n").unwrap();
+        let body = body("t", &template, "sha256:base", None).unwrap();
         let labels = body.labels.unwrap();
         assert_eq!(labels.get(labels::MANAGED).map(String::as_str), Some("true"));
         assert_eq!(labels.get(TEMPLATE_SETUP_LABEL).map(String::as_str), Some("t"));
@@ -247,16 +317,16 @@ mod tests {
         assert_eq!((host.init, host.auto_remove), (Some(false), Some(true)));
         assert_eq!(body.stdin_once, Some(true));
         let limited = template.setup_limits(crate::ResourceLimits::new().memory_mib(256).pids(64));
-        let host = super::body("t", &limited, "b", None, "n").unwrap().host_config.unwrap();
+        let host = super::body("t", &limited, "b", None).unwrap().host_config.unwrap();
         assert_eq!((host.memory, host.pids_limit), (Some(256 << 20), Some(64)));
         let open = Template::new("b").setup_network(true);
-        let host = super::body("t", &open, "b", None, "n").unwrap().host_config.unwrap();
+        let host = super::body("t", &open, "b", None).unwrap().host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("bridge"));
     }
 
     #[test]
     fn every_setup_label_is_blanked_on_the_image() {
-        let body = body("t", &Template::new("b"), "b", None, "n").unwrap();
+        let body = body("t", &Template::new("b"), "b", None).unwrap();
         let blank = unlabelled();
         for key in body.labels.unwrap().keys() {
             assert_eq!(blank.get(key).map(String::as_str), Some(""), "{key} would reach the image");

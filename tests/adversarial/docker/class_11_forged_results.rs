@@ -9,6 +9,8 @@ use sandboxio::{Command, NetworkPolicy};
 
 use crate::support::{self, block_on};
 
+use super::docker_cli;
+
 /// Waits for a cell's error record to appear, then plants records under every name it can
 /// derive from it (the next 200 counter values where the name ends in one), and says so.
 const WATCHER: &str = r#"while :; do
@@ -153,4 +155,102 @@ fn forge_the_runners_channel(test: &str) {
         });
         let _ = block_on(sandbox.kill());
     }
+}
+
+/// A template's setup runs as root in its container, where PID 1's command line is readable.
+/// Reads the last word of it (where the setup's exit marker nonce was passed) and prints a
+/// success marker with it, then says so on a line of its own and gives the host time to
+/// commit before the commands after it run.
+const SETUP_MARKER_FORGER: &str = r#"n=$(tr '\0' '\n' < /proc/1/cmdline | tail -n 1)
+echo "sandboxio-setup-exit=$n:0"
+echo "forger-printed-a-marker"
+sleep 2"#;
+
+/// The image's file `path`, read by a container of the engine's own (`None`: not there).
+fn image_file(image: &str, path: &str) -> Option<String> {
+    let out = std::process::Command::new("docker")
+        .args(["run", "--rm", "--network", "none", "--entrypoint", "cat", image, path])
+        .output()
+        .unwrap();
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// A setup command (untrusted code, say a package's install script) cannot make the host
+/// take a setup as finished before it is: before the fix the host took the first
+/// `sandboxio-setup-exit=<nonce>:` line as the setup's status, and the nonce was in PID 1's
+/// argv, so a setup that printed it with `0` was committed, cached and trusted as the
+/// template's image at once: one whose last command then failed built, and one whose later
+/// commands (say, removing a secret the install needed) had not run yet was committed
+/// without them. Positive controls in the same run: a setup reads PID 1's command line, a
+/// plain setup builds with every command's effect, and a plain failure fails.
+#[test]
+fn class_11__a_template_setup_cannot_forge_its_own_success() {
+    use sandboxio::ErrorCode;
+    use sandboxio::backends::docker::{DockerBackend, Template};
+    use std::sync::{Arc, Mutex};
+    const TEST: &str = "class_11__a_template_setup_cannot_forge_its_own_success";
+    const BASE: &str = "sandboxio/busybox:1";
+    if !support::shared::docker_image_ready(TEST, BASE, "busybox") {
+        return;
+    }
+    let stamp = format!("{}-{:?}", std::process::id(), std::time::Instant::now());
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&lines);
+    let control = Template::new(BASE)
+        .file("/stamp", stamp.clone())
+        .run("tr '\\0' '\\n' < /proc/1/cmdline > /pid-1-cmdline")
+        .run("sleep 1; echo done > /last-command-ran");
+    let plain_failure = Template::new(BASE).file("/stamp", stamp.clone()).run("exit 3");
+    let forged_then_failed =
+        Template::new(BASE).file("/stamp", stamp.clone()).run(SETUP_MARKER_FORGER).run("exit 3");
+    let forged_then_more = Template::new(BASE)
+        .file("/root/install-secret", format!("install-secret-{stamp}"))
+        .run(SETUP_MARKER_FORGER)
+        .run("rm /root/install-secret; echo done > /last-command-ran");
+    let backend = DockerBackend::from_env()
+        .unwrap()
+        .with_docker_config("/nonexistent/sandboxio/config.json")
+        .with_template("sbx-forge-control", control)
+        .with_template("sbx-forge-plain-failure", plain_failure)
+        .with_template("sbx-forged-then-failed", forged_then_failed)
+        .with_template("sbx-forged-then-more", forged_then_more)
+        .with_build_log(move |line| log.lock().unwrap().push(line.to_owned()));
+
+    // Controls: a plain setup builds with every command's effect, and reads PID 1's
+    // command line; a plain failure fails.
+    let built = backend.prepare_template_blocking("sbx-forge-control").unwrap();
+    let seen = image_file(&built.image, "/pid-1-cmdline");
+    let last = image_file(&built.image, "/last-command-ran");
+    docker_cli(&["rmi", &built.image]);
+    assert!(seen.as_deref().is_some_and(|s| s.starts_with("sh")), "the setup reads PID 1's argv: {seen:?}");
+    assert_eq!(last.as_deref(), Some("done"), "the control's last command");
+    let e = backend.prepare_template_blocking("sbx-forge-plain-failure").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Provider, "{e}");
+    assert!(e.to_string().contains("exited with 3"), "{e}");
+
+    // The attacks: a forged marker is output, never the setup's status.
+    let forged = backend.prepare_template_blocking("sbx-forged-then-failed");
+    if let Ok(prepared) = &forged {
+        docker_cli(&["rmi", &prepared.image]);
+        panic!(
+            "a setup whose last command failed was committed as {} after a forged success",
+            prepared.image
+        );
+    }
+    let e = forged.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Provider, "{e}");
+    assert!(e.to_string().contains("exited with 3"), "{e}");
+    let prepared = backend.prepare_template_blocking("sbx-forged-then-more").unwrap();
+    let (secret, last) = (
+        image_file(&prepared.image, "/root/install-secret"),
+        image_file(&prepared.image, "/last-command-ran"),
+    );
+    docker_cli(&["rmi", &prepared.image]);
+    assert_eq!(
+        (secret, last.as_deref()),
+        (None, Some("done")),
+        "committed before the commands after a forged success ran"
+    );
+    let printed = lines.lock().unwrap().iter().filter(|l| *l == "forger-printed-a-marker").count();
+    assert_eq!(printed, 2, "the forger ran in both attacks");
 }
