@@ -9,14 +9,18 @@
 //! (the remote backends).
 
 use std::task::{Context, Poll};
+#[cfg(any(feature = "e2b", feature = "modal"))]
 use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::BoxFuture;
+#[cfg(any(feature = "e2b", feature = "modal"))]
 use crate::backends::portal::Task;
 use crate::error::{Error, Result};
-use crate::exec::{ExecResult, ExitStatus, OutputChunk};
+#[cfg(any(feature = "e2b", feature = "modal"))]
+use crate::exec::ExitStatus;
+use crate::exec::{ExecResult, OutputChunk};
 
 /// Chunks buffered between the pump and a consumer that has not polled yet.
 const CHANNEL_CHUNKS: usize = 32;
@@ -110,6 +114,7 @@ impl PumpedOutput {
 }
 
 /// A pump's ends when it also reports the exit status ([`Pumped`]).
+#[cfg(any(feature = "e2b", feature = "modal"))]
 pub(crate) struct ExitPumpEnds {
     pub(crate) chunks: mpsc::Sender<Result<OutputChunk>>,
     pub(crate) stdin: mpsc::Receiver<StdinOp>,
@@ -117,7 +122,9 @@ pub(crate) struct ExitPumpEnds {
 }
 
 /// The output and stdin ([`PumpedOutput`]), the exit status the pump sends last, and the
-/// pump task once spawned (dropping this aborts it).
+/// pump task once spawned (dropping this aborts it). The remote backends' (docker's streams
+/// get their exit status from the engine).
+#[cfg(any(feature = "e2b", feature = "modal"))]
 pub(crate) struct Pumped {
     out: PumpedOutput,
     exit: Option<oneshot::Receiver<ExitStatus>>,
@@ -125,6 +132,7 @@ pub(crate) struct Pumped {
     started: Instant,
 }
 
+#[cfg(any(feature = "e2b", feature = "modal"))]
 impl Pumped {
     /// New channels, and the pump's ends for the task to be spawned with ([`Pumped::run`]).
     pub(crate) fn new(scheme: &'static str) -> (Self, ExitPumpEnds) {
