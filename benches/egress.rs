@@ -274,8 +274,8 @@ fn targets(port: u16, link: Option<&str>) -> Vec<Target> {
         &["network", "inspect", "bridge", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"],
     )
     .or_else(|| {
-        let line = output("ip", &["-4", "-o", "addr", "show", "docker0"])?;
-        let cidr = line.split_whitespace().skip_while(|w| *w != "inet").nth(1)?;
+        let docker0 = output("ip", &["-4", "-o", "addr", "show", "docker0"])?;
+        let cidr = docker0.split_whitespace().skip_while(|w| *w != "inet").nth(1)?;
         Some(cidr.split('/').next()?.to_owned())
     });
     let image = std::process::Command::new("docker")

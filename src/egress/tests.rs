@@ -575,7 +575,7 @@ fn a_hand_over_is_one_connected_tcp_socket_and_anything_else_is_refused_and_clos
     let s = setup(&["allowed.test:*"], &[("allowed.test", "127.0.0.1")]);
     let events = Arc::clone(&s.events);
     let gate = Arc::try_unwrap(s.gate).ok().expect("the only reference");
-    let server = super::server::GateServer::start(&socket, gate).unwrap();
+    let gate_server = super::server::GateServer::start(&socket, gate).unwrap();
     let open = || {
         let c = UnixStream::connect(&socket).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -664,6 +664,6 @@ fn a_hand_over_is_one_connected_tcp_socket_and_anything_else_is_refused_and_clos
             .any(|e| matches!(e, Event::Refused { reason: "malformed-request", .. })),
         "the refusals were not reported"
     );
-    drop(server);
+    drop(gate_server);
     let _ = std::fs::remove_dir_all(&dir);
 }
