@@ -15,7 +15,12 @@ pub struct Bounds {
     pub max_ttl: Duration,
     /// How many live sandboxes one client may hold at once.
     pub max_sandboxes: usize,
+    /// The largest file `read_file` returns, in bytes.
+    pub max_read: u64,
 }
+
+/// `--max-read`'s default, in bytes.
+pub const DEFAULT_MAX_READ: u64 = 4 * 1024 * 1024;
 
 impl Bounds {
     /// The client's policy if the operator's contains it: deny-all is within every policy;
@@ -73,7 +78,7 @@ mod tests {
     use super::*;
 
     fn bounds(network: NetworkPolicy) -> Bounds {
-        Bounds { network, max_ttl: Duration::from_mins(10), max_sandboxes: 2 }
+        Bounds { network, max_ttl: Duration::from_mins(10), max_sandboxes: 2, max_read: DEFAULT_MAX_READ }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -116,7 +117,20 @@ pub struct SandboxServer {
     opts: Arc<SandboxOpts>,
     bounds: Arc<Bounds>,
     sandboxes: Arc<Mutex<BTreeMap<String, Arc<Sandbox>>>>,
+    /// Creates under way: they count against the bound, so the map is not held while the
+    /// backend creates (a slow create would stall every other call of the session).
+    creating: Arc<AtomicUsize>,
     tool_router: ToolRouter<Self>,
+}
+
+/// A create's place under the bound, given back when the create ends, however it ends
+/// (a dropped call included).
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A tool error carrying the sandboxio code and message (`[SBX-008] ...`), and the code as
@@ -192,14 +206,27 @@ impl SandboxServer {
                 tool_router.remove_route(name);
             }
         }
-        let bounds = Bounds { network: opts.network.clone(), max_ttl, max_sandboxes };
+        let bounds = Bounds {
+            network: opts.network.clone(),
+            max_ttl,
+            max_sandboxes,
+            max_read: crate::bounds::DEFAULT_MAX_READ,
+        };
         Ok(SandboxServer {
             dsn: Arc::from(dsn),
             opts: Arc::new(opts),
             bounds: Arc::new(bounds),
             sandboxes: Arc::new(Mutex::new(BTreeMap::new())),
+            creating: Arc::new(AtomicUsize::new(0)),
             tool_router,
         })
+    }
+
+    /// The same server returning files of at most `bytes` from `read_file`.
+    #[must_use]
+    pub fn with_max_read(mut self, bytes: u64) -> Self {
+        Arc::make_mut(&mut self.bounds).max_read = bytes;
+        self
     }
 
     /// The names of the registered tools, in order.
@@ -236,18 +263,25 @@ impl SandboxServer {
             let asked = p.network.as_deref().map(parse_network).transpose().map_err(Error::invalid_input)?;
             let network = self.bounds.network(asked)?;
             let ttl = self.bounds.ttl(p.ttl_seconds)?;
-            // Held while creating, so that concurrent calls cannot pass the bound together.
-            let mut sandboxes = self.sandboxes.lock().await;
-            if sandboxes.len() >= self.bounds.max_sandboxes {
-                return Err(Error::invalid_input(format!(
-                    "this session already holds {} sandboxes, the operator's bound: kill_sandbox one first",
-                    sandboxes.len()
-                )));
-            }
+            // A place is taken under the map's lock (live and under way together), so that
+            // concurrent calls cannot pass the bound together; the create runs without it.
+            let slot = {
+                let sandboxes = self.sandboxes.lock().await;
+                let held = sandboxes.len() + self.creating.load(Ordering::SeqCst);
+                if held >= self.bounds.max_sandboxes {
+                    return Err(Error::invalid_input(format!(
+                        "this session already holds {held} sandboxes (live or being created), the operator's bound: kill_sandbox one first"
+                    )));
+                }
+                self.creating.fetch_add(1, Ordering::SeqCst);
+                Slot(Arc::clone(&self.creating))
+            };
             let opts = SandboxOpts { network, ..(*self.opts).clone() };
             let sandbox = create_sandbox(&self.dsn, &opts, false, Some(ttl)).await?;
             let id = sandbox.id().to_owned();
+            let mut sandboxes = self.sandboxes.lock().await;
             sandboxes.insert(id.clone(), Arc::new(sandbox));
+            drop(slot);
             Ok::<_, Error>((id, ttl))
         };
         match create.await {
@@ -351,7 +385,9 @@ impl SandboxServer {
         description = "Read a file of one of this session's sandboxes. Text comes back as text; other bytes as base64."
     )]
     async fn read_file(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
-        let read = async { self.sandbox(&p.sandbox_id).await?.fs().read(&p.path).await };
+        let read = async {
+            self.sandbox(&p.sandbox_id).await?.fs().read_limit(self.bounds.max_read).read(&p.path).await
+        };
         match read.await {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
@@ -414,7 +450,7 @@ impl ServerHandler for SandboxServer {}
 pub async fn serve(args: McpArgs) -> i32 {
     let max_ttl = Duration::from_secs(args.max_ttl);
     let server = match SandboxServer::new(&args.dsn, args.sandbox, max_ttl, args.max_sandboxes) {
-        Ok(server) => server,
+        Ok(server) => server.with_max_read(args.max_read.saturating_mul(1024 * 1024)),
         Err(e) => return crate::commands::fail(false, &e),
     };
     if args.transport == Transport::Http {
@@ -487,6 +523,37 @@ mod tests {
         assert_eq!(narrow.tool_names(), ["create_sandbox", "kill_sandbox", "list_sandboxes", "run_command"]);
         let err = server("nosuch://").err().unwrap();
         assert_eq!(err.code(), sandboxio::ErrorCode::Configuration);
+    }
+
+    /// `read_file` returns at most the operator's `--max-read` bytes; a larger file is
+    /// `TooLarge`, the file of exactly that size the control.
+    #[tokio::test]
+    async fn read_file_is_bounded_by_the_operators_max_read() {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = server("fake://").unwrap().with_max_read(16);
+        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
+        let client = ().serve(client_io).await.unwrap();
+        let call = async |tool: &'static str, args: serde_json::Value| {
+            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+            client.call_tool(params).await.unwrap()
+        };
+        let out = call("create_sandbox", serde_json::json!({})).await;
+        let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+        for (path, size) in [("/at.txt", 16), ("/over.txt", 17)] {
+            let content = "x".repeat(size);
+            let out =
+                call("write_file", serde_json::json!({ "sandbox_id": id, "path": path, "content": content }))
+                    .await;
+            assert_eq!(out.is_error, Some(false), "{out:?}");
+        }
+        let out = call("read_file", serde_json::json!({ "sandbox_id": id, "path": "/at.txt" })).await;
+        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+        assert_eq!((out.is_error, text.text.as_str()), (Some(false), "x".repeat(16).as_str()));
+        let out = call("read_file", serde_json::json!({ "sandbox_id": id, "path": "/over.txt" })).await;
+        let code = out.structured_content.as_ref().unwrap()["code"].clone();
+        assert_eq!((out.is_error, code), (Some(true), "SBX-016".into()), "{out:?}");
+        client.cancel().await.unwrap();
+        serving.await.unwrap().unwrap();
     }
 
     /// The server behind rmcp's own client over an in-memory pipe, on the fake: the
