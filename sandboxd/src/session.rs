@@ -542,8 +542,13 @@ impl<W: Write + AsRawFd> Session<W> {
         let Some(reports) = cmd.reports.as_mut() else { return Ok(()) };
         let mut buf = [0u8; REPORT_LEN];
         // Reports are written whole and are smaller than PIPE_BUF, so a read gets all of one.
+        // A read that would block or was interrupted read nothing: the next turn looks again
+        // (only end-of-file, a part of a report or garbage mean the shepherd is gone).
         let report = match reports.read(&mut buf) {
             Ok(REPORT_LEN) => Report::decode(buf),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                return Ok(());
+            }
             _ => None,
         };
         let reply = match report {

@@ -134,12 +134,17 @@ fn arrange(fds: Fds) -> io::Result<()> {
     let mut sources = vec![&fds.stdin, &fds.stdout, &fds.stderr, &fds.control, &fds.report];
     sources.extend(fds.control_channel.as_ref());
     let keep = u32::try_from(sources.len()).unwrap_or(5);
-    // First out of the way (a source may sit on a target number), then into place.
+    // First out of the way (a source may sit on a target number), then into place. The copies
+    // go above every source and every target, on numbers the kernel picks free (`F_DUPFD`):
+    // copying onto fixed numbers (it was 100..=105) overwrote a source that sat there once
+    // sandboxd held about 100 descriptors (some 20 commands at once), and that command's
+    // shepherd lost its report pipe (issue #28).
+    let floor =
+        sources.iter().map(|fd| fd.as_raw_fd()).max().unwrap_or(0).max(RawFd::try_from(keep).unwrap_or(6))
+            + 1;
     let mut high = Vec::with_capacity(sources.len());
-    for (i, fd) in sources.iter().enumerate() {
-        let to = 100 + RawFd::try_from(i).unwrap_or(0);
-        sys::dup_to(fd.as_raw_fd(), to)?;
-        high.push(to);
+    for fd in &sources {
+        high.push(sys::dup_at_least(fd.as_raw_fd(), floor)?);
     }
     for (target, from) in high.iter().enumerate() {
         sys::dup_to(*from, RawFd::try_from(target).unwrap_or(0))?;

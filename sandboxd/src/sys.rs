@@ -23,6 +23,7 @@ const WNOHANG: i32 = 1;
 const WUNTRACED: i32 = 2;
 const O_NONBLOCK: i32 = 0o4000;
 const O_CLOEXEC: i32 = 0o2_000_000;
+const F_DUPFD: i32 = 0;
 const F_GETFD: i32 = 1;
 const F_SETFD: i32 = 2;
 const F_GETFL: i32 = 3;
@@ -203,6 +204,14 @@ pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
         check(fcntl(fd, F_SETFD, flags))?;
     }
     Ok(())
+}
+
+/// Opens a copy of `fd` on the lowest free descriptor number at or above `floor` (without
+/// close-on-exec) and returns that number. Unlike [`dup_to`], it never replaces an open
+/// descriptor.
+pub fn dup_at_least(fd: RawFd, floor: RawFd) -> io::Result<RawFd> {
+    // SAFETY: fcntl(F_DUPFD) with integer arguments only adds to the descriptor table.
+    check(unsafe { fcntl(fd, F_DUPFD, floor) })
 }
 
 /// Makes `fd` also open as `target` (without close-on-exec).

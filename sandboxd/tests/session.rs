@@ -324,6 +324,48 @@ fn a_signal_death_is_a_signal_not_an_exit_code() {
     assert_eq!(c.run(2, &["sh", "-c", "exit 137"]).status, Some(Status::Code(137)));
 }
 
+/// Issue #28's lost commands: from about 24 at once, sandboxd's descriptors reach 100, where a
+/// shepherd used to park its own while moving them into place (`dup2` onto 100..=105), and a
+/// command whose pipes sat there lost its report pipe: it ran, yet sandboxd said "the
+/// command's shepherd was killed". Every command here holds its five descriptors open
+/// (`cat` on a piped stdin), so each new one's pipes sit higher than the last's and some land
+/// on 100..=105 whatever the base count.
+#[test]
+fn no_command_is_lost_however_many_descriptors_sandboxd_holds() {
+    const HELD: u32 = 60;
+    let mut c = Client::start();
+    for id in 1..=HELD {
+        c.spawn(id, &["cat"], StdinMode::Pipe);
+    }
+    let mut spawned = 0;
+    let mut failed = Vec::new();
+    while spawned + failed.len() < HELD as usize {
+        let Ok(f) = c.from.recv_timeout(Duration::from_secs(20)) else {
+            panic!(
+                "{spawned} of {HELD} commands started, {} were lost, the rest never answered: {failed:?}",
+                failed.len()
+            )
+        };
+        match f.message {
+            Message::Spawned { .. } => spawned += 1,
+            Message::Failed { message, .. } => {
+                failed.push((f.id, String::from_utf8_lossy(&message).into_owned()));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(failed.is_empty(), "{} of {HELD} commands were lost: {failed:?}", failed.len());
+    for id in 1..=HELD {
+        c.send(id, Message::Stdin { data: format!("{id}\n").into_bytes() });
+        c.send(id, Message::StdinEof);
+    }
+    for id in 1..=HELD {
+        let out = c.finish(id);
+        assert_eq!(out.status, Some(Status::Code(0)), "command {id}: {out:?}");
+        assert_eq!(out.stdout, format!("{id}\n").as_bytes(), "command {id}");
+    }
+}
+
 #[test]
 fn stdin_reaches_the_command_within_its_window() {
     let mut c = Client::start();
