@@ -882,3 +882,15 @@ fn docker__streams_close_from_the_blocking_facade() {
     assert_eq!(bad.code(), ErrorCode::InvalidInput, "{bad}");
     api.close().unwrap();
 }
+
+/// Issue #28: commands were lost from about 24 at once on one sandbox on sandboxd's path.
+/// Every command's result is checked, at 16, 64 and 256 at once.
+#[test]
+fn docker__no_command_is_lost_at_any_concurrency() {
+    if !docker_ready("docker__no_command_is_lost_at_any_concurrency") {
+        return;
+    }
+    let sbx = std::sync::Arc::new(support::block_on(busybox()));
+    support::no_command_lost_at_any_concurrency(&sbx, "docker://");
+    support::block_on(std::sync::Arc::into_inner(sbx).unwrap().close()).unwrap();
+}

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use sandboxio::{Command, ErrorCode, ExitStatus, IsolationTier, NetworkPolicy, Sandbox};
 
+mod support;
+
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
     futures_lite::future::block_on(f)
 }
@@ -266,4 +268,13 @@ fn local__a_matplotlib_figure_comes_back_as_a_png() {
     let png = out.results.iter().find_map(|r| r.get("image/png")).expect("no image/png result");
     assert!(png.starts_with(b"\x89PNG"), "not a PNG: {:?}", &png[..8.min(png.len())]);
     block_on(sbx.close()).unwrap();
+}
+
+/// Issue #28: commands were lost from about 24 at once on one sandbox (sandboxd said the
+/// shepherd was killed). Every command's result is checked, at 16, 64 and 256 at once.
+#[test]
+fn local__no_command_is_lost_at_any_concurrency() {
+    let sbx = std::sync::Arc::new(sandbox());
+    support::no_command_lost_at_any_concurrency(&sbx, "local://");
+    block_on(std::sync::Arc::into_inner(sbx).unwrap().close()).unwrap();
 }
