@@ -87,8 +87,11 @@ impl CmdState {
     }
 }
 
-#[derive(Default)]
 struct CmdState {
+    /// Rung when this request's state changes, and only then: with one event for the whole
+    /// session, every frame woke every waiting command, and 64 commands at once ran at half
+    /// the rate of 16 (issue #28).
+    notify: Arc<Notify>,
     events: VecDeque<Event>,
     /// Output bytes queued here, and taken since credit was last returned.
     queued: usize,
@@ -111,6 +114,8 @@ struct State {
 struct Inner {
     writer: Mutex<Box<dyn Write + Send>>,
     state: Mutex<State>,
+    /// Rung when the session's own state changes (greeted, pongs, detached, ended); each
+    /// request has its own ([`CmdState::notify`]).
     changed: Notify,
     next_id: AtomicU32,
 }
@@ -213,9 +218,14 @@ impl Client {
         self.wait(|s| if s.detached { Some(Ok(())) } else { s.ended.clone().map(Err) }).await
     }
 
-    async fn wait<T>(&self, mut ready: impl FnMut(&mut State) -> Option<T>) -> T {
+    async fn wait<T>(&self, ready: impl FnMut(&mut State) -> Option<T>) -> T {
+        self.wait_on(&self.inner.changed, ready).await
+    }
+
+    /// Waits until `ready` gives a value, looking again each time `notify` rings.
+    async fn wait_on<T>(&self, notify: &Notify, mut ready: impl FnMut(&mut State) -> Option<T>) -> T {
         loop {
-            let listener = self.inner.changed.listen();
+            let listener = notify.listen();
             if let Some(v) = ready(&mut lock(&self.inner.state)) {
                 return v;
             }
@@ -241,14 +251,23 @@ impl Client {
     /// Why the session ended (the request was not sent).
     pub(crate) fn request(&self, message: Message) -> Result<Cmd, String> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
         {
             let mut state = lock(&self.inner.state);
             if let Some(why) = &state.ended {
                 return Err(why.clone());
             }
-            state.cmds.insert(id, CmdState { stdin_window: STDIN_WINDOW, ..CmdState::default() });
+            let cmd = CmdState {
+                notify: Arc::clone(&notify),
+                events: VecDeque::new(),
+                queued: 0,
+                taken: 0,
+                stdin_window: STDIN_WINDOW,
+                finished: false,
+            };
+            state.cmds.insert(id, cmd);
         }
-        let cmd = Cmd { client: self.clone(), id, listener: None };
+        let cmd = Cmd { client: self.clone(), id, notify, listener: None };
         let credit = matches!(message, Message::Spawn(_) | Message::FsRead { .. } | Message::FsList { .. });
         self.send(id, message)?;
         if credit {
@@ -266,15 +285,20 @@ fn entry_len(entry: &Entry) -> usize {
 /// Marks the session ended and ends every command that has not finished.
 fn end(inner: &Inner, why: String) {
     let mut state = lock(&inner.state);
+    let mut wake = Vec::new();
     if state.ended.is_none() {
         for cmd in state.cmds.values_mut().filter(|c| !c.finished) {
             cmd.events.push_back(Event::Gone(why.clone()));
             cmd.finished = true;
+            wake.push(Arc::clone(&cmd.notify));
         }
         state.ended = Some(why);
     }
     drop(state);
     inner.changed.notify(usize::MAX);
+    for notify in wake {
+        notify.notify(usize::MAX);
+    }
 }
 
 fn read_loop(inner: &Inner, mut read: impl Read) {
@@ -305,6 +329,8 @@ fn read_loop(inner: &Inner, mut read: impl Read) {
 /// Delivers one frame; an `Err` ends the session.
 fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
     let mut state = lock(&inner.state);
+    // Whom this frame concerns: the session (`None`) or one request.
+    let mut request = None;
     match message {
         Message::HelloAck { version, pid } if version == VERSION => state.greeted = Some(pid),
         Message::HelloAck { version, .. } => {
@@ -317,6 +343,7 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
         message => {
             // Frames for a command the caller dropped are discarded.
             let Some(cmd) = state.cmds.get_mut(&id) else { return Ok(()) };
+            request = Some(Arc::clone(&cmd.notify));
             match message {
                 Message::Spawned { pid } => cmd.events.push_back(Event::Spawned(pid)),
                 Message::Output { stream, data } => {
@@ -367,7 +394,8 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
         }
     }
     drop(state);
-    inner.changed.notify(usize::MAX);
+    // A request's frame wakes that request's waiters alone (its `Cmd` and a `CmdInput`).
+    request.as_deref().unwrap_or(&inner.changed).notify(usize::MAX);
     Ok(())
 }
 
@@ -375,6 +403,8 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
 pub(crate) struct Cmd {
     client: Client,
     id: u32,
+    /// This request's [`CmdState::notify`].
+    notify: Arc<Notify>,
     listener: Option<EventListener>,
 }
 
@@ -424,7 +454,7 @@ impl Cmd {
                 return Poll::Ready(None);
             }
             match &mut self.listener {
-                None => self.listener = Some(self.client.inner.changed.listen()),
+                None => self.listener = Some(self.notify.listen()),
                 Some(l) => {
                     if std::pin::Pin::new(l).poll(cx).is_pending() {
                         return Poll::Pending;
@@ -496,7 +526,7 @@ impl Cmd {
             }
             let n = self
                 .client
-                .wait(|s| {
+                .wait_on(&self.notify, |s| {
                     if let Some(why) = &s.ended {
                         return Some(Err(why.clone()));
                     }
@@ -543,7 +573,14 @@ impl Cmd {
     /// command mutably elsewhere. It does not keep the command alive: dropping the `Cmd`
     /// still kills it.
     pub(crate) fn input(&self) -> CmdInput {
-        CmdInput { cmd: Cmd { client: self.client.clone(), id: self.id, listener: None } }
+        CmdInput {
+            cmd: Cmd {
+                client: self.client.clone(),
+                id: self.id,
+                notify: Arc::clone(&self.notify),
+                listener: None,
+            },
+        }
     }
 }
 
