@@ -6,11 +6,15 @@
 //! - `exec_round_trip`: `run(true)` on a live sandbox, next to `bare_bwrap`: one bare
 //!   `bwrap --unshare-all` running `true` per iteration (the baseline for `local://`, which
 //!   pays one `bwrap` per sandbox, not per command);
-//! - `write_read_1kib`: `fs().write` then `fs().read` of 1 KiB on a live sandbox.
+//! - `write_read_1kib`: `fs().write` then `fs().read` of 1 KiB on a live sandbox;
+//! - `concurrent_execs`: 256 `run(true)` on one live sandbox, 16, 64 and 256 at once, in
+//!   commands per second (issue #28's target: the rate at 64 at least the rate at 16).
 
 use std::time::Duration;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use std::sync::Arc;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sandboxio::{Command, NetworkPolicy, Sandbox};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -75,6 +79,20 @@ fn benches(c: &mut Criterion) {
     group.bench_function("bare_bwrap", |b| b.iter(|| assert!(bare_bwrap().success())));
     group.finish();
 
+    let mut group = c.benchmark_group("concurrent_execs");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(BURST as u64));
+    for dsn in &dsns {
+        let sb = Arc::new(rt.block_on(sandbox(dsn)));
+        for at_once in [16, 64, 256] {
+            group.bench_function(format!("{}/{at_once}", name(dsn)), |b| {
+                b.iter(|| rt.block_on(burst(&sb, at_once)));
+            });
+        }
+        rt.block_on(Arc::into_inner(sb).unwrap().close()).unwrap();
+    }
+    group.finish();
+
     let mut group = c.benchmark_group("write_read_1kib");
     group.sample_size(20);
     for dsn in &dsns {
@@ -90,6 +108,25 @@ fn benches(c: &mut Criterion) {
         rt.block_on(sb.close()).unwrap();
     }
     group.finish();
+}
+
+/// Commands per `concurrent_execs` iteration.
+const BURST: usize = 256;
+
+/// Runs [`BURST`] `run(true)` on `sandbox`, `at_once` at a time.
+async fn burst(sandbox: &Arc<Sandbox>, at_once: usize) {
+    let gate = Arc::new(tokio::sync::Semaphore::new(at_once));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..BURST {
+        let (gate, sandbox) = (gate.clone(), sandbox.clone());
+        tasks.spawn(async move {
+            let _place = gate.acquire_owned().await.unwrap();
+            assert!(sandbox.run(Command::new("true")).await.unwrap().success());
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
 }
 
 /// One bare `bwrap --unshare-all` running `true`: the host's `/usr` read-only and the usual
