@@ -78,7 +78,6 @@ unsafe extern "C" {
     fn listen(fd: i32, backlog: i32) -> i32;
     fn getpid() -> i32;
     fn getppid() -> i32;
-    fn umask(mask: u32) -> u32;
     fn capset(header: *mut CapHeader, data: *const CapData) -> i32;
     fn setsid() -> i32;
     fn setgroups(size: usize, list: *const u32) -> i32;
@@ -323,10 +322,6 @@ pub fn parent_pid() -> i32 {
     unsafe { getppid() }
 }
 
-/// Sets the file mode creation mask; returns the previous one.
-pub fn set_umask(mask: u32) -> u32 {
-    // SAFETY: integer argument, cannot fail.
-    unsafe { umask(mask) }
 }
 
 /// Sends `sig` to `pid`; a process that is already gone is not an error.

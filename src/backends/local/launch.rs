@@ -224,14 +224,13 @@ mod tests {
         assert_eq!(args[at("/c/sandboxd-x") - 1], "--ro-bind");
         assert_eq!(args[at("/c/sandboxd-x") + 1], SANDBOXD_PATH);
         assert!(at("/") > at("/tmp"), "the root is made read-only last");
-        assert_eq!(
-            args[at("--")..],
-            ["--", SANDBOXD_PATH, "--ttl-ms", "90000", "--listen-fd", "4"]
-        );
+        assert_eq!(args[at("--")..], ["--", SANDBOXD_PATH, "--ttl-ms", "90000", "--listen-fd", "4"]);
         // No path of sandboxd's socket is anywhere in the sandbox's argv (issue #27).
         assert!(!args.iter().any(|a| a.contains("sandboxd.sock")), "{args:?}");
         // The launchers name the descriptor they keep by number.
         assert!(LAUNCH_CLOSE_ALL.contains(&format!("-ne {LISTEN_FD} ")));
-        assert!(!LAUNCH_CLOSE_LOW.contains(&format!(" {LISTEN_FD}>&-")) && LAUNCH_CLOSE_LOW.contains(" 5>&-"));
+        assert!(
+            !LAUNCH_CLOSE_LOW.contains(&format!(" {LISTEN_FD}>&-")) && LAUNCH_CLOSE_LOW.contains(" 5>&-")
+        );
     }
 }

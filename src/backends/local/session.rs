@@ -60,7 +60,8 @@ pub(super) fn bind_socket(dir: &Path) -> std::io::Result<OwnedFd> {
     use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
     use std::os::unix::fs::PermissionsExt as _;
     let path = dir.join(SOCKET);
-    let socket = rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    let socket =
+        rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
     rustix::net::bind(&socket, &SocketAddrUnix::new(&path)?)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     Ok(socket)

@@ -184,7 +184,8 @@ fn host_control(sandbox: &Sandbox, marker: &str) {
 
 /// Runs the inside payload in `mode` with `timeout`; returns what it logged.
 fn inside(sandbox: &Sandbox, mode: &str, marker: &str, timeout: Duration) -> String {
-    let run = block_on(sandbox.run(Command::new("python3").args(["-c", PAYLOAD, mode, marker]).timeout(timeout)));
+    let run =
+        block_on(sandbox.run(Command::new("python3").args(["-c", PAYLOAD, mode, marker]).timeout(timeout)));
     match (mode, &run) {
         ("hang", Err(e)) => assert_eq!(e.code(), ErrorCode::ExecutionTimeout, "{e:?}"),
         ("exit", Ok(out)) => assert!(out.success(), "{out:?}"),
