@@ -322,8 +322,6 @@ pub fn parent_pid() -> i32 {
     unsafe { getppid() }
 }
 
-}
-
 /// Sends `sig` to `pid`; a process that is already gone is not an error.
 pub fn signal_process(pid: i32, sig: i32) {
     // SAFETY: kill with integer arguments; failure (ESRCH) is harmless.
