@@ -81,7 +81,11 @@ fn class_17__a_socket_planted_inside_is_never_what_connect_reaches() {
         "python3 -c \"import socket; c = socket.socket(socket.AF_UNIX); \
          c.connect('/run/sandboxio/sandboxd.sock'); print(len(c.recv(64)))\"",
     );
-    assert_eq!(reached.stdout_lossy(), "64\n", "control: the planted listener cannot be reached: {reached:?}");
+    assert_eq!(
+        reached.stdout_lossy(),
+        "64\n",
+        "control: the planted listener cannot be reached: {reached:?}"
+    );
     let attached = block_on(Sandbox::connect("local://", sandbox.id())).unwrap();
     let out = block_on(attached.run(Command::new("echo").arg("real"))).unwrap();
     assert_eq!(out.stdout, b"real\n", "connect did not reach the real sandboxd: {out:?}");
