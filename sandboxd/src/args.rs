@@ -1,4 +1,4 @@
-//! sandboxd's command line: `sandboxd [--ttl-ms N] [--listen PATH]`, `sandboxd --version`, or
+//! sandboxd's command line: `sandboxd [--ttl-ms N] [--listen-fd N]`, `sandboxd --version`, or
 //! `sandboxd relay ADDR PATH` (`relay.rs`).
 
 use std::ffi::OsString;
@@ -12,8 +12,10 @@ pub struct Args {
     pub version: bool,
     /// How long sandboxd lives, counted from its start; forever when absent.
     pub ttl: Option<Duration>,
-    /// Where to accept extra sessions (a Unix stream socket sandboxd creates).
-    pub listen: Option<PathBuf>,
+    /// The inherited descriptor of a bound Unix stream socket on which to accept extra
+    /// sessions (`listen.rs`). There is no way to make sandboxd create a socket at a path:
+    /// a path it could bind would be in the sandbox's own filesystem, reachable from inside.
+    pub listen_fd: Option<i32>,
     /// `relay ADDR PATH`: relay TCP connections on `ADDR` to the Unix socket at `PATH`
     /// instead of supervising.
     pub relay: Option<(String, PathBuf)>,
@@ -50,9 +52,17 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
                     .ok_or_else(|| format!("--ttl-ms takes decimal milliseconds, not {}", value.display()))?;
                 out.ttl = Some(Duration::from_millis(ms));
             }
-            Some("--listen") => {
-                let path = args.next().filter(|p| !p.is_empty()).ok_or("--listen needs a path")?;
-                out.listen = Some(PathBuf::from(path));
+            Some("--listen-fd") => {
+                let value = args.next().ok_or("--listen-fd needs a descriptor number")?;
+                let fd = value
+                    .to_str()
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<i32>().ok())
+                    .filter(|&fd| fd > 2)
+                    .ok_or_else(|| {
+                        format!("--listen-fd takes a descriptor number above 2, not {}", value.display())
+                    })?;
+                out.listen_fd = Some(fd);
             }
             _ => return Err(format!("unknown argument {}", arg.display())),
         }
@@ -71,9 +81,9 @@ mod tests {
     #[test]
     fn flags_parse_and_bad_ones_are_refused() {
         assert_eq!(parse_strs(&[]), Ok(Args::default()));
-        let args = parse_strs(&["--ttl-ms", "1500", "--listen", "/run/s.sock"]).unwrap();
+        let args = parse_strs(&["--ttl-ms", "1500", "--listen-fd", "4"]).unwrap();
         assert_eq!(args.ttl, Some(Duration::from_millis(1500)));
-        assert_eq!(args.listen, Some(PathBuf::from("/run/s.sock")));
+        assert_eq!(args.listen_fd, Some(4));
         let relay = parse_strs(&["relay", "127.0.0.1:3128", "/run/e.sock"]).unwrap();
         assert_eq!(relay.relay, Some(("127.0.0.1:3128".to_owned(), PathBuf::from("/run/e.sock"))));
         for bad in [
@@ -86,8 +96,14 @@ mod tests {
             &["--ttl-ms", "1.5"],
             &["--ttl-ms", ""],
             &["--ttl-ms", "99999999999999999999999"],
-            &["--listen"],
-            &["--listen", ""],
+            &["--listen-fd"],
+            &["--listen-fd", ""],
+            &["--listen-fd", "2"],
+            &["--listen-fd", "-4"],
+            &["--listen-fd", "4x"],
+            &["--listen-fd", "99999999999"],
+            // The old flag: sandboxd no longer creates a socket at a path (issue #27).
+            &["--listen", "/run/s.sock"],
             &["--bogus"],
         ] {
             assert!(parse_strs(bad).is_err(), "{bad:?} was accepted");

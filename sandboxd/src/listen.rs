@@ -1,4 +1,18 @@
-//! Extra sessions: `--listen PATH` connections, each served by a forked child of sandboxd.
+//! Extra sessions: connections on the `--listen-fd N` socket, each served by a forked child
+//! of sandboxd.
+//!
+//! **Whose socket.** The host creates the socket, binds it in a directory of its own that is
+//! never part of the sandbox's filesystem, and hands it to sandboxd as an inherited
+//! descriptor; sandboxd listens on it and keeps it close-on-exec. sandboxd never creates a
+//! socket at a path: a session opened from inside the sandbox (issue #27: code that reached
+//! a socket in its own filesystem spawned a process in a session of its own and handed it
+//! the connection, so the process outlived its command's timeout, end and dropped stream)
+//! needs a way to the socket, and there is none: not by path (it is not in the sandbox's
+//! mounts), not by inheritance (close-on-exec, and shepherds and session children close
+//! every descriptor they do not use), not through `/proc/1/fd` or `pidfd_getfd` (sandboxd
+//! is not dumpable). So every session sandboxd serves was opened by a host process that
+//! can reach the sandbox's host directory, and every process inside the sandbox started
+//! from a command's session, ending with it.
 //!
 //! The main sandboxd accepts from its poll loop and forks one session child per connection.
 //! The child closes every descriptor it inherited but the connection (the listening socket,
@@ -12,7 +26,6 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
 
 use crate::session::Session;
 use crate::sys::{self, Fork};
@@ -23,23 +36,19 @@ pub const MAX_SESSIONS: usize = 64;
 /// The listening socket and the session children serving its connections.
 pub struct Listener {
     socket: UnixListener,
-    path: PathBuf,
     sessions: BTreeSet<i32>,
 }
 
 impl Listener {
-    /// Binds a Unix stream socket at `path`, mode 0600. An existing file at `path` is an
-    /// error (`EADDRINUSE`): sandboxd never replaces what it did not create.
-    pub fn bind(path: &Path) -> io::Result<Listener> {
-        // The umask makes the socket 0600 from its creation: no window in which another
-        // user could connect before a chmod.
-        let before = sys::set_umask(0o177);
-        let bound = UnixListener::bind(path);
-        sys::set_umask(before);
-        let socket = bound
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot listen at {}: {e}", path.display())))?;
+    /// Listens on the inherited descriptor `fd`, a Unix stream socket the host bound
+    /// (`sys::adopt_listener` says what is refused).
+    pub fn adopt(fd: RawFd) -> io::Result<Listener> {
+        let socket = UnixListener::from(
+            sys::adopt_listener(fd)
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on descriptor {fd}: {e}")))?,
+        );
         socket.set_nonblocking(true)?;
-        Ok(Listener { socket, path: path.to_owned(), sessions: BTreeSet::new() })
+        Ok(Listener { socket, sessions: BTreeSet::new() })
     }
 
     pub fn fd(&self) -> RawFd {
@@ -86,14 +95,6 @@ impl Listener {
         for pid in std::mem::take(&mut self.sessions) {
             sys::signal_process(pid, sys::SIGKILL);
         }
-    }
-}
-
-impl Drop for Listener {
-    /// Only the main sandboxd drops it (session children leave with `_exit`): the socket file
-    /// goes with the sandboxd that created it, so a later one may bind the same path.
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 

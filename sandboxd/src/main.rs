@@ -8,11 +8,12 @@
 //!
 //! `sandboxd relay ADDR PATH` relays TCP connections on `ADDR` to the Unix socket `PATH`
 //! (`relay.rs`: the sandbox's way to the egress gate), and needs nothing else.
-//! `sandboxd --version` prints the protocol version. `sandboxd [--ttl-ms N] [--listen PATH]`
+//! `sandboxd --version` prints the protocol version. `sandboxd [--ttl-ms N] [--listen-fd N]`
 //! runs one session on stdio; `--ttl-ms` ends sandboxd N milliseconds after its start whatever
-//! happens, and `--listen` serves extra sessions on a Unix socket created at PATH
-//! (`listen.rs`). Exit status: 0 when the owner left or the TTL passed, 1 when sandboxd could
-//! not start, 2 when a session broke the protocol, 64 for a bad command line.
+//! happens, and `--listen-fd` serves extra sessions on the bound Unix socket the host handed
+//! over as descriptor N (`listen.rs`: never a socket in the sandbox's own filesystem).
+//! Exit status: 0 when the owner left or the TTL passed, 1 when sandboxd could not start, 2
+//! when a session broke the protocol, 64 for a bad command line.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
@@ -43,7 +44,7 @@ fn main() -> ExitCode {
         Err(why) => {
             let _ = writeln!(
                 std::io::stderr(),
-                "sandboxd: {why}\nusage: sandboxd [--ttl-ms N] [--listen PATH] | sandboxd relay ADDR PATH"
+                "sandboxd: {why}\nusage: sandboxd [--ttl-ms N] [--listen-fd N] | sandboxd relay ADDR PATH"
             );
             return ExitCode::from(EXIT_USAGE);
         }
@@ -79,8 +80,8 @@ fn serve(start: Instant, args: &args::Args) -> std::io::Result<session::End> {
     sys::become_undumpable()?;
     // Outside a PID namespace of its own, orphans of a killed shepherd still come here.
     sys::become_subreaper()?;
-    // Bound before the first frame is answered: once the host has its HelloAck, it may connect.
-    let listener = args.listen.as_deref().map(listen::Listener::bind).transpose()?;
+    // Listening before the first frame is answered: once the host has its HelloAck, it may connect.
+    let listener = args.listen_fd.map(listen::Listener::adopt).transpose()?;
     // A TTL too large for the clock is no TTL.
     let deadline = args.ttl.and_then(|ttl| start.checked_add(ttl));
     let children = File::from(sys::child_events()?);

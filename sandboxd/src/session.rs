@@ -10,7 +10,7 @@
 //! The session ends when the host's stream ends (the owner is gone): every command is killed,
 //! and for sandboxd's first session ([`Lifetime`]) sandboxd exits, which ends the sandbox.
 //! After `Detach` the first session's end kills only that session's commands and file
-//! requests, and sandboxd runs on until its TTL, serving `--listen` connections (`listen.rs`).
+//! requests, and sandboxd runs on until its TTL, serving `--listen-fd` connections (`listen.rs`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -160,7 +160,7 @@ enum Host {
 }
 
 impl<W: Write + AsRawFd> Session<W> {
-    /// A session whose end ends nothing but its own commands: a `--listen` connection's.
+    /// A session whose end ends nothing but its own commands: a `--listen-fd` connection's.
     pub fn new(input: File, output: W, children: File) -> Session<W> {
         Session {
             input,
@@ -496,7 +496,7 @@ impl<W: Write + AsRawFd> Session<W> {
             }
             Message::Ping { nonce } => self.send(id, Message::Pong { nonce }),
             Message::Detach if id == 0 => {
-                // In a --listen session this changes nothing: its end never ends sandboxd.
+                // In a --listen-fd session this changes nothing: its end never ends sandboxd.
                 if self.lifetime.is_some() {
                     self.host = Host::Detached;
                 }

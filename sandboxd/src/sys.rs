@@ -75,9 +75,10 @@ unsafe extern "C" {
     fn signal(sig: i32, handler: usize) -> usize;
     fn write(fd: i32, buf: *const u8, count: usize) -> isize;
     fn sendmsg(fd: i32, msg: *const MsgHdr, flags: i32) -> isize;
+    fn getsockopt(fd: i32, level: i32, name: i32, value: *mut i32, len: *mut u32) -> i32;
+    fn listen(fd: i32, backlog: i32) -> i32;
     fn getpid() -> i32;
     fn getppid() -> i32;
-    fn umask(mask: u32) -> u32;
     fn capset(header: *mut CapHeader, data: *const CapData) -> i32;
     fn setsid() -> i32;
     fn setgroups(size: usize, list: *const u32) -> i32;
@@ -141,6 +142,43 @@ pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     check(unsafe { socketpair(AF_UNIX, SOCK_STREAM | O_CLOEXEC, 0, fds.as_mut_ptr()) })?;
     // SAFETY: socketpair succeeded, so both are fresh descriptors this process owns.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Takes descriptor `fd`, inherited from whoever started sandboxd, as a Unix stream socket
+/// that is bound but need not listen yet, and listens on it: close-on-exec from here, so no
+/// command can inherit it. The `listen` here is what makes sandboxd the socket's listener
+/// as `SO_PEERCRED` reports it to a connecting process (the kernel records the credentials
+/// at `listen`, not at `bind`). Refuses 0, 1 and 2 (the protocol's stdio), a closed
+/// descriptor (`EBADF`), anything but a Unix stream socket (`ENOTSOCK`), and an unbound
+/// socket (`EINVAL`, from `listen`).
+pub fn adopt_listener(fd: RawFd) -> io::Result<OwnedFd> {
+    const SOL_SOCKET: i32 = 1;
+    const SO_TYPE: i32 = 3;
+    const SO_DOMAIN: i32 = 39;
+    const AF_UNIX: i32 = 1;
+    const SOCK_STREAM: i32 = 1;
+    const ENOTSOCK: i32 = 88;
+    /// `SOMAXCONN`'s historical value; `listen.rs` serves at most 64 sessions anyway.
+    const BACKLOG: i32 = 128;
+    if fd <= 2 {
+        return Err(io::Error::from_raw_os_error(EINVAL));
+    }
+    set_cloexec(fd, true)?;
+    let option = |name: i32| -> io::Result<i32> {
+        let mut value = 0;
+        let mut len = 4u32;
+        // SAFETY: getsockopt writes at most `len` (4) bytes into `value`, an i32.
+        check(unsafe { getsockopt(fd, SOL_SOCKET, name, &raw mut value, &raw mut len) })?;
+        Ok(value)
+    };
+    if option(SO_DOMAIN)? != AF_UNIX || option(SO_TYPE)? != SOCK_STREAM {
+        return Err(io::Error::from_raw_os_error(ENOTSOCK));
+    }
+    // SAFETY: listen with integer arguments on a descriptor just checked to be a socket.
+    check(unsafe { listen(fd, BACKLOG) })?;
+    // SAFETY: sandboxd's command line names this descriptor as its own (`--listen-fd`); it
+    // is open (fcntl succeeded), and nothing else in sandboxd owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Sends `byte` on the Unix socket `socket` with `fd` attached (`SCM_RIGHTS`): the receiver
@@ -291,12 +329,6 @@ pub fn pid() -> i32 {
 pub fn parent_pid() -> i32 {
     // SAFETY: no arguments, cannot fail.
     unsafe { getppid() }
-}
-
-/// Sets the file mode creation mask; returns the previous one.
-pub fn set_umask(mask: u32) -> u32 {
-    // SAFETY: integer argument, cannot fail.
-    unsafe { umask(mask) }
 }
 
 /// Sends `sig` to `pid`; a process that is already gone is not an error.

@@ -16,7 +16,7 @@ use sandboxd::proto::{
 /// A client whose frames are read on a thread of their own: a host must read while it writes,
 /// or sandboxd's output and the host's input can fill both pipes and wait on each other.
 struct Client {
-    /// sandboxd (or its wrapper); `None` for a `--listen` connection.
+    /// sandboxd (or its wrapper); `None` for a `--listen-fd` connection.
     child: Option<Child>,
     to: Option<Box<dyn Write + Send>>,
     from: mpsc::Receiver<Frame>,
@@ -25,7 +25,7 @@ struct Client {
     pid: u32,
 }
 
-/// The writing half of a `--listen` connection: dropping it shuts the socket's write side,
+/// The writing half of a `--listen-fd` connection: dropping it shuts the socket's write side,
 /// which sandboxd reads as the end of the session (the reader thread holds another handle).
 struct SocketWriter(UnixStream);
 
@@ -74,14 +74,38 @@ impl Client {
         if stderr {
             command.stderr(Stdio::piped());
         }
-        let mut child =
-            command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("sandboxd starts");
+        Client::start_command(command, user)
+    }
+
+    /// sandboxd with `args` and `--listen-fd 4`: a socket bound here at `path` (not
+    /// listening), handed over as descriptor 4 as the local backend's launcher does. `None`,
+    /// said on stderr, under a Docker wrapper, which cannot pass a descriptor (docker:// gives
+    /// sandboxd no socket); the bwrap wrapper passes it on.
+    fn start_listening(args: &[&str], path: &std::path::Path) -> Option<Client> {
+        use command_fds::{CommandFdExt as _, FdMapping};
+        if std::env::var("SANDBOXD_TEST_WRAP").is_ok_and(|w| w.contains("docker ")) {
+            eprintln!("skipped: a Docker wrapper cannot hand sandboxd a descriptor");
+            return None;
+        }
+        let mut all = args.to_vec();
+        all.extend(["--listen-fd", "4"]);
+        let mut command = sandboxd(&all);
+        command.fd_mappings(vec![FdMapping { parent_fd: bound_socket(path), child_fd: 4 }]).unwrap();
+        Some(Client::start_command(command, None))
+    }
+
+    /// Spawns `command` with piped stdio and greets it; the command (and any descriptor it
+    /// was to hand over) is dropped once spawned, so sandboxd holds the only copy.
+    fn start_command(mut command: Command, user: Option<(u32, u32)>) -> Client {
+        let spawned = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn();
+        drop(command);
+        let mut child = spawned.expect("sandboxd starts");
         let to = child.stdin.take().unwrap();
         let from = child.stdout.take().unwrap();
         Client::over(Some(child), Box::new(to), from, user)
     }
 
-    /// A session on sandboxd's `--listen` socket at `path`.
+    /// A session on sandboxd's `--listen-fd` socket, bound at `path`.
     fn connect(path: &std::path::Path) -> Client {
         Client::try_connect(path).expect("a session on the socket")
     }
@@ -253,6 +277,16 @@ fn sandboxd(args: &[&str]) -> Command {
         c.args(args);
         c
     }
+}
+
+/// A Unix stream socket bound at `path`, not listening: what the local backend hands sandboxd.
+fn bound_socket(path: &std::path::Path) -> std::os::fd::OwnedFd {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let socket =
+        rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None)
+            .unwrap();
+    rustix::net::bind(&socket, &SocketAddrUnix::new(path).unwrap()).unwrap();
+    socket
 }
 
 /// Whether the tests run sandboxd inside a container or bwrap (`scripts/sandboxd-wrapped`):
@@ -1202,7 +1236,16 @@ fn bad_flags_are_refused_with_status_64_and_a_message() {
             Command::new(env!("CARGO_BIN_EXE_sandboxd")).args(args).stdin(Stdio::null()).output().unwrap();
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
-    for args in [&["--ttl-ms"][..], &["--ttl-ms", "soon"], &["--ttl-ms", "-1"], &["--bogus"], &["--listen"]] {
+    for args in [
+        &["--ttl-ms"][..],
+        &["--ttl-ms", "soon"],
+        &["--ttl-ms", "-1"],
+        &["--bogus"],
+        &["--listen-fd"],
+        &["--listen-fd", "1"],
+        // sandboxd never creates a socket at a path any more (issue #27).
+        &["--listen", "/tmp/sandboxd-test-never.sock"],
+    ] {
         let (code, stderr) = run(args);
         assert_eq!(code, Some(64), "{args:?}: {stderr}");
         assert!(stderr.starts_with("sandboxd: ") && !stderr.contains("panicked"), "{args:?}: {stderr}");
@@ -1213,30 +1256,49 @@ fn bad_flags_are_refused_with_status_64_and_a_message() {
 }
 
 #[test]
-fn listening_where_a_file_exists_is_refused() {
-    let dir = Scratch::new("taken");
-    std::fs::write(dir.0.join("taken"), b"mine").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sandboxd"))
-        .args(["--listen", &dir.path("taken")])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains(&dir.path("taken")), "{stderr}");
-    assert_eq!(std::fs::read(dir.0.join("taken")).unwrap(), b"mine");
+fn a_listen_fd_that_is_not_a_bound_unix_stream_socket_is_refused() {
+    use command_fds::{CommandFdExt as _, FdMapping};
+    let dir = Scratch::new("notasocket");
+    let unbound =
+        rustix::net::socket(rustix::net::AddressFamily::UNIX, rustix::net::SocketType::STREAM, None).unwrap();
+    let datagram =
+        rustix::net::socket(rustix::net::AddressFamily::UNIX, rustix::net::SocketType::DGRAM, None).unwrap();
+    rustix::net::bind(&datagram, &rustix::net::SocketAddrUnix::new(dir.0.join("dgram")).unwrap()).unwrap();
+    let file = std::os::fd::OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+    let run = |fd: Option<std::os::fd::OwnedFd>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sandboxd"));
+        command.stdin(Stdio::null());
+        if let Some(fd) = fd {
+            command.args(["--listen-fd", "4"]);
+            command.fd_mappings(vec![FdMapping { parent_fd: fd, child_fd: 4 }]).unwrap();
+        } else {
+            // A number no process here has open (4 might be one this test inherited).
+            command.args(["--listen-fd", "1000"]);
+        }
+        let out = command.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for (what, fd) in [
+        ("no such descriptor", None),
+        ("a file", Some(file)),
+        ("an unbound socket", Some(unbound)),
+        ("a datagram socket", Some(datagram)),
+    ] {
+        let (code, stderr) = run(fd);
+        assert_eq!(code, Some(1), "{what}: {stderr}");
+        assert!(stderr.contains("cannot listen on descriptor "), "{what}: {stderr}");
+    }
+    // The control: a bound stream socket is served (stdin at its end: sandboxd ends at once).
+    let (code, stderr) = run(Some(bound_socket(&dir.0.join("s"))));
+    assert_eq!(code, Some(0), "{stderr}");
 }
 
 #[test]
 fn after_detach_the_first_stream_ending_leaves_sandboxd_serving_its_socket() {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     let dir = Scratch::new("detach");
     let socket = dir.0.join("s");
     let started = Instant::now();
-    let mut main = Client::start_with(&["--ttl-ms", "5000", "--listen", &dir.path("s")], None, false);
-    let meta = std::fs::symlink_metadata(&socket).unwrap();
-    assert!(meta.file_type().is_socket());
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let Some(mut main) = Client::start_listening(&["--ttl-ms", "5000"], &socket) else { return };
     let marker = "4022.25";
     main.start_sleeper(1, marker);
     main.detach();
@@ -1254,18 +1316,20 @@ fn after_detach_the_first_stream_ending_leaves_sandboxd_serving_its_socket() {
     extra.start_sleeper(2, marker);
     drop(extra);
     wait_for("the extra session's command to end", || processes_with(marker).is_empty());
-    // The TTL still ends sandboxd, and the socket goes with it.
+    // The TTL still ends sandboxd; the socket (the host's file) then refuses connections: no
+    // one else held its descriptor.
     let status = exit_status(&mut main, Duration::from_secs(15));
     assert!(status.success(), "{status}");
     assert!(started.elapsed() >= Duration::from_secs(5), "ended after {:?}", started.elapsed());
-    assert!(!socket.exists(), "the socket outlived sandboxd");
+    let late = UnixStream::connect(&socket).map_err(|e| e.kind());
+    assert_eq!(late.err(), Some(std::io::ErrorKind::ConnectionRefused), "the socket outlived sandboxd");
 }
 
 #[test]
 fn without_detach_the_first_stream_ending_ends_every_session_and_its_commands() {
     let dir = Scratch::new("nodetach");
     let socket = dir.0.join("s");
-    let mut main = Client::start_with(&["--listen", &dir.path("s")], None, false);
+    let Some(mut main) = Client::start_listening(&[], &socket) else { return };
     let mut extra = Client::connect(&socket);
     let marker = "4024.25";
     // The command runs first (it printed, and the scan finds it) ...
@@ -1292,7 +1356,7 @@ fn without_detach_the_first_stream_ending_ends_every_session_and_its_commands() 
 fn the_65th_concurrent_connection_is_closed() {
     let dir = Scratch::new("limit");
     let socket = dir.0.join("s");
-    let _main = Client::start_with(&["--listen", &dir.path("s")], None, false);
+    let Some(_main) = Client::start_listening(&[], &socket) else { return };
     let mut sessions: Vec<Client> = (0..64).map(|_| Client::connect(&socket)).collect();
     assert!(Client::try_connect(&socket).is_none(), "a 65th concurrent session was served");
     // The control: once a session ends (and sandboxd reaped its child), a connection is served.

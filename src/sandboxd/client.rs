@@ -208,7 +208,7 @@ impl Client {
 
     /// Detaches the session: from sandboxd's `Detached` on, the end of this stream kills the
     /// session's commands and file requests but no longer ends sandboxd, which runs until its
-    /// TTL (`--ttl-ms`). In a session on sandboxd's `--listen` socket it changes nothing.
+    /// TTL (`--ttl-ms`). In a session on sandboxd's `--listen-fd` socket it changes nothing.
     ///
     /// # Errors
     ///

@@ -237,7 +237,7 @@ pub enum Message {
     },
     /// Sent with id 0: from now on the end of this session's stream kills the session's
     /// commands and file requests but not sandboxd, which runs until its TTL. Answered with
-    /// `Detached`; in a session that is not sandboxd's first (a `--listen` connection, whose
+    /// `Detached`; in a session that is not sandboxd's first (a `--listen-fd` connection, whose
     /// end never ends sandboxd) it changes nothing.
     Detach,
     /// Read a file, failing with `TooLarge` past `limit`.

@@ -29,7 +29,7 @@
 //! reader stops the producer (its pipe fills) instead of growing a buffer anywhere.
 //!
 //! The end of sandboxd's first session (its stdin and stdout) ends sandboxd, unless the host
-//! sent [`Message::Detach`] and got [`Message::Detached`] first; sessions on `--listen`
+//! sent [`Message::Detach`] and got [`Message::Detached`] first; sessions on `--listen-fd`
 //! connections never end it. Version 2 added `Detach` and `Detached`; version 3 the `mode` of
 //! each [`Entry`] of a listing.
 

@@ -120,8 +120,10 @@ pub(super) fn current_gid() -> u32 {
     std::fs::metadata("/proc/self").map_or(0, |m| m.gid())
 }
 
-/// Makes a sandbox's directory: the workspace and sandboxd's socket directory, owned by the
-/// uid the code runs as, and the sandbox's own user database.
+/// Makes a sandbox's directory: the workspace and the `run` directory (the egress gate's
+/// socket), owned by the uid the code runs as, and the sandbox's own user database.
+/// sandboxd's socket goes in the directory itself (`session::bind_socket`), out of the
+/// sandbox's reach.
 pub(super) fn make_sandbox_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
     std::fs::DirBuilder::new().mode(0o700).create(dir)?;
@@ -131,7 +133,7 @@ pub(super) fn make_sandbox_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(private_mode()))?;
     std::fs::create_dir(dir.join("workspace"))?;
     hand_over(&dir.join("workspace"))?;
-    // sandboxd's own directory, where it creates its `--listen` socket (see `session.rs`).
+    // Bound into the sandbox at `/run/sandboxio`: the egress gate's socket (never sandboxd's).
     std::fs::create_dir(dir.join("run"))?;
     hand_over(&dir.join("run"))?;
     user_database(dir)

@@ -14,6 +14,13 @@
 //! read-only once set up. `--as-pid-1` makes sandboxd itself the namespace's init: a signal
 //! from inside cannot kill it, and its death ends every process of the sandbox.
 //!
+//! **sandboxd's socket.** The host binds the Unix socket a `connect`ed handle reaches
+//! sandboxd through in the sandbox's host directory, outside every path bound into the
+//! sandbox, and the launcher hands it to bwrap, and bwrap to sandboxd, as descriptor
+//! [`LISTEN_FD`] (`--listen-fd`); sandboxd listens on it. Nothing in the sandbox can name it
+//! (issue #27: when sandboxd bound it at `/run/sandboxio/sandboxd.sock`, code inside opened
+//! a session of its own there, and what it started in it outlived its command).
+//!
 //! **The setup window.** bwrap's stdin and stdout are the session's pipes. Nothing runs in
 //! the sandbox before sandboxd reads the owner's `Hello` from them; an owner that dies
 //! during the setup closes them first, and sandboxd, reading end-of-file, ends at once.
@@ -31,17 +38,21 @@ use super::WORKDIR;
 /// Where sandboxd is bound in every local sandbox.
 pub(super) const SANDBOXD_PATH: &str = "/.sandboxio/sandboxd";
 
-/// sandboxd's directory in the sandbox (bound from the sandbox's `run` directory), and the
-/// `--listen` socket in it.
+/// The sandbox's `run` directory (bound from the sandbox's host `run` directory): where the
+/// egress relay reaches the gate's socket. sandboxd's own socket is never there.
 pub(super) const RUN_DIR: &str = "/run/sandboxio";
-pub(super) const SOCKET: &str = "sandboxd.sock";
 
-/// The launcher's first part under bash: close every descriptor above 2.
-const LAUNCH_CLOSE_ALL: &str = r#"for __d in /proc/$$/fd/*; do __n=${__d##*/}; [ "$__n" -gt 2 ] 2>/dev/null && eval "exec $__n>&-"; done
+/// The descriptor the launcher, bwrap and sandboxd (`--listen-fd`) hold sandboxd's socket
+/// at (see the module docs).
+pub(super) const LISTEN_FD: i32 = 4;
+
+/// The launcher's first part under bash: close every descriptor above 2 but [`LISTEN_FD`].
+const LAUNCH_CLOSE_ALL: &str = r#"for __d in /proc/$$/fd/*; do __n=${__d##*/}; [ "$__n" -gt 2 ] 2>/dev/null && [ "$__n" -ne 4 ] && eval "exec $__n>&-"; done
 "#;
 
-/// The launcher's first part under a POSIX `sh`, which can name descriptors 0 to 9 only.
-const LAUNCH_CLOSE_LOW: &str = "exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-\n";
+/// The launcher's first part under a POSIX `sh`, which can name descriptors 0 to 9 only
+/// ([`LISTEN_FD`] stays).
+const LAUNCH_CLOSE_LOW: &str = "exec 3>&- 5>&- 6>&- 7>&- 8>&- 9>&-\n";
 
 /// The launcher's second part: `$1` the filter (empty: none), `$2` bwrap, then its argv.
 const LAUNCH: &str = r#"f=$1; shift
@@ -57,13 +68,21 @@ pub(super) struct Launch<'a> {
     pub dir: &'a Path,
     /// The sandboxd binary on the host.
     pub sandboxd: &'a Path,
+    /// sandboxd's socket, bound by the host and not listening yet (`session::bind_socket`).
+    pub listen: &'a std::os::fd::OwnedFd,
     pub network: &'a NetworkPolicy,
     pub ttl: Duration,
 }
 
 impl Launch<'_> {
-    /// The launcher command (see the module docs).
-    pub(super) fn command(&self) -> OsCommand {
+    /// The launcher command (see the module docs), holding a copy of the socket for the
+    /// launcher's [`LISTEN_FD`]: drop it once spawned.
+    ///
+    /// # Errors
+    ///
+    /// When the socket's descriptor cannot be copied (out of descriptors).
+    pub(super) fn command(&self) -> std::io::Result<OsCommand> {
+        use command_fds::{CommandFdExt as _, FdMapping};
         let (shell, close) = if Path::new("/bin/bash").is_file() {
             ("/bin/bash", LAUNCH_CLOSE_ALL)
         } else {
@@ -83,7 +102,9 @@ impl Launch<'_> {
             std::os::unix::process::CommandExt::gid(&mut cmd, gid);
         }
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        cmd
+        let mapping = FdMapping { parent_fd: self.listen.try_clone()?, child_fd: LISTEN_FD };
+        cmd.fd_mappings(vec![mapping]).map_err(std::io::Error::other)?;
+        Ok(cmd)
     }
 
     /// bwrap's arguments, program included.
@@ -131,8 +152,8 @@ impl Launch<'_> {
         push(&["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
         push(&["--chdir", WORKDIR, "--remount-ro", "/"]);
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX).max(1).to_string();
-        let listen = format!("{RUN_DIR}/{SOCKET}");
-        push(&["--", SANDBOXD_PATH, "--ttl-ms", &ttl_ms, "--listen", &listen]);
+        let listen = LISTEN_FD.to_string();
+        push(&["--", SANDBOXD_PATH, "--ttl-ms", &ttl_ms, "--listen-fd", &listen]);
         args
     }
 }
@@ -184,12 +205,14 @@ mod tests {
     #[test]
     fn sandboxd_is_the_init_after_the_read_only_root_with_the_ttl_and_socket() {
         let dir = Path::new("/s");
+        let listen = std::os::fd::OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
         let launch = Launch {
             bwrap: Path::new("/usr/bin/bwrap"),
             seccomp: Some(Path::new("/f.bpf")),
             run_as: None,
             dir,
             sandboxd: Path::new("/c/sandboxd-x"),
+            listen: &listen,
             network: &NetworkPolicy::DenyAll,
             ttl: Duration::from_secs(90),
         };
@@ -201,9 +224,13 @@ mod tests {
         assert_eq!(args[at("/c/sandboxd-x") - 1], "--ro-bind");
         assert_eq!(args[at("/c/sandboxd-x") + 1], SANDBOXD_PATH);
         assert!(at("/") > at("/tmp"), "the root is made read-only last");
-        assert_eq!(
-            args[at("--")..],
-            ["--", SANDBOXD_PATH, "--ttl-ms", "90000", "--listen", "/run/sandboxio/sandboxd.sock"]
+        assert_eq!(args[at("--")..], ["--", SANDBOXD_PATH, "--ttl-ms", "90000", "--listen-fd", "4"]);
+        // No path of sandboxd's socket is anywhere in the sandbox's argv (issue #27).
+        assert!(!args.iter().any(|a| a.contains("sandboxd.sock")), "{args:?}");
+        // The launchers name the descriptor they keep by number.
+        assert!(LAUNCH_CLOSE_ALL.contains(&format!("-ne {LISTEN_FD} ")));
+        assert!(
+            !LAUNCH_CLOSE_LOW.contains(&format!(" {LISTEN_FD}>&-")) && LAUNCH_CLOSE_LOW.contains(" 5>&-")
         );
     }
 }

@@ -20,9 +20,9 @@
 //! process of the sandbox and exits, and bwrap with it. `kill()` also kills sandboxd itself
 //! (its PID namespace's init: everything in it dies with it). `detach()` tells sandboxd to
 //! outlive the owner until the sandbox's TTL (`--ttl-ms`); `connect(id)` reaches it from
-//! another process of the same host user through sandboxd's socket in the sandbox's
-//! directory, which only that user can enter (see `session.rs` for how a socket the code
-//! plants is refused).
+//! another process of the same host user through sandboxd's socket in the sandbox's host
+//! directory, which only that user can enter and which is not in the sandbox's filesystem
+//! (see `session.rs`: code inside cannot open a session of its own).
 //!
 //! A root caller's sandboxes run as the dedicated host uid [`ROOT_CALLER_SANDBOX_UID`],
 //! never as the host's uid 0. The network is a namespace with only loopback unless the
@@ -416,12 +416,15 @@ impl LocalBackend {
         }
         let root = self.inner.root.clone();
         let sandboxd = crate::runtime::unblock(move || binary::installed(&root)).await?;
+        let listen = session::bind_socket(&dir)
+            .map_err(|e| Error::provider(SCHEME, "cannot make sandboxd's socket", e))?;
         let launch = launch::Launch {
             bwrap: &self.inner.bwrap,
             seccomp: self.inner.seccomp.get().and_then(Option::as_deref),
             run_as: run_as(),
             dir: &dir,
             sandboxd: &sandboxd,
+            listen: &listen,
             network: &spec.network,
             ttl: spec.ttl,
         };
@@ -439,6 +442,8 @@ impl LocalBackend {
         };
         let left = timeout.saturating_sub(started.elapsed());
         let started = session::start(&launch, left).await?;
+        // sandboxd holds the socket now; the host keeps no copy (see `session::start`).
+        drop(listen);
         let state = Arc::new(State {
             id: id.clone(),
             dir: dir.clone(),

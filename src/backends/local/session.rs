@@ -5,15 +5,22 @@
 //! owner closes it ([`Link::close`]: `close()`, `kill()`, the last handle gone) or dies,
 //! sandboxd kills every process of the sandbox and exits, unless the owner detached first.
 //!
-//! **The socket** is created by sandboxd in its directory ([`launch::RUN_DIR`]), bound from
-//! the sandbox's host directory, which sits in the caller's private root: another process
-//! of the same host user reaches it, no other user can. The sandbox's code (as sandboxd's
-//! uid) can also reach that directory and could put a socket of its own in the real one's
-//! place, so a connection is trusted only when the kernel says its listener is the
-//! sandbox's sandboxd process, recorded at `create` (pid and start time): a planted socket
-//! is refused, and the worst it can do is deny `connect`.
+//! **The socket** ([`bind_socket`]) is bound by the host in the sandbox's host directory,
+//! which sits in the caller's private root and is never bound into the sandbox: another
+//! process of the same host user reaches it, no other user can, and neither can the
+//! sandbox's code. sandboxd gets it as a descriptor and listens on it (`launch.rs`). Why not
+//! a socket inside, as before issue #27: code inside opened a session of its own there and
+//! spawned a process in it that outlived its command (it held that session's connection).
+//! The other two ways out the issue weighed are weaker: a secret the host must show leaves
+//! the socket reachable (code inside could fill its sessions or replace it, denying
+//! `connect`), and counting an inside session's commands as the caller's command's needs
+//! sandboxd to tell which command a connection came from, which it cannot. With no path
+//! inside, the class is closed, not this one payload: every session is a host process's.
+//! A connection is still trusted only when the kernel says its listener is the sandbox's
+//! sandboxd process, recorded at `create` (pid and start time).
 
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Child, ChildStdin};
@@ -35,6 +42,30 @@ const DIAGNOSTICS_LIMIT: usize = 4096;
 
 /// How long a `connect`ed session may take to answer `Hello`.
 const CONNECT_HELLO: Duration = Duration::from_secs(10);
+
+/// sandboxd's socket's name in the sandbox's host directory (not in any directory bound
+/// into the sandbox).
+pub(super) const SOCKET: &str = "sandboxd.sock";
+
+/// Binds sandboxd's socket in the sandbox's host directory `dir`, `0600`, without listening:
+/// sandboxd listens on it (the kernel then reports sandboxd as its listener to `connect`'s
+/// check). Until then a connection is refused, so the mode set after `bind` leaves no
+/// window.
+///
+/// # Errors
+///
+/// When the socket cannot be made or bound there (a path too long for a Unix socket's
+/// address: 107 bytes).
+pub(super) fn bind_socket(dir: &Path) -> std::io::Result<OwnedFd> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join(SOCKET);
+    let socket =
+        rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    rustix::net::bind(&socket, &SocketAddrUnix::new(&path)?)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(socket)
+}
 
 /// The host's end of a session's input: closing it ends the session (see the module docs).
 #[derive(Debug)]
@@ -118,8 +149,13 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
     let mut tries = 0;
     loop {
         tries += 1;
-        let mut command = launch.command();
-        let mut bwrap = command.spawn().map_err(|e| super::spawn_error(launch.bwrap, e))?;
+        let mut command =
+            launch.command().map_err(|e| Error::provider(SCHEME, "cannot hand sandboxd its socket", e))?;
+        let spawned = command.spawn();
+        // Its copy of sandboxd's socket: sandboxd's must be the only one, so that a `connect`
+        // after sandboxd's end is refused at once rather than queued.
+        drop(command);
+        let mut bwrap = spawned.map_err(|e| super::spawn_error(launch.bwrap, e))?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (bwrap.stdin.take(), bwrap.stdout.take(), bwrap.stderr.take())
         else {
@@ -214,7 +250,7 @@ fn start_error(said: &str, why: &str) -> Error {
 /// sandbox's sandboxd; [`Error::SandboxGone`] when sandboxd ends before it answers.
 pub(super) async fn connect(id: &str, dir: &Path, sandboxd: &Owner) -> Result<(Client, Link)> {
     let refused = |why: String| Error::connect(SCHEME, format!("sandbox {id}: {why}"));
-    let socket = dir.join("run").join(launch::SOCKET);
+    let socket = dir.join(SOCKET);
     let stream =
         UnixStream::connect(&socket).map_err(|e| refused(format!("cannot reach its sandboxd ({e})")))?;
     let peer = rustix::net::sockopt::socket_peercred(&stream)

@@ -1,11 +1,12 @@
 //! Class 17 on `local://`: the sandboxed code attacks sandboxd, the init of the sandbox's
 //! PID namespace: it signals it and its own shepherd, reads their memory and descriptors
 //! through `/proc`, rewrites or replaces the bound binary, forges frames, and puts a socket
-//! of its own in the place of sandboxd's `--listen` socket. Commands run as sandboxd's own
+//! of its own where sandboxd's socket used to be (`class_17_inside_sessions.rs`: it can no
+//! longer reach sandboxd's socket at all). Commands run as sandboxd's own
 //! uid here (the user namespace maps one), with no capability. Every refusal is paired with
 //! the same operation succeeding where it is allowed.
 
-use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox};
+use sandboxio::{Command, NetworkPolicy, Sandbox};
 
 use crate::sandboxd_attacks::{self, sh};
 use crate::support::{block_on, local};
@@ -58,32 +59,37 @@ fn class_17__frames_a_command_prints_are_its_output_not_sandboxds() {
     block_on(sandbox.close()).unwrap();
 }
 
-/// The code can reach sandboxd's socket directory (it is sandboxd's uid) and puts its own
-/// listener in the socket's place: `connect` must refuse it, not speak to the code.
+/// The code can write the `run` directory bound into the sandbox (the egress gate's), where
+/// sandboxd's socket was before issue #27, and puts its own listener there, answering
+/// anything with a forged frame: `connect` never looks inside the sandbox, and reaches the
+/// real sandboxd.
 #[test]
-fn class_17__a_socket_planted_in_sandboxds_place_is_refused_by_connect() {
+fn class_17__a_socket_planted_inside_is_never_what_connect_reaches() {
     let sandbox = local(NetworkPolicy::deny_all());
-    // Positive control: connect reaches the real sandboxd.
-    let attached = block_on(Sandbox::connect("local://", sandbox.id())).unwrap();
-    assert_eq!(block_on(attached.run(Command::new("echo").arg("real"))).unwrap().stdout, b"real\n");
-    block_on(attached.close()).unwrap();
-    // The attack: replace the socket with a listener that answers anything with a forged
-    // `HelloAck`-shaped frame, and keep it listening.
     let planted = "import os, socket, time\n\
         p = '/run/sandboxio/sandboxd.sock'\n\
-        os.rename(p, p + '.old')\n\
         s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(8)\n\
         print('planted', flush=True)\n\
         s.settimeout(20)\n\
-        try:\n    c, _ = s.accept(); c.sendall(bytes(64)); time.sleep(5)\n\
-        except Exception: pass\n";
+        while True:\n    c, _ = s.accept(); c.sendall(bytes(64)); c.close()\n";
     let mut stream = sandbox.stream(Command::new("python3").arg("-c").arg(planted)).unwrap();
     let first = block_on(futures_lite::StreamExt::next(&mut stream)).unwrap().unwrap();
     assert_eq!(first.data, b"planted\n", "control: the planted listener did not start");
-    let refused = block_on(Sandbox::connect("local://", sandbox.id()));
-    let Err(err) = refused else { panic!("connect spoke to a socket the sandboxed code planted") };
-    assert_eq!(err.code(), ErrorCode::Connect, "{err:?}");
-    assert!(err.to_string().contains("not its sandboxd"), "{err}");
+    // Positive control: the planted listener answers whoever reaches it.
+    let reached = sh(
+        &sandbox,
+        "python3 -c \"import socket; c = socket.socket(socket.AF_UNIX); \
+         c.connect('/run/sandboxio/sandboxd.sock'); print(len(c.recv(64)))\"",
+    );
+    assert_eq!(
+        reached.stdout_lossy(),
+        "64\n",
+        "control: the planted listener cannot be reached: {reached:?}"
+    );
+    let attached = block_on(Sandbox::connect("local://", sandbox.id())).unwrap();
+    let out = block_on(attached.run(Command::new("echo").arg("real"))).unwrap();
+    assert_eq!(out.stdout, b"real\n", "connect did not reach the real sandboxd: {out:?}");
+    block_on(attached.close()).unwrap();
     drop(stream);
     // The owner's session is untouched.
     let after = sh(&sandbox, "echo alive");

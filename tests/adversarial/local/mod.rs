@@ -14,4 +14,5 @@ mod class_12_sweep;
 mod class_15_host_view;
 mod class_16_leaked_descriptors;
 mod class_17_attacks_on_sandboxd;
+mod class_17_inside_sessions;
 mod class_18_egress;
