@@ -202,6 +202,10 @@ pub(super) async fn start(
 /// The most of a failed setup's output kept in its error: 4 KiB (the end of it).
 const OUTPUT_TAIL: usize = 4096;
 
+/// The longest line of the setup's output passed on whole (to the build log and
+/// `tracing`): 64 KiB; a longer one is passed on in pieces of this size.
+const LINE_LIMIT: usize = 64 * 1024;
+
 impl Running {
     /// Reads the setup's output (both streams) until it ends, or shortly after the engine
     /// says the setup's shell ended, passing each line to the build log and `tracing` as it
@@ -230,6 +234,13 @@ impl Running {
                         emit(&line);
                         keep_tail(&mut tail, &line);
                         tail.push(b'\n');
+                    }
+                    // A line with no end in sight is passed on in pieces: the setup
+                    // chooses how long its lines are, the host's memory does not.
+                    while partial.len() >= LINE_LIMIT {
+                        let piece: Vec<u8> = partial.drain(..LINE_LIMIT).collect();
+                        emit(&piece);
+                        keep_tail(&mut tail, &piece);
                     }
                 }
                 _ = tick.tick() => match ended_at {

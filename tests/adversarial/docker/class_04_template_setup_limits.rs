@@ -94,3 +94,48 @@ fn class_04__a_template_setup_is_bounded_in_memory_and_disk() {
         "the setup container stayed: {leftover}"
     );
 }
+
+/// The child side of the endless-line proof: prepares a template whose setup prints 1 GiB
+/// with no newline, counting what reaches the build log; prints
+/// `RESULT <bytes logged> <peak RSS MiB>`.
+#[test]
+fn class_04__template_setup_endless_line_child() {
+    if support::child_role().as_deref() != Some("template-endless-line") {
+        return;
+    }
+    let logged = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = Arc::clone(&logged);
+    let stamp = format!("{}-{:?}", std::process::id(), Instant::now());
+    let template =
+        Template::new(BASE).file("/stamp", stamp).run("head -c 1073741824 /dev/zero").setup_disk_mib(64);
+    let backend = DockerBackend::from_env()
+        .unwrap()
+        .with_docker_config("/nonexistent/sandboxio/config.json")
+        .with_template("sbx-endless-line", template)
+        .with_build_log(move |line| {
+            count.fetch_add(line.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        });
+    let prepared = backend.prepare_template_blocking("sbx-endless-line").unwrap();
+    docker_cli(&["rmi", &prepared.image]);
+    println!("RESULT {} {}", logged.load(std::sync::atomic::Ordering::Relaxed), support::peak_rss_mib());
+}
+
+/// A setup's output is passed to the build log line by line, and a line with no end (1 GiB
+/// of zeros, no newline) was gathered whole in host memory first: the host's RSS grew by
+/// what the setup printed. Measured in a child process (this binary re-run). Positive
+/// control: the whole GiB reached the build log.
+#[test]
+fn class_04__a_template_setup_printing_an_endless_line_keeps_host_memory_flat() {
+    const TEST: &str = "class_04__a_template_setup_printing_an_endless_line_keeps_host_memory_flat";
+    if support::child_role().is_some() || !support::shared::docker_image_ready(TEST, BASE, "busybox") {
+        return;
+    }
+    let figures = support::child_figures(
+        "docker::class_04_template_setup_limits::class_04__template_setup_endless_line_child",
+        "template-endless-line",
+    );
+    let (logged, peak) = (figures[0], figures[1]);
+    println!("{TEST}: {logged} bytes logged, peak RSS {peak} MiB");
+    assert_eq!(logged, 1 << 30, "control: the setup's GiB did not reach the build log");
+    assert!(peak < 128, "a setup's endless line took the host to {peak} MiB");
+}
