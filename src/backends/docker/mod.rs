@@ -174,8 +174,8 @@ pub use credentials::{CREDENTIAL_HELPER_TIMEOUT, RegistryAuth};
 pub use image_build::BuiltImage;
 pub use pull::{ImageError, ImageErrorKind, PULL_STALL_TIMEOUT, PullPolicy, PullProgress, PulledImage};
 pub use template::{
-    DEFAULT_SETUP_DISK_MIB, DEFAULT_SETUP_MEMORY_MIB, DEFAULT_SETUP_TIMEOUT, PreparedTemplate, TEMPLATE_HASH_LABEL,
-    Template,
+    DEFAULT_SETUP_DISK_MIB, DEFAULT_SETUP_MEMORY_MIB, DEFAULT_SETUP_TIMEOUT, PreparedTemplate,
+    TEMPLATE_HASH_LABEL, Template,
 };
 pub use template_prune::PrunedTemplates;
 pub use template_setup::TEMPLATE_SETUP_LABEL;

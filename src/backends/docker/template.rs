@@ -196,7 +196,10 @@ impl Template {
     /// The setup container's limits: the caller's, with [`DEFAULT_SETUP_MEMORY_MIB`] when
     /// they give no memory limit.
     pub(super) fn limits(&self) -> ResourceLimits {
-        ResourceLimits { memory_mib: self.limits.memory_mib.or(Some(DEFAULT_SETUP_MEMORY_MIB)), ..self.limits }
+        ResourceLimits {
+            memory_mib: self.limits.memory_mib.or(Some(DEFAULT_SETUP_MEMORY_MIB)),
+            ..self.limits
+        }
     }
 
     /// [`Template::setup_disk_mib`] in bytes.
@@ -513,6 +516,61 @@ mod tests {
             let e = Template::new("b").file(path, "x").check("ok").unwrap_err();
             assert_eq!(e.code(), crate::ErrorCode::Configuration, "{path}");
         }
+    }
+
+    #[test]
+    fn the_base_user_label_records_only_what_the_base_resolves_without_root() {
+        let files = (Some(b"root:x:0:0::/root:/bin/sh\nsbx:x:1000:1001::/home/sbx:/bin/sh\n".to_vec()), None);
+        assert_eq!(base_user_label(Some("sbx"), &files, 4).as_deref(), Some("sbx:1000:1001:/home/sbx:4"));
+        let baked = super::super::baked::Baked::read(
+            &[(super::super::baked::USER.to_owned(), "sbx:1000:1001:/home/sbx:4".to_owned())].into(),
+            4,
+            None,
+        );
+        assert_eq!(baked.user("sbx").map(|r| r.uid), Some(1000));
+        for user in [None, Some(""), Some("sbx:sbx"), Some("nobody-here")] {
+            assert_eq!(base_user_label(user, &files, 4), None, "{user:?}");
+        }
+        let remapped = (Some(b"sbx:x:0:0::/root:/bin/sh\n".to_vec()), None);
+        assert_eq!(base_user_label(Some("sbx"), &remapped, 4), None, "an unasked-for root");
+    }
+
+    #[test]
+    fn the_base_users_archive_holds_both_files_owned_by_the_supervisor() {
+        let archive = super::super::users::base_archive(Some(b"p"), None).unwrap();
+        let mut archive = tar::Archive::new(archive.as_slice());
+        let entries: Vec<(String, u32, u64, u64)> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let h = e.header();
+                (
+                    e.path().unwrap().display().to_string(),
+                    h.mode().unwrap(),
+                    h.uid().unwrap(),
+                    h.size().unwrap(),
+                )
+            })
+            .collect();
+        let id = u64::from(super::super::SUPERVISOR_ID);
+        assert_eq!(
+            entries,
+            [
+                (".sandboxio/".to_owned(), 0o555, id, 0),
+                (".sandboxio/base-passwd".to_owned(), 0o444, id, 1),
+                (".sandboxio/base-group".to_owned(), 0o444, id, 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_setup_has_default_memory_and_disk_limits_the_caller_can_change() {
+        let t = Template::new("b");
+        assert_eq!(t.limits().memory_mib, Some(DEFAULT_SETUP_MEMORY_MIB));
+        assert_eq!(t.disk_limit(), DEFAULT_SETUP_DISK_MIB << 20);
+        let t = t.setup_limits(ResourceLimits::new().memory_mib(64)).setup_disk_mib(u64::MAX);
+        assert_eq!((t.limits().memory_mib, t.disk_limit()), (Some(64), u64::MAX));
     }
 
     #[test]

@@ -57,7 +57,9 @@ impl Source {
     fn describe(self) -> &'static str {
         match self {
             Source::Image => "the image's /etc/passwd",
-            Source::TemplateBase => "the template's base image's /etc/passwd (a template's setup cannot change who its sandboxes run as)",
+            Source::TemplateBase => {
+                "the template's base image's /etc/passwd (a template's setup cannot change who its sandboxes run as)"
+            }
         }
     }
 }
@@ -189,7 +191,11 @@ pub(super) fn base_archive(passwd: Option<&[u8]>, group: Option<&[u8]>) -> std::
         header
     };
     let dir = super::agent::SANDBOXD_DIR.trim_start_matches('/');
-    builder.append_data(&mut entry(tar::EntryType::Directory, 0, 0o555), format!("{dir}/"), std::io::empty())?;
+    builder.append_data(
+        &mut entry(tar::EntryType::Directory, 0, 0o555),
+        format!("{dir}/"),
+        std::io::empty(),
+    )?;
     for (path, data) in [(BASE_PASSWD, passwd), (BASE_GROUP, group)] {
         let data = data.unwrap_or_default();
         let mut header = entry(tar::EntryType::Regular, data.len(), 0o444);
@@ -226,7 +232,10 @@ mod tests {
         assert_eq!(resolve("1000", Some(PASSWD), None, Source::Image).unwrap(), r(1000, 1001, "/home/sbx"));
         assert_eq!(resolve("4242", Some(PASSWD), None, Source::Image).unwrap(), r(4242, 0, "/"));
         assert_eq!(resolve("4242", None, None, Source::Image).unwrap(), r(4242, 0, "/"));
-        assert_eq!(resolve("sbx:staff", Some(PASSWD), Some(GROUP), Source::Image).unwrap(), r(1000, 50, "/home/sbx"));
+        assert_eq!(
+            resolve("sbx:staff", Some(PASSWD), Some(GROUP), Source::Image).unwrap(),
+            r(1000, 50, "/home/sbx")
+        );
         assert_eq!(resolve("sbx:7", Some(PASSWD), None, Source::Image).unwrap(), r(1000, 7, "/home/sbx"));
         assert_eq!(resolve("5:6", None, None, Source::Image).unwrap(), r(5, 6, "/"));
     }

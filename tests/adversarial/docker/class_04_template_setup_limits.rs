@@ -70,8 +70,13 @@ fn class_04__a_template_setup_is_bounded_in_memory_and_disk() {
     for image in &images {
         docker_cli(&["rmi", image]);
     }
-    let limits: Vec<String> =
-        lines.lock().unwrap().iter().filter_map(|l| l.strip_prefix("memory-limit=")).map(str::to_owned).collect();
+    let limits: Vec<String> = lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.strip_prefix("memory-limit="))
+        .map(str::to_owned)
+        .collect();
     assert_eq!(
         limits,
         [(DEFAULT_SETUP_MEMORY_MIB << 20).to_string(), (96u64 << 20).to_string()],

@@ -24,7 +24,8 @@ const REMAP_TO_ROOT: &str = "sed -i 's#^sandbox:x:1000:1000:sandbox:/home/sandbo
      && sed -i 's#^root:x:0:.*#root:x:0:sandbox#' /etc/group";
 
 /// What a command of the sandbox says about itself and about the files it runs on.
-const PROBE: &str = "echo uid=$(id -u) groups=$(id -G) home=$HOME; grep '^sandbox:' /etc/passwd; grep '^root:' /etc/group";
+const PROBE: &str =
+    "echo uid=$(id -u) groups=$(id -G) home=$HOME; grep '^sandbox:' /etc/passwd; grep '^root:' /etc/group";
 
 fn said(sandbox: &Sandbox) -> String {
     let out = block_on(sandbox.run(Command::shell(PROBE))).unwrap();
@@ -34,10 +35,7 @@ fn said(sandbox: &Sandbox) -> String {
 
 fn create(backend: &DockerBackend, template: &str) -> sandboxio::Result<Sandbox> {
     block_on(
-        Sandbox::builder_with(backend.clone())
-            .template(template)
-            .network(NetworkPolicy::deny_all())
-            .create(),
+        Sandbox::builder_with(backend.clone()).template(template).network(NetworkPolicy::deny_all()).create(),
     )
 }
 
