@@ -359,11 +359,8 @@ mod tests {
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!((host.init, host.auto_remove), (Some(false), Some(true)));
         assert_eq!(body.stdin_once, Some(true));
-        let default_memory = super::super::DEFAULT_SETUP_MEMORY_MIB << 20;
-        assert_eq!(
-            (host.memory, host.memory_swap),
-            (Some(default_memory as i64), Some(default_memory as i64))
-        );
+        let default_memory = i64::try_from(super::super::DEFAULT_SETUP_MEMORY_MIB << 20).unwrap();
+        assert_eq!((host.memory, host.memory_swap), (Some(default_memory), Some(default_memory)));
         let limited = template.setup_limits(crate::ResourceLimits::new().memory_mib(256).pids(64));
         let host = super::body("t", &limited, "b", None).unwrap().host_config.unwrap();
         assert_eq!((host.memory, host.pids_limit), (Some(256 << 20), Some(64)));
