@@ -42,7 +42,11 @@ pub const DEFAULT_SETUP_DISK_MIB: u64 = 10240;
 /// the builder's `.template(name)`.
 ///
 /// The image keeps the base's user, working directory, entrypoint and command, so
-/// sandboxes run as the base image's user, and holds this build's sandboxd (placed after
+/// sandboxes run as the base image's user, and a sandbox's user (the base's, or the one
+/// given with `user=`) is resolved against the base image's `/etc/passwd` and `/etc/group`
+/// as built, never against the ones the setup may have rewritten: a user the setup adds is
+/// named by numbers (`user=1001:1001`), and one that resolves to uid 0 without asking for
+/// root is refused. It holds this build's sandboxd (placed after
 /// the setup, the file and its label as `scripts/build-images` bakes them), so its
 /// sandboxes start as from sandboxio's own images. Files are written as root (owner 0:0) with mode
 /// `0644` unless given one; a setup command can `chown` them.
