@@ -172,21 +172,24 @@ pub(super) fn user_spec(user: Option<&str>) -> &str {
 }
 
 /// The sandbox user's uid, gid and home directory in container `id`, as the engine would
-/// resolve `user` (`name`, `uid`, `name:group`, `uid:gid`; none: root) from the container's
-/// own `/etc/passwd` and `/etc/group`.
+/// resolve `user` (`name`, `uid`, `name:group`, `uid:gid`; none: root) from the `passwd`
+/// and `group` files of `source` in the container (a plain image's own, or a template
+/// image's copies of its base's), refusing an unasked-for root ([`super::users::vet`]).
 pub(super) async fn resolve_user(
     docker: &Docker,
     id: &str,
     user: Option<&str>,
+    source: super::users::Source,
 ) -> Result<super::users::Resolved> {
     let spec = user_spec(user);
     let numeric = spec.split(':').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    let passwd = read_small_file(docker, id, "/etc/passwd").await?;
+    let (passwd_path, group_path) = source.paths();
+    let passwd = read_small_file(docker, id, passwd_path).await?;
     let group =
-        if spec.contains(':') && !numeric { read_small_file(docker, id, "/etc/group").await? } else { None };
+        if spec.contains(':') && !numeric { read_small_file(docker, id, group_path).await? } else { None };
     let text =
         |b: &Option<Vec<u8>>| b.as_deref().map(String::from_utf8_lossy).map(std::borrow::Cow::into_owned);
-    super::users::resolve(spec, text(&passwd).as_deref(), text(&group).as_deref())
+    super::users::resolve(spec, text(&passwd).as_deref(), text(&group).as_deref(), source)
 }
 
 /// The host end of a sandboxd session carried by an attach or exec connection: the

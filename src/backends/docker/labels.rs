@@ -24,6 +24,10 @@ pub const EXPIRES: &str = "io.sandboxio.expires";
 pub const DETACHED: &str = "io.sandboxio.detached";
 /// The user commands run as (empty: the image's root).
 pub const USER: &str = "io.sandboxio.user";
+/// Which files the sandbox's user is resolved against, at create and at `connect`:
+/// `image` (the image's own `/etc/passwd` and `/etc/group`) or `template-base` (a template
+/// image's copies of its base image's, which its setup cannot change).
+pub const USERS: &str = "io.sandboxio.users";
 /// How commands reach it: `sandboxd` (sandboxd as its main process) or `api` (the exec
 /// API); see [`ExecPath`](super::ExecPath).
 pub const EXEC_PATH: &str = "io.sandboxio.exec";

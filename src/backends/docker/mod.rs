@@ -173,7 +173,10 @@ use client::{Endpoint, provider, sandbox_error};
 pub use credentials::{CREDENTIAL_HELPER_TIMEOUT, RegistryAuth};
 pub use image_build::BuiltImage;
 pub use pull::{ImageError, ImageErrorKind, PULL_STALL_TIMEOUT, PullPolicy, PullProgress, PulledImage};
-pub use template::{DEFAULT_SETUP_TIMEOUT, PreparedTemplate, TEMPLATE_HASH_LABEL, Template};
+pub use template::{
+    DEFAULT_SETUP_DISK_MIB, DEFAULT_SETUP_MEMORY_MIB, DEFAULT_SETUP_TIMEOUT, PreparedTemplate,
+    TEMPLATE_HASH_LABEL, Template,
+};
 pub use template_prune::PrunedTemplates;
 pub use template_setup::TEMPLATE_SETUP_LABEL;
 
@@ -1105,6 +1108,9 @@ async fn create(
         sandboxd_id().as_deref(),
     );
     let user = inner.user.clone().or_else(|| image_config.user.filter(|u| !u.is_empty()));
+    // A template's image holds files its setup (root) could rewrite, /etc/passwd among
+    // them: its sandboxes' user is resolved against the base image's files instead.
+    let users = if spec.template.is_some() { users::Source::TemplateBase } else { users::Source::Image };
     let workdir = image_config.working_dir.filter(|w| w.starts_with('/')).unwrap_or_else(|| "/".to_owned());
     let backend = DockerBackend { inner: Arc::clone(&inner) };
     let path = backend.exec_path();
@@ -1116,6 +1122,7 @@ async fn create(
         &Setup {
             image: &image,
             user: user.as_deref(),
+            users,
             workdir: &workdir,
             runtime: inner.runtime.clone(),
             path,
@@ -1146,8 +1153,18 @@ async fn create(
     shared.host_view.store(host_view, Ordering::Release);
     if path == ExecPath::Sandboxd {
         let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &env);
-        on_sandboxd::start(&shared, env, spec.detached, &baked, gate).await?;
+        on_sandboxd::start(&shared, env, spec.detached, (&baked, users), gate).await?;
         return Ok(Created { shared: Some(shared), guard });
+    }
+    if users == users::Source::TemplateBase {
+        // Every exec, the first included, runs as the numbers the base's files give: the
+        // engine would otherwise look the name up in the template's own /etc/passwd.
+        let spec = agent::user_spec(shared.user.as_deref());
+        let resolved = match baked.user(spec) {
+            Some(recorded) => users::vet(spec, recorded, users)?,
+            None => agent::resolve_user(&docker, &made.id, shared.user.as_deref(), users).await?,
+        };
+        let _ = shared.resolved.set((resolved.uid, resolved.gid));
     }
     // The owner link exists before the container starts: PID 1's stdin is this attach
     // connection from its first instant, so an owner dying at any point after the start
@@ -1161,7 +1178,7 @@ async fn create(
     // container. (PID 1 says nothing at start: the engine may attach its output a moment
     // after the start, so the readiness check is an exec.)
     *shared.link.lock().unwrap_or_else(PoisonError::into_inner) = Some(spawn_link(input, output));
-    prepare(&shared, &image).await?;
+    prepare(&shared, &image, users).await?;
 
     if spec.detached {
         send_detach(&shared).await?;
@@ -1308,6 +1325,8 @@ struct Setup<'a> {
     image: &'a str,
     /// The sandbox user, as the caller or the image names it.
     user: Option<&'a str>,
+    /// The files that user is resolved against (recorded for `connect`).
+    users: users::Source,
     workdir: &'a str,
     runtime: Option<String>,
     path: ExecPath,
@@ -1334,6 +1353,7 @@ fn container_body(
         )));
     }
     labels.insert(labels::USER.into(), user.unwrap_or_default().to_owned());
+    labels.insert(labels::USERS.into(), setup.users.label().to_owned());
     let network_mode = match &spec.network {
         NetworkPolicy::AllowAll => "bridge",
         NetworkPolicy::Allowlist(_) if egress.is_none() || path == ExecPath::ExecApi => {
@@ -1410,8 +1430,10 @@ fn setup_failed(image: &str, stderr: &[u8]) -> Error {
     ))
 }
 
-/// Checks that the image runs a sandbox user's `sh` and finds out whether it has `python3`.
-async fn prepare(shared: &Shared, image: &str) -> Result<()> {
+/// Checks that the image runs a sandbox user's `sh` as a uid the user may have (root only
+/// when asked for, [`users::refuse_unasked_root`]; `users` names the files it was resolved
+/// against) and finds out whether it has `python3`.
+async fn prepare(shared: &Shared, image: &str, users: users::Source) -> Result<()> {
     let (code, stdout, stderr) = exec::run_raw(shared, &["sh", "-c", PREPARE]).await?;
     if code != 0 {
         return Err(setup_failed(image, &stderr));
@@ -1426,6 +1448,9 @@ async fn prepare(shared: &Shared, image: &str) -> Result<()> {
         return Err(Error::configuration(format!(
             "the sandbox user of image {image:?} has uid {SUPERVISOR_ID}, sandboxio's own supervisor id in docker:// containers; choose another user"
         )));
+    }
+    if let Some(uid) = uid {
+        users::refuse_unasked_root(agent::user_spec(shared.user.as_deref()), uid, users)?;
     }
     shared.root_user.store(uid.is_none_or(|u| u == 0), Ordering::Release);
     // From here on every exec runs as the numbers: a root user that maps its name to the
@@ -1487,12 +1512,17 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
         labels::metadata_of(&labels),
     );
     shared.host_view.store(host_view, Ordering::Release);
+    let users = users::Source::of_label(labels.get(labels::USERS).map(String::as_str));
     if labels.get(labels::EXEC_PATH).map(String::as_str) == Some(ExecPath::Sandboxd.as_str()) {
-        on_sandboxd::join_running(&shared, config.env.unwrap_or_default()).await?;
+        on_sandboxd::join_running(&shared, config.env.unwrap_or_default(), users).await?;
         return Ok(shared);
     }
+    if users == users::Source::TemplateBase {
+        let resolved = agent::resolve_user(&shared.docker, &shared.id, shared.user.as_deref(), users).await?;
+        let _ = shared.resolved.set((resolved.uid, resolved.gid));
+    }
     let image = config.image.clone().unwrap_or_default();
-    prepare(&shared, &image).await?;
+    prepare(&shared, &image, users).await?;
     Ok(shared)
 }
 

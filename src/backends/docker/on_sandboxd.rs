@@ -68,18 +68,20 @@ fn env_pairs(env: &[String], home: &str) -> Vec<(String, String)> {
 }
 
 /// Starts a created sandboxd container: places sandboxd (unless the image holds this very
-/// binary), resolves its user (unless the image recorded it), attaches the owner link,
+/// binary), resolves its user against `users` (unless the image recorded it; either way
+/// refusing an unasked-for root), attaches the owner link,
 /// starts it, sets up the handle's session, and under an allowlist starts the relay to
 /// `gate` (which the handle then holds). With `detached`, detaches at once.
 pub(super) async fn start(
     shared: &Arc<Shared>,
     env: Vec<String>,
     detached: bool,
-    baked: &Baked,
+    (baked, users): (&Baked, super::users::Source),
     gate: Option<(GateServer, super::egress::GateDir)>,
 ) -> Result<()> {
     let docker = &shared.docker;
-    let recorded = baked.user(agent::user_spec(shared.user.as_deref()));
+    let spec = agent::user_spec(shared.user.as_deref());
+    let recorded = baked.user(spec);
     // The owner link exists before the container starts: sandboxd's stdin is this attach
     // connection from its first instant, so an owner dying at any point after the start
     // request leaves a sandboxd that reads end-of-file and ends the container.
@@ -88,8 +90,8 @@ pub(super) async fn start(
         async { if baked.sandboxd { Ok(()) } else { agent::place(docker, &shared.id).await } },
         async {
             match recorded {
-                Some(user) => Ok(user),
-                None => agent::resolve_user(docker, &shared.id, shared.user.as_deref()).await,
+                Some(user) => super::users::vet(spec, user, users),
+                None => agent::resolve_user(docker, &shared.id, shared.user.as_deref(), users).await,
             }
         },
         docker.attach_container(&shared.id, Some(super::owner_attach())),
@@ -119,9 +121,13 @@ pub(super) async fn start(
 }
 
 /// Joins a running sandboxd container with a session of this handle's own (an exec of
-/// sandboxd): `connect`.
-pub(super) async fn join_running(shared: &Arc<Shared>, env: Vec<String>) -> Result<()> {
-    let user = agent::resolve_user(&shared.docker, &shared.id, shared.user.as_deref()).await?;
+/// sandboxd), its user resolved against `users`: `connect`.
+pub(super) async fn join_running(
+    shared: &Arc<Shared>,
+    env: Vec<String>,
+    users: super::users::Source,
+) -> Result<()> {
+    let user = agent::resolve_user(&shared.docker, &shared.id, shared.user.as_deref(), users).await?;
     let (link, client) = agent::exec_session(&shared.docker, &shared.id, (user.uid, user.gid)).await?;
     *shared.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
     set_up(shared, client, &user, &env).await

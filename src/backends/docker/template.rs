@@ -26,6 +26,15 @@ pub const TEMPLATE_HASH_LABEL: &str = "io.sandboxio.template.hash";
 /// 10 minutes.
 pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_mins(10);
 
+/// The memory limit of a template's setup when [`Template::setup_limits`] gives none:
+/// 4096 MiB, with no swap (a sandbox gets no memory limit by default, but a setup runs
+/// install scripts as root with nobody watching).
+pub const DEFAULT_SETUP_MEMORY_MIB: u64 = 4096;
+
+/// How much a template's setup may write to its container's file system (the layer its
+/// commit becomes) when [`Template::setup_disk_mib`] is not set: 10240 MiB.
+pub const DEFAULT_SETUP_DISK_MIB: u64 = 10240;
+
 /// A reusable sandbox setup for `docker://`: a base image, files written into it, and shell
 /// commands run once, in order, as root; the result committed to an image that `create`
 /// starts from. Register it with
@@ -33,7 +42,11 @@ pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_mins(10);
 /// the builder's `.template(name)`.
 ///
 /// The image keeps the base's user, working directory, entrypoint and command, so
-/// sandboxes run as the base image's user, and holds this build's sandboxd (placed after
+/// sandboxes run as the base image's user, and a sandbox's user (the base's, or the one
+/// given with `user=`) is resolved against the base image's `/etc/passwd` and `/etc/group`
+/// as built, never against the ones the setup may have rewritten: a user the setup adds is
+/// named by numbers (`user=1001:1001`), and one that resolves to uid 0 without asking for
+/// root is refused. It holds this build's sandboxd (placed after
 /// the setup, the file and its label as `scripts/build-images` bakes them), so its
 /// sandboxes start as from sandboxio's own images. Files are written as root (owner 0:0) with mode
 /// `0644` unless given one; a setup command can `chown` them.
@@ -59,6 +72,7 @@ pub struct Template {
     network: bool,
     timeout: Duration,
     limits: ResourceLimits,
+    disk_mib: u64,
 }
 
 impl fmt::Debug for Template {
@@ -71,6 +85,7 @@ impl fmt::Debug for Template {
             .field("network", &self.network)
             .field("timeout", &self.timeout)
             .field("limits", &self.limits)
+            .field("disk_mib", &self.disk_mib)
             .finish()
     }
 }
@@ -86,6 +101,7 @@ impl Template {
             network: false,
             timeout: DEFAULT_SETUP_TIMEOUT,
             limits: ResourceLimits::default(),
+            disk_mib: DEFAULT_SETUP_DISK_MIB,
         }
     }
 
@@ -135,13 +151,27 @@ impl Template {
         self
     }
 
-    /// Limits for the setup container: memory and CPU when given, and at most
-    /// [`DEFAULT_PIDS_LIMIT`](super::DEFAULT_PIDS_LIMIT) processes unless `limits.pids` says
-    /// otherwise, as for a sandbox. Not part of the content hash (they do not change what
-    /// the setup makes, only whether it fits).
+    /// Limits for the setup container: CPU when given, memory
+    /// [`DEFAULT_SETUP_MEMORY_MIB`] unless `limits.memory_mib` says otherwise (no swap), and
+    /// at most [`DEFAULT_PIDS_LIMIT`](super::DEFAULT_PIDS_LIMIT) processes unless
+    /// `limits.pids` says otherwise, as for a sandbox. A setup killed for memory fails the
+    /// template (its command's exit status, 137, in the error). Not part of the content
+    /// hash (they do not change what the setup makes, only whether it fits).
     #[must_use]
     pub fn setup_limits(mut self, limits: ResourceLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// How much the setup may write to its container's file system, in MiB (default
+    /// [`DEFAULT_SETUP_DISK_MIB`]): the engine's size of the container's writable layer
+    /// (apparent sizes of the files written, a hard-linked file once), checked every
+    /// second while the setup runs, so a setup may pass it by what it writes in about a
+    /// second before it is stopped. Over it, the setup is removed and the template fails
+    /// with [`Error::TooLarge`]. Not part of the content hash.
+    #[must_use]
+    pub fn setup_disk_mib(mut self, mib: u64) -> Self {
+        self.disk_mib = mib;
         self
     }
 
@@ -167,8 +197,18 @@ impl Template {
         &self.files
     }
 
-    pub(super) fn limits(&self) -> &ResourceLimits {
-        &self.limits
+    /// The setup container's limits: the caller's, with [`DEFAULT_SETUP_MEMORY_MIB`] when
+    /// they give no memory limit.
+    pub(super) fn limits(&self) -> ResourceLimits {
+        ResourceLimits {
+            memory_mib: self.limits.memory_mib.or(Some(DEFAULT_SETUP_MEMORY_MIB)),
+            ..self.limits
+        }
+    }
+
+    /// [`Template::setup_disk_mib`] in bytes.
+    pub(super) fn disk_limit(&self) -> u64 {
+        self.disk_mib.saturating_mul(1024 * 1024)
     }
 
     /// The content hash (64 hex digits) of this template on a base whose image id is
@@ -180,8 +220,10 @@ impl Template {
             bytes.extend_from_slice(data);
         };
         // Version 2: images set up before the setup's status came from the engine (a
-        // setup could forge it) are not trusted, and are set up again.
-        field(b"sandboxio-template-2");
+        // setup could forge it) are not trusted, and are set up again. Version 3: nor are
+        // images without their base's users (`users.rs`), whose sandboxes would be resolved
+        // against the /etc/passwd the setup could rewrite.
+        field(b"sandboxio-template-3");
         field(base_id.as_bytes());
         for (path, data, mode) in &self.files {
             field(b"file");
@@ -348,10 +390,25 @@ async fn set_up(
     let base_id = base.id.clone().unwrap_or_default();
     let mut running =
         template_setup::start(docker, name, template, &base_id, request.runtime.clone(), &failed).await?;
-    let Ok((status, output)) = tokio::time::timeout(template.timeout, running.finish(docker, log)).await
-    else {
+    let id = running.id.clone();
+    let setup = async {
+        tokio::select! {
+            finished = running.finish(docker, log) => Ok(finished),
+            written = template_setup::watch_disk(docker, &id, template.disk_limit()) => Err(written),
+        }
+    };
+    let Ok(finished) = tokio::time::timeout(template.timeout, setup).await else {
         return Err(failed(format!("the setup ran past its timeout of {:?}", template.timeout)));
     };
+    let (status, output) = finished.map_err(|written| {
+        Error::too_large(
+            "/",
+            template.disk_limit(),
+            format!(
+                "template {name:?}: its setup wrote {written} bytes to its container's file system; raise Template::setup_disk_mib"
+            ),
+        )
+    })?;
     match status {
         Some(0) => {}
         Some(code) => return Err(failed(format!("a setup command exited with {code}; output: {output}"))),
@@ -368,13 +425,28 @@ async fn set_up(
     // would inherit, counts the base's layers only, so it never vouches for what the setup,
     // as root, could have changed.)
     docker.pause_container(&running.id).await.map_err(|e| failed(format!("pausing it to commit: {e}")))?;
+    let layers = base.root_fs.as_ref().and_then(|r| r.layers.as_ref()).map_or(0, Vec::len) + 1;
     if let Some(sandboxd) = super::sandboxd_id() {
         super::agent::place(docker, &running.id).await?;
-        let layers = base.root_fs.as_ref().and_then(|r| r.layers.as_ref()).map_or(0, Vec::len) + 1;
         labels.insert(super::baked::SANDBOXD.to_owned(), format!("{sandboxd}:{layers}"));
     }
+    // The base's users as built, beside sandboxd where neither the setup (frozen) nor a
+    // sandbox user can write them: the template's sandboxes are resolved against these,
+    // never against the /etc/passwd the setup, as root, may have rewritten.
+    let (passwd, group) = &running.base_users;
+    let archive = super::users::base_archive(passwd.as_deref(), group.as_deref())
+        .map_err(|e| Error::provider(super::SCHEME, "archiving the base image's users", e))?;
+    let options =
+        bollard::query_parameters::UploadToContainerOptions { path: "/".into(), ..Default::default() };
+    docker
+        .upload_to_container(&running.id, Some(options), bollard::body_full(archive.into()))
+        .await
+        .map_err(|e| failed(format!("placing the base image's users: {e}")))?;
     // Keep what sandboxes see of the base: its user, entrypoint and command.
     let base_config = base.config.clone().unwrap_or_default();
+    if let Some(recorded) = base_user_label(base_config.user.as_deref(), &running.base_users, layers) {
+        labels.insert(super::baked::USER.to_owned(), recorded);
+    }
     let config = ContainerConfig {
         user: Some(base_config.user.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| "0".into())),
         entrypoint: Some(base_config.entrypoint.clone().unwrap_or_default()),
@@ -395,6 +467,24 @@ async fn set_up(
     let committed =
         docker.commit_container(options, config).await.map_err(|e| failed(format!("committing: {e}")))?;
     Ok(committed.id)
+}
+
+/// The [`baked::USER`](super::baked::USER) label of a template image with `layers` layers
+/// on a base whose configured user is `user` and whose files are `base_users`: how the base
+/// resolves that user, so a create needs no archive read. None for no user, a `name:group`
+/// (the label names a bare name), or one the base does not resolve (the create then fails
+/// reading the files, with the reason).
+fn base_user_label(
+    user: Option<&str>,
+    (passwd, group): &(Option<Vec<u8>>, Option<Vec<u8>>),
+    layers: usize,
+) -> Option<String> {
+    let user = user.filter(|u| !u.is_empty() && !u.contains(':'))?;
+    let text = |b: &Option<Vec<u8>>| b.as_deref().map(|b| String::from_utf8_lossy(b).into_owned());
+    let source = super::users::Source::TemplateBase;
+    let resolved =
+        super::users::resolve(user, text(passwd).as_deref(), text(group).as_deref(), source).ok()?;
+    Some(format!("{user}:{}:{}:{}:{layers}", resolved.uid, resolved.gid, resolved.home))
 }
 
 #[cfg(test)]
@@ -430,6 +520,61 @@ mod tests {
             let e = Template::new("b").file(path, "x").check("ok").unwrap_err();
             assert_eq!(e.code(), crate::ErrorCode::Configuration, "{path}");
         }
+    }
+
+    #[test]
+    fn the_base_user_label_records_only_what_the_base_resolves_without_root() {
+        let files = (Some(b"root:x:0:0::/root:/bin/sh\nsbx:x:1000:1001::/home/sbx:/bin/sh\n".to_vec()), None);
+        assert_eq!(base_user_label(Some("sbx"), &files, 4).as_deref(), Some("sbx:1000:1001:/home/sbx:4"));
+        let baked = super::super::baked::Baked::read(
+            &[(super::super::baked::USER.to_owned(), "sbx:1000:1001:/home/sbx:4".to_owned())].into(),
+            4,
+            None,
+        );
+        assert_eq!(baked.user("sbx").map(|r| r.uid), Some(1000));
+        for user in [None, Some(""), Some("sbx:sbx"), Some("nobody-here")] {
+            assert_eq!(base_user_label(user, &files, 4), None, "{user:?}");
+        }
+        let remapped = (Some(b"sbx:x:0:0::/root:/bin/sh\n".to_vec()), None);
+        assert_eq!(base_user_label(Some("sbx"), &remapped, 4), None, "an unasked-for root");
+    }
+
+    #[test]
+    fn the_base_users_archive_holds_both_files_owned_by_the_supervisor() {
+        let archive = super::super::users::base_archive(Some(b"p"), None).unwrap();
+        let mut archive = tar::Archive::new(archive.as_slice());
+        let entries: Vec<(String, u32, u64, u64)> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let h = e.header();
+                (
+                    e.path().unwrap().display().to_string(),
+                    h.mode().unwrap(),
+                    h.uid().unwrap(),
+                    h.size().unwrap(),
+                )
+            })
+            .collect();
+        let id = u64::from(super::super::SUPERVISOR_ID);
+        assert_eq!(
+            entries,
+            [
+                (".sandboxio/".to_owned(), 0o555, id, 0),
+                (".sandboxio/base-passwd".to_owned(), 0o444, id, 1),
+                (".sandboxio/base-group".to_owned(), 0o444, id, 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_setup_has_default_memory_and_disk_limits_the_caller_can_change() {
+        let t = Template::new("b");
+        assert_eq!(t.limits().memory_mib, Some(DEFAULT_SETUP_MEMORY_MIB));
+        assert_eq!(t.disk_limit(), DEFAULT_SETUP_DISK_MIB << 20);
+        let t = t.setup_limits(ResourceLimits::new().memory_mib(64)).setup_disk_mib(u64::MAX);
+        assert_eq!((t.limits().memory_mib, t.disk_limit()), (Some(64), u64::MAX));
     }
 
     #[test]

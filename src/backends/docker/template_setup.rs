@@ -71,6 +71,9 @@ pub(super) struct Running {
     /// The setup's exec, and its output (both streams).
     exec_id: String,
     output: super::AttachOutput,
+    /// The base image's `/etc/passwd` and `/etc/group` as built (`None`: it has none),
+    /// read before the template's files or commands could change them.
+    pub base_users: (Option<Vec<u8>>, Option<Vec<u8>>),
 }
 
 /// The container body of `template`'s setup: its labels, limits and network.
@@ -105,7 +108,7 @@ fn body(
             security_opt: Some(vec!["no-new-privileges".into()]),
             network_mode: Some(if template.network() { "bridge" } else { "none" }.into()),
             runtime,
-            ..super::limited(template.limits())
+            ..super::limited(&template.limits())
         }),
         ..super::owner_linked()
     })
@@ -139,6 +142,12 @@ pub(super) async fn start(
         .await
         .map_err(|e| provider("creating the template's setup container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
+    // The base's users, as built: what the template's sandboxes are resolved against.
+    let (passwd, group) = super::users::Source::Image.paths();
+    let base_users = (
+        super::agent::read_small_file(docker, &made.id, passwd).await?,
+        super::agent::read_small_file(docker, &made.id, group).await?,
+    );
     if !template.files().is_empty() {
         let archive = files_archive(template.files())
             .map_err(|e| Error::provider(super::SCHEME, "archiving the template's files", e))?;
@@ -186,11 +195,16 @@ pub(super) async fn start(
         _attached: output,
         exec_id: exec.id,
         output: setup_output,
+        base_users,
     })
 }
 
 /// The most of a failed setup's output kept in its error: 4 KiB (the end of it).
 const OUTPUT_TAIL: usize = 4096;
+
+/// The longest line of the setup's output passed on whole (to the build log and
+/// `tracing`): 64 KiB; a longer one is passed on in pieces of this size.
+const LINE_LIMIT: usize = 64 * 1024;
 
 impl Running {
     /// Reads the setup's output (both streams) until it ends, or shortly after the engine
@@ -221,6 +235,13 @@ impl Running {
                         keep_tail(&mut tail, &line);
                         tail.push(b'\n');
                     }
+                    // A line with no end in sight is passed on in pieces: the setup
+                    // chooses how long its lines are, the host's memory does not.
+                    while partial.len() >= LINE_LIMIT {
+                        let piece: Vec<u8> = partial.drain(..LINE_LIMIT).collect();
+                        emit(&piece);
+                        keep_tail(&mut tail, &piece);
+                    }
                 }
                 _ = tick.tick() => match ended_at {
                     Some(at) if at.elapsed() >= AFTER_EXIT => break,
@@ -248,6 +269,28 @@ impl Running {
             }
         };
         (status, String::from_utf8_lossy(&tail).trim().to_owned())
+    }
+}
+
+/// How often the setup's disk use is checked.
+const DISK_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Returns (the bytes written) once setup container `id` has written more than `limit`
+/// bytes to its writable layer, as the engine measures it; never while it stays within.
+/// A failed measurement is tried again at the next check (the container may be ending).
+pub(super) async fn watch_disk(docker: &Docker, id: &str, limit: u64) -> u64 {
+    let options = bollard::query_parameters::InspectContainerOptions { size: true };
+    loop {
+        tokio::time::sleep(DISK_CHECK_EVERY).await;
+        let written = docker
+            .inspect_container(id, Some(options.clone()))
+            .await
+            .ok()
+            .and_then(|i| i.size_rw)
+            .and_then(|n| u64::try_from(n).ok());
+        if let Some(written) = written.filter(|&n| n > limit) {
+            return written;
+        }
     }
 }
 
@@ -316,6 +359,8 @@ mod tests {
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!((host.init, host.auto_remove), (Some(false), Some(true)));
         assert_eq!(body.stdin_once, Some(true));
+        let default_memory = i64::try_from(super::super::DEFAULT_SETUP_MEMORY_MIB << 20).unwrap();
+        assert_eq!((host.memory, host.memory_swap), (Some(default_memory), Some(default_memory)));
         let limited = template.setup_limits(crate::ResourceLimits::new().memory_mib(256).pids(64));
         let host = super::body("t", &limited, "b", None).unwrap().host_config.unwrap();
         assert_eq!((host.memory, host.pids_limit), (Some(256 << 20), Some(64)));
