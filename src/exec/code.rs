@@ -7,6 +7,11 @@ use std::time::Duration;
 #[cfg(doc)]
 use crate::error::Error;
 
+/// The most bytes the host keeps of a cell unless its [`Code::output_limit`] says otherwise:
+/// 32 MiB of stdout, stderr and rich results together, which keeps a cell's host memory
+/// under 64 MiB with the transport's own window (8 MiB on sandboxd).
+pub const DEFAULT_CELL_OUTPUT_LIMIT: usize = 32 * 1024 * 1024;
+
 /// A code cell to run with [`Sandbox::run_code`](crate::Sandbox::run_code).
 /// `&str` and `String` convert into one with the default language, Python.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,12 +20,19 @@ pub struct Code {
     language: String,
     context: Option<String>,
     timeout: Option<Duration>,
+    output_limit: usize,
 }
 
 impl Code {
     /// A Python cell running `source`.
     pub fn new(source: impl Into<String>) -> Self {
-        Code { source: source.into(), language: "python".to_owned(), context: None, timeout: None }
+        Code {
+            source: source.into(),
+            language: "python".to_owned(),
+            context: None,
+            timeout: None,
+            output_limit: DEFAULT_CELL_OUTPUT_LIMIT,
+        }
     }
 
     /// Another language, by its kernel name (`"python"`, `"javascript"`, …).
@@ -44,6 +56,29 @@ impl Code {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// The most bytes the host keeps of this cell, in bytes: its rich results (every
+    /// `display()` and its value, counted with a small fixed overhead per result and per
+    /// MIME type) and, for [`Sandbox::run_code`](crate::Sandbox::run_code), its stdout and
+    /// stderr, together. Default [`DEFAULT_CELL_OUTPUT_LIMIT`] (32 MiB).
+    ///
+    /// The budget is enforced as the bytes arrive: what does not fit is read from the
+    /// sandbox and dropped (a result that does not fit is dropped whole, and nothing after
+    /// it is kept), the cell runs on to its end, its context keeps its state, and the result
+    /// is marked [`CodeResult::truncated`](crate::CodeResult::truncated). The cell's error
+    /// is kept whatever the budget, up to 1 MiB. A [`CodeStream`](crate::CodeStream)'s
+    /// chunks are the reader's, not counted here: only its results are.
+    #[must_use]
+    pub fn output_limit(mut self, bytes: usize) -> Self {
+        self.output_limit = bytes;
+        self
+    }
+
+    /// The output budget, in bytes ([`Code::output_limit`]).
+    #[must_use]
+    pub fn output_limit_bytes(&self) -> usize {
+        self.output_limit
     }
 
     /// The source text.

@@ -141,6 +141,10 @@ pub struct CodeResult {
     /// Whether the output was delivered through a [`CodeStream`](crate::CodeStream), in
     /// which case `stdout` and `stderr` are empty here.
     pub streamed: bool,
+    /// Whether the host dropped some of the cell's output or rich results to stay within
+    /// the cell's budget ([`Code::output_limit`](crate::Code::output_limit), 32 MiB by
+    /// default): what is here is what came first, and nothing after the first dropped part.
+    pub truncated: bool,
 }
 
 impl CodeResult {
@@ -184,6 +188,7 @@ impl From<ExecResult> for CodeResult {
             duration: r.duration,
             oom_killed: r.oom_killed,
             streamed: r.streamed,
+            truncated: r.truncated,
         }
     }
 }
