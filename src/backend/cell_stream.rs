@@ -32,15 +32,18 @@ pub(crate) const ITEM_COST: usize = 64;
 /// What a whole rich result costs an [`OutputBudget`].
 #[cfg_attr(not(feature = "e2b"), allow(dead_code))]
 pub(crate) fn bundle_cost(bundle: &crate::exec::MimeBundle) -> usize {
-    bundle.iter().fold(BUNDLE_COST, |sum, (mime, data)| sum.saturating_add(ITEM_COST + mime.len() + data.len()))
+    bundle
+        .iter()
+        .fold(BUNDLE_COST, |sum, (mime, data)| sum.saturating_add(ITEM_COST + mime.len() + data.len()))
 }
 
 /// How many bytes the host may still keep of one cell ([`Code::output_limit`]), shared by
 /// the backend that keeps its results and the collector that keeps its output. Cheap to
 /// clone: clones count against the same budget.
 ///
-/// Once something did not fit, nothing more is kept (the kept part is a prefix of what the
-/// cell produced) and the budget is marked truncated.
+/// What did not fit is dropped and the budget marked truncated. Its users keep prefixes:
+/// once a rich result is dropped no later one is kept, and once a stream's chunk is cut no
+/// later byte of that stream is, so what is kept of each is what came first.
 ///
 /// [`Code::output_limit`]: crate::Code::output_limit
 #[derive(Clone)]
@@ -83,12 +86,9 @@ impl OutputBudget {
         self.inner.limit
     }
 
-    /// The bytes that may still be kept: zero once something was dropped.
+    /// The bytes that may still be kept.
     #[must_use]
     pub fn room(&self) -> usize {
-        if self.is_truncated() {
-            return 0;
-        }
         self.inner.limit.saturating_sub(self.inner.kept.load(Ordering::Acquire))
     }
 
@@ -114,7 +114,7 @@ impl OutputBudget {
         fits
     }
 
-    /// Marks the budget truncated: something was dropped, nothing more is kept.
+    /// Marks the budget truncated: something was dropped.
     pub fn truncate(&self) {
         self.inner.truncated.store(true, Ordering::Release);
     }
@@ -313,21 +313,32 @@ pub async fn collect_cell(mut stream: Box<dyn BackendCodeStream>) -> Result<Code
     }
 }
 
-/// A collected cell's output, kept within its budget.
+/// A collected cell's output, kept within its budget: a prefix of each stream.
 struct Kept {
     budget: OutputBudget,
     stdout: Vec<u8>,
     stderr: Vec<u8>,
+    /// Whether a chunk of stdout, of stderr, was cut (nothing more of it is kept).
+    cut: [bool; 2],
 }
 
 impl Kept {
     fn new(budget: OutputBudget) -> Self {
-        Kept { budget, stdout: Vec::new(), stderr: Vec::new() }
+        Kept { budget, stdout: Vec::new(), stderr: Vec::new(), cut: [false; 2] }
     }
 
     fn push(&mut self, kind: StreamKind, data: &[u8]) {
-        let buf = if kind == StreamKind::Stdout { &mut self.stdout } else { &mut self.stderr };
+        let (buf, cut) = if kind == StreamKind::Stdout {
+            (&mut self.stdout, &mut self.cut[0])
+        } else {
+            (&mut self.stderr, &mut self.cut[1])
+        };
+        if *cut {
+            self.budget.truncate();
+            return;
+        }
         let fits = self.budget.keep_prefix(data.len());
+        *cut = fits < data.len();
         buf.extend_from_slice(&data[..fits]);
     }
 }

@@ -8,9 +8,11 @@ use std::time::Duration;
 use crate::error::Error;
 
 /// The most bytes the host keeps of a cell unless its [`Code::output_limit`] says otherwise:
-/// 32 MiB of stdout, stderr and rich results together, which keeps a cell's host memory
-/// under 64 MiB with the transport's own window (8 MiB on sandboxd).
-pub const DEFAULT_CELL_OUTPUT_LIMIT: usize = 32 * 1024 * 1024;
+/// 16 MiB of stdout, stderr and rich results together (a command's cap per stream). With
+/// the transport's own window (8 MiB on sandboxd) and the copy a
+/// [`CodeStream::wait`](crate::CodeStream::wait) hands out, a flooding cell keeps the host
+/// under 64 MiB.
+pub const DEFAULT_CELL_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
 
 /// A code cell to run with [`Sandbox::run_code`](crate::Sandbox::run_code).
 /// `&str` and `String` convert into one with the default language, Python.
@@ -61,12 +63,13 @@ impl Code {
     /// The most bytes the host keeps of this cell, in bytes: its rich results (every
     /// `display()` and its value, counted with a small fixed overhead per result and per
     /// MIME type) and, for [`Sandbox::run_code`](crate::Sandbox::run_code), its stdout and
-    /// stderr, together. Default [`DEFAULT_CELL_OUTPUT_LIMIT`] (32 MiB).
+    /// stderr, together. Default [`DEFAULT_CELL_OUTPUT_LIMIT`] (16 MiB).
     ///
     /// The budget is enforced as the bytes arrive: what does not fit is read from the
-    /// sandbox and dropped (a result that does not fit is dropped whole, and nothing after
-    /// it is kept), the cell runs on to its end, its context keeps its state, and the result
-    /// is marked [`CodeResult::truncated`](crate::CodeResult::truncated). The cell's error
+    /// sandbox and dropped (a rich result that does not fit is dropped whole, and no later
+    /// one is kept; a stream keeps what fitted of the chunk that did not, and nothing after
+    /// it), the cell runs on to its end, its context keeps its state, and the result is
+    /// marked [`CodeResult::truncated`](crate::CodeResult::truncated). The cell's error
     /// is kept whatever the budget, up to 1 MiB. A [`CodeStream`](crate::CodeStream)'s
     /// chunks are the reader's, not counted here: only its results are.
     #[must_use]

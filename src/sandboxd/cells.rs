@@ -199,13 +199,15 @@ pub(crate) struct Cell {
     open: usize,
     /// Whether the bundle being received is kept (it fitted the budget).
     keeping: bool,
+    /// Whether a bundle was dropped: no later one is kept, so the results are a prefix.
+    stopped: bool,
     budget: OutputBudget,
 }
 
 impl Cell {
     /// A cell whose results are kept within `budget`.
     pub(crate) fn new(budget: OutputBudget) -> Self {
-        Cell { results: Vec::new(), error: None, open: 0, keeping: false, budget }
+        Cell { results: Vec::new(), error: None, open: 0, keeping: false, stopped: false, budget }
     }
 
     /// Whether an item costing `cost` bytes is kept (counted against the budget if so):
@@ -234,11 +236,16 @@ impl Cell {
                     self.keeping = false;
                     self.results.pop();
                 }
+                self.stopped = true;
                 self.budget.truncate();
             }
             _ if self.open > 0 => return Err(Malformed("a bundle cut short".into())),
             Record::Bundle { count, .. } => {
-                self.keeping = self.budget.keep(BUNDLE_COST);
+                self.keeping = !self.stopped && self.budget.keep(BUNDLE_COST);
+                if !self.keeping {
+                    self.stopped = true;
+                    self.budget.truncate();
+                }
                 if self.keeping {
                     self.results.push(MimeBundle::new());
                 }

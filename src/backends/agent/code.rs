@@ -106,7 +106,10 @@ impl Agent {
         self.check_alive()?;
         let agent = Arc::clone(self);
         let limit = code.output_limit_bytes();
-        Ok(CellStream::with_output_limit(limit, move |sink| async move { agent.run_cell(&code, &sink).await }))
+        Ok(CellStream::with_output_limit(
+            limit,
+            move |sink| async move { agent.run_cell(&code, &sink).await },
+        ))
     }
 
     /// The cell of [`Agent::run_code_stream`], its output sent to `sink`.

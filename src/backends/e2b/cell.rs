@@ -25,7 +25,9 @@ pub(super) type Running = Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>;
 /// The stream of one cell.
 pub(super) fn stream(interpreter: &Interpreter, running: &Running, code: Code) -> CellStream {
     let (interpreter, running) = (interpreter.clone(), Arc::clone(running));
-    CellStream::with_output_limit(code.output_limit_bytes(), move |sink| run(interpreter, running, code, sink))
+    CellStream::with_output_limit(code.output_limit_bytes(), move |sink| {
+        run(interpreter, running, code, sink)
+    })
 }
 
 async fn run(interpreter: Interpreter, running: Running, code: Code, sink: ChunkSink) -> Result<CodeResult> {
@@ -56,6 +58,8 @@ async fn run(interpreter: Interpreter, running: Running, code: Code, sink: Chunk
     }
     let _unregister = Unregister { running: Arc::clone(&running), key };
     let mut result = CodeResult::new(0, "", "");
+    // Once a result is dropped, no later one is kept: the results are a prefix.
+    let mut stopped = false;
     let gather = async {
         loop {
             match rx.recv().await {
@@ -68,7 +72,10 @@ async fn run(interpreter: Interpreter, running: Running, code: Code, sink: Chunk
                 // Kept within the cell's budget (each line is already at most MAX_LINE): a
                 // result that does not fit is dropped, and every one after it.
                 Some(Ok(CellLine::Result(bundle))) => {
-                    if sink.budget().keep(bundle_cost(&bundle)) {
+                    stopped = stopped || !sink.budget().keep(bundle_cost(&bundle));
+                    if stopped {
+                        sink.budget().truncate();
+                    } else {
                         result.results.push(bundle);
                     }
                 }

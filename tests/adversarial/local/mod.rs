@@ -15,3 +15,4 @@ mod class_15_host_view;
 mod class_16_leaked_descriptors;
 mod class_17_attacks_on_sandboxd;
 mod class_18_egress;
+mod class_19_cells;
