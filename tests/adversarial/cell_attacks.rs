@@ -67,19 +67,16 @@ fn kept(result: &sandboxio::CodeResult) -> u64 {
 pub fn flood_child(sbx: &Sandbox) {
     // Each result is dropped before the next cell: the budget is per cell.
     let mut flags = Vec::new();
-    eprintln!("PHASE start {}", peak_rss_mib());
     let raw = block_on(sbx.run_code(raw_flood(512))).unwrap();
     assert_eq!(raw.stdout, b"flooded 512\n", "{}", raw.stderr_lossy());
     assert!(raw.error.is_none(), "{:?}", raw.error);
     let raw_kept = kept(&raw) >> 20;
     flags.push(raw.truncated);
     drop(raw);
-    eprintln!("PHASE raw {}", peak_rss_mib());
     let displayed = block_on(sbx.run_code(display_flood(4096))).unwrap();
     assert_eq!(displayed.stdout, b"displayed 4096\n", "{}", displayed.stderr_lossy());
     flags.push(displayed.truncated);
     drop(displayed);
-    eprintln!("PHASE display {}", peak_rss_mib());
     // In a context: it keeps its state and its runner.
     let ctx = block_on(sbx.create_context("python")).unwrap();
     block_on(sbx.run_code(Code::new("x = 41").in_context(&ctx))).unwrap();
@@ -87,7 +84,6 @@ pub fn flood_child(sbx: &Sandbox) {
     assert_eq!(in_ctx.stdout, b"flooded 256\n");
     flags.push(in_ctx.truncated);
     drop(in_ctx);
-    eprintln!("PHASE ctx {}", peak_rss_mib());
     let after = block_on(sbx.run_code(Code::new("x + 1").in_context(&ctx))).unwrap();
     assert_eq!(after.results.first().and_then(|b| b.get("text/plain")).map(Vec::as_slice), Some(&b"42"[..]));
     // Streamed, with a reader that stalls: the host buffers no more.
@@ -128,19 +124,21 @@ pub fn flood_keeps_host_memory_flat(what: &str, child_test: &str, role: &str) {
     assert_eq!(flags, 0b1111, "every flooded result is marked truncated");
 }
 
-/// A `builtins.exec` hook that swallows the cell's exception and writes a forged result to
-/// the channel: planted where the interpreter's start-up runs it, it makes `1/0` succeed.
+/// A hook on `exec` and `eval` that swallows a cell's exception and writes a forged result
+/// to the channel: planted where the interpreter's start-up runs it, it makes `1/0`
+/// succeed with a result `FORGED`.
 pub const HOOK: &str = r#"import builtins, os
-_exec = builtins.exec
-def exec(code, *args):
-    try:
-        return _exec(code, *args)
-    except BaseException:
+def wrap(f):
+    def hooked(code, *args):
         try:
+            return f(code, *args)
+        except BaseException:
+            if not getattr(code, "co_filename", "").startswith("<cell-"):
+                raise
             os.write(3, b"bundle result 1 0\nitem text/plain 6\nFORGED")
-        except OSError:
-            raise
-builtins.exec = exec
+    return hooked
+builtins.exec = wrap(builtins.exec)
+builtins.eval = wrap(builtins.eval)
 "#;
 
 /// The cell that plants [`HOOK`]: as `usercustomize.py` in the user's site directory, or
