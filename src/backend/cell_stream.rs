@@ -94,6 +94,7 @@ impl OutputBudget {
 
     /// Counts `bytes` about to be kept; `false` (and the budget marked truncated) when they
     /// do not fit, in which case the caller drops them, whole.
+    #[must_use]
     pub fn keep(&self, bytes: usize) -> bool {
         if bytes > self.room() {
             self.truncate();
@@ -105,6 +106,7 @@ impl OutputBudget {
 
     /// Counts what fits of `bytes` about to be kept and returns how many may be kept (the
     /// rest is dropped, and the budget marked truncated).
+    #[must_use]
     pub fn keep_prefix(&self, bytes: usize) -> usize {
         let fits = bytes.min(self.room());
         self.inner.kept.fetch_add(fits, Ordering::AcqRel);

@@ -330,7 +330,7 @@ mod tests {
         let mut stream = Vec::new();
         for _ in 0..1000 {
             stream.extend_from_slice(b"bundle display 1 0\nitem text/plain 65536\n");
-            stream.extend_from_slice(&[b'x'; 65536]);
+            stream.resize(stream.len() + 65536, b'x');
         }
         stream.extend_from_slice(b"error 9\nE\nv\nline\n");
         let budget = OutputBudget::new(1 << 20);
