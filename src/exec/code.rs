@@ -8,11 +8,11 @@ use std::time::Duration;
 use crate::error::Error;
 
 /// The most bytes the host keeps of a cell unless its [`Code::output_limit`] says otherwise:
-/// 16 MiB of stdout, stderr and rich results together (a command's cap per stream). With
-/// the transport's own window (8 MiB on sandboxd) and the copy a
-/// [`CodeStream::wait`](crate::CodeStream::wait) hands out, a flooding cell keeps the host
-/// under 64 MiB.
-pub const DEFAULT_CELL_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
+/// 8 MiB of stdout, stderr and rich results together. A cell then costs the host at most
+/// about three times that: what is kept, the transport's own window (8 MiB on sandboxd) and
+/// the copy a [`CodeStream::wait`](crate::CodeStream::wait) hands out, which keeps a
+/// flooding cell's host under 64 MiB.
+pub const DEFAULT_CELL_OUTPUT_LIMIT: usize = 8 * 1024 * 1024;
 
 /// A code cell to run with [`Sandbox::run_code`](crate::Sandbox::run_code).
 /// `&str` and `String` convert into one with the default language, Python.
@@ -63,7 +63,7 @@ impl Code {
     /// The most bytes the host keeps of this cell, in bytes: its rich results (every
     /// `display()` and its value, counted with a small fixed overhead per result and per
     /// MIME type) and, for [`Sandbox::run_code`](crate::Sandbox::run_code), its stdout and
-    /// stderr, together. Default [`DEFAULT_CELL_OUTPUT_LIMIT`] (16 MiB).
+    /// stderr, together. Default [`DEFAULT_CELL_OUTPUT_LIMIT`] (8 MiB).
     ///
     /// The budget is enforced as the bytes arrive: what does not fit is read from the
     /// sandbox and dropped (a rich result that does not fit is dropped whole, and no later

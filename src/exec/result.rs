@@ -142,7 +142,7 @@ pub struct CodeResult {
     /// which case `stdout` and `stderr` are empty here.
     pub streamed: bool,
     /// Whether the host dropped some of the cell's output or rich results to stay within
-    /// the cell's budget ([`Code::output_limit`](crate::Code::output_limit), 16 MiB by
+    /// the cell's budget ([`Code::output_limit`](crate::Code::output_limit), 8 MiB by
     /// default): what is here of each (the rich results, stdout, stderr) is what came
     /// first, up to the first part dropped.
     pub truncated: bool,

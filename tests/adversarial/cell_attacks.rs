@@ -3,7 +3,7 @@
 //!
 //! - The host's memory: a cell that floods its runner's result channel (framed records
 //!   written straight to it, or `display()` called in a loop) costs the host its output
-//!   budget (`Code::output_limit`, 16 MiB by default), never more: measured in a child
+//!   budget (`Code::output_limit`, 8 MiB by default), never more: measured in a child
 //!   process (this binary re-run), whose peak RSS is its own, through `run_code`, a context
 //!   and `run_code_stream` with a reader that stalls. The control raises the budget and sees
 //!   the records arrive and the memory grow.
@@ -120,7 +120,7 @@ pub fn flood_keeps_host_memory_flat(what: &str, child_test: &str, role: &str) {
         "class_19 {what}: 512 MiB of records, 256 MiB of display()s, a context and a stalled stream: {kept} MiB kept, truncated flags {flags:#06b}, peak RSS {peak} MiB"
     );
     assert!(peak < MAX_RSS_MIB, "a flooding cell took the host to {peak} MiB");
-    assert!(kept <= 16, "the default budget kept {kept} MiB");
+    assert!(kept <= 8, "the default budget kept {kept} MiB");
     assert_eq!(flags, 0b1111, "every flooded result is marked truncated");
 }
 
