@@ -42,7 +42,7 @@ pub(crate) mod cell_stream;
 pub use crate::transfer::TransferMeter;
 pub use blocking::{Blocking, CancelToken, run_blocking};
 pub use blocking_stream::{BlockingChunks, blocking_chunks};
-pub use cell_stream::{CellStream, ChunkSink, collect_cell};
+pub use cell_stream::{CellStream, ChunkSink, OutputBudget, collect_cell};
 
 /// A boxed, sendable future, the return type of the async adapter methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -421,6 +421,15 @@ pub trait BackendCodeStream: Send + fmt::Debug {
     /// The next event: output chunks in the order printed (per stream), then exactly one
     /// [`CellEvent::Ended`]. The core never polls again after `Ended`.
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<CellEvent>;
+
+    /// The budget the cell's rich results are kept within, which [`collect_cell`] shares
+    /// for the output it keeps ([`CellStream`] has one). The default, `None`, gives the
+    /// collected output a budget of its own
+    /// ([`DEFAULT_CELL_OUTPUT_LIMIT`](crate::DEFAULT_CELL_OUTPUT_LIMIT)); the stream then
+    /// bounds its results itself.
+    fn output_budget(&self) -> Option<OutputBudget> {
+        None
+    }
 }
 
 /// One streamed process. Dropping it must terminate the process.

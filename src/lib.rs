@@ -86,8 +86,8 @@ pub use audit::{
 };
 pub use error::{BoxError, Error, ErrorCode, Result};
 pub use exec::{
-    Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_OUTPUT_LIMIT, ExecResult, ExitStatus,
-    MAX_ARG_STRLEN, MAX_ARG_TOTAL, MimeBundle, OutputChunk, StreamKind,
+    Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_CELL_OUTPUT_LIMIT, DEFAULT_OUTPUT_LIMIT,
+    ExecResult, ExitStatus, MAX_ARG_STRLEN, MAX_ARG_TOTAL, MimeBundle, OutputChunk, StreamKind,
 };
 pub use fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry, FileKind};
 pub use inventory::{ReapOptions, ReapReport, SandboxInfo};

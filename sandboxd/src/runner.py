@@ -1,13 +1,20 @@
 # The code-cell runner: one persistent Python interpreter per code context, started by the host
-# through sandboxd as `python3 -u -c <this file>` with a control channel at descriptor 3.
+# through sandboxd as `python3 -I -u -c <this file>` with a control channel at descriptor 3.
 #
 # Cells run in one namespace, so variables survive from cell to cell. Output written to
 # stdout and stderr (by print, by C code, by child processes) goes to the command's real
-# stdout and stderr; results travel on descriptor 3, which the cell's code does not use.
-# sandboxd forwards descriptor 3 only once stdout and stderr are drained, so a cell's
+# stdout and stderr; results travel on the control channel, which the cell's code does not
+# use. sandboxd forwards the channel only once stdout and stderr are drained, so a cell's
 # printed output always arrives before its results.
 #
-# Wire format on descriptor 3, both ways: a header line of ASCII words, the last one the
+# Isolation (`-I`): Python's start-up hooks that the sandbox can write are off, so an earlier
+# cell or command cannot plant code that runs before the runner (a `usercustomize.py` or
+# `.pth` file in the user's site directory, `PYTHON*` variables, modules in the working
+# directory). What the interpreter's own installation holds (its standard library,
+# `site-packages` and the `.pth` files there) is trusted: a sandbox user that can write it
+# owns every later interpreter, and no flag of the runner's changes that.
+#
+# Wire format on the channel, both ways: a header line of ASCII words, the last one the
 # payload's length in bytes, then the payload.
 #   host -> runner:  "cell N\n" + code (UTF-8)
 #   runner -> host:  "ready 0\n"                       once, when the runner is up
@@ -19,10 +26,10 @@
 
 import sys
 
-# The runner's own modules come from the standard library, never from the working directory,
-# where an earlier cell may have planted a `traceback.py` (or `json.py`) to take the runner
-# over; the cells get the usual path back (they may import their own modules from there).
-CELL_PATH = sys.path[:]
+# The runner's own modules come from the standard library, never from the working directory
+# (`-I` leaves it off the path), where an earlier cell may have planted a `traceback.py` (or
+# `json.py`) to take the runner over. The cells get the path Python would give them without
+# `-I`: the working directory first, then `PYTHONPATH` (they may import their own modules).
 RUNNER_PATH = [p for p in sys.path if p not in ("", ".", __import__("posix").getcwd())]
 sys.path[:] = RUNNER_PATH
 import ast  # noqa: E402
@@ -35,9 +42,16 @@ try:
     import json  # noqa: E402
 except ImportError:  # a minimal image without the json module
     json = None
+CELL_PATH = [""] + [p for p in os.environ.get("PYTHONPATH", "").split(":") if p] + RUNNER_PATH
 sys.path[:] = CELL_PATH
 
-CTRL = 3
+# The channel moves off descriptor 3 to one that is closed on exec: what a cell runs
+# (`os.system`, `subprocess` with `close_fds=False`, a shell left in the background) does
+# not inherit it, so no process but this interpreter writes records. The cell's own Python
+# code runs in this interpreter and can still reach it; it can only forge its own results
+# that way, which it could produce honestly anyway.
+CTRL = os.dup(3)
+os.close(3)
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 

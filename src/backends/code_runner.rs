@@ -16,16 +16,16 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeError, CodeResult, Command, ExecResult};
 
-/// `python3 -u -c RUNNER`, the cell on stdin; `RECORD = ...` is prepended by [`runner`].
+/// `python3 -I -u -c RUNNER`, the cell on stdin; `RECORD = ...` is prepended by [`runner`].
 const RUNNER: &str = r#"import sys
-# The runner's own modules come from the standard library, never from the working directory,
-# where an earlier cell may have planted a `traceback.py` to forge this cell's result; the
-# cell itself gets the usual path back (it may import its own modules from there).
-_path = sys.path[:]
+# The runner's own modules come from the standard library, never from the working directory
+# (`-I` leaves it off the path), where an earlier cell may have planted a `traceback.py` to
+# forge this cell's result; the cell itself gets the path Python would give it without `-I`
+# (the working directory, then PYTHONPATH: it may import its own modules from there).
 _clean = [p for p in sys.path if p not in ("", ".", __import__("posix").getcwd())]
 sys.path[:] = _clean
 import os, traceback, linecache
-sys.path[:] = _path
+sys.path[:] = [""] + [p for p in os.environ.get("PYTHONPATH", "").split(":") if p] + _clean
 source = sys.stdin.read()
 sys.stdin = open(os.devnull)
 sys.argv = ["<cell>"]
@@ -63,9 +63,12 @@ pub(crate) fn command(backend: &str, python3: &str, code: &Code, record: &str) -
     if code.language_name() != "python" {
         return Err(Error::unsupported(backend, format!("code in {:?} (only python)", code.language_name())));
     }
-    // `-u`: unbuffered, so what the cell prints leaves the interpreter as it prints it (the
-    // cell streams).
+    // `-I`: isolated, so nothing an earlier cell planted (a user site's `usercustomize.py`
+    // or `.pth` file, a module in the working directory) runs before the runner, and no
+    // `PYTHON*` variable changes the interpreter. `-u`: unbuffered, so what the cell prints
+    // leaves the interpreter as it prints it (the cell streams).
     let mut command = Command::new(python3)
+        .arg("-I")
         .arg("-u")
         .arg("-c")
         .arg(runner(record))

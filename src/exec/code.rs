@@ -7,6 +7,13 @@ use std::time::Duration;
 #[cfg(doc)]
 use crate::error::Error;
 
+/// The most bytes the host keeps of a cell unless its [`Code::output_limit`] says otherwise:
+/// 8 MiB of stdout, stderr and rich results together. A cell then costs the host at most
+/// about three times that: what is kept, the transport's own window (8 MiB on sandboxd) and
+/// the copy a [`CodeStream::wait`](crate::CodeStream::wait) hands out, which keeps a
+/// flooding cell's host under 64 MiB.
+pub const DEFAULT_CELL_OUTPUT_LIMIT: usize = 8 * 1024 * 1024;
+
 /// A code cell to run with [`Sandbox::run_code`](crate::Sandbox::run_code).
 /// `&str` and `String` convert into one with the default language, Python.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,12 +22,19 @@ pub struct Code {
     language: String,
     context: Option<String>,
     timeout: Option<Duration>,
+    output_limit: usize,
 }
 
 impl Code {
     /// A Python cell running `source`.
     pub fn new(source: impl Into<String>) -> Self {
-        Code { source: source.into(), language: "python".to_owned(), context: None, timeout: None }
+        Code {
+            source: source.into(),
+            language: "python".to_owned(),
+            context: None,
+            timeout: None,
+            output_limit: DEFAULT_CELL_OUTPUT_LIMIT,
+        }
     }
 
     /// Another language, by its kernel name (`"python"`, `"javascript"`, …).
@@ -44,6 +58,30 @@ impl Code {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// The most bytes the host keeps of this cell, in bytes: its rich results (every
+    /// `display()` and its value, counted with a small fixed overhead per result and per
+    /// MIME type) and, for [`Sandbox::run_code`](crate::Sandbox::run_code), its stdout and
+    /// stderr, together. Default [`DEFAULT_CELL_OUTPUT_LIMIT`] (8 MiB).
+    ///
+    /// The budget is enforced as the bytes arrive: what does not fit is read from the
+    /// sandbox and dropped (a rich result that does not fit is dropped whole, and no later
+    /// one is kept; a stream keeps what fitted of the chunk that did not, and nothing after
+    /// it), the cell runs on to its end, its context keeps its state, and the result is
+    /// marked [`CodeResult::truncated`](crate::CodeResult::truncated). The cell's error
+    /// is kept whatever the budget, up to 1 MiB. A [`CodeStream`](crate::CodeStream)'s
+    /// chunks are the reader's, not counted here: only its results are.
+    #[must_use]
+    pub fn output_limit(mut self, bytes: usize) -> Self {
+        self.output_limit = bytes;
+        self
+    }
+
+    /// The output budget, in bytes ([`Code::output_limit`]).
+    #[must_use]
+    pub fn output_limit_bytes(&self) -> usize {
+        self.output_limit
     }
 
     /// The source text.

@@ -141,6 +141,11 @@ pub struct CodeResult {
     /// Whether the output was delivered through a [`CodeStream`](crate::CodeStream), in
     /// which case `stdout` and `stderr` are empty here.
     pub streamed: bool,
+    /// Whether the host dropped some of the cell's output or rich results to stay within
+    /// the cell's budget ([`Code::output_limit`](crate::Code::output_limit), 8 MiB by
+    /// default): what is here of each (the rich results, stdout, stderr) is what came
+    /// first, up to the first part dropped.
+    pub truncated: bool,
 }
 
 impl CodeResult {
@@ -184,6 +189,7 @@ impl From<ExecResult> for CodeResult {
             duration: r.duration,
             oom_killed: r.oom_killed,
             streamed: r.streamed,
+            truncated: r.truncated,
         }
     }
 }

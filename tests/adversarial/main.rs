@@ -13,6 +13,8 @@
 )]
 
 #[cfg(any(feature = "local", feature = "docker"))]
+mod cell_attacks;
+#[cfg(any(feature = "local", feature = "docker"))]
 mod egress_attacks;
 mod fs_attacks;
 #[cfg(any(feature = "local", feature = "docker"))]

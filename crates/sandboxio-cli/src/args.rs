@@ -301,8 +301,10 @@ pub struct McpArgs {
     /// How many live sandboxes a client may hold at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub max_sandboxes: usize,
-    /// The largest file `read_file` returns, in MiB (a larger one is refused with SBX-016):
-    /// each read is held whole in the server's memory, once per concurrent call.
+    /// The largest file `read_file` returns, in MiB (a larger one is refused with SBX-016),
+    /// and the most a `run_code` cell's output and rich results keep together (the rest is
+    /// dropped, and the answer says so): each is held whole in the server's memory, once
+    /// per concurrent call.
     #[arg(long, value_name = "MIB", default_value_t = 4)]
     pub max_read: u64,
     #[command(flatten)]

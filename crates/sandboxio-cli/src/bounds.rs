@@ -15,7 +15,7 @@ pub struct Bounds {
     pub max_ttl: Duration,
     /// How many live sandboxes one client may hold at once.
     pub max_sandboxes: usize,
-    /// The largest file `read_file` returns, in bytes.
+    /// The largest file `read_file` returns, and the most of a `run_code` cell kept, in bytes.
     pub max_read: u64,
 }
 

@@ -352,7 +352,11 @@ impl SandboxServer {
     )]
     async fn run_code(&self, Parameters(p): Parameters<RunCodeParams>) -> CallToolResult {
         let run = async {
-            self.sandbox(&p.sandbox_id).await?.run_code(Code::new(p.code).within(p.timeout_seconds)).await
+            // The cell keeps at most --max-read of output and rich results: the answer holds
+            // them two or three times over (content, then its JSON).
+            let limit = usize::try_from(self.bounds.max_read).unwrap_or(usize::MAX);
+            let code = Code::new(p.code).within(p.timeout_seconds).output_limit(limit);
+            self.sandbox(&p.sandbox_id).await?.run_code(code).await
         };
         let result = match run.await {
             Ok(result) => result,
@@ -366,6 +370,12 @@ impl SandboxServer {
         }
         for bundle in &result.results {
             content.extend(bundle_content(bundle));
+        }
+        if result.truncated {
+            content.push(ContentBlock::text(format!(
+                "[truncated: the cell's output and rich results past the server's {} bytes (--max-read) were dropped]",
+                self.bounds.max_read
+            )));
         }
         match &result.error {
             Some(e) => {

@@ -105,7 +105,11 @@ impl Agent {
         python_only(self.scheme, code.language_name())?;
         self.check_alive()?;
         let agent = Arc::clone(self);
-        Ok(CellStream::new(move |sink| async move { agent.run_cell(&code, &sink).await }))
+        let limit = code.output_limit_bytes();
+        Ok(CellStream::with_output_limit(
+            limit,
+            move |sink| async move { agent.run_cell(&code, &sink).await },
+        ))
     }
 
     /// The cell of [`Agent::run_code_stream`], its output sent to `sink`.
@@ -174,10 +178,14 @@ impl Agent {
         }
     }
 
-    /// Starts `python3 -u -c RUNNER` with a control channel and waits for its `ready`.
+    /// Starts `python3 -I -u -c RUNNER` with a control channel and waits for its `ready`.
+    /// `-I` (isolated): no user site directory (`usercustomize.py`, its `.pth` files), no
+    /// `PYTHON*` variables and no working directory on the path before the runner is up, so
+    /// nothing an earlier cell or command planted runs in a later runner (the runner puts
+    /// the working directory and `PYTHONPATH` back for the cells' own imports).
     async fn start_runner(self: &Arc<Self>) -> Result<Runner> {
         self.check_alive()?;
-        let command = Command::new(PYTHON).arg("-u").arg("-c").arg(crate::sandboxd::RUNNER);
+        let command = Command::new(PYTHON).arg("-I").arg("-u").arg("-c").arg(crate::sandboxd::RUNNER);
         let spec = Spawn { control: true, ..self.spawn_spec(&command, StdinMode::Null, true) };
         let cmd = self.client.spawn(spec).map_err(|why| self.gone_error(&why))?;
         let mut runner = Runner { cmd, records: Records::default() };
@@ -188,7 +196,8 @@ impl Agent {
             match event {
                 Some(Some(Event::Output(Stream::Control, data))) => {
                     runner.records.push(&data);
-                    match runner.records.next_record() {
+                    // Nothing but `ready` is expected: no item is admitted.
+                    match runner.records.next_record(&mut |_| false) {
                         Ok(Some(Record::Ready)) => return Ok(runner),
                         Ok(None) => {}
                         Ok(Some(other)) => {
@@ -236,7 +245,8 @@ impl Agent {
         let _forget = Forget { agent: self, id: context };
         let mut deadline = code.timeout_duration().map(|d| started + d);
         let mut interrupted = false;
-        let mut cell = Cell::default();
+        // What the host keeps of the cell's records counts against its budget as they arrive.
+        let mut cell = Cell::new(sink.budget().clone());
         loop {
             let event = match deadline {
                 Some(at) => with_deadline(at, runner.cmd.next()).await,
@@ -267,7 +277,7 @@ impl Agent {
                 Some(Event::Output(Stream::Control, data)) => {
                     runner.records.push(&data);
                     loop {
-                        match runner.records.next_record() {
+                        match runner.records.next_record(&mut |cost| cell.admit(cost)) {
                             Ok(None) => break,
                             Ok(Some(record)) => match cell.take(record) {
                                 Ok(false) => {}

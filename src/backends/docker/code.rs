@@ -49,7 +49,8 @@ pub(super) fn run_code_stream(shared: &Arc<Shared>, code: &Code) -> Result<CellS
     let command = code_runner::command(super::SCHEME, "python3", code, &record)?;
     shared.check_alive()?;
     let shared = Arc::clone(shared);
-    Ok(CellStream::new(move |sink| async move {
+    // No rich results on this path: the budget bounds the output `run_code` collects.
+    Ok(CellStream::with_output_limit(code.output_limit_bytes(), move |sink| async move {
         let started = Instant::now();
         let source = command.stdin_bytes().unwrap_or_default().to_vec();
         let mut exec = stream::DockerExecStream::start(&shared, command);

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use super::PORTAL;
 use super::code::CellLine;
 use super::interpreter::Interpreter;
+use crate::backend::cell_stream::bundle_cost;
 use crate::backend::{CellStream, ChunkSink};
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeError, CodeResult, OutputChunk, StreamKind};
@@ -24,7 +25,9 @@ pub(super) type Running = Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>;
 /// The stream of one cell.
 pub(super) fn stream(interpreter: &Interpreter, running: &Running, code: Code) -> CellStream {
     let (interpreter, running) = (interpreter.clone(), Arc::clone(running));
-    CellStream::new(move |sink| run(interpreter, running, code, sink))
+    CellStream::with_output_limit(code.output_limit_bytes(), move |sink| {
+        run(interpreter, running, code, sink)
+    })
 }
 
 async fn run(interpreter: Interpreter, running: Running, code: Code, sink: ChunkSink) -> Result<CodeResult> {
@@ -55,6 +58,8 @@ async fn run(interpreter: Interpreter, running: Running, code: Code, sink: Chunk
     }
     let _unregister = Unregister { running: Arc::clone(&running), key };
     let mut result = CodeResult::new(0, "", "");
+    // Once a result is dropped, no later one is kept: the results are a prefix.
+    let mut stopped = false;
     let gather = async {
         loop {
             match rx.recv().await {
@@ -64,7 +69,16 @@ async fn run(interpreter: Interpreter, running: Running, code: Code, sink: Chunk
                 Some(Ok(CellLine::Stderr(text))) => {
                     sink.send(OutputChunk { stream: StreamKind::Stderr, data: text.into_bytes() }).await;
                 }
-                Some(Ok(CellLine::Result(bundle))) => result.results.push(bundle),
+                // Kept within the cell's budget (each line is already at most MAX_LINE): a
+                // result that does not fit is dropped, and every one after it.
+                Some(Ok(CellLine::Result(bundle))) => {
+                    stopped = stopped || !sink.budget().keep(bundle_cost(&bundle));
+                    if stopped {
+                        sink.budget().truncate();
+                    } else {
+                        result.results.push(bundle);
+                    }
+                }
                 Some(Ok(CellLine::Error(error))) => result.error = Some(error),
                 Some(Ok(CellLine::End)) => return Ok(()),
                 Some(Err(e)) => return Err(e),

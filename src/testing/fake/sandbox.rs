@@ -161,7 +161,8 @@ impl FakeSandbox {
             return Err(Error::unsupported(SCHEME, format!("code language {:?}", code.language_name())));
         }
         let me = FakeSandbox { backend: self.backend.clone(), id: self.id.clone(), recorded: self.recorded };
-        Ok(CellStream::new(move |sink| async move { me.cell(&code, &sink).await }))
+        let limit = code.output_limit_bytes();
+        Ok(CellStream::with_output_limit(limit, move |sink| async move { me.cell(&code, &sink).await }))
     }
 
     /// Simulates a cell and replays its output to `sink`; the result carries no output.

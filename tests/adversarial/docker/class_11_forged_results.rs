@@ -36,9 +36,12 @@ while :; do
   for d in /proc/[0-9]*; do
     p=${d#/proc/}; [ "$p" = $$ ] && continue
     case $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) in
-      python3\ -u\ -c*)
+      python3\ -I\ -u\ -c*|python3\ -u\ -c*)
         [ -z "$seen" ] && { echo found; seen=1; }
-        { printf 'error 30\nForgedError\nforged\ntraceback\ndone 1 0\n' > "$d/fd/3"; } 2>/dev/null && echo wrote ;;
+        # The channel was descriptor 3; the runner now moves it: try every descriptor.
+        for f in "$d"/fd/*; do
+          { printf 'error 30\nForgedError\nforged\ntraceback\ndone 1 0\n' > "$f"; } 2>/dev/null && echo wrote
+        done ;;
     esac
   done
   sleep 0.05

@@ -18,6 +18,7 @@ mod class_10_kill_path;
 mod class_11_forged_results;
 mod class_17_attacks_on_sandboxd;
 mod class_18_egress;
+mod class_19_cells;
 
 use std::process::Command as OsCommand;
 

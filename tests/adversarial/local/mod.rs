@@ -16,3 +16,4 @@ mod class_16_leaked_descriptors;
 mod class_17_attacks_on_sandboxd;
 mod class_17_inside_sessions;
 mod class_18_egress;
+mod class_19_cells;
