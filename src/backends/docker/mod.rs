@@ -1041,7 +1041,7 @@ impl Backend for DockerBackend {
                 })
             };
             let timed = futures_lite::future::or(async { Some(provision.await) }, async {
-                futures_timer::Delay::new(timeout).await;
+                futures_timer::Delay::new(crate::duration::saturate(timeout)).await;
                 None
             });
             match timed.await {

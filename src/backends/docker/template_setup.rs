@@ -80,7 +80,7 @@ fn body(
     base_id: &str,
     runtime: Option<String>,
 ) -> Result<ContainerCreateBody> {
-    let ttl = template.timeout() + TTL_MARGIN;
+    let ttl = template.timeout().saturating_add(TTL_MARGIN);
     let network = if template.network() { NetworkPolicy::AllowAll } else { NetworkPolicy::DenyAll };
     let mut labels = labels::for_new(&BTreeMap::new(), ttl, false)?;
     labels.insert(labels::NETWORK.into(), crate::backends::agent::egress::policy_label(&network));
