@@ -250,7 +250,7 @@ impl SandboxServer {
         let sandboxes = std::mem::take(&mut *self.sandboxes.lock().await);
         for (id, sandbox) in sandboxes {
             if let Err(e) = sandbox.kill().await {
-                eprintln!("sandboxio mcp: killing sandbox {id}: {e}");
+                eprintln!("sandboxio mcp: killing sandbox {}: {e}", sandboxio::text::escape(&id));
             }
         }
     }

@@ -483,7 +483,10 @@ impl DockerBackend {
 
     /// The same backend calling `callback` with each line of every build's log
     /// ([`DockerBackend::build_image`]), on the Docker runtime's thread: it should return
-    /// quickly. The lines also go to `tracing` (target `sandboxio::docker::build`, `info`).
+    /// quickly. The lines also go to `tracing` (target `sandboxio::docker::build`, `info`),
+    /// escaped. The callback gets each line as the build printed it, so what a Dockerfile's
+    /// `RUN` prints (terminal escapes included) arrives raw: pass it through
+    /// [`text::escape`](crate::text::escape) before a terminal or a log sees it.
     #[must_use]
     pub fn with_build_log(self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
         let callback: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(callback);

@@ -203,7 +203,7 @@ impl Running {
         let (mut partial, mut tail) = (Vec::new(), Vec::new());
         let emit = |line: &[u8]| {
             let line = String::from_utf8_lossy(line);
-            tracing::info!(target: "sandboxio::docker::template", "{line}");
+            tracing::info!(target: "sandboxio::docker::template", "{}", crate::text::Escaped(&line));
             if let Some(callback) = &log.0 {
                 callback(&line);
             }
