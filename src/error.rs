@@ -460,3 +460,43 @@ impl Error {
         Self::unsupported(backend, capability.names())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+    use crate::policy::IsolationTier;
+
+    /// Every variant's `Display` is one line without a control character, whatever bytes
+    /// its string fields hold, and still shows them (escaped); the fields keep them raw.
+    #[test]
+    fn display_escapes_every_string_field_of_every_variant() {
+        const RAW: &str = "a\x1b]0;pwned\x07\x1b[2J\r\nb\u{9b}c\u{202e}d";
+        const SHOWN: &str = r"a\x1b]0;pwned\x07\x1b[2J\r\nb\x9bc\u{202e}d";
+        let errors = [
+            Error::connect(RAW, RAW),
+            Error::auth(RAW, RAW, None),
+            Error::configuration(RAW),
+            Error::unsupported(RAW, RAW),
+            Error::sandbox_gone(RAW, RAW),
+            Error::network_policy_violation(RAW),
+            Error::isolation_unsatisfied(RAW, IsolationTier::MicroVm, IsolationTier::None),
+            Error::not_found(RAW),
+            Error::permission_denied(RAW),
+            Error::is_a_directory(RAW),
+            Error::invalid_input(RAW),
+            Error::rate_limited(RAW, None),
+            Error::too_large(RAW, 1, RAW),
+            Error::context_lost(RAW, RAW),
+            Error::provider_message(RAW, RAW),
+        ];
+        assert_eq!(errors.len(), super::ErrorCode::ALL.len() - 2, "every variant but the two timeouts");
+        for e in &errors {
+            let shown = e.to_string();
+            assert!(!shown.chars().any(char::is_control), "{shown:?}");
+            assert!(!shown.contains('\u{202e}'), "{shown:?}");
+            assert!(shown.contains(SHOWN), "{:?}: {shown}", e.code());
+        }
+        let Error::ContextLost { message, .. } = &errors[13] else { unreachable!() };
+        assert_eq!(message, RAW, "the field keeps the bytes as they came");
+    }
+}
