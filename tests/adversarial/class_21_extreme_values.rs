@@ -26,7 +26,7 @@ const EXTREMES: &[Duration] = &[
     Duration::from_millis(u32::MAX as u64),
     Duration::from_millis(u32::MAX as u64 + 1),
     Duration::from_secs(u32::MAX as u64),
-    Duration::from_secs(30 * 24 * 3600),
+    MAX_TTL,
     Duration::from_nanos(30 * 24 * 3600 * 1_000_000_000 + 1),
     Duration::from_millis(u64::MAX),
     Duration::from_secs(u64::MAX / 2),
@@ -86,7 +86,8 @@ fn drive_the_fake(d: Duration) {
             assert_eq!(e.code(), ErrorCode::InvalidInput, "extend_ttl({d:?})");
         }
     }
-    let made = block_on(Sandbox::builder("fake://").unwrap().network(NetworkPolicy::deny_all()).ttl(d).create());
+    let made =
+        block_on(Sandbox::builder("fake://").unwrap().network(NetworkPolicy::deny_all()).ttl(d).create());
     match made {
         Ok(s) => {
             assert!(ttl_ok, "ttl({d:?}) accepted");
@@ -122,7 +123,10 @@ fn drive_the_fake(d: Duration) {
     }
     // A teardown grace of any length, for a sandbox dropped without close().
     let graced = block_on(
-        Sandbox::builder_with(FakeBackend::new()).network(NetworkPolicy::deny_all()).teardown_grace(d).create(),
+        Sandbox::builder_with(FakeBackend::new())
+            .network(NetworkPolicy::deny_all())
+            .teardown_grace(d)
+            .create(),
     )
     .unwrap();
     drop(graced);
@@ -160,9 +164,11 @@ proptest! {
 #[cfg(any(feature = "local", feature = "docker"))]
 pub fn extremes_on(sbx: &Sandbox, dsn: &str) {
     for d in [Duration::MAX, Duration::from_secs(u64::MAX), Duration::from_millis(u64::MAX)] {
-        let ran = block_on(sbx.run(Command::new("true").timeout(d))).unwrap_or_else(|e| panic!("run {d:?}: {e}"));
+        let ran =
+            block_on(sbx.run(Command::new("true").timeout(d))).unwrap_or_else(|e| panic!("run {d:?}: {e}"));
         assert_eq!(ran.status.code(), Some(0));
-        let cell = block_on(sbx.run_code(Code::new("6 * 7").timeout(d))).unwrap_or_else(|e| panic!("cell {d:?}: {e}"));
+        let cell = block_on(sbx.run_code(Code::new("6 * 7").timeout(d)))
+            .unwrap_or_else(|e| panic!("cell {d:?}: {e}"));
         assert!(cell.success(), "{cell:?}");
         let mut stream = sbx.stream(Command::new("echo").arg("hi").timeout(d)).unwrap();
         assert_eq!(block_on(stream.wait()).unwrap().status.code(), Some(0));
@@ -189,7 +195,9 @@ pub fn extremes_on(sbx: &Sandbox, dsn: &str) {
     .unwrap_or_else(|e| panic!("create with Duration::MAX timeouts: {e}"));
     assert_eq!(block_on(made.run(Command::new("true"))).unwrap().status.code(), Some(0));
     block_on(made.close()).unwrap();
-    let refused = block_on(Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).ttl(Duration::MAX).create());
+    let refused = block_on(
+        Sandbox::builder(dsn).unwrap().network(NetworkPolicy::deny_all()).ttl(Duration::MAX).create(),
+    );
     assert_eq!(refused.err().map(|e| e.code()), Some(ErrorCode::InvalidInput), "ttl(Duration::MAX)");
 }
 

@@ -182,7 +182,9 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
                     } else if token.admits(authorization) {
                         match read_body(req, body_timeout).await {
                             Ok(req) => match noting_full(service.call(req)).await {
-                                (Ok(response), true) if response.status() == StatusCode::INTERNAL_SERVER_ERROR => {
+                                (Ok(response), true)
+                                    if response.status() == StatusCode::INTERNAL_SERVER_ERROR =>
+                                {
                                     sessions_full(session_idle)
                                 }
                                 (response, _) => response?,

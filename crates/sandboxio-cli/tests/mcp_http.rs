@@ -626,7 +626,11 @@ fn the_token_counts_only_in_its_header_and_foreign_hosts_are_refused() {
         assert_eq!(raw_request(&url, &head, initialize), "HTTP/1.1 401 Unauthorized", "{what}");
     }
     let wrong_first = head("/mcp", &loopback, &["Bearer wrong-token-0123456789", &bearer]);
-    assert_eq!(raw_request(&url, &wrong_first, initialize), "HTTP/1.1 400 Bad Request", "a wrong header first");
+    assert_eq!(
+        raw_request(&url, &wrong_first, initialize),
+        "HTTP/1.1 400 Bad Request",
+        "a wrong header first"
+    );
     let port = loopback.rsplit_once(':').unwrap().1;
     for host in [format!("evil.example:{port}"), format!("127.0.0.1.nip.io:{port}"), "evil.example".into()] {
         let status = raw_request(&url, &head("/mcp", &host, &[&bearer]), initialize);
