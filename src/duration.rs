@@ -1,6 +1,6 @@
 //! The one rule for the durations a caller gives: timeouts, graces and intervals saturate at
 //! [`MAX_TIMEOUT`], and TTLs are refused outside `(0, MAX_TTL]` (see
-//! [`check_ttl`](crate::api::builder)). Every deadline is computed from a saturated value,
+//! `check_ttl` in the builder). Every deadline is computed from a saturated value,
 //! so no caller value (`Duration::MAX`, `u64::MAX` seconds) can overflow an `Instant`, a
 //! clock sum or a provider's wire field; a zero timeout is a deadline that has already
 //! passed, never an error.

@@ -51,20 +51,40 @@ fn class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped(
     block_on(sbx.close()).unwrap();
 }
 
+/// A root `docker://` sandbox on the sandboxd path, where cells have a runner and a result
+/// channel (this class's point is the same on the exec API, whose cells have neither).
+#[cfg(feature = "docker")]
+fn docker_root(test: &str) -> Option<Sandbox> {
+    if !crate::support::docker_ready(test) {
+        return None;
+    }
+    let dsn = format!("docker://?image={}&user=0", crate::support::DOCKER_IMAGE);
+    Some(block_on(Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap())
+}
+
+#[cfg(feature = "docker")]
+#[test]
+fn class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped_on_docker() {
+    let Some(sbx) =
+        docker_root("class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped_on_docker")
+    else {
+        return;
+    };
+    a_forged_record_is_escaped(&sbx, "docker, a record");
+    block_on(sbx.close()).unwrap();
+}
+
 /// On `docker://` with a root sandbox user, the code can replace the interpreter the runner
 /// starts: a `python3` that prints the payload and exits makes the next cell's runner fail
 /// at start-up, and the error quotes what it printed.
 #[cfg(feature = "docker")]
 #[test]
 fn class_20__what_a_failing_runner_prints_reaches_error_text_escaped_on_docker() {
-    let test = "class_20__what_a_failing_runner_prints_reaches_error_text_escaped_on_docker";
-    if !crate::support::docker_ready(test) {
+    let Some(sbx) =
+        docker_root("class_20__what_a_failing_runner_prints_reaches_error_text_escaped_on_docker")
+    else {
         return;
-    }
-    // The sandboxd path, where cells have a runner and a result channel.
-    let dsn = format!("docker://?image={}&user=0", crate::support::DOCKER_IMAGE);
-    let sbx = block_on(Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
-    a_forged_record_is_escaped(&sbx, "docker, a record");
+    };
     let swap = r#"p=$(command -v python3) && rm -f "$p" && printf '#!/bin/sh\nprintf '"'"'\033]0;pwned\007\033[2J'"'"'\nexit 3\n' > "$p" && chmod 755 "$p" && echo swapped"#;
     let swapped = block_on(sbx.run(sandboxio::Command::new("sh").arg("-c").arg(swap))).unwrap();
     assert_eq!(swapped.stdout, b"swapped\n", "control: the interpreter was replaced: {swapped:?}");
