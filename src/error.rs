@@ -78,6 +78,10 @@ impl fmt::Display for ErrorCode {
 /// Every failure sandboxio reports.
 ///
 /// `Display` prints the code first, the way rustc does: `[SBX-006] execution timed out after 1s`.
+/// It is one line whatever the fields hold: ids, paths and messages can carry bytes a
+/// sandbox or a provider chose, so their control characters (terminal escapes, newlines,
+/// bidi overrides) are spelled out as [`text::escape`](crate::text::escape) does; the
+/// fields themselves keep the bytes as they came.
 /// Match on the variant for its data, or call [`Error::code`] for the stable code.
 ///
 /// Every variant has a constructor (`Error::not_found(path)`, `Error::provider(backend,
@@ -89,7 +93,7 @@ impl fmt::Display for ErrorCode {
 #[non_exhaustive]
 pub enum Error {
     /// The backend could not be reached, or the sandbox id given to `connect` is unknown.
-    #[error("[SBX-001] cannot connect to the {backend} backend: {message}")]
+    #[error("[SBX-001] cannot connect to the {b} backend: {m}", b = crate::text::Escaped(.backend), m = crate::text::Escaped(.message))]
     #[non_exhaustive]
     Connect {
         /// The backend's scheme, for example `docker`.
@@ -101,7 +105,7 @@ pub enum Error {
         source: Option<BoxError>,
     },
     /// Credentials are missing or were refused.
-    #[error("[SBX-002] authentication with the {backend} backend failed: {message}")]
+    #[error("[SBX-002] authentication with the {b} backend failed: {m}", b = crate::text::Escaped(.backend), m = crate::text::Escaped(.message))]
     #[non_exhaustive]
     Auth {
         /// The backend's scheme.
@@ -115,7 +119,7 @@ pub enum Error {
         source: Option<BoxError>,
     },
     /// The DSN, the builder options or the backend setup are inconsistent.
-    #[error("[SBX-003] configuration error: {message}")]
+    #[error("[SBX-003] configuration error: {m}", m = crate::text::Escaped(.message))]
     #[non_exhaustive]
     Configuration {
         /// What is wrong, naming the offending part.
@@ -125,7 +129,7 @@ pub enum Error {
         source: Option<BoxError>,
     },
     /// The backend (or this sandbox) does not declare the capability the call needs.
-    #[error("[SBX-004] the {backend} backend does not support {capability}")]
+    #[error("[SBX-004] the {b} backend does not support {c}", b = crate::text::Escaped(.backend), c = crate::text::Escaped(.capability))]
     #[non_exhaustive]
     CapabilityNotSupported {
         /// The backend's scheme.
@@ -150,7 +154,7 @@ pub enum Error {
         partial: Box<ExecResult>,
     },
     /// The sandbox no longer exists: it was killed, or its TTL expired.
-    #[error("[SBX-007] sandbox {id} is gone: {message}")]
+    #[error("[SBX-007] sandbox {i} is gone: {m}", i = crate::text::Escaped(.id), m = crate::text::Escaped(.message))]
     #[non_exhaustive]
     SandboxGone {
         /// The sandbox id.
@@ -159,14 +163,14 @@ pub enum Error {
         message: String,
     },
     /// Code in the sandbox tried to reach a destination the network policy forbids.
-    #[error("[SBX-008] network policy violation: {message}")]
+    #[error("[SBX-008] network policy violation: {m}", m = crate::text::Escaped(.message))]
     #[non_exhaustive]
     NetworkPolicyViolation {
         /// The destination and the policy that refused it.
         message: String,
     },
     /// `require_isolation` asked for a tier above the backend's.
-    #[error("[SBX-009] isolation tier {required} required but the {backend} backend provides {actual}")]
+    #[error("[SBX-009] isolation tier {required} required but the {b} backend provides {actual}", b = crate::text::Escaped(.backend))]
     #[non_exhaustive]
     IsolationUnsatisfied {
         /// The backend's scheme.
@@ -177,35 +181,35 @@ pub enum Error {
         actual: IsolationTier,
     },
     /// A path in the sandbox (or on the host, for upload) does not exist.
-    #[error("[SBX-010] not found: {path}")]
+    #[error("[SBX-010] not found: {p}", p = crate::text::Escaped(.path))]
     #[non_exhaustive]
     NotFound {
         /// The missing path.
         path: String,
     },
     /// The sandbox refused access to a path.
-    #[error("[SBX-011] permission denied: {path}")]
+    #[error("[SBX-011] permission denied: {p}", p = crate::text::Escaped(.path))]
     #[non_exhaustive]
     PermissionDenied {
         /// The path.
         path: String,
     },
     /// A file operation met a directory where it needs a file.
-    #[error("[SBX-012] is a directory: {path}")]
+    #[error("[SBX-012] is a directory: {p}", p = crate::text::Escaped(.path))]
     #[non_exhaustive]
     IsADirectory {
         /// The path.
         path: String,
     },
     /// An argument is malformed: NUL bytes, `..` in a path, an empty argv, and so on.
-    #[error("[SBX-013] invalid input: {message}")]
+    #[error("[SBX-013] invalid input: {m}", m = crate::text::Escaped(.message))]
     #[non_exhaustive]
     InvalidInput {
         /// What is wrong, naming the offending part (secrets redacted).
         message: String,
     },
     /// The provider asked us to slow down.
-    #[error("[SBX-014] rate limited by the {backend} backend{}", retry_hint(*.retry_after))]
+    #[error("[SBX-014] rate limited by the {b} backend{}", retry_hint(*.retry_after), b = crate::text::Escaped(.backend))]
     #[non_exhaustive]
     RateLimited {
         /// The backend's scheme.
@@ -218,7 +222,7 @@ pub enum Error {
     },
     /// What the host would read from the sandbox (a file, a listing, a download) is over
     /// the limit set for it; nothing past the limit was read.
-    #[error("[SBX-016] too large: {path} is over the limit of {limit} bytes ({what})")]
+    #[error("[SBX-016] too large: {p} is over the limit of {limit} bytes ({w})", p = crate::text::Escaped(.path), w = crate::text::Escaped(.what))]
     #[non_exhaustive]
     TooLarge {
         /// The sandbox path.
@@ -230,7 +234,7 @@ pub enum Error {
     },
     /// A code context's interpreter is gone (its cell killed it, or it was killed), so the
     /// state it held is lost; the context is never silently replaced by a fresh one.
-    #[error("[SBX-017] code context {context} is lost: {message}")]
+    #[error("[SBX-017] code context {c} is lost: {m}", c = crate::text::Escaped(.context), m = crate::text::Escaped(.message))]
     #[non_exhaustive]
     ContextLost {
         /// The context's id.
@@ -239,7 +243,7 @@ pub enum Error {
         message: String,
     },
     /// Any other provider failure, with the provider's error as the source.
-    #[error("[SBX-015] the {backend} backend failed: {message}")]
+    #[error("[SBX-015] the {b} backend failed: {m}", b = crate::text::Escaped(.backend), m = crate::text::Escaped(.message))]
     #[non_exhaustive]
     Provider {
         /// The backend's scheme.
@@ -454,5 +458,45 @@ impl Error {
     /// [`Capabilities`]' documentation (for example `STATEFUL_CODE`).
     pub fn missing_capability(backend: impl Into<String>, capability: Capabilities) -> Self {
         Self::unsupported(backend, capability.names())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+    use crate::policy::IsolationTier;
+
+    /// Every variant's `Display` is one line without a control character, whatever bytes
+    /// its string fields hold, and still shows them (escaped); the fields keep them raw.
+    #[test]
+    fn display_escapes_every_string_field_of_every_variant() {
+        const RAW: &str = "a\x1b]0;pwned\x07\x1b[2J\r\nb\u{9b}c\u{202e}d";
+        const SHOWN: &str = r"a\x1b]0;pwned\x07\x1b[2J\r\nb\x9bc\u{202e}d";
+        let errors = [
+            Error::connect(RAW, RAW),
+            Error::auth(RAW, RAW, None),
+            Error::configuration(RAW),
+            Error::unsupported(RAW, RAW),
+            Error::sandbox_gone(RAW, RAW),
+            Error::network_policy_violation(RAW),
+            Error::isolation_unsatisfied(RAW, IsolationTier::MicroVm, IsolationTier::None),
+            Error::not_found(RAW),
+            Error::permission_denied(RAW),
+            Error::is_a_directory(RAW),
+            Error::invalid_input(RAW),
+            Error::rate_limited(RAW, None),
+            Error::too_large(RAW, 1, RAW),
+            Error::context_lost(RAW, RAW),
+            Error::provider_message(RAW, RAW),
+        ];
+        assert_eq!(errors.len(), super::ErrorCode::ALL.len() - 2, "every variant but the two timeouts");
+        for e in &errors {
+            let shown = e.to_string();
+            assert!(!shown.chars().any(char::is_control), "{shown:?}");
+            assert!(!shown.contains('\u{202e}'), "{shown:?}");
+            assert!(shown.contains(SHOWN), "{:?}: {shown}", e.code());
+        }
+        let Error::ContextLost { message, .. } = &errors[13] else { unreachable!() };
+        assert_eq!(message, RAW, "the field keeps the bytes as they came");
     }
 }

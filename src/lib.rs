@@ -58,6 +58,7 @@ mod audit;
 pub mod backend;
 pub mod backends;
 pub mod dsn;
+mod duration;
 #[cfg(feature = "egress")]
 mod egress;
 mod error;
@@ -72,6 +73,7 @@ mod sandboxd;
 mod secret;
 pub mod sync;
 pub mod testing;
+pub mod text;
 mod transfer;
 
 pub use api::builder::{DEFAULT_CREATE_TIMEOUT, DEFAULT_TTL, IntoBackend, MAX_TTL, SandboxBuilder, state};
@@ -84,6 +86,7 @@ pub use audit::{
     AuditConfig, AuditSink, EgressRecord, JsonLinesSink, OperationKind, OperationRecord, Outcome,
     RecordingSink, TracingSink,
 };
+pub use duration::MAX_TIMEOUT;
 pub use error::{BoxError, Error, ErrorCode, Result};
 pub use exec::{
     Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_CELL_OUTPUT_LIMIT, DEFAULT_OUTPUT_LIMIT,

@@ -22,8 +22,11 @@ static GRACE_MILLIS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 
 /// Sets the process-wide grace bound of background teardowns (default
 /// [`TEARDOWN_GRACE`]). Teardowns already running keep the bound they started with.
+/// Zero reports a teardown that has not finished at once; a grace above
+/// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days) saturates at it. Kept in whole
+/// milliseconds (rounded down).
 pub fn set_teardown_grace(grace: Duration) {
-    let millis = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    let millis = u64::try_from(crate::duration::saturate(grace).as_millis()).unwrap_or(u64::MAX);
     GRACE_MILLIS.store(millis, std::sync::atomic::Ordering::Relaxed);
 }
 
@@ -85,7 +88,7 @@ where
     F: Future<Output = Outcome> + Send + 'static,
 {
     adjust_pending(true);
-    let grace = grace.unwrap_or_else(teardown_grace);
+    let grace = crate::duration::saturate(grace.unwrap_or_else(teardown_grace));
     let spawned = std::thread::Builder::new().name("sandboxio-teardown".into()).spawn(move || {
         // Counted down however this thread ends, a panicking sink included.
         let _pending = PendingGuard;
@@ -145,6 +148,7 @@ impl Drop for PendingGuard {
 ///
 /// Cancel safe: dropping the future stops waiting; the teardowns go on.
 pub async fn shutdown(deadline: Duration) -> usize {
+    // A deadline too far to represent waits for ever, as the caller asked.
     let end = Instant::now().checked_add(deadline);
     loop {
         let listener = pending().changed.listen();

@@ -293,14 +293,19 @@ impl<N, L> SandboxBuilder<N, L> {
 
     /// How long the sandbox may live ([`DEFAULT_TTL`], 10 minutes, unless set; at most
     /// [`MAX_TTL`], 30 days). The backend destroys it at expiry even if no client is left.
+    /// `create()` refuses zero and anything above [`MAX_TTL`] (`Duration::MAX` included)
+    /// with [`Error::InvalidInput`] before anything is created.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
     }
 
     /// How long `create()` may take ([`DEFAULT_CREATE_TIMEOUT`], 2 minutes, unless set).
+    /// Zero makes `create()` fail with [`Error::CreateTimeout`] (leaving nothing behind);
+    /// a timeout above [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days) saturates at it,
+    /// `Duration::MAX` included.
     pub fn create_timeout(mut self, timeout: Duration) -> Self {
-        self.create_timeout = timeout;
+        self.create_timeout = crate::duration::saturate(timeout);
         self
     }
 
@@ -320,9 +325,10 @@ impl<N, L> SandboxBuilder<N, L> {
     /// How long the background teardown of this sandbox may take when its handle is
     /// dropped without `close()`, before it is reported orphaned (a `tracing` warning on
     /// target `sandboxio::orphan` and an `OrphanedSandbox` audit record). Default: the
-    /// process-wide [`teardown_grace`](crate::teardown_grace), 30 s.
+    /// process-wide [`teardown_grace`](crate::teardown_grace), 30 s. A grace above
+    /// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days) saturates at it.
     pub fn teardown_grace(mut self, grace: Duration) -> Self {
-        self.teardown_grace = Some(grace);
+        self.teardown_grace = Some(crate::duration::saturate(grace));
         self
     }
 

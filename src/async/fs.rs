@@ -101,10 +101,12 @@ impl<'a> Fs<'a> {
     /// The same file system with `timeout` as the deadline of each call (default
     /// [`DEFAULT_FS_TIMEOUT`], 120 s). Past it, the call's work in the sandbox is stopped
     /// and the call fails with [`Error::ExecutionTimeout`].
-    /// A timeout longer than a year counts as a year.
+    /// Zero times every call out at once; a timeout above
+    /// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days) saturates at it, `Duration::MAX`
+    /// included.
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
-        Fs { timeout, ..self }
+        Fs { timeout: crate::duration::saturate(timeout), ..self }
     }
 
     /// The same file system with `report` called as [`Fs::upload`] and [`Fs::download`]
@@ -161,12 +163,10 @@ impl<'a> Fs<'a> {
     /// cancellation rule), so a FIFO or a file with no end can never hold a call forever.
     /// Errors about the sandbox path `written` name it as the caller wrote it.
     async fn bounded<T>(self, written: &str, op: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-        /// The longest deadline the timer takes (an `Instant` past it would overflow).
-        const LONGEST: Duration = Duration::from_hours(365 * 24);
         let timeout = self.timeout;
         let op = async { op.await.map_err(|e| crate::path::as_written(e, written)) };
         futures_lite::future::or(op, async move {
-            futures_timer::Delay::new(timeout.min(LONGEST)).await;
+            futures_timer::Delay::new(crate::duration::saturate(timeout)).await;
             Err(Error::ExecutionTimeout {
                 timeout,
                 partial: Box::new(ExecResult::new(0, "", "").with_status(crate::ExitStatus::Signal(9))),

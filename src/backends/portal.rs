@@ -112,7 +112,7 @@ impl Portal {
             }
         });
         let timed = futures_lite::future::or(async { Some(delivered.await) }, async {
-            futures_timer::Delay::new(timeout).await;
+            futures_timer::Delay::new(crate::duration::saturate(timeout)).await;
             None
         });
         match timed.await {

@@ -54,9 +54,13 @@ impl Code {
 
     /// How long the cell may run before it is interrupted with
     /// [`Error::ExecutionTimeout`].
+    ///
+    /// Any `Duration` is accepted: zero interrupts the cell as soon as it starts, and
+    /// anything above [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days, the longest TTL)
+    /// saturates at it, `Duration::MAX` included.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.timeout = Some(crate::duration::saturate(timeout));
         self
     }
 

@@ -144,9 +144,13 @@ impl Command {
     /// How long the command may run. When it elapses the whole process tree is killed and
     /// `run` returns [`Error::ExecutionTimeout`] with the partial output. Without one, the
     /// command is bounded only by the sandbox's TTL.
+    ///
+    /// Any `Duration` is accepted: zero times the command out as soon as it starts, and
+    /// anything above [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days, the longest TTL)
+    /// saturates at it, `Duration::MAX` included.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.timeout = Some(crate::duration::saturate(timeout));
         self
     }
 

@@ -185,7 +185,7 @@ pub(crate) async fn download_via_primitives<S: BackendSandbox + ?Sized>(
                             meter.add(landed);
                         }
                         FileKind::Symlink | FileKind::Other => {
-                            tracing::debug!(path = %child, "download skips a sandbox link or special file");
+                            tracing::debug!(path = %crate::text::Escaped(&child), "download skips a sandbox link or special file");
                         }
                     }
                 }

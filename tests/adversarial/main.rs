@@ -12,6 +12,8 @@
     reason = "helpers shared by the local and docker halves; a build with one backend leaves the other's unused"
 )]
 
+mod class_20_terminal_bytes;
+mod class_21_extreme_values;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod cell_attacks;
 #[cfg(any(feature = "local", feature = "docker"))]

@@ -397,7 +397,7 @@ pub async fn create(args: CreateArgs) -> i32 {
             if json {
                 println!("{}", json!({ "sandbox_id": id, "backend": backend }));
             } else {
-                println!("{id}");
+                println!("{}", sandboxio::text::escape(&id));
             }
             0
         }
@@ -418,7 +418,7 @@ pub async fn kill(args: KillArgs) -> i32 {
             Ok(()) => killed.push(id.clone()),
             Err(e) => {
                 if !args.common.json {
-                    eprintln!("sandboxio: {id}: {e}");
+                    eprintln!("sandboxio: {}: {e}", sandboxio::text::escape(id));
                 }
                 errors.push(json!({ "id": id, "error": error_json(&e) }));
             }
@@ -428,7 +428,7 @@ pub async fn kill(args: KillArgs) -> i32 {
         println!("{}", json!({ "killed": killed, "errors": errors }));
     } else {
         for id in &killed {
-            println!("{id}");
+            println!("{}", sandboxio::text::escape(id));
         }
     }
     if errors.is_empty() { 0 } else { EXIT_ERROR }

@@ -69,8 +69,10 @@ async fn build(args: BuildArgs) -> i32 {
         Ok(backend) => backend,
         Err(e) => return crate::commands::fail(args.json, &e),
     };
-    // The log goes to stderr whatever `--json` says: stdout stays the one result.
-    let backend = backend.with_build_log(|line| eprintln!("{line}"));
+    // The log goes to stderr whatever `--json` says: stdout stays the one result. It is the
+    // CLI's own line, not a command's output the operator asked for, and a Dockerfile's
+    // `RUN` chooses its bytes: escaped, so it cannot retitle or clear the terminal.
+    let backend = backend.with_build_log(|line| eprintln!("{}", sandboxio::text::escape(line)));
     let built = tokio::select! {
         built = backend.build_image(&args.context, &args.dockerfile, &args.tag) => built,
         () = crate::commands::interrupt() => {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use sandboxio::text::escape;
 use sandboxio::{Error, ErrorCode, ReapOptions, Sandbox, SandboxInfo};
 use serde_json::{Value, json};
 
@@ -38,12 +39,12 @@ impl Problems {
         let entry = json!({ "dsn": dsn, "error": error_json(e) });
         if e.code() == ErrorCode::Connect {
             if !json {
-                eprintln!("sandboxio: skipping {dsn}: {e}");
+                eprintln!("sandboxio: skipping {}: {e}", escape(dsn));
             }
             self.notes.push(entry);
         } else {
             if !json {
-                eprintln!("sandboxio: {dsn}: {e}");
+                eprintln!("sandboxio: {}: {e}", escape(dsn));
             }
             self.errors.push(entry);
         }
@@ -88,10 +89,13 @@ fn print_table(listed: &[SandboxInfo]) {
     let rows: Vec<[String; 6]> = listed
         .iter()
         .map(|i| {
-            let labels: Vec<String> = i.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            // Ids and labels are whoever made the sandbox's (a container's labels, anyone
+            // with the engine's socket): escaped, one row per sandbox whatever they hold.
+            let labels: Vec<String> =
+                i.labels.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect();
             [
-                i.id.clone(),
-                i.backend.clone(),
+                escape(&i.id).into_owned(),
+                escape(&i.backend).into_owned(),
                 i.age.map_or("-".into(), human),
                 i.ttl_left.map_or("-".into(), |t| if t.is_zero() { "expired".into() } else { human(t) }),
                 owner_column(i).to_owned(),
@@ -151,7 +155,7 @@ pub async fn reap(args: ReapArgs) -> i32 {
                 if !json {
                     let verb = if args.dry_run { "would remove" } else { "removed" };
                     for id in &report.removed {
-                        println!("{verb} {id} ({dsn})");
+                        println!("{verb} {} ({})", escape(id), escape(&dsn));
                     }
                 }
                 reports.push(json!({ "dsn": dsn, "removed": report.removed, "kept": report.kept }));
@@ -185,7 +189,7 @@ pub async fn extend(args: ExtendArgs) -> i32 {
             if json {
                 println!("{}", json!({ "sandbox_id": args.id, "ttl_s": args.duration.as_secs() }));
             } else {
-                println!("{} now ends in {}", args.id, human(args.duration));
+                println!("{} now ends in {}", escape(&args.id), human(args.duration));
             }
             0
         }

@@ -75,7 +75,7 @@ pub struct RunCommandParams {
     pub sandbox_id: String,
     /// The command, run by `sh -c` in the sandbox.
     pub command: String,
-    /// Kill it after this many seconds.
+    /// Kill it after this many seconds (0: at once; over 30 days counts as 30 days).
     pub timeout_seconds: Option<u64>,
 }
 
@@ -86,7 +86,7 @@ pub struct RunCodeParams {
     pub sandbox_id: String,
     /// A Python cell; its last expression's value comes back as a rich result.
     pub code: String,
-    /// Interrupt it after this many seconds.
+    /// Interrupt it after this many seconds (0: at once; over 30 days counts as 30 days).
     pub timeout_seconds: Option<u64>,
 }
 
@@ -250,7 +250,7 @@ impl SandboxServer {
         let sandboxes = std::mem::take(&mut *self.sandboxes.lock().await);
         for (id, sandbox) in sandboxes {
             if let Err(e) = sandbox.kill().await {
-                eprintln!("sandboxio mcp: killing sandbox {id}: {e}");
+                eprintln!("sandboxio mcp: killing sandbox {}: {e}", sandboxio::text::escape(&id));
             }
         }
     }

@@ -6,7 +6,8 @@
 //! Before rmcp sees a request: at most `--max-connections` connections are served at once
 //! and accept errors back off ([`crate::http_accept`]); a connection that takes longer than
 //! `--header-timeout` to send a request's headers is closed; a request without
-//! `Authorization: Bearer <token>` is refused with 401 ([`BearerToken`]); a body is read
+//! `Authorization: Bearer <token>` is refused with 401 ([`BearerToken`]), one with two
+//! `Authorization` headers with 400 (which one counts would be the server's guess); a body is read
 //! whole, within `--body-timeout` and at most [`MAX_BODY_BYTES`] (408 or 413 and the
 //! connection closed otherwise, however it is framed), so that a client trickling a body
 //! cannot hold a connection, and its place under the cap, for ever. rmcp then refuses a
@@ -17,7 +18,9 @@
 //! not to an MCP session: every session (and every stateless request) of the token sees and
 //! may use all of them, at most `--max-sandboxes` in all, because whoever holds the token can
 //! open another session anyway and the 2026-07-28 revision has no sessions. Sessions are
-//! bounded in number and expire when idle ([`BoundedSessions`]); a session's end kills no
+//! bounded in number and expire when idle ([`BoundedSessions`]): an `initialize` over the
+//! bound is answered 503 with `Retry-After` (`--session-idle`, after which an idle session
+//! has freed its place); a session's end kills no
 //! sandbox. Sandboxes end by `kill_sandbox`, by their TTL, or when the server stops.
 
 use std::convert::Infallible;
@@ -36,7 +39,7 @@ use crate::bearer::BearerToken;
 use crate::commands::{EXIT_ERROR, EXIT_INTERRUPTED, interrupt};
 use crate::http_accept::accept_until;
 use crate::mcp::SandboxServer;
-use crate::mcp_sessions::BoundedSessions;
+use crate::mcp_sessions::{BoundedSessions, noting_full};
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
@@ -123,6 +126,23 @@ fn unauthorized() -> Response<Body> {
     response
 }
 
+/// 400 for a request with more than one `Authorization` header: the token check reads one,
+/// and a proxy in front may read another.
+fn ambiguous_authorization() -> Response<Body> {
+    refusal(StatusCode::BAD_REQUEST, "more than one Authorization header\n")
+}
+
+/// 503 for an `initialize` over `--max-sessions` (rmcp answers every session manager error
+/// with 500): the client may try again after `retry_after` seconds.
+fn sessions_full(retry_after: u64) -> Response<Body> {
+    let mut response = refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "--max-sessions MCP sessions are live; close one (HTTP DELETE) or wait for one to expire\n",
+    );
+    response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(retry_after));
+    response
+}
+
 /// Serves `server` as `opts` says until SIGINT or SIGTERM, then kills the client's sandboxes.
 pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
     if let Some(bad) = opts.allow_origin.iter().find(|o| !valid_origin(o)) {
@@ -147,6 +167,7 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
     let token = Arc::new(BearerToken::new(token));
     let header_timeout = Duration::from_secs(opts.header_timeout);
     let body_timeout = Duration::from_secs(opts.body_timeout);
+    let session_idle = opts.session_idle;
     let serve_connection = |stream, peer, permit| {
         let (service, token) = (service.clone(), Arc::clone(&token));
         async move {
@@ -154,11 +175,20 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
                 let (mut service, token) = (service.clone(), Arc::clone(&token));
                 async move {
                     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-                    let authorization =
-                        req.headers().get(header::AUTHORIZATION).map(header::HeaderValue::as_bytes);
-                    let response = if token.admits(authorization) {
+                    let mut authorizations = req.headers().get_all(header::AUTHORIZATION).iter();
+                    let authorization = authorizations.next().map(header::HeaderValue::as_bytes);
+                    let response = if authorizations.next().is_some() {
+                        ambiguous_authorization()
+                    } else if token.admits(authorization) {
                         match read_body(req, body_timeout).await {
-                            Ok(req) => service.call(req).await?,
+                            Ok(req) => match noting_full(service.call(req)).await {
+                                (Ok(response), true)
+                                    if response.status() == StatusCode::INTERNAL_SERVER_ERROR =>
+                                {
+                                    sessions_full(session_idle)
+                                }
+                                (response, _) => response?,
+                            },
                             Err(refused) => refused,
                         }
                     } else {

@@ -6,6 +6,8 @@
 //! A session is a conversation of the token's one client, not a principal: the sandboxes
 //! belong to the token (see `mcp_http`), and a session's end kills none of them.
 
+use std::cell::Cell;
+use std::future::Future;
 use std::time::Duration;
 
 use futures_core::Stream;
@@ -46,6 +48,24 @@ impl From<LocalSessionManagerError> for SessionsError {
     }
 }
 
+tokio::task_local! {
+    /// Set by [`BoundedSessions::create_session`] when it refuses a session over the bound,
+    /// for the request being served on this task: rmcp turns every session manager error
+    /// into a 500, and the server answers this one with 503 instead ([`noting_full`]).
+    static REFUSED_FULL: Cell<bool>;
+}
+
+/// Runs `request` (rmcp serving one HTTP request) and says whether it was refused a new
+/// session because `max` were live.
+pub async fn noting_full<T>(request: impl Future<Output = T>) -> (T, bool) {
+    REFUSED_FULL
+        .scope(Cell::new(false), async move {
+            let out = request.await;
+            (out, REFUSED_FULL.with(Cell::get))
+        })
+        .await
+}
+
 /// rmcp's [`LocalSessionManager`] with a bound on live sessions and an idle expiry.
 pub struct BoundedSessions {
     inner: LocalSessionManager,
@@ -71,6 +91,8 @@ impl SessionManager for BoundedSessions {
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let _creating = self.creating.lock().await;
         if self.inner.sessions.read().await.len() >= self.max {
+            // Outside `noting_full` (no HTTP request on this task) there is nothing to tell.
+            let _ = REFUSED_FULL.try_with(|full| full.set(true));
             return Err(SessionsError::Full(self.max));
         }
         Ok(self.inner.create_session().await?)

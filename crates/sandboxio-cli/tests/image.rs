@@ -116,3 +116,25 @@ fn image_build_fails_with_the_builds_own_error_text() {
     let out = s.run(&["image", "build", "-t", &tag, "/nonexistent/sandboxio-context"]);
     assert_eq!(out.status.code(), Some(125));
 }
+
+/// Class 20: a Dockerfile's `RUN` chooses what the build log prints, and the log is the
+/// CLI's own stderr, not a command's output the operator asked for: its terminal escapes
+/// (here a window title, a BEL and a screen clear) are shown escaped. Positive control: the
+/// escaped form is in the log, which only a raw ESC byte from the build gives (the
+/// Dockerfile spells it `\033`).
+#[test]
+fn image_build_escapes_what_the_build_prints() {
+    let Some((s, tag)) = scratch_and_tag("image-build-escapes") else { return };
+    // A step of this run's own, so that the engine's cache cannot skip it.
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let ctx = context(
+        &s,
+        &format!("FROM sandboxio/busybox:1\nRUN printf '\\033]0;pwned\\007\\033[2J\\n' # {nonce}\n"),
+    );
+    let out = s.run(&["image", "build", "-t", &tag, &ctx]);
+    assert!(out.status.success(), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(!out.stderr.iter().any(|b| matches!(b, 0x1b | 0x07)), "raw escapes on the CLI's stderr: {err:?}");
+    assert!(err.contains(r"\x1b]0;pwned\x07\x1b[2J"), "control: the build printed the escapes: {err:?}");
+    docker(&["rmi", &tag]);
+}

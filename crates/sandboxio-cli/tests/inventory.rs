@@ -117,6 +117,38 @@ fn local_ls_sees_what_runs_and_reap_removes_what_a_sigkilled_owner_left() {
     assert!(listed(&s, "local://", &tag).is_empty());
 }
 
+/// Class 20: ids and labels are whoever made the sandbox's (on `docker://`, anyone with the
+/// engine's socket), and `ls` prints them in the CLI's own table: a label holding a window
+/// title, a BEL, a screen clear and a newline is shown escaped, one row per sandbox.
+/// Positive control: `ls --json` reports the label as it is, raw bytes included.
+#[test]
+fn ls_shows_a_label_with_terminal_escapes_escaped() {
+    const PAYLOAD: &str = "\x1b]0;pwned\x07\x1b[2J\nforged-row";
+    let s = Scratch::new("inv-escapes");
+    let tag = format!("esc-{}", std::process::id());
+    let label = format!("test={tag}");
+    let evil = format!("evil={PAYLOAD}");
+    let mut child = s
+        .cmd(&["run", "--label", &label, "--label", &evil, "--", "sh", "-c", "echo ready; sleep 120"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let found = listed(&s, "local://", &tag);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["labels"]["evil"], PAYLOAD, "control: the label is held raw");
+    let out = s.run(&["ls", "--dsn", "local://", "--label", &label]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let table = text(&out.stdout);
+    assert!(!out.stdout.iter().any(|b| matches!(b, 0x1b | 0x07)), "raw escapes in ls: {table:?}");
+    assert!(table.contains(r"evil=\x1b]0;pwned\x07\x1b[2J\nforged-row"), "{table:?}");
+    assert_eq!(table.lines().count(), 2, "a header and one row: {table:?}");
+    sigkill(&mut child);
+}
+
 #[test]
 fn extend_is_refused_where_the_ttl_is_fixed_and_ls_reports_a_bad_dsn() {
     let s = Scratch::new("inv-extend");

@@ -531,16 +531,72 @@ fn slow_bodies_are_cut_off() {
 /// The status line of a POST of `body` with exactly `head` (request line and headers, no
 /// framing): a probe that controls every header, `Host` included.
 fn raw_request(url: &str, head: &str, body: &str) -> String {
+    raw_response(url, head, body).lines().next().unwrap_or_default().to_owned()
+}
+
+/// The whole response (status line, headers, body) to a POST of `body` with exactly `head`.
+fn raw_response(url: &str, head: &str, body: &str) -> String {
     let mut stream = TcpStream::connect(authority(url)).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(stream, "{head}Content-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response.lines().next().unwrap_or_default().to_owned()
+    let mut response = Vec::new();
+    // A streamed (SSE) answer may stay open: what came within the read timeout is enough.
+    let _ = stream.read_to_end(&mut response);
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+/// The head of an authenticated `initialize` POST to the server at `url`.
+fn initialize_head(url: &str) -> String {
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {TOKEN}\r\n",
+        authority(url)
+    )
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cap-test","version":"1"}}}"#;
+
+/// An `initialize` over `--max-sessions` is "try later", not a server fault: 503 with
+/// `Retry-After` (the session idle time), where it was a 500. Positive control: the first
+/// session, under the bound, is made (200).
+#[test]
+fn a_session_over_the_cap_is_503_with_retry_after() {
+    let tmp = scratch("session-cap");
+    let (child, url, stderr) = start_with(&tmp, &["--max-sessions", "1", "--session-idle", "30"]);
+    let _child = KillOnDrop(child);
+    let _log = log_lines(stderr);
+    let first = raw_response(&url, &initialize_head(&url), INITIALIZE);
+    assert!(first.starts_with("HTTP/1.1 200 OK"), "control: the first session is made: {first}");
+    let over = raw_response(&url, &initialize_head(&url), INITIALIZE);
+    assert!(over.starts_with("HTTP/1.1 503 Service Unavailable"), "over the cap: {over}");
+    assert!(over.to_ascii_lowercase().contains("\r\nretry-after: 30\r\n"), "Retry-After: {over}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// A request with two `Authorization` headers is refused with 400 whatever their order:
+/// the token check read the first only, so a right token first and anything second (which a
+/// proxy in front may be the one to read) was served. Positive control: the right token
+/// alone is served.
+#[test]
+fn two_authorization_headers_are_refused() {
+    let tmp = scratch("two-authorizations");
+    let (child, url, stderr) = start(&tmp);
+    let _child = KillOnDrop(child);
+    let _log = log_lines(stderr);
+    let head = initialize_head(&url);
+    assert_eq!(raw_request(&url, &head, INITIALIZE), "HTTP/1.1 200 OK", "control");
+    for (what, second) in [
+        ("the token twice", format!("Bearer {TOKEN}")),
+        ("the token, then another", "Bearer someone-else".to_owned()),
+        ("the token, then an empty one", String::new()),
+    ] {
+        let head = format!("{head}Authorization: {second}\r\n");
+        assert_eq!(raw_request(&url, &head, INITIALIZE), "HTTP/1.1 400 Bad Request", "{what}");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
 }
 
 /// The token counts only as `Authorization: Bearer`: not in the query string, not as a
-/// second `Authorization` header behind a wrong first one; and a loopback listener refuses
+/// second `Authorization` header behind a wrong first one (400: two are refused); and a loopback listener refuses
 /// a `Host` that is not loopback even with the token (DNS rebinding of a non-browser
 /// client's name). Positive control: the same request, token in its header and a loopback
 /// `Host`, is served.
@@ -564,12 +620,17 @@ fn the_token_counts_only_in_its_header_and_foreign_hosts_are_refused() {
     for (what, head) in [
         ("token in the query", head(&format!("/mcp?token={TOKEN}"), &loopback, &[])),
         ("access_token in the query", head(&format!("/mcp?access_token={TOKEN}"), &loopback, &[])),
-        ("a wrong header first", head("/mcp", &loopback, &["Bearer wrong-token-0123456789", &bearer])),
         ("Basic scheme", head("/mcp", &loopback, &[&format!("Basic {TOKEN}")])),
         ("token without a scheme", head("/mcp", &loopback, &[TOKEN])),
     ] {
         assert_eq!(raw_request(&url, &head, initialize), "HTTP/1.1 401 Unauthorized", "{what}");
     }
+    let wrong_first = head("/mcp", &loopback, &["Bearer wrong-token-0123456789", &bearer]);
+    assert_eq!(
+        raw_request(&url, &wrong_first, initialize),
+        "HTTP/1.1 400 Bad Request",
+        "a wrong header first"
+    );
     let port = loopback.rsplit_once(':').unwrap().1;
     for host in [format!("evil.example:{port}"), format!("127.0.0.1.nip.io:{port}"), "evil.example".into()] {
         let status = raw_request(&url, &head("/mcp", &host, &[&bearer]), initialize);

@@ -145,3 +145,37 @@ async fn mcp_over_stdio_on_local() {
     assert_eq!(workspaces(&tmp), 0, "the session's sandboxes are removed when the client hangs up");
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// Class 21 through MCP: a `run_code` and a `run_command` with `timeout_seconds` of
+/// `u64::MAX` answer (the cell's timeout panicked a worker, and the tool call never
+/// answered); control: the same calls with a timeout of 0 s answer with a timeout error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extreme_timeouts_answer() {
+    let tmp = std::env::temp_dir().join(format!("sandboxio-cli-mcp-extreme-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandboxio"));
+    cmd.args(["mcp", "--dsn", "local://", "--network", "deny"]).env("TMPDIR", &tmp);
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let made = call(&client, "create_sandbox", serde_json::json!({})).await;
+    let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    let within = Duration::from_mins(1);
+    for (tool, key, source, zero_source) in [
+        ("run_code", "code", "6 * 7", "import time\ntime.sleep(5)"),
+        ("run_command", "command", "echo 42", "sleep 5"),
+    ] {
+        let big = serde_json::json!({ "sandbox_id": id, key: source, "timeout_seconds": u64::MAX });
+        let out = tokio::time::timeout(within, call(&client, tool, big))
+            .await
+            .unwrap_or_else(|_| panic!("{tool} with timeout_seconds u64::MAX never answered"));
+        assert_eq!(out.is_error, Some(false), "{tool}: {out:?}");
+        assert!(texts(&out).concat().contains("42"), "{tool}: {out:?}");
+        let zero = serde_json::json!({ "sandbox_id": id, key: zero_source, "timeout_seconds": 0 });
+        let out =
+            tokio::time::timeout(within, call(&client, tool, zero)).await.expect("a zero timeout answers");
+        assert_eq!(out.is_error, Some(true), "control: {tool} with a zero timeout times out: {out:?}");
+        assert!(texts(&out).concat().contains("SBX-006"), "control: {tool}: {out:?}");
+    }
+    client.cancel().await.unwrap();
+    let _ = std::fs::remove_dir_all(&tmp);
+}

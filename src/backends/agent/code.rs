@@ -309,6 +309,14 @@ impl Agent {
                         }
                     }
                 }
+                Some(Event::Exit { oom_killed: false, .. }) if interrupted => {
+                    // The timeout's interrupt ended the interpreter (it can land before the
+                    // runner's handler does, as a zero timeout's does): the cell timed out.
+                    let timeout = code.timeout_duration().unwrap_or_default();
+                    let partial = ExecResult::new(0, "", "").with_status(ExitStatus::Signal(SIGINT));
+                    let e = Error::ExecutionTimeout { timeout, partial: Box::new(partial) };
+                    return Ran { result: Err(e), runner: None };
+                }
                 Some(Event::Exit { status, oom_killed }) => {
                     let why = if oom_killed {
                         "the out-of-memory killer ended its interpreter".to_owned()

@@ -90,7 +90,8 @@ pub(super) async fn build(docker: &Docker, request: BuildRequest, log: &BuildLog
     let mut stream = docker.build_image(options, credentials, Some(body));
     let mut partial = String::new();
     let emit = |line: &str| {
-        tracing::info!(target: TARGET, tag = %request.tag, "{line}");
+        // What the build printed (its Dockerfile is not necessarily trusted) reaches logs escaped.
+        tracing::info!(target: TARGET, tag = %request.tag, "{}", crate::text::Escaped(line));
         if let Some(callback) = &log.0 {
             callback(line);
         }

@@ -62,7 +62,7 @@ pub(super) fn for_new(
     labels.insert(MANAGED.into(), "true".into());
     labels.insert(SESSION.into(), format!("{}-{}-{}", owner.host, owner.pid, owner.start));
     labels.insert(OWNER.into(), owner.label());
-    labels.insert(EXPIRES.into(), (unix_now() + ttl.as_secs()).to_string());
+    labels.insert(EXPIRES.into(), unix_now().saturating_add(ttl.as_secs()).to_string());
     labels.insert(DETACHED.into(), detached.to_string());
     labels.insert(VERSION.into(), env!("CARGO_PKG_VERSION").into());
     Ok(labels)

@@ -486,7 +486,10 @@ impl DockerBackend {
 
     /// The same backend calling `callback` with each line of every build's log
     /// ([`DockerBackend::build_image`]), on the Docker runtime's thread: it should return
-    /// quickly. The lines also go to `tracing` (target `sandboxio::docker::build`, `info`).
+    /// quickly. The lines also go to `tracing` (target `sandboxio::docker::build`, `info`),
+    /// escaped. The callback gets each line as the build printed it, so what a Dockerfile's
+    /// `RUN` prints (terminal escapes included) arrives raw: pass it through
+    /// [`text::escape`](crate::text::escape) before a terminal or a log sees it.
     #[must_use]
     pub fn with_build_log(self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
         let callback: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(callback);
@@ -1044,7 +1047,7 @@ impl Backend for DockerBackend {
                 })
             };
             let timed = futures_lite::future::or(async { Some(provision.await) }, async {
-                futures_timer::Delay::new(timeout).await;
+                futures_timer::Delay::new(crate::duration::saturate(timeout)).await;
                 None
             });
             match timed.await {

@@ -83,7 +83,7 @@ fn body(
     base_id: &str,
     runtime: Option<String>,
 ) -> Result<ContainerCreateBody> {
-    let ttl = template.timeout() + TTL_MARGIN;
+    let ttl = template.timeout().saturating_add(TTL_MARGIN);
     let network = if template.network() { NetworkPolicy::AllowAll } else { NetworkPolicy::DenyAll };
     let mut labels = labels::for_new(&BTreeMap::new(), ttl, false)?;
     labels.insert(labels::NETWORK.into(), crate::backends::agent::egress::policy_label(&network));
@@ -217,7 +217,7 @@ impl Running {
         let (mut partial, mut tail) = (Vec::new(), Vec::new());
         let emit = |line: &[u8]| {
             let line = String::from_utf8_lossy(line);
-            tracing::info!(target: "sandboxio::docker::template", "{line}");
+            tracing::info!(target: "sandboxio::docker::template", "{}", crate::text::Escaped(&line));
             if let Some(callback) = &log.0 {
                 callback(&line);
             }

@@ -92,7 +92,7 @@ pub(crate) fn unix_seconds(stamp: &str) -> Option<u64> {
 
 /// Whole seconds for a TTL field: rounded up, at least 1 (E2B refuses 0 with 400).
 pub(crate) fn ttl_secs(ttl: Duration) -> u64 {
-    ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0).max(u64::from(ttl.is_zero()))
+    crate::duration::whole_seconds(ttl, 1)
 }
 
 /// What a create request says about egress.

@@ -331,7 +331,7 @@ impl E2bBackend {
             network,
             metadata: spec.map(|s| s.metadata.clone()).unwrap_or_default(),
             secrets: Arc::new(spec.map(|s| s.secret_env.clone()).unwrap_or_default()),
-            deadline: Mutex::new(Instant::now() + ttl),
+            deadline: Mutex::new(crate::duration::after(Instant::now(), ttl)),
             life: Lifetime::new(spec.is_some_and(|s| !s.detached)),
             lease: self.inner.lease,
             running: Arc::default(),

@@ -285,7 +285,8 @@ impl BackendSandbox for E2bSandbox {
     /// new deadline), so it still ends soon after its owner.
     fn extend_ttl(&self, ttl: Duration) -> BoxFuture<'_, Result<()>> {
         self.on_portal(move |s| async move {
-            *s.deadline.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now() + ttl;
+            *s.deadline.lock().unwrap_or_else(PoisonError::into_inner) =
+                crate::duration::after(Instant::now(), ttl);
             let sent = if s.life.is_owned() { ttl.min(OWNER_TTL) } else { ttl };
             s.api.set_timeout(&s.id, sent).await
         })

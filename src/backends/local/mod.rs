@@ -398,7 +398,7 @@ impl LocalBackend {
                 .map_err(|e| Error::provider(SCHEME, "cannot create the workspace", e))
         });
         let bounded = futures_lite::future::or(async { Some(made.await) }, async {
-            futures_timer::Delay::new(timeout).await;
+            futures_timer::Delay::new(crate::duration::saturate(timeout)).await;
             None
         });
         // A dropped or failed `create()` leaves no directory behind.
@@ -450,7 +450,7 @@ impl LocalBackend {
             metadata: spec.metadata.clone(),
             network: Some(spec.network.clone()),
             config: format!("{spec:?}"),
-            expires: Instant::now() + spec.ttl,
+            expires: crate::duration::after(Instant::now(), spec.ttl),
             expired_early: AtomicBool::new(false),
             alive: AtomicBool::new(true),
             agent: Self::agent(&id, started.client, Some(&spec.network), Some(&spec)),
@@ -518,7 +518,8 @@ impl LocalBackend {
             metadata: BTreeMap::new(),
             network: network.clone(),
             config: String::new(),
-            expires: Instant::now() + Duration::from_secs(ttl_left),
+            // The record is the host's, but a corrupt `expires` must not panic `connect`.
+            expires: crate::duration::after(Instant::now(), Duration::from_secs(ttl_left)),
             expired_early: AtomicBool::new(false),
             alive: AtomicBool::new(true),
             agent: Self::agent(id, client, network.as_ref(), None),

@@ -18,7 +18,7 @@ const RECORD_FILE: &str = "sandbox";
 pub(super) fn write_record(dir: &Path, spec: &CreateSpec) -> Result<()> {
     use std::fmt::Write as _;
     let owner = Owner::current();
-    let expires = crate::backends::owner::unix_now() + spec.ttl.as_secs();
+    let expires = crate::backends::owner::unix_now().saturating_add(spec.ttl.as_secs());
     let created = crate::backends::owner::unix_now();
     let mut text = format!(
         "owner {}\ncreated {created}\nexpires {expires}\ndetached {}\n",

@@ -169,7 +169,7 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
             .map_err(|e| Error::provider(SCHEME, "starting the sandboxd session", e))?;
         let left = timeout.saturating_sub(started.elapsed());
         let answered = futures_lite::future::or(async { Some(client.hello().await) }, async {
-            futures_timer::Delay::new(left).await;
+            futures_timer::Delay::new(crate::duration::saturate(left)).await;
             None
         })
         .await;

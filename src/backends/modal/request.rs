@@ -52,9 +52,10 @@ pub(crate) struct CreatePlan<'a> {
     pub(crate) metadata: &'a BTreeMap<String, String>,
 }
 
-/// Whole seconds, rounded up, at least 1.
+/// Whole seconds, rounded up, at most [`MAX_TIMEOUT`](crate::MAX_TIMEOUT)'s (`Duration::MAX`
+/// overflowed the rounding).
 fn whole_seconds(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    crate::duration::whole_seconds(d, 0)
 }
 
 /// The `SandboxCreate` request: the entrypoint [`ENTRYPOINT`], `timeout_secs` always set

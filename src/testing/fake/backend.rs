@@ -241,7 +241,8 @@ impl FakeBackend {
 
     /// Advances the virtual clock (sandboxes past their TTL expire).
     pub fn advance_clock(&self, by: Duration) {
-        self.world().clock += by;
+        let world = &mut self.world();
+        world.clock = world.clock.saturating_add(by);
     }
 
     /// The virtual clock.
@@ -328,10 +329,10 @@ impl Backend for FakeBackend {
             let mut world = self.world();
             let latency = self.inner.config.create_latency;
             if latency > spec.create_timeout {
-                world.clock += spec.create_timeout;
+                world.clock = world.clock.saturating_add(spec.create_timeout);
                 return Err(Error::CreateTimeout { timeout: spec.create_timeout });
             }
-            world.clock += latency;
+            world.clock = world.clock.saturating_add(latency);
             let id = format!("fake-{:016x}", world.rng.next_u64());
             let created_at = world.clock;
             world.sandboxes.insert(id.clone(), SandboxState::new(spec, created_at));

@@ -117,7 +117,7 @@ impl FakeSandbox {
     /// advances the clock and applies the file changes due.
     fn advance(&self, trace: &Trace, start: Duration, at: Duration, applied: &mut usize) -> Result<()> {
         let mut world = self.world();
-        let now = world.clock.max(start + at);
+        let now = world.clock.max(start.saturating_add(at));
         world.clock = now;
         let sandbox = world.alive(&self.id)?;
         apply_due(&mut sandbox.vfs, &trace.effects, applied, at);

@@ -180,7 +180,7 @@ impl FakeExecStream {
                 *yielded = false;
                 let at = trace.events.get(*next).map_or(trace.elapsed, |e| e.at);
                 let mut world = self.spawned.backend.world();
-                world.clock = world.clock.max(self.spawned.start + at);
+                world.clock = world.clock.max(self.spawned.start.saturating_add(at));
                 let sandbox = match world.alive(&self.spawned.sandbox_id) {
                     Ok(sandbox) => sandbox,
                     Err(e) => {

@@ -200,7 +200,7 @@ impl World {
             Failure::ExitCode(code) => Ok(code),
             Failure::Timeout => {
                 let timeout = timeout.unwrap_or_default();
-                self.clock += timeout;
+                self.clock = self.clock.saturating_add(timeout);
                 Err(Error::ExecutionTimeout { timeout, partial: Box::new(ExecResult::new(-1, "", "")) })
             }
             Failure::NetworkPolicyViolation => {
