@@ -15,10 +15,12 @@ pub const PAYLOAD: &str = "\x1b]0;pwned\x07\x1b[2J";
 /// The payload as an escaped error text shows it.
 const SHOWN: &str = r"\x1b]0;pwned\x07\x1b[2J";
 
-/// A cell that writes a record header of the payload to its runner's result channel
-/// (descriptor 3), which the runner's framing refuses: the cell's context is lost, and the
-/// error says what the channel held.
-const RECORD_WRITER: &str = "import os\nos.write(3, b'\\x1b]0;pwned\\x07\\x1b[2J 0\\n')\n";
+/// A cell that writes a record header of the payload to its runner's result channel (the
+/// runner's `CTRL`, reachable from a cell through `display`'s globals; descriptor 3 on
+/// runners before class 19's fix), which the host's framing refuses: the cell's context is
+/// lost, and the error says what the channel held.
+const RECORD_WRITER: &str =
+    "import os\nos.write(display.__globals__.get('CTRL', 3), b'\\x1b]0;pwned\\x07\\x1b[2J 0\\n')\n";
 
 /// The raw text an error carries in its own fields (the positive control reads it there).
 fn fields(e: &Error) -> String {

@@ -12,10 +12,10 @@
     reason = "helpers shared by the local and docker halves; a build with one backend leaves the other's unused"
 )]
 
-mod class_20_terminal_bytes;
-mod class_21_extreme_values;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod cell_attacks;
+mod class_20_terminal_bytes;
+mod class_21_extreme_values;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod egress_attacks;
 mod fs_attacks;
