@@ -21,7 +21,8 @@ use std::time::Instant;
 use crate::fs::{self, Job};
 use crate::listen::Listener;
 use crate::proto::{
-    Decoder, Failure, Frame, MAX_CHUNK, Message, ProtoError, Spawn, Status, StdinMode, Stream, VERSION,
+    Decoder, Failure, Frame, MAX_CHUNK, MIN_FRAME_CREDIT, Message, ProtoError, Spawn, Status, StdinMode,
+    Stream, VERSION, frame_credit,
 };
 use crate::shepherd::{self, REPORT_LEN, Report};
 use crate::sys::{self, Ended, PollFd};
@@ -271,7 +272,9 @@ impl<W: Write + AsRawFd> Session<W> {
                 fds.push(PollFd { fd: r.as_raw_fd(), events: sys::POLLIN, revents: 0 });
                 slots.push(Slot::Reports(id));
             }
-            if cmd.credit > 0 {
+            // An output frame takes at least MIN_FRAME_CREDIT, so a pipe is read only when
+            // that much is left.
+            if cmd.credit >= u64::from(MIN_FRAME_CREDIT) {
                 for (i, pipe) in cmd.outputs.iter().enumerate() {
                     fds.push(PollFd { fd: pipe.file.as_raw_fd(), events: sys::POLLIN, revents: 0 });
                     slots.push(Slot::Output(id, i));
@@ -606,6 +609,10 @@ impl<W: Write + AsRawFd> Session<W> {
         {
             return Ok(());
         }
+        // Another of the command's pipes may have taken the credit in this turn.
+        if cmd.credit < u64::from(MIN_FRAME_CREDIT) {
+            return Ok(());
+        }
         let Some(pipe) = cmd.outputs.get_mut(index) else { return Ok(()) };
         let want = usize::try_from(cmd.credit).unwrap_or(usize::MAX).min(MAX_CHUNK);
         let mut buf = vec![0; want];
@@ -615,7 +622,8 @@ impl<W: Write + AsRawFd> Session<W> {
                 Ok(())
             }
             Ok(n) => {
-                cmd.credit -= n as u64;
+                // n <= credit, and credit >= MIN_FRAME_CREDIT (checked above).
+                cmd.credit -= frame_credit(n);
                 buf.truncate(n);
                 let stream = pipe.stream;
                 self.send(id, Message::Output { stream, data: buf })

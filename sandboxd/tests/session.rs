@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use sandboxd::proto;
 use sandboxd::proto::{
     Decoder, Failure, FileType, Frame, Message, Spawn, Status, StdinMode, Stream, VERSION,
 };
@@ -398,6 +399,41 @@ fn no_command_is_lost_however_many_descriptors_sandboxd_holds() {
         assert_eq!(out.status, Some(Status::Code(0)), "command {id}: {out:?}");
         assert_eq!(out.stdout, format!("{id}\n").as_bytes(), "command {id}");
     }
+}
+
+/// A command writing a byte at a time to stdout and stderr in turn gets one output frame per
+/// byte from a sandboxd that keeps up; each frame takes at least `MIN_FRAME_CREDIT` of the
+/// host's credit, so a window of 64 KiB carries at most 256 of them before sandboxd waits
+/// for more (the host keeps each frame it has not handed out, at a cost beyond its bytes).
+#[test]
+fn each_output_frame_takes_at_least_its_minimum_credit() {
+    const WRITES: usize = 3000;
+    const WINDOW: u32 = 64 * 1024;
+    let mut c = Client::start();
+    let program = format!(
+        "import os, time\nfor i in range({WRITES}):\n    os.write(1 + i % 2, b'x')\n    time.sleep(0.0002)\n"
+    );
+    c.spawn(1, &["python3", "-c", &program], StdinMode::Null);
+    c.send(1, Message::Credit { bytes: WINDOW });
+    let (mut frames, mut bytes) = (0, 0);
+    // Until sandboxd goes quiet: its credit is spent, or the command wrote everything.
+    while let Ok(f) = c.from.recv_timeout(Duration::from_secs(2)) {
+        match f.message {
+            Message::Output { data, .. } => {
+                frames += 1;
+                bytes += data.len();
+            }
+            Message::Spawned { .. } => {}
+            other => panic!("unexpected {other:?} with {frames} frames, {bytes} bytes"),
+        }
+    }
+    let allowed = (WINDOW / proto::MIN_FRAME_CREDIT) as usize;
+    assert!(frames <= allowed, "{frames} frames ({bytes} bytes) within {WINDOW} bytes of credit");
+    // The control: with credit to spare the rest arrives, every byte.
+    let rest = c.finish(1);
+    assert_eq!(rest.status, Some(Status::Code(0)), "{rest:?}");
+    assert_eq!(bytes + rest.stdout.len() + rest.stderr.len(), WRITES);
+    assert!(frames * 2 >= allowed, "control: {frames} frames: the writes did not come a few bytes at a time");
 }
 
 #[test]

@@ -19,6 +19,7 @@ use event_listener::{Event as Notify, EventListener};
 
 use super::proto::{
     Decoder, Entry, Failure, FileType, Frame, MAX_CHUNK, Message, Spawn, Status, Stream, VERSION,
+    frame_credit,
 };
 
 /// The most output bytes a command may have queued on the host, in bytes (8 MiB: a window
@@ -92,7 +93,9 @@ struct CmdState {
     /// session, every frame woke every waiting command, and 64 commands at once ran at half
     /// the rate of 16 (issue #28).
     notify: Arc<Notify>,
-    events: VecDeque<Event>,
+    /// Events not yet taken, each with the credit it took (output frames take at least
+    /// [`MIN_FRAME_CREDIT`](super::proto::MIN_FRAME_CREDIT) each, joined ones the sum).
+    events: VecDeque<(Event, usize)>,
     /// Output bytes queued here, and taken since credit was last returned.
     queued: usize,
     taken: usize,
@@ -288,7 +291,7 @@ fn end(inner: &Inner, why: String) {
     let mut wake = Vec::new();
     if state.ended.is_none() {
         for cmd in state.cmds.values_mut().filter(|c| !c.finished) {
-            cmd.events.push_back(Event::Gone(why.clone()));
+            cmd.events.push_back((Event::Gone(why.clone()), 0));
             cmd.finished = true;
             wake.push(Arc::clone(&cmd.notify));
         }
@@ -345,46 +348,50 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
             let Some(cmd) = state.cmds.get_mut(&id) else { return Ok(()) };
             request = Some(Arc::clone(&cmd.notify));
             match message {
-                Message::Spawned { pid } => cmd.events.push_back(Event::Spawned(pid)),
+                Message::Spawned { pid } => cmd.events.push_back((Event::Spawned(pid), 0)),
                 Message::Output { stream, data } => {
-                    cmd.count(id, data.len())?;
+                    let cost = usize::try_from(frame_credit(data.len())).unwrap_or(usize::MAX);
+                    cmd.count(id, cost)?;
                     // Bytes of the same stream waiting behind a slow caller are joined (up to
                     // MERGE_LIMIT): one wake-up and one chunk for many small frames.
                     match cmd.events.back_mut() {
-                        Some(Event::Output(last, queued))
+                        Some((Event::Output(last, queued), taken))
                             if *last == stream
                                 && stream != Stream::Control
                                 && queued.len() + data.len() <= MERGE_LIMIT =>
                         {
                             queued.extend_from_slice(&data);
+                            *taken += cost;
                         }
-                        _ => cmd.events.push_back(Event::Output(stream, data)),
+                        _ => cmd.events.push_back((Event::Output(stream, data), cost)),
                     }
                 }
                 Message::FsChunk { data } => {
-                    cmd.count(id, data.len())?;
-                    cmd.events.push_back(Event::Chunk(data));
+                    let cost = data.len();
+                    cmd.count(id, cost)?;
+                    cmd.events.push_back((Event::Chunk(data), cost));
                 }
                 Message::FsEntries { entries } => {
-                    cmd.count(id, entries.iter().map(entry_len).sum())?;
-                    cmd.events.push_back(Event::Entries(entries));
+                    let cost = entries.iter().map(entry_len).sum();
+                    cmd.count(id, cost)?;
+                    cmd.events.push_back((Event::Entries(entries), cost));
                 }
                 Message::FsDone => {
-                    cmd.events.push_back(Event::Done);
+                    cmd.events.push_back((Event::Done, 0));
                     cmd.finished = true;
                 }
                 Message::FsStatReply { file_type, size, mode } => {
-                    cmd.events.push_back(Event::Stat { file_type, size, mode });
+                    cmd.events.push_back((Event::Stat { file_type, size, mode }, 0));
                     cmd.finished = true;
                 }
                 Message::Credit { bytes } => cmd.stdin_window += bytes as usize,
                 Message::Exit { status, oom_killed } => {
-                    cmd.events.push_back(Event::Exit { status, oom_killed });
+                    cmd.events.push_back((Event::Exit { status, oom_killed }, 0));
                     cmd.finished = true;
                 }
                 Message::Failed { failure, message } => {
-                    cmd.events
-                        .push_back(Event::Failed(failure, String::from_utf8_lossy(&message).into_owned()));
+                    let message = String::from_utf8_lossy(&message).into_owned();
+                    cmd.events.push_back((Event::Failed(failure, message), 0));
                     cmd.finished = true;
                 }
                 other => {
@@ -419,13 +426,8 @@ impl Cmd {
     fn take(&self) -> Option<Event> {
         let mut state = lock(&self.client.inner.state);
         let cmd = state.cmds.get_mut(&self.id)?;
-        let event = cmd.events.pop_front()?;
+        let (event, bytes) = cmd.events.pop_front()?;
         let mut grant = 0;
-        let bytes = match &event {
-            Event::Output(_, data) | Event::Chunk(data) => data.len(),
-            Event::Entries(entries) => entries.iter().map(entry_len).sum(),
-            _ => 0,
-        };
         if bytes > 0 {
             cmd.queued -= bytes;
             cmd.taken += bytes;
@@ -806,6 +808,47 @@ mod tests {
         // A peer that ends instead of answering: detach reports the end, it does not hang.
         let gone = daemon_with("sh", &["-c", "head -c 12 >/dev/null"], None);
         assert!(block_on(gone.client.detach()).is_err());
+    }
+
+    /// A peer that sends `frames` one-byte output frames for request 1 (stdout and stderr in
+    /// turn, so none can be joined) within the credit the client grants it, and what the
+    /// client then says: `None` while the session lives, else why it ended.
+    fn one_byte_frames(frames: usize) -> Option<String> {
+        let (read, mut write) = std::io::pipe().unwrap();
+        let client = Client::start(read, std::io::sink(), None).unwrap();
+        let cmd = client.spawn(spec(&["true"])).unwrap();
+        let mut bytes = Frame::new(0, Message::HelloAck { version: VERSION, pid: 1 }).to_bytes().unwrap();
+        for i in 0..frames {
+            let stream = if i % 2 == 0 { Stream::Stdout } else { Stream::Stderr };
+            bytes
+                .extend(Frame::new(cmd.id, Message::Output { stream, data: vec![b'x'] }).to_bytes().unwrap());
+        }
+        write.write_all(&bytes).unwrap();
+        drop(write);
+        block_on(client.hello()).unwrap();
+        // The stream's end ends the session after the frames: wait for it.
+        while client.ended().is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let queued = lock(&client.inner.state).cmds.get(&cmd.id).map_or(0, |c| c.events.len());
+        let why = client.ended().unwrap_or_default();
+        if why.contains("more data than it was granted") {
+            Some(why)
+        } else {
+            assert!(queued > frames);
+            None
+        }
+    }
+
+    #[test]
+    fn one_byte_output_frames_take_their_minimum_credit() {
+        // Each frame takes MIN_FRAME_CREDIT of the window: a peer may send the window's worth
+        // of them (the control: all are queued, nothing is refused) and not one more, so a
+        // command writing a byte at a time holds the host to a bounded number of events.
+        let allowed = OUTPUT_WINDOW as usize / super::super::proto::MIN_FRAME_CREDIT as usize;
+        assert_eq!(one_byte_frames(allowed), None, "control: {allowed} frames fit the window");
+        let why = one_byte_frames(allowed + 1).expect("a frame past the window's worth ends the session");
+        assert!(why.contains("request 1"), "{why}");
     }
 
     #[test]

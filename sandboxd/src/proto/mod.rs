@@ -31,7 +31,7 @@
 //! The end of sandboxd's first session (its stdin and stdout) ends sandboxd, unless the host
 //! sent [`Message::Detach`] and got [`Message::Detached`] first; sessions on `--listen-fd`
 //! connections never end it. Version 2 added `Detach` and `Detached`; version 3 the `mode` of
-//! each [`Entry`] of a listing.
+//! each [`Entry`] of a listing; version 4 the [`MIN_FRAME_CREDIT`] an output frame takes.
 
 use std::fmt;
 
@@ -43,7 +43,7 @@ pub use decode::Decoder;
 pub use message::{Entry, Failure, FileType, Kind, Message, Pairs, Spawn, Status, StdinMode, Stream};
 
 /// The protocol version this file speaks.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 
 /// The largest body a frame may carry, in bytes (4 MiB): a spawn with the largest argv and
 /// environment a command may have (1 MiB, `MAX_ARG_TOTAL`) fits with room to spare.
@@ -55,6 +55,20 @@ pub const HEADER_LEN: usize = 9;
 /// The largest data chunk either side puts in one [`Message::Stdin`], [`Message::Output`] or
 /// file frame, in bytes (64 KiB).
 pub const MAX_CHUNK: usize = 64 * 1024;
+
+/// The least output credit one [`Message::Output`] frame takes, in bytes, whatever it
+/// carries (version 4). The host keeps each frame it has not handed to its caller yet, at a
+/// cost of its own beyond the bytes (an event, an allocation); without this floor a command
+/// writing a byte at a time to stdout and stderr in turn could make a host whose caller is
+/// slow hold millions of one-byte frames within one window of credit.
+pub const MIN_FRAME_CREDIT: u32 = 256;
+
+/// The credit an output frame carrying `len` bytes takes: `len`, at least
+/// [`MIN_FRAME_CREDIT`].
+#[must_use]
+pub fn frame_credit(len: usize) -> u64 {
+    (len as u64).max(u64::from(MIN_FRAME_CREDIT))
+}
 
 /// Why a frame could not be decoded. Any of these ends the session.
 #[derive(Debug, Clone, PartialEq, Eq)]
