@@ -26,6 +26,17 @@ pub fn exec_option() -> String {
     }
 }
 
+/// sandboxd's protocol version (`VERSION` in `sandboxd/src/proto/mod.rs`), read from its
+/// source, for payloads that speak the protocol themselves (a `Hello` with another version
+/// is refused, which would turn their positive controls into vacuous failures).
+pub fn sandboxd_protocol() -> String {
+    include_str!("../../sandboxd/src/proto/mod.rs")
+        .lines()
+        .find_map(|l| l.strip_prefix("pub const VERSION: u16 = ")?.strip_suffix(';'))
+        .expect("`pub const VERSION: u16 = N;` in sandboxd/src/proto/mod.rs")
+        .to_owned()
+}
+
 /// Whether a skipped control is a failure (CI sets `SANDBOXIO_STRICT=1`;
 /// `SANDBOXIO_REQUIRE_DOCKER=1` implies it for the Docker tests).
 pub fn strict() -> bool {

@@ -24,8 +24,9 @@ use crate::support::{self, block_on, eventually};
 /// matching.) Two positive controls
 /// in the same run: the same write reaches a reader of the user's own (`control-got-x`),
 /// and the frame bytes, fed to a sandboxd of the code's own after a `Hello`, make it answer
-/// `Detached` (`control-frame-detaches`: a zero-length frame of kind `0x89`).
-pub(super) const DETACH_ATTACK: &str = r#"hello='\000\000\000\003\001\000\000\000\000\000\003\000'
+/// `Detached` (`control-frame-detaches`: a zero-length frame of kind `0x89`). The `Hello`
+/// carries `$SANDBOXD_PROTOCOL` (below 8), which the caller sets.
+pub(super) const DETACH_ATTACK: &str = r#"hello="\000\000\000\003\001\000\000\000\000\000\00${SANDBOXD_PROTOCOL}\000"
 detach='\000\000\000\000\011\000\000\000\000'
 { printf "$hello$detach"; sleep 1; } | timeout 3 /.sandboxio/sandbox[d] 2>/dev/null | od -An -tx1 | tr -d ' \n' | grep -q 000000008900000000 && echo control-frame-detaches
 sleep 3 | { read -r l; echo "control-got-$l"; } &

@@ -65,7 +65,8 @@ pub(super) fn owner_child(label: &str) {
         _ => None,
     };
     if let Some(payload) = payload {
-        let ran = sandbox.run(Command::shell(payload).timeout(Duration::from_secs(20)));
+        let attack = Command::shell(payload).env("SANDBOXD_PROTOCOL", crate::support::sandboxd_protocol());
+        let ran = sandbox.run(attack.timeout(Duration::from_secs(20)));
         let said = ran.map(|o| o.stdout_lossy().into_owned());
         println!("ATTACKED {said:?}");
     }

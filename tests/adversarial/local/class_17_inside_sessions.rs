@@ -53,7 +53,7 @@ def open_session(path):
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(5)
     s.connect(path)
-    s.sendall(frame(1, 0, struct.pack(">HB", 3, 0)))
+    s.sendall(frame(1, 0, struct.pack(">HB", int(os.environ["SANDBOXD_PROTOCOL"]), 0)))
     kind, _, _ = read_frame(s)
     if kind != 0x81:
         raise OSError("answered 0x%x, not HelloAck" % kind)
@@ -162,6 +162,7 @@ fn host_control(sandbox: &Sandbox, marker: &str) {
     let mut host = std::process::Command::new("python3")
         .args(["-c", PAYLOAD, "host", marker])
         .arg(&socket)
+        .env("SANDBOXD_PROTOCOL", crate::support::sandboxd_protocol())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -184,8 +185,14 @@ fn host_control(sandbox: &Sandbox, marker: &str) {
 
 /// Runs the inside payload in `mode` with `timeout`; returns what it logged.
 fn inside(sandbox: &Sandbox, mode: &str, marker: &str, timeout: Duration) -> String {
-    let run =
-        block_on(sandbox.run(Command::new("python3").args(["-c", PAYLOAD, mode, marker]).timeout(timeout)));
+    let run = block_on(
+        sandbox.run(
+            Command::new("python3")
+                .args(["-c", PAYLOAD, mode, marker])
+                .env("SANDBOXD_PROTOCOL", crate::support::sandboxd_protocol())
+                .timeout(timeout),
+        ),
+    );
     match (mode, &run) {
         ("hang", Err(e)) => assert_eq!(e.code(), ErrorCode::ExecutionTimeout, "{e:?}"),
         ("exit", Ok(out)) => assert!(out.success(), "{out:?}"),
