@@ -90,8 +90,8 @@ impl CmdState {
 
 struct CmdState {
     /// Rung when this request's state changes, and only then: with one event for the whole
-    /// session, every frame woke every waiting command, and 64 commands at once ran at half
-    /// the rate of 16 (issue #28).
+    /// session, every frame woke every waiting command (issue #28 measured 1,163 commands/s
+    /// at 16 at once and 593/s at 64).
     notify: Arc<Notify>,
     /// Events not yet taken, each with the credit it took (output frames take at least
     /// [`MIN_FRAME_CREDIT`](super::proto::MIN_FRAME_CREDIT) each, joined ones the sum).
@@ -355,13 +355,13 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
                     // Bytes of the same stream waiting behind a slow caller are joined (up to
                     // MERGE_LIMIT): one wake-up and one chunk for many small frames.
                     match cmd.events.back_mut() {
-                        Some((Event::Output(last, queued), taken))
+                        Some((Event::Output(last, queued), credit))
                             if *last == stream
                                 && stream != Stream::Control
                                 && queued.len() + data.len() <= MERGE_LIMIT =>
                         {
                             queued.extend_from_slice(&data);
-                            *taken += cost;
+                            *credit += cost;
                         }
                         _ => cmd.events.push_back((Event::Output(stream, data), cost)),
                     }
