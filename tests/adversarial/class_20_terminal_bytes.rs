@@ -53,44 +53,48 @@ fn class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped(
     block_on(sbx.close()).unwrap();
 }
 
-/// A root `docker://` sandbox on the sandboxd path, where cells have a runner and a result
-/// channel (this class's point is the same on the exec API, whose cells have neither).
+/// The `docker://` half, in a module of its own so the test names hold `docker::` (the
+/// unprivileged run skips them by that, the exec-API run selects them by it).
 #[cfg(feature = "docker")]
-fn docker_root(test: &str) -> Option<Sandbox> {
-    if !crate::support::docker_ready(test) {
-        return None;
+mod docker {
+    use super::{Code, NetworkPolicy, Sandbox, a_forged_record_is_escaped, block_on, escaped_in_display};
+
+    /// A root `docker://` sandbox on the sandboxd path, where cells have a runner and a result
+    /// channel (this class's point is the same on the exec API, whose cells have neither).
+    fn docker_root(test: &str) -> Option<Sandbox> {
+        if !crate::support::docker_ready(test) {
+            return None;
+        }
+        let dsn = format!("docker://?image={}&user=0", crate::support::DOCKER_IMAGE);
+        Some(block_on(Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap())
     }
-    let dsn = format!("docker://?image={}&user=0", crate::support::DOCKER_IMAGE);
-    Some(block_on(Sandbox::builder(&dsn).unwrap().network(NetworkPolicy::deny_all()).create()).unwrap())
-}
 
-#[cfg(feature = "docker")]
-#[test]
-fn class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped_on_docker() {
-    let Some(sbx) =
-        docker_root("class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped_on_docker")
-    else {
-        return;
-    };
-    a_forged_record_is_escaped(&sbx, "docker, a record");
-    block_on(sbx.close()).unwrap();
-}
+    #[test]
+    fn class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped_on_docker() {
+        let Some(sbx) = docker_root(
+            "class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped_on_docker",
+        ) else {
+            return;
+        };
+        a_forged_record_is_escaped(&sbx, "docker, a record");
+        block_on(sbx.close()).unwrap();
+    }
 
-/// On `docker://` with a root sandbox user, the code can replace the interpreter the runner
-/// starts: a `python3` that prints the payload and exits makes the next cell's runner fail
-/// at start-up, and the error quotes what it printed.
-#[cfg(feature = "docker")]
-#[test]
-fn class_20__what_a_failing_runner_prints_reaches_error_text_escaped_on_docker() {
-    let Some(sbx) =
-        docker_root("class_20__what_a_failing_runner_prints_reaches_error_text_escaped_on_docker")
-    else {
-        return;
-    };
-    let swap = r#"p=$(command -v python3) && rm -f "$p" && printf '#!/bin/sh\nprintf '"'"'\033]0;pwned\007\033[2J'"'"'\nexit 3\n' > "$p" && chmod 755 "$p" && echo swapped"#;
-    let swapped = block_on(sbx.run(sandboxio::Command::new("sh").arg("-c").arg(swap))).unwrap();
-    assert_eq!(swapped.stdout, b"swapped\n", "control: the interpreter was replaced: {swapped:?}");
-    let e = block_on(sbx.run_code(Code::new("1"))).expect_err("the runner cannot start");
-    escaped_in_display("docker, a runner's start-up output", &e);
-    block_on(sbx.close()).unwrap();
+    /// On `docker://` with a root sandbox user, the code can replace the interpreter the runner
+    /// starts: a `python3` that prints the payload and exits makes the next cell's runner fail
+    /// at start-up, and the error quotes what it printed.
+    #[test]
+    fn class_20__what_a_failing_runner_prints_reaches_error_text_escaped_on_docker() {
+        let Some(sbx) =
+            docker_root("class_20__what_a_failing_runner_prints_reaches_error_text_escaped_on_docker")
+        else {
+            return;
+        };
+        let swap = r#"p=$(command -v python3) && rm -f "$p" && printf '#!/bin/sh\nprintf '"'"'\033]0;pwned\007\033[2J'"'"'\nexit 3\n' > "$p" && chmod 755 "$p" && echo swapped"#;
+        let swapped = block_on(sbx.run(sandboxio::Command::new("sh").arg("-c").arg(swap))).unwrap();
+        assert_eq!(swapped.stdout, b"swapped\n", "control: the interpreter was replaced: {swapped:?}");
+        let e = block_on(sbx.run_code(Code::new("1"))).expect_err("the runner cannot start");
+        escaped_in_display("docker, a runner's start-up output", &e);
+        block_on(sbx.close()).unwrap();
+    }
 }
