@@ -256,3 +256,70 @@ pub fn a_process_left_behind_cannot_forge_a_later_cell(sbx: &Sandbox) {
     );
     assert!(later.success(), "{:?}", later.error);
 }
+
+/// The payload of [`a_concurrent_command_cannot_take_over_a_live_context`].
+const HIJACK: &str = include_str!("runner_hijack.py");
+
+/// A plain process of the sandbox's user holding a socket pair, its argv marked for the
+/// hijacker's `decoy` mode (the positive control's target).
+const DECOY: &str = "import socket, time\npair = socket.socketpair()\ntime.sleep(30)  # DECOY-CHANNEL\n";
+
+/// Runs the hijacker in `mode` as a command of `sbx` beside `during`, which runs once the
+/// hijacker logged that it found (and dealt with) its targets; returns the log and what
+/// `during` returned.
+fn beside_hijacker<T: Send>(sbx: &Sandbox, mode: &str, during: impl FnOnce() -> T + Send) -> (String, T) {
+    let log = format!("/workspace/hijack-{mode}.log");
+    std::thread::scope(|scope| {
+        let hijacker = scope.spawn(|| {
+            block_on(sbx.run(
+                Command::new("python3").args(["-c", HIJACK, &log, mode]).timeout(Duration::from_secs(40)),
+            ))
+            .unwrap()
+        });
+        // The hijacker logs `victims` once it has looked, then `stopped` or `TAKEN` per target.
+        let ready = crate::support::eventually(Duration::from_secs(30), || {
+            block_on(sbx.fs().read_text(&log)).is_ok_and(|l| {
+                l.contains("stopped") || l.contains("TAKEN") || l.contains("pidfd_") || l.contains("done")
+            })
+        });
+        let out = during();
+        let ran = hijacker.join().unwrap();
+        let logged = block_on(sbx.fs().read_text(&log)).unwrap_or_default();
+        assert!(ready, "the hijacker never got to its targets: {logged} {}", ran.stderr_lossy());
+        (format!("{logged}{}", ran.stderr_lossy()), out)
+    })
+}
+
+/// A command running beside a live context (a plain command, or a cell of another context:
+/// the same user in the same sandbox) cannot take that context's runner over: it cannot take
+/// the runner's result channel (`pidfd_getfd`, `/proc/<pid>/fd`, ptrace), read the cells the
+/// host sends, or answer for them. The control: the same hijacker takes the descriptors of a
+/// plain process of the same user.
+pub fn a_concurrent_command_cannot_take_over_a_live_context(sbx: &Sandbox) {
+    // Positive control: a plain process of the sandbox's user is open to the hijacker.
+    let decoy = std::thread::scope(|scope| {
+        let decoy = scope.spawn(|| {
+            block_on(sbx.run(Command::new("python3").args(["-c", DECOY]).timeout(Duration::from_secs(40)))).unwrap()
+        });
+        let (log, ()) = beside_hijacker(sbx, "decoy", || ());
+        decoy.join().unwrap();
+        log
+    });
+    assert!(decoy.contains("TAKEN"), "control: the hijacker could not take a plain process's descriptors: {decoy}");
+    let ctx = block_on(sbx.create_context("python")).unwrap();
+    let up = block_on(sbx.run_code(Code::new("x = 1").in_context(&ctx))).unwrap();
+    assert!(up.success(), "{:?}", up.error);
+    let (log, cell) = beside_hijacker(sbx, "runner", || {
+        block_on(sbx.run_code(Code::new("secret = 'S3CR3T'\n1/0").in_context(&ctx).timeout(Duration::from_secs(20))))
+    });
+    assert!(log.contains("victims ["), "the hijacker did not look for runners: {log}");
+    assert!(!log.contains("STOLEN"), "a command read a cell sent to another context's runner: {log}");
+    let cell = cell.unwrap();
+    assert!(cell.results.is_empty(), "a command forged another context's cell: {:?} ({log})", cell.results);
+    assert_eq!(
+        cell.error.as_ref().map(|e| e.name.as_str()),
+        Some("ZeroDivisionError"),
+        "the context's cell did not report its own error: {:?} ({log})",
+        cell.error
+    );
+}
