@@ -8,5 +8,6 @@ mod result;
 
 pub use chunk::{OutputChunk, StreamKind};
 pub use code::{Code, CodeContext, CodeError, DEFAULT_CELL_OUTPUT_LIMIT, MimeBundle};
+pub(crate) use code::{MAX_TRACEBACK_LINES, traceback_of};
 pub use command::{Command, DEFAULT_OUTPUT_LIMIT, MAX_ARG_STRLEN, MAX_ARG_TOTAL, validate_env_name};
 pub use result::{CodeResult, ExecResult, ExitStatus};

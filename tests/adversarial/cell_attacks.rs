@@ -344,3 +344,28 @@ pub fn a_concurrent_command_cannot_take_over_a_live_context(sbx: &Sandbox) {
         "the context's cell did not report its own error: {seen}"
     );
 }
+
+/// A cell that writes its runner an error record of 524,000 two-byte lines (1 MiB, the most
+/// an error keeps).
+pub const ERROR_LINES: &str = r#"import os
+fd = display.__globals__.get("CTRL", 3)
+p = b"E\nv\n" + b"a\n" * 524000
+v = memoryview(b"error %d\n" % len(p) + p)
+while v:
+    v = v[os.write(fd, v):]
+"#;
+
+/// An error record of many short lines costs the host a bounded number of strings: its
+/// traceback keeps at most 4096 entries, the rest joined into the last, every byte kept
+/// (each line was a `String` of its own: 30 MiB of host memory for a 1 MiB record, and
+/// `sandboxio mcp` from 26 to 105 MiB; the server's figure is
+/// `a_cell_error_of_many_lines_keeps_the_server_under_64_mib` in the CLI's tests). Positive
+/// control: the error arrives, every line of it.
+pub fn an_error_of_many_lines_costs_a_bounded_traceback(sbx: &Sandbox) {
+    let r = block_on(sbx.run_code(ERROR_LINES)).unwrap();
+    let error = r.error.expect("control: the forged error record arrives");
+    assert_eq!(error.name, "E", "control: the record is the cell's error");
+    let joined = error.traceback.join("\n");
+    assert_eq!(joined.matches('a').count(), 524_000, "control: every line of the error arrives");
+    assert!(error.traceback.len() <= 4096, "an error of many lines kept {} entries", error.traceback.len());
+}
