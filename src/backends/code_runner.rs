@@ -99,7 +99,7 @@ fn parse_record(bytes: &[u8]) -> Result<CodeError> {
             format!("the cell's error record is malformed ({} bytes)", bytes.len()),
         ));
     };
-    let traceback = fields.map(|l| l.trim_end_matches('\n').to_owned()).collect();
+    let traceback = crate::exec::traceback_of(fields.map(|l| l.trim_end_matches('\n')));
     Ok(CodeError::new(name, value).with_traceback(traceback))
 }
 

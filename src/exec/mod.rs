@@ -7,6 +7,9 @@ mod command;
 mod result;
 
 pub use chunk::{OutputChunk, StreamKind};
+#[cfg(test)]
+pub(crate) use code::MAX_TRACEBACK_LINES;
+pub(crate) use code::traceback_of;
 pub use code::{Code, CodeContext, CodeError, DEFAULT_CELL_OUTPUT_LIMIT, MimeBundle};
 pub use command::{Command, DEFAULT_OUTPUT_LIMIT, MAX_ARG_STRLEN, MAX_ARG_TOTAL, validate_env_name};
 pub use result::{CodeResult, ExecResult, ExitStatus};

@@ -183,7 +183,7 @@ fn error_of(payload: &[u8]) -> CodeError {
     let mut parts = text.splitn(3, '\n');
     let name = parts.next().unwrap_or_default().to_owned();
     let value = parts.next().unwrap_or_default().to_owned();
-    let traceback = parts.next().unwrap_or_default().lines().map(str::to_owned).collect();
+    let traceback = crate::exec::traceback_of(parts.next().unwrap_or_default().lines());
     CodeError::new(name, value).with_traceback(traceback)
 }
 
@@ -364,6 +364,18 @@ mod tests {
         let error = cell.error.unwrap();
         assert_eq!((error.name.as_str(), error.value.as_str()), ("BigError", "value"));
         assert!(held <= MAX_ERROR + 2 * 65536, "held {held}");
+    }
+
+    #[test]
+    fn an_error_of_many_short_lines_keeps_a_bounded_number_of_entries_and_every_byte() {
+        let lines = "a\n".repeat(524_000);
+        let mut stream = format!("error {}\nE\nv\n", 4 + lines.len()).into_bytes();
+        stream.extend_from_slice(lines.as_bytes());
+        stream.extend_from_slice(b"done 1 0\n");
+        let (cell, _) = through(&stream, 65536, &OutputBudget::new(0)).unwrap();
+        let error = cell.error.unwrap();
+        assert_eq!(error.traceback.len(), crate::exec::MAX_TRACEBACK_LINES);
+        assert_eq!(error.traceback.join("\n"), lines.trim_end(), "a byte of the traceback was lost");
     }
 
     #[test]

@@ -256,3 +256,116 @@ pub fn a_process_left_behind_cannot_forge_a_later_cell(sbx: &Sandbox) {
     );
     assert!(later.success(), "{:?}", later.error);
 }
+
+/// The payload of [`a_concurrent_command_cannot_take_over_a_live_context`].
+const HIJACK: &str = include_str!("runner_hijack.py");
+
+/// A plain process of the sandbox's user holding a socket pair, its argv marked for the
+/// hijacker's `decoy` mode (the positive control's target).
+const DECOY: &str = "import socket, time\npair = socket.socketpair()\ntime.sleep(30)  # DECOY-CHANNEL\n";
+
+/// Runs the hijacker as a command of `sbx` beside `during`, which runs once the hijacker
+/// logged that it found (and dealt with) the runners; returns the log and what `during`
+/// returned.
+fn beside_hijacker<T: Send>(sbx: &Sandbox, during: impl FnOnce() -> T + Send) -> (String, T) {
+    let (log, mode) = ("/workspace/hijack-runner.log", "runner");
+    std::thread::scope(|scope| {
+        let hijacker = scope.spawn(|| {
+            block_on(sbx.run(
+                Command::new("python3").args(["-c", HIJACK, log, mode]).timeout(Duration::from_secs(40)),
+            ))
+            .unwrap()
+        });
+        // The hijacker logs `victims` once it has looked, then `stopped` or `TAKEN` per target.
+        let ready = crate::support::eventually(Duration::from_secs(30), || {
+            block_on(sbx.fs().read_text(log)).is_ok_and(|l| {
+                l.contains("stopped") || l.contains("TAKEN") || l.contains("pidfd_") || l.contains("done")
+            })
+        });
+        let out = during();
+        let ran = hijacker.join().unwrap();
+        let logged = block_on(sbx.fs().read_text(log)).unwrap_or_default();
+        assert!(ready, "the hijacker never got to its targets: {logged} {}", ran.stderr_lossy());
+        (format!("{logged}{}", ran.stderr_lossy()), out)
+    })
+}
+
+/// A command running beside a live context (a plain command, or a cell of another context:
+/// the same user in the same sandbox) cannot take that context's runner over: it cannot take
+/// the runner's result channel (`pidfd_getfd`, `/proc/<pid>/fd`, ptrace), read the cells the
+/// host sends, or answer for them (on `local://`, before the runner made itself undumpable,
+/// it did all three). The control: the same hijacker takes the descriptors of a plain
+/// process of the same user.
+pub fn a_concurrent_command_cannot_take_over_a_live_context(sbx: &Sandbox) {
+    // Positive control: a plain process of the sandbox's user, started by the same command
+    // (on `docker://` each command has a group of its own, which already keeps commands
+    // apart), is open to the hijacker.
+    let control = block_on(
+        sbx.run(
+            Command::new("sh")
+                .args([
+                    "-c",
+                    r#"python3 -c "$1" & exec python3 -c "$2" /workspace/hijack-decoy.log decoy"#,
+                    "sh",
+                    DECOY,
+                    HIJACK,
+                ])
+                .timeout(Duration::from_secs(40)),
+        ),
+    )
+    .unwrap();
+    let decoy = block_on(sbx.fs().read_text("/workspace/hijack-decoy.log")).unwrap_or_default();
+    assert!(
+        decoy.contains("TAKEN"),
+        "control: the hijacker could not take a plain process's descriptors: {decoy} {}",
+        control.stderr_lossy()
+    );
+    let ctx = block_on(sbx.create_context("python")).unwrap();
+    let up = block_on(sbx.run_code(Code::new("x = 1").in_context(&ctx))).unwrap();
+    assert!(up.success(), "{:?}", up.error);
+    let (log, cell) =
+        beside_hijacker(sbx, || {
+            block_on(sbx.run_code(
+                Code::new("secret = 'S3CR3T'\n1/0").in_context(&ctx).timeout(Duration::from_secs(20)),
+            ))
+        });
+    assert!(log.contains("victims ["), "the hijacker did not look for runners: {log}");
+    // Whatever the cell came back with, said together with what the hijacker did.
+    let (results, error) = match &cell {
+        Ok(r) => (format!("{:?}", r.results), r.error.as_ref().map(|e| e.name.clone())),
+        Err(e) => (String::new(), Some(format!("run_code failed: {e}"))),
+    };
+    let seen = format!("results {results}, error {error:?}; the hijacker: {log}");
+    assert!(!log.contains("STOLEN"), "a command read a cell sent to another context's runner: {seen}");
+    assert_eq!(results, "[]", "a command forged another context's cell: {seen}");
+    assert_eq!(
+        error.as_deref(),
+        Some("ZeroDivisionError"),
+        "the context's cell did not report its own error: {seen}"
+    );
+}
+
+/// A cell that writes its runner an error record of 524,000 two-byte lines (1 MiB, the most
+/// an error keeps).
+pub const ERROR_LINES: &str = r#"import os
+fd = display.__globals__.get("CTRL", 3)
+p = b"E\nv\n" + b"a\n" * 524000
+v = memoryview(b"error %d\n" % len(p) + p)
+while v:
+    v = v[os.write(fd, v):]
+"#;
+
+/// An error record of many short lines costs the host a bounded number of strings: its
+/// traceback keeps at most 4096 entries, the rest joined into the last, every byte kept
+/// (each line was a `String` of its own: 30 MiB of host memory for a 1 MiB record, and
+/// `sandboxio mcp` from 26 to 105 MiB; the server's figure is
+/// `a_cell_error_of_many_lines_keeps_the_server_under_64_mib` in the CLI's tests). Positive
+/// control: the error arrives, every line of it.
+pub fn an_error_of_many_lines_costs_a_bounded_traceback(sbx: &Sandbox) {
+    let r = block_on(sbx.run_code(ERROR_LINES)).unwrap();
+    let error = r.error.expect("control: the forged error record arrives");
+    assert_eq!(error.name, "E", "control: the record is the cell's error");
+    let joined = error.traceback.join("\n");
+    assert_eq!(joined.matches('a').count(), 524_000, "control: every line of the error arrives");
+    assert!(error.traceback.len() <= 4096, "an error of many lines kept {} entries", error.traceback.len());
+}

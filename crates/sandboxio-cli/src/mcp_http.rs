@@ -152,7 +152,8 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
         return EXIT_ERROR;
     }
     let session = server.clone();
-    let sessions = BoundedSessions::new(opts.max_sessions, Duration::from_secs(opts.session_idle));
+    let session_idle = seconds(opts.session_idle);
+    let sessions = BoundedSessions::new(opts.max_sessions, session_idle);
     let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), config(opts));
     let listener = match tokio::net::TcpListener::bind(opts.listen).await {
         Ok(listener) => listener,
@@ -165,9 +166,9 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
     // Scripts and tests read the address (the port may be 0 on the command line).
     eprintln!("sandboxio mcp: listening on http://{local}/mcp");
     let token = Arc::new(BearerToken::new(token));
-    let header_timeout = Duration::from_secs(opts.header_timeout);
-    let body_timeout = Duration::from_secs(opts.body_timeout);
-    let session_idle = opts.session_idle;
+    let header_timeout = seconds(opts.header_timeout);
+    let body_timeout = seconds(opts.body_timeout);
+    let session_idle = session_idle.as_secs();
     let serve_connection = |stream, peer, permit| {
         let (service, token) = (service.clone(), Arc::clone(&token));
         async move {
@@ -209,6 +210,14 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
     accept_until(&listener, opts.max_connections, serve_connection, interrupt()).await;
     session.end_session().await;
     EXIT_INTERRUPTED
+}
+
+/// `secs` seconds, at most [`sandboxio::MAX_TIMEOUT`]: hyper adds the header timeout to an
+/// `Instant` for every connection, and `--header-timeout 18446744073709551615` made each
+/// connection's task panic ("overflow when adding duration to instant"), so no request was
+/// ever answered.
+fn seconds(secs: u64) -> Duration {
+    Duration::from_secs(secs).min(sandboxio::MAX_TIMEOUT)
 }
 
 #[cfg(test)]

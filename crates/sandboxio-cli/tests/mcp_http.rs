@@ -637,3 +637,31 @@ fn the_token_counts_only_in_its_header_and_foreign_hosts_are_refused() {
         assert_eq!(status, "HTTP/1.1 403 Forbidden", "Host {host}");
     }
 }
+
+/// The server's durations at their extreme (`u64::MAX` seconds) saturate at
+/// `sandboxio::MAX_TIMEOUT`: with `--header-timeout 18446744073709551615` every connection's
+/// task panicked adding it to an `Instant`, and no request was answered (class 21). The
+/// other durations ride along. Positive control: the same request on a default server is
+/// answered 200.
+#[test]
+fn extreme_durations_saturate_and_requests_are_answered() {
+    let tmp = scratch("extreme-durations");
+    let (child, url, stderr) = start(&tmp);
+    let control = KillOnDrop(child);
+    let _log = log_lines(stderr);
+    assert_eq!(raw_request(&url, &initialize_head(&url), INITIALIZE), "HTTP/1.1 200 OK", "control");
+    drop(control);
+    let max = u64::MAX.to_string();
+    let (child, url, stderr) = start_with(
+        &tmp,
+        &["--header-timeout", &max, "--body-timeout", &max, "--session-idle", &max, "--max-ttl", &max],
+    );
+    let _child = KillOnDrop(child);
+    let log = log_lines(stderr);
+    let answer = raw_request(&url, &initialize_head(&url), INITIALIZE);
+    // The first lines say enough (a panic's backtrace follows them).
+    let said: Vec<String> = log.try_iter().take(4).collect();
+    assert_eq!(answer, "HTTP/1.1 200 OK", "with u64::MAX s durations; the server said {said:?}");
+    assert!(!said.iter().any(|l| l.contains("panicked")), "{said:?}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -179,3 +179,59 @@ async fn extreme_timeouts_answer() {
     client.cancel().await.unwrap();
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// The peak resident set (`VmHWM`) of process `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap();
+    kib.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap() / 1024
+}
+
+/// Class 19 through MCP: a cell that writes its runner an error record of 524,000 two-byte
+/// lines (1 MiB, the most an error keeps) costs the server no more than the issue's 64 MiB,
+/// cell after cell. Each line was a `String` of its own: the server went from 26 to 87 MiB.
+/// The cell fills its output budget first (16 MiB of records), as a flood would. Positive
+/// control: the error arrives whole, every line of it, in the tool's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_error_of_many_lines_keeps_the_server_under_64_mib() {
+    const CELL: &str = r#"import os
+fd = display.__globals__["CTRL"]
+def w(b):
+    v = memoryview(b)
+    while v:
+        v = v[os.write(fd, v):]
+item = b"x" * (1 << 20)
+for _ in range(16):
+    w(b"bundle display 1 0\nitem text/plain %d\n" % len(item) + item)
+p = b"E\nv\n" + b"a\n" * 524000
+w(b"error %d\n" % len(p) + p)
+"#;
+    let tmp = std::env::temp_dir().join(format!("sandboxio-cli-mcp-error-lines-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandboxio"));
+    cmd.args(["mcp", "--dsn", "local://", "--network", "deny"]).env("TMPDIR", &tmp);
+    let child = TokioChildProcess::new(cmd).unwrap();
+    let pid = child.id().unwrap();
+    let client = ().serve(child).await.unwrap();
+    let made = call(&client, "create_sandbox", serde_json::json!({})).await;
+    let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    let start = peak_rss_mib(pid);
+    for _ in 0..3 {
+        let out = call(&client, "run_code", serde_json::json!({ "sandbox_id": id, "code": CELL })).await;
+        assert_eq!(out.is_error, Some(true), "{:?}", out.content.len());
+        let text = texts(&out).concat();
+        assert_eq!(
+            text.matches("a\n").count() + usize::from(text.ends_with('a')),
+            524_000,
+            "control: the error's lines"
+        );
+    }
+    let peak = peak_rss_mib(pid);
+    println!(
+        "mcp: a full budget and a 524,000-line error, 3 cells: server peak RSS {peak} MiB (from {start})"
+    );
+    assert!(peak < 64, "a cell's error took the MCP server to {peak} MiB");
+    client.cancel().await.unwrap();
+    let _ = std::fs::remove_dir_all(&tmp);
+}

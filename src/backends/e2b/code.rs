@@ -129,10 +129,10 @@ pub(crate) fn parse_line(line: &[u8]) -> Result<Option<CellLine>, WireError> {
         "stderr" => Some(CellLine::Stderr(line.text.unwrap_or_default())),
         "error" => {
             let traceback = match line.traceback {
-                Some(serde_json::Value::String(t)) => t.lines().map(str::to_owned).collect(),
-                Some(serde_json::Value::Array(items)) => {
-                    items.iter().map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned)).collect()
-                }
+                Some(serde_json::Value::String(t)) => crate::exec::traceback_of(t.lines()),
+                Some(serde_json::Value::Array(items)) => crate::exec::traceback_of(
+                    items.iter().map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned)),
+                ),
                 _ => Vec::new(),
             };
             Some(CellLine::Error(

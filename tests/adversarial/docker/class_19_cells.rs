@@ -79,3 +79,13 @@ fn class_19__a_docker_process_left_behind_cannot_forge_a_later_cells_result() {
         block_on(sbx.close()).unwrap();
     }
 }
+
+#[test]
+fn class_19__a_docker_error_of_many_lines_costs_a_bounded_traceback() {
+    if !ready("class_19__a_docker_error_of_many_lines_costs_a_bounded_traceback") {
+        return;
+    }
+    let sbx = sandbox(None, &[]);
+    attack::an_error_of_many_lines_costs_a_bounded_traceback(&sbx);
+    block_on(sbx.close()).unwrap();
+}

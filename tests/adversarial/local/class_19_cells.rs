@@ -59,3 +59,17 @@ fn class_19__a_process_left_behind_cannot_forge_a_later_cells_result() {
     attack::a_process_left_behind_cannot_forge_a_later_cell(&sbx);
     block_on(sbx.close()).unwrap();
 }
+
+#[test]
+fn class_19__a_concurrent_command_cannot_take_over_a_live_context() {
+    let sbx = local(NetworkPolicy::deny_all());
+    attack::a_concurrent_command_cannot_take_over_a_live_context(&sbx);
+    block_on(sbx.close()).unwrap();
+}
+
+#[test]
+fn class_19__an_error_of_many_lines_costs_a_bounded_traceback() {
+    let sbx = local(NetworkPolicy::deny_all());
+    attack::an_error_of_many_lines_costs_a_bounded_traceback(&sbx);
+    block_on(sbx.close()).unwrap();
+}
