@@ -34,13 +34,18 @@ fn listed(s: &Scratch, dsn: &str, tag: &str) -> Vec<Value> {
 /// `sandboxio run --label test=<tag> -- sh -c 'echo ready; sleep 120'` on `dsn`, once it
 /// printed `ready` (so its sandbox exists).
 fn running(s: &Scratch, dsn: &str, tag: &str) -> Child {
+    running_labelled(s, dsn, tag, &[])
+}
+
+/// As [`running`], with more `--label KEY=VALUE` arguments.
+fn running_labelled(s: &Scratch, dsn: &str, tag: &str, more: &[&str]) -> Child {
     let label = format!("test={tag}");
-    let mut child = s
-        .cmd(&["run", "--dsn", dsn, "--label", &label, "--", "sh", "-c", "echo ready; sleep 120"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut args = vec!["run", "--dsn", dsn, "--label", &label];
+    for extra in more {
+        args.extend(["--label", extra]);
+    }
+    args.extend(["--", "sh", "-c", "echo ready; sleep 120"]);
+    let mut child = s.cmd(&args).stdin(Stdio::null()).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
@@ -126,21 +131,12 @@ fn ls_shows_a_label_with_terminal_escapes_escaped() {
     const PAYLOAD: &str = "\x1b]0;pwned\x07\x1b[2J\nforged-row";
     let s = Scratch::new("inv-escapes");
     let tag = format!("esc-{}", std::process::id());
-    let label = format!("test={tag}");
     let evil = format!("evil={PAYLOAD}");
-    let mut child = s
-        .cmd(&["run", "--label", &label, "--label", &evil, "--", "sh", "-c", "echo ready; sleep 120"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    let mut child = running_labelled(&s, "local://", &tag, &[&evil]);
     let found = listed(&s, "local://", &tag);
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0]["labels"]["evil"], PAYLOAD, "control: the label is held raw");
-    let out = s.run(&["ls", "--dsn", "local://", "--label", &label]);
+    let out = s.run(&["ls", "--dsn", "local://", "--label", &format!("test={tag}")]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let table = text(&out.stdout);
     assert!(!out.stdout.iter().any(|b| matches!(b, 0x1b | 0x07)), "raw escapes in ls: {table:?}");
