@@ -20,12 +20,20 @@ pub(crate) fn saturate(d: Duration) -> Duration {
 
 /// `start + d`, with `d` saturated first: an `Instant` 30 days ahead is representable on
 /// every platform Rust supports, where `start + Duration::MAX` panics.
+#[cfg_attr(
+    not(any(feature = "local", feature = "e2b")),
+    allow(dead_code, reason = "used by the backends that keep deadlines as instants: local, e2b")
+)]
 pub(crate) fn after(start: Instant, d: Duration) -> Instant {
     let d = saturate(d);
     start.checked_add(d).unwrap_or(start)
 }
 
 /// Whole seconds of `d` rounded up (at least `min`), saturated: for wire fields in seconds.
+#[cfg_attr(
+    not(any(feature = "e2b", feature = "modal")),
+    allow(dead_code, reason = "used by the backends that send seconds on the wire: e2b, modal")
+)]
 pub(crate) fn whole_seconds(d: Duration, min: u64) -> u64 {
     let d = saturate(d);
     (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(min)

@@ -346,6 +346,10 @@ impl Kept {
 }
 
 /// Output kept up to a per-stream cap; the rest is drained and dropped.
+#[cfg_attr(
+    not(any(feature = "local", feature = "docker")),
+    allow(dead_code, reason = "used by the sandboxd backends: local, docker")
+)]
 pub(crate) struct Collected {
     limit: usize,
     pub(crate) stdout: Vec<u8>,
@@ -353,6 +357,10 @@ pub(crate) struct Collected {
     pub(crate) truncated: bool,
 }
 
+#[cfg_attr(
+    not(any(feature = "local", feature = "docker")),
+    allow(dead_code, reason = "used by the sandboxd backends: local, docker")
+)]
 impl Collected {
     /// Keeps at most `limit` bytes of each stream.
     pub(crate) fn new(limit: usize) -> Self {

@@ -79,6 +79,10 @@ fi"#;
 /// Extracts the archive on stdin into `$1`, created first, as the sandbox user: permission
 /// bits exactly as archived (`umask 0`; the host side sends no setuid, setgid or sticky
 /// bit), owned by the user (`-o`), an existing entry replaced as `tar -x` does.
+#[cfg_attr(
+    not(any(feature = "docker", feature = "e2b", feature = "local")),
+    allow(dead_code, reason = "built with modal too, used by the other backends")
+)]
 pub(crate) const UNTAR: &str = r#"mkdir -p "$1" && cd "$1" && umask 0 && exec tar -x -o -f -"#;
 
 /// Archives `$2` (a name in directory `$1`) to stdout. Whatever comes out is bounded on
@@ -111,6 +115,10 @@ pub(crate) const PACE_CHUNK: u64 = 1024 * 1024;
 pub(crate) const LIST_LIMIT: u64 = crate::fs::DEFAULT_READ_LIMIT;
 
 /// The most of a file exec's stderr the host keeps (only its first words are ever read).
+#[cfg_attr(
+    not(any(feature = "docker", feature = "e2b", feature = "local")),
+    allow(dead_code, reason = "built with modal too, used by the other backends")
+)]
 pub(crate) const STDERR_LIMIT: usize = 64 * 1024;
 
 /// `InvalidInput`: a read of something that is not a regular file.

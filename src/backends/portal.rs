@@ -137,6 +137,10 @@ pub(crate) struct Task<T> {
 impl<T> Task<T> {
     /// A handle that aborts the task from elsewhere (an interrupt), `None` when it never
     /// started.
+    #[cfg_attr(
+        not(any(feature = "docker", feature = "e2b", feature = "local")),
+        allow(dead_code, reason = "built with modal too, used by the other backends")
+    )]
     pub(crate) fn abort_handle(&self) -> Option<tokio::task::AbortHandle> {
         self.inner.as_ref().map(tokio::task::JoinHandle::abort_handle)
     }

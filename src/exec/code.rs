@@ -155,12 +155,20 @@ pub struct CodeError {
 }
 
 /// The most traceback lines a [`CodeError`] read from a sandbox keeps as entries of their own.
+#[cfg_attr(
+    not(any(feature = "local", feature = "docker", feature = "e2b")),
+    allow(dead_code, unused_imports, reason = "used by the backends with code cells: local, docker, e2b")
+)]
 pub(crate) const MAX_TRACEBACK_LINES: usize = 4096;
 
 /// `lines` as a traceback of at most [`MAX_TRACEBACK_LINES`] entries: the lines past the
 /// last entry are joined into it with `\n`, so no byte is dropped. Why: each entry costs a
 /// `String` (24 bytes and an allocation); a runner's 1 MiB error record of 524,000 two-byte
 /// lines took the host 30 MiB as entries, and `sandboxio mcp` from 26 to 87 MiB.
+#[cfg_attr(
+    not(any(feature = "local", feature = "docker", feature = "e2b")),
+    allow(dead_code, unused_imports, reason = "used by the backends with code cells: local, docker, e2b")
+)]
 pub(crate) fn traceback_of<S: AsRef<str>>(lines: impl IntoIterator<Item = S>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in lines {

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
 
 /// `sandboxio image ...`.
 #[derive(Debug, Args)]
@@ -82,7 +81,7 @@ async fn build(args: BuildArgs) -> i32 {
     };
     match built {
         Ok(image) if args.json => {
-            println!("{}", json!({ "image": { "id": image.id, "tag": image.tag } }));
+            println!("{}", serde_json::json!({ "image": { "id": image.id, "tag": image.tag } }));
             0
         }
         Ok(image) => {

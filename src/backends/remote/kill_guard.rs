@@ -37,6 +37,10 @@ impl<T: KillTarget> KillOnDrop<T> {
     }
 
     /// The target, to add what was learnt since (a pid); `None` once disarmed.
+    #[cfg_attr(
+        not(any(feature = "docker", feature = "e2b", feature = "local")),
+        allow(dead_code, reason = "built with modal too, used by the other backends")
+    )]
     pub(crate) fn target_mut(&mut self) -> Option<&mut T> {
         self.target.as_mut()
     }

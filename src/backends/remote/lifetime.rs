@@ -60,6 +60,10 @@ impl Lifetime {
     }
 
     /// No longer owned: not renewed, not ended when the last handle goes (`detach`).
+    #[cfg_attr(
+        not(any(feature = "docker", feature = "e2b", feature = "local")),
+        allow(dead_code, reason = "built with modal too, used by the other backends")
+    )]
     pub(crate) fn disown(&self) {
         self.stop_keepalive();
         self.owned.store(false, Ordering::SeqCst);
