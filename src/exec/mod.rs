@@ -8,6 +8,10 @@ mod result;
 
 pub use chunk::{OutputChunk, StreamKind};
 #[cfg(test)]
+#[cfg_attr(
+    not(any(feature = "local", feature = "docker", feature = "e2b")),
+    allow(unused_imports, reason = "its tests are in the backends with code cells")
+)]
 pub(crate) use code::MAX_TRACEBACK_LINES;
 #[cfg_attr(
     not(any(feature = "local", feature = "docker", feature = "e2b")),

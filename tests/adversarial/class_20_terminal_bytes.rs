@@ -5,7 +5,7 @@
 //! same run: the raw bytes did reach the host, in the error's own field, which keeps them
 //! as they came. (The CLI's own lines: `crates/sandboxio-cli/tests/inventory.rs`.)
 
-use sandboxio::{Code, Error, NetworkPolicy, Sandbox};
+use sandboxio::{Code, Error, Sandbox};
 
 use crate::support::block_on;
 
@@ -48,7 +48,7 @@ pub fn a_forged_record_is_escaped(sbx: &Sandbox, what: &str) {
 #[cfg(feature = "local")]
 #[test]
 fn class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped() {
-    let sbx = crate::support::local(NetworkPolicy::deny_all());
+    let sbx = crate::support::local(sandboxio::NetworkPolicy::deny_all());
     a_forged_record_is_escaped(&sbx, "local");
     block_on(sbx.close()).unwrap();
 }
@@ -57,7 +57,9 @@ fn class_20__bytes_a_cell_writes_on_its_result_channel_reach_error_text_escaped(
 /// unprivileged run skips them by that, the exec-API run selects them by it).
 #[cfg(feature = "docker")]
 mod docker {
-    use super::{Code, NetworkPolicy, Sandbox, a_forged_record_is_escaped, block_on, escaped_in_display};
+    use sandboxio::NetworkPolicy;
+
+    use super::{Code, Sandbox, a_forged_record_is_escaped, block_on, escaped_in_display};
 
     /// A root `docker://` sandbox on the sandboxd path, where cells have a runner and a result
     /// channel (this class's point is the same on the exec API, whose cells have neither).
