@@ -45,29 +45,26 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
             Some("--version") => out.version = true,
             Some("--ttl-ms") => {
                 let value = args.next().ok_or("--ttl-ms needs a number of milliseconds")?;
-                let ms = value
-                    .to_str()
-                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|v| v.parse::<u64>().ok())
+                let ms = decimal::<u64>(&value)
                     .ok_or_else(|| format!("--ttl-ms takes decimal milliseconds, not {}", value.display()))?;
                 out.ttl = Some(Duration::from_millis(ms));
             }
             Some("--listen-fd") => {
                 let value = args.next().ok_or("--listen-fd needs a descriptor number")?;
-                let fd = value
-                    .to_str()
-                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|v| v.parse::<i32>().ok())
-                    .filter(|&fd| fd > 2)
-                    .ok_or_else(|| {
-                        format!("--listen-fd takes a descriptor number above 2, not {}", value.display())
-                    })?;
+                let fd = decimal::<i32>(&value).filter(|&fd| fd > 2).ok_or_else(|| {
+                    format!("--listen-fd takes a descriptor number above 2, not {}", value.display())
+                })?;
                 out.listen_fd = Some(fd);
             }
             _ => return Err(format!("unknown argument {}", arg.display())),
         }
     }
     Ok(out)
+}
+
+/// `value` as a number written in decimal digits only (no sign, no spaces), if it fits `T`.
+fn decimal<T: std::str::FromStr>(value: &std::ffi::OsStr) -> Option<T> {
+    value.to_str().filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()
 }
 
 #[cfg(test)]

@@ -437,10 +437,7 @@ async fn set_up(
     let (passwd, group) = &running.base_users;
     let archive = super::users::base_archive(passwd.as_deref(), group.as_deref())
         .map_err(|e| Error::provider(super::SCHEME, "archiving the base image's users", e))?;
-    let options =
-        bollard::query_parameters::UploadToContainerOptions { path: "/".into(), ..Default::default() };
-    docker
-        .upload_to_container(&running.id, Some(options), bollard::body_full(archive.into()))
+    super::template_setup::unpack_at_root(docker, &running.id, archive)
         .await
         .map_err(|e| failed(format!("placing the base image's users: {e}")))?;
     // Keep what sandboxes see of the base: its user, entrypoint and command.

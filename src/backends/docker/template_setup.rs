@@ -151,10 +151,7 @@ pub(super) async fn start(
     if !template.files().is_empty() {
         let archive = files_archive(template.files())
             .map_err(|e| Error::provider(super::SCHEME, "archiving the template's files", e))?;
-        let options =
-            bollard::query_parameters::UploadToContainerOptions { path: "/".into(), ..Default::default() };
-        docker
-            .upload_to_container(&made.id, Some(options), bollard::body_full(archive.into()))
+        unpack_at_root(docker, &made.id, archive)
             .await
             .map_err(|e| failed(format!("writing its files: {e}")))?;
     }
@@ -340,6 +337,17 @@ fn files_archive(files: &[(String, Vec<u8>, u32)]) -> std::io::Result<Vec<u8>> {
         builder.append_data(&mut header, path.trim_start_matches('/'), &data[..])?;
     }
     builder.into_inner()
+}
+
+/// Unpacks the tar `archive` at `/` in container `id`, as its root.
+pub(super) async fn unpack_at_root(
+    docker: &Docker,
+    id: &str,
+    archive: Vec<u8>,
+) -> std::result::Result<(), bollard::errors::Error> {
+    let options =
+        bollard::query_parameters::UploadToContainerOptions { path: "/".into(), ..Default::default() };
+    docker.upload_to_container(id, Some(options), bollard::body_full(archive.into())).await
 }
 
 #[cfg(test)]
