@@ -1,5 +1,6 @@
-//! The `docker://` contract run on the sandboxd path (the default): sandboxd as each
-//! container's main process, over its attach stream.
+//! The `docker://` contract runs, one after the other in one binary: the sandboxd path (the
+//! default: sandboxd as each container's main process, over its attach stream), then the
+//! exec-API path (each command a Docker exec). The command line's arguments apply to each.
 
 use std::process::ExitCode;
 
@@ -8,5 +9,21 @@ use sandboxio::backends::docker::ExecPath;
 mod docker_support;
 
 fn main() -> ExitCode {
-    docker_support::run(ExecPath::Sandboxd, "contract_docker")
+    let runs = [
+        (ExecPath::Sandboxd, "contract_docker (sandboxd path)"),
+        (ExecPath::ExecApi, "contract_docker (exec-API path)"),
+    ];
+    let mut failed = Vec::new();
+    for (path, name) in runs {
+        println!("\n==== contract run: {name}");
+        if docker_support::run(path, name) != ExitCode::SUCCESS {
+            failed.push(name);
+        }
+    }
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("contract runs that failed: {}", failed.join(", "));
+        ExitCode::FAILURE
+    }
 }

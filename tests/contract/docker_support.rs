@@ -1,5 +1,5 @@
-//! The `docker://` backend's contract runs (`docker.rs`: the sandboxd path,
-//! `docker_exec_api.rs`: the exec-API path): real containers on the local engine.
+//! The `docker://` backend's contract runs (`docker.rs` runs the sandboxd path, then the
+//! exec-API path): real containers on the local engine.
 //!
 //! Behaviour probes look at the engine with the `docker` CLI, independently of the adapter:
 //! processes are read from `/proc` inside the container, limits from its cgroup files, the

@@ -29,7 +29,7 @@ fn clause_table() -> &'static [(&'static str, Vec<&'static str>)] {
 
 /// The clauses of `docs/contract.md` that test `name` checks, joined with ` / ` (a test may
 /// check more than one), or `None` for a test the page does not list (a bug of the page,
-/// which `tests/contract_docs.rs` catches).
+/// which `tests/api/contract_docs.rs` catches).
 pub(crate) fn clause_of(name: &str) -> Option<String> {
     let clauses: Vec<&str> =
         clause_table().iter().filter(|(_, tests)| tests.contains(&name)).map(|(clause, _)| *clause).collect();

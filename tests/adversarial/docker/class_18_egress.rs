@@ -9,7 +9,7 @@ use crate::support::{DOCKER_IMAGE, block_on, docker_ready};
 
 fn attack(user: Option<&str>, who: &str) {
     if !crate::support::exec_option().is_empty() {
-        // The exec-API path refuses an allowlist at `create()` (tests/docker_egress.rs); the
+        // The exec-API path refuses an allowlist at `create()` (tests/docker/egress.rs); the
         // sandboxd path was attacked in the run without the option.
         println!("[class 18] {who}: not on the exec path {}", crate::support::exec_option());
         return;

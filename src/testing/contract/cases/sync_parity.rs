@@ -1,7 +1,7 @@
 //! Sync parity: the blocking facade (`sandboxio::sync`) drives this backend with the same
 //! results and errors, and its handles clean up when dropped. (That every async method has
 //! a blocking twin with the same signature is a property of sandboxio itself, checked by
-//! its `tests/parity.rs`.)
+//! its `tests/api/parity.rs`.)
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use sandboxio::{ErrorCode, NetworkPolicy, Sandbox, TransferProgress};
 
-mod support;
+use crate::support;
 
 use support::block_on;
 

@@ -2,7 +2,7 @@
 //! until it completes, and check that nothing is left behind each time.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

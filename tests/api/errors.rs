@@ -1,8 +1,6 @@
 //! The error catalog, source chains and messages.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::error::Error as _;
 

@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use sandboxio::backends::docker::DockerBackend;
 use sandboxio::{Capabilities, Command, ErrorCode, NetworkPolicy, Sandbox};
 
-mod egress_support;
-mod support;
+use crate::egress_support;
+use crate::support;
 
 use egress_support::{block_on, canary, run, through_proxy};
 
@@ -100,7 +100,7 @@ fn docker_egress__a_root_sandbox_user_has_no_other_way_out() {
 
 #[test]
 fn docker_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_does() {
-    let test = "docker_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_does";
+    let test = "egress::docker_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_does";
     if egress_support::is_owner_child() || ready(test) {
         let dsn = format!("docker://?image={IMAGE}");
         egress_support::detached_way_out_lasts_while_its_process_does(

@@ -2,7 +2,7 @@
 //! the README's example of testing your own code against the fake.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Create, connect, kill, close, detach, drop: ownership and teardown.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

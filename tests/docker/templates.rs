@@ -16,7 +16,7 @@ use sandboxio::backends::docker::{
 };
 use sandboxio::{Command, NetworkPolicy, ResourceLimits, Sandbox};
 
-mod support;
+use crate::support;
 
 const BASE: &str = "sandboxio/busybox:1";
 
@@ -86,7 +86,7 @@ fn templates__the_setup_is_a_sandbox_and_ends_with_its_owner() {
     }
     let marker = format!("owner-{}-{:?}", std::process::id(), Instant::now());
     let mut child = OsCommand::new(std::env::current_exe().unwrap())
-        .args(["template_owner_helper", "--exact", "--ignored", "--nocapture"])
+        .args(["templates::template_owner_helper", "--exact", "--ignored", "--nocapture"])
         .env("SBX_TEMPLATE_MARKER", &marker)
         .stdout(Stdio::null())
         .spawn()
@@ -116,7 +116,7 @@ fn templates__the_setup_is_a_sandbox_and_ends_with_its_owner() {
     assert_eq!(setup_containers("sbx-owner"), vec![id.clone()], "the setup ended with its owner alive");
     child.kill().unwrap(); // SIGKILL: no destructor, no teardown runs
     child.wait().unwrap();
-    // The same bound as a sandbox's (tests/docker.rs, the adversarial suite: 10 s to end).
+    // The same bound as a sandbox's (tests/docker/main.rs, the adversarial suite: 10 s to end).
     let gone = wait_for(|| !docker(&["inspect", &id]).0, Duration::from_secs(20));
     assert!(gone, "setup container {id} outlived its SIGKILLed owner");
 }

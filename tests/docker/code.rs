@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures_lite::future::block_on;
 use sandboxio::{Code, CodeContext, ErrorCode, NetworkPolicy, Sandbox};
 
-mod support;
+use crate::support;
 
 const IMAGE: &str = "sandboxio/python:2";
 

@@ -1,7 +1,7 @@
 //! `Sandbox::run_code` and contexts on the fake.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! answer; side effects follow the virtual clock.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

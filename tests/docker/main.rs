@@ -1,7 +1,9 @@
 //! `docker://` beyond the contract: engine errors, owner death, the sweep, and smol and
 //! blocking smoke runs. Needs an engine and `sandboxio/busybox:1`
 //! (`scripts/build-images busybox`); without them each test says so and returns, unless
-//! `SANDBOXIO_REQUIRE_DOCKER=1` (CI), where that is a failure.
+//! `SANDBOXIO_REQUIRE_DOCKER=1` (CI), where that is a failure. One test binary for the backend:
+//! this file's tests and the modules below (code cells, the default image, egress, images,
+//! templates).
 #![cfg(feature = "docker")]
 #![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
@@ -14,7 +16,15 @@ use sandboxio::ReapOptions;
 use sandboxio::backends::docker::{DockerBackend, RegistryAuth};
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox, SandboxBuilder, state};
 
+mod code;
+mod default_image;
+mod egress;
+#[path = "../egress_support/mod.rs"]
+mod egress_support;
+mod images;
+#[path = "../support/mod.rs"]
 mod support;
+mod templates;
 
 const IMAGE: &str = "sandboxio/busybox:1";
 

@@ -1,7 +1,7 @@
 //! `Sandbox::stream`: not awaitable, ordered, distinguishable, idempotent wait, cleanup.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

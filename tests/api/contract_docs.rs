@@ -54,11 +54,11 @@ fn names_a_real_test(name: &str, suite: &BTreeSet<&str>) -> Result<(), String> {
         };
     }
     if let Some(unit) = name.strip_prefix("unit: ") {
-        let found = std::fs::read_dir(format!("{ROOT}/tests"))
-            .unwrap()
-            .filter_map(Result::ok)
-            .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
-            .any(|e| std::fs::read_to_string(e.path()).unwrap().contains(&format!("fn {unit}(")));
+        let tests = Path::new(ROOT).join("tests");
+        let found = repository_texts()
+            .into_iter()
+            .filter(|path| path.starts_with(&tests) && path.extension().is_some_and(|x| x == "rs"))
+            .any(|path| std::fs::read_to_string(path).unwrap().contains(&format!("fn {unit}(")));
         return if found { Ok(()) } else { Err(format!("no unit test fn {unit} in tests/")) };
     }
     let found = match name.strip_suffix('*') {

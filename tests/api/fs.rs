@@ -1,7 +1,7 @@
 //! `Sandbox::fs` on the fake: round trips, binary safety, errors, no host escape.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 

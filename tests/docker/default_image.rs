@@ -9,7 +9,7 @@
 use sandboxio::backends::docker::DEFAULT_IMAGE;
 use sandboxio::{CodeResult, NetworkPolicy, Sandbox};
 
-mod support;
+use crate::support;
 
 /// What the image exists for: each must import in a fresh interpreter.
 const MODULES: &[&str] = &[

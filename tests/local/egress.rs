@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use sandboxio::{Command, NetworkPolicy, Sandbox};
 
-mod egress_support;
+use crate::egress_support;
 
 use egress_support::{block_on, canary, recorder, run};
 
@@ -187,7 +187,7 @@ fn local_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_do
     egress_support::detached_way_out_lasts_while_its_process_does(
         "local://",
         PYTHON,
-        "local_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_does",
+        "egress::local_egress__a_detached_sandboxs_way_out_lasts_while_its_creating_process_does",
         |_| (),
         |()| (),
     );
@@ -229,7 +229,7 @@ fn local_egress__the_first_gate_raises_its_owners_soft_descriptor_limit() {
     let exe = std::env::current_exe().unwrap();
     let child = std::process::Command::new("sh")
         .arg("-c")
-        .arg(format!("ulimit -Sn 1024 && exec \"$0\" --exact {test} --nocapture --test-threads=1"))
+        .arg(format!("ulimit -Sn 1024 && exec \"$0\" --exact egress::{test} --nocapture --test-threads=1"))
         .arg(exe)
         .env(LIMIT_CHILD, "1")
         .output()

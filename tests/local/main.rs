@@ -1,4 +1,5 @@
-//! `local://` (feature `local`): real commands in bubblewrap namespaces.
+//! `local://` (feature `local`): real commands in bubblewrap namespaces. One test binary for the
+//! backend: this file's tests, and its egress allowlists in [`egress`].
 #![cfg(feature = "local")]
 #![allow(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
@@ -6,6 +7,10 @@ use std::time::Duration;
 
 use sandboxio::{Command, ErrorCode, ExitStatus, IsolationTier, NetworkPolicy, Sandbox};
 
+mod egress;
+#[path = "../egress_support/mod.rs"]
+mod egress_support;
+#[path = "../support/mod.rs"]
 mod support;
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {

@@ -1,7 +1,7 @@
 //! DSN parsing and scheme resolution, including property tests on random input.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! `Sandbox::run` on the fake: exit codes, streams, env, argv, timeouts, bytes, caps.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 #[allow(dead_code, reason = "the parity test uses part of the generator it includes")]
-#[path = "../macros/src/expand.rs"]
+#[path = "../../macros/src/expand.rs"]
 mod expand;
 
 use quote::ToTokens;

@@ -19,9 +19,9 @@ use sandboxio::backends::docker::{
 };
 use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox};
 
-mod support;
+use crate::support;
 
-#[path = "../src/sandboxd/sha256.rs"]
+#[path = "../../src/sandboxd/sha256.rs"]
 #[allow(dead_code, reason = "the test only hashes")]
 mod sha256;
 
