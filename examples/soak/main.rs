@@ -85,7 +85,11 @@ struct Soaked {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let run_id = format!("{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+    let run_id = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    );
     let mut names: Vec<String> = Vec::new();
     for b in &args.backend {
         match b.as_str() {
@@ -141,9 +145,14 @@ async fn soak(args: &Args, names: &[String], backends: &[Arc<Soaked>]) -> bool {
         args.duration,
         args.concurrency,
         args.sample_every,
-        backends[0].cycle.label.1.strip_suffix(&backends[0].name).unwrap_or_default().to_owned() + "<backend>",
+        backends[0].cycle.label.1.strip_suffix(&backends[0].name).unwrap_or_default().to_owned()
+            + "<backend>",
         local_root.display()
     );
+    match std::env::var("MALLOC_MMAP_THRESHOLD_") {
+        Ok(bytes) => println!("malloc: glibc's mmap threshold fixed at {bytes} bytes (RSS follows live memory)"),
+        Err(_) => println!("malloc: glibc's defaults (RSS includes what its heaps keep after frees)"),
+    }
     let start = sample("start", backends, &local_root).await;
     verdict::print_header(names);
     verdict::print_row(&start);

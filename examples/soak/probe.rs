@@ -42,8 +42,10 @@ pub fn descendants() -> u64 {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
         // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so parse after the last `)`.
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some(ppid) = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)) else { continue };
-        if let Ok(ppid) = ppid.parse() {
+        let Some(field) = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)) else {
+            continue;
+        };
+        if let Ok(ppid) = field.parse() {
             children.entry(ppid).or_default().push(pid);
         }
     }

@@ -25,6 +25,7 @@
 //! **Nothing lost.** Every command, cell and file operation gave exactly what it should
 //! have, and every backend completed cycles.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Threads the last third's median may exceed the second third's by.
@@ -63,7 +64,7 @@ pub fn print_header(backends: &[String]) {
     let mut line = format!("{:>7} {:>8} {:>7} {:>5} {:>5}", "t", "rss MiB", "threads", "fds", "procs");
     for b in backends {
         let held = if b.starts_with("local") { "dirs" } else { "ctrs" };
-        line += &format!(" | {:>10} {:>4} {:>4}", b, "live", held);
+        let _ = write!(line, " | {b:>10} {:>4} {held:>4}", "live");
     }
     println!("{line}");
 }
@@ -74,7 +75,7 @@ pub fn print_row(s: &Sample) {
     let mut line = format!("{:>7} {:>8.1} {:>7} {:>5} {:>5}", s.label, rss, s.threads, s.fds, s.processes);
     for (live, held) in s.live.iter().zip(&s.held) {
         let held = held.map_or_else(|| "?".to_owned(), |h| h.to_string());
-        line += &format!(" | {:>10} {:>4} {:>4}", "", live, held);
+        let _ = write!(line, " | {:>10} {live:>4} {held:>4}", "");
     }
     println!("{line}");
 }
@@ -90,7 +91,10 @@ pub fn judge(backends: &[String], start: &Sample, during: &[Sample], end: &Sampl
     } else {
         let n = during.len();
         let (second, last) = (&during[n / 3..2 * n / 3], &during[2 * n / 3..]);
-        let flat = |name: &str, figure: fn(&Sample) -> u64, slack: &dyn Fn(u64) -> u64, broken: &mut Vec<String>| {
+        let flat = |name: &str,
+                    figure: fn(&Sample) -> u64,
+                    slack: &dyn Fn(u64) -> u64,
+                    broken: &mut Vec<String>| {
             let (before, after) = (median(second, figure), median(last, figure));
             if after > before + slack(before) {
                 broken.push(format!(
@@ -106,7 +110,10 @@ pub fn judge(backends: &[String], start: &Sample, during: &[Sample], end: &Sampl
         for (i, backend) in backends.iter().enumerate() {
             let held: Vec<u64> = during.iter().filter_map(|s| s.held[i]).collect();
             if held.len() < during.len() {
-                broken.push(format!("{backend}: {} samples could not count what it holds", during.len() - held.len()));
+                broken.push(format!(
+                    "{backend}: {} samples could not count what it holds",
+                    during.len() - held.len()
+                ));
                 continue;
             }
             let (before, after) = (median_of(&held[n / 3..2 * n / 3]), median_of(&held[2 * n / 3..]));
@@ -118,7 +125,10 @@ pub fn judge(backends: &[String], start: &Sample, during: &[Sample], end: &Sampl
         }
     }
     if end.processes != start.processes {
-        broken.push(format!("{} descendant processes after the last close, {} before the first create", end.processes, start.processes));
+        broken.push(format!(
+            "{} descendant processes after the last close, {} before the first create",
+            end.processes, start.processes
+        ));
     }
     for (i, backend) in backends.iter().enumerate() {
         if end.held[i] != start.held[i] {

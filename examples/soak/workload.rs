@@ -2,10 +2,12 @@
 //! result checked exactly. A check that fails names its step and what differed; the cycle
 //! still closes its sandbox, so a failure never turns into a leak of the soak's own making.
 
-use std::fmt::Debug;
+use std::fmt::{Debug, Write as _};
 use std::time::Duration;
 
-use sandboxio::{Capabilities, Code, Command, Error, ExitStatus, FileKind, NetworkPolicy, Sandbox, StreamKind};
+use sandboxio::{
+    Capabilities, Code, Command, Error, ExitStatus, FileKind, NetworkPolicy, Sandbox, StreamKind,
+};
 
 /// What one cycle did, for the per-backend totals.
 #[derive(Debug, Default, Clone, Copy)]
@@ -73,17 +75,17 @@ async fn commands(sandbox: &Sandbox, cycle: &Cycle, n: u64, done: &mut Done) -> 
     )
     .await;
     let a = a.map_err(fail("run echo"))?;
-    same("run echo", (&a.status, a.stdout.as_slice(), a.stderr.as_slice()), (
-        &ExitStatus::Code(0),
-        format!("soak {n}\n").as_bytes(),
-        b"".as_slice(),
-    ))?;
+    same(
+        "run echo",
+        (&a.status, a.stdout.as_slice(), a.stderr.as_slice()),
+        (&ExitStatus::Code(0), format!("soak {n}\n").as_bytes(), b"".as_slice()),
+    )?;
     let b = b.map_err(fail("run exit 7"))?;
-    same("run exit 7", (&b.status, b.stdout.as_slice(), b.stderr.as_slice()), (
-        &ExitStatus::Code(7),
-        b"".as_slice(),
-        format!("{n}\n").as_bytes(),
-    ))?;
+    same(
+        "run exit 7",
+        (&b.status, b.stdout.as_slice(), b.stderr.as_slice()),
+        (&ExitStatus::Code(7), b"".as_slice(), format!("{n}\n").as_bytes()),
+    )?;
     done.commands += 2;
 
     streamed_cat(sandbox, n).await?;
@@ -101,8 +103,14 @@ async fn commands(sandbox: &Sandbox, cycle: &Cycle, n: u64, done: &mut Done) -> 
     done.commands += 1;
 
     let lines = cycle.seq_lines + u32::try_from(n % 1000).unwrap_or(0);
-    let big = sandbox.run(Command::new("seq").arg("1").arg(lines.to_string())).await.map_err(fail("large output"))?;
-    let want: String = (1..=lines).map(|i| format!("{i}\n")).collect();
+    let big = sandbox
+        .run(Command::new("seq").arg("1").arg(lines.to_string()))
+        .await
+        .map_err(fail("large output"))?;
+    let want = (1..=lines).fold(String::new(), |mut out, i| {
+        let _ = writeln!(out, "{i}");
+        out
+    });
     same("large output status", (&big.status, big.truncated), (&ExitStatus::Code(0), false))?;
     same_bytes("large output", &big.stdout, want.as_bytes())?;
     done.commands += 1;
@@ -122,10 +130,17 @@ async fn streamed_cat(sandbox: &Sandbox, n: u64) -> Checked<()> {
         let mut echoed = Vec::new();
         while echoed.len() < input.len() {
             match stream.next_chunk().await {
-                Some(Ok(chunk)) if chunk.stream == StreamKind::Stdout => echoed.extend_from_slice(&chunk.data),
+                Some(Ok(chunk)) if chunk.stream == StreamKind::Stdout => {
+                    echoed.extend_from_slice(&chunk.data)
+                }
                 Some(Ok(chunk)) => return Err(Failure { step, what: format!("stderr {:?}", chunk.data) }),
                 Some(Err(e)) => return Err(fail(step)(e)),
-                None => return Err(Failure { step, what: format!("ended after {} of {} bytes", echoed.len(), input.len()) }),
+                None => {
+                    return Err(Failure {
+                        step,
+                        what: format!("ended after {} of {} bytes", echoed.len(), input.len()),
+                    });
+                }
             }
         }
         same_bytes(step, &echoed, input)?;
@@ -148,12 +163,18 @@ async fn cells(sandbox: &Sandbox, n: u64, done: &mut Done) -> Checked<()> {
         return Ok(());
     }
     let ctx = sandbox.create_context("python").await.map_err(fail("create context"))?;
-    let set = sandbox.run_code(Code::new(format!("x = {n}")).in_context(&ctx)).await.map_err(fail("cell set"))?;
+    let set =
+        sandbox.run_code(Code::new(format!("x = {n}")).in_context(&ctx)).await.map_err(fail("cell set"))?;
     same("cell set", (set.success(), set.stdout), (true, Vec::new()))?;
 
-    let error = sandbox.run_code(Code::new("x += 1\n1 / 0").in_context(&ctx)).await.map_err(fail("cell error"))?;
+    let error =
+        sandbox.run_code(Code::new("x += 1\n1 / 0").in_context(&ctx)).await.map_err(fail("cell error"))?;
     let name = error.error.as_ref().map(|e| (e.name.as_str(), e.value.as_str()));
-    same("cell error", (error.status.success(), name), (false, Some(("ZeroDivisionError", "division by zero"))))?;
+    same(
+        "cell error",
+        (error.status.success(), name),
+        (false, Some(("ZeroDivisionError", "division by zero"))),
+    )?;
 
     let read = sandbox.run_code(Code::new("print(x)").in_context(&ctx)).await.map_err(fail("cell state"))?;
     same("cell state", (read.success(), read.stdout), (true, format!("{}\n", n + 1).into_bytes()))?;
@@ -164,12 +185,16 @@ async fn cells(sandbox: &Sandbox, n: u64, done: &mut Done) -> Checked<()> {
         let bundle = rich.results.first();
         let html = bundle.and_then(|b| b.get("text/html")).map(Vec::as_slice);
         let png = bundle.and_then(|b| b.get("image/png")).map(Vec::as_slice);
-        same("cell rich", (rich.success(), rich.results.len(), html, png), (
-            true,
-            1,
-            Some(format!("<b>rich {}</b>", n + 1).as_bytes()),
-            Some([0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a].as_slice()),
-        ))?;
+        same(
+            "cell rich",
+            (rich.success(), rich.results.len(), html, png),
+            (
+                true,
+                1,
+                Some(format!("<b>rich {}</b>", n + 1).as_bytes()),
+                Some([0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a].as_slice()),
+            ),
+        )?;
         done.cells += 1;
     }
     done.cells += 3;
@@ -201,7 +226,8 @@ async fn files(sandbox: &Sandbox, cycle: &Cycle, n: u64, done: &mut Done) -> Che
     same("list", listed, want)?;
 
     // What the host wrote is what a command inside sees.
-    let wc = sandbox.run(Command::new("wc").arg("-c").arg(format!("{dir}/blob.bin"))).await.map_err(fail("wc"))?;
+    let wc =
+        sandbox.run(Command::new("wc").arg("-c").arg(format!("{dir}/blob.bin"))).await.map_err(fail("wc"))?;
     same("wc", wc.stdout_lossy().into_owned(), format!("{} {dir}/blob.bin\n", blob.len()))?;
     done.commands += 1;
 
@@ -240,11 +266,15 @@ fn unexpected<T: Debug>(step: &'static str, wanted: &str, got: &Result<T, Error>
     Failure { step, what: format!("wanted {wanted}, got {}", clip(&got)) }
 }
 
+#[expect(clippy::needless_pass_by_value, reason = "callers build the tuples they compare in place")]
 fn same<T: PartialEq + Debug>(step: &'static str, got: T, want: T) -> Checked<()> {
     if got == want {
         Ok(())
     } else {
-        Err(Failure { step, what: format!("got {}, wanted {}", clip(&format!("{got:?}")), clip(&format!("{want:?}"))) })
+        Err(Failure {
+            step,
+            what: format!("got {}, wanted {}", clip(&format!("{got:?}")), clip(&format!("{want:?}"))),
+        })
     }
 }
 
@@ -254,7 +284,10 @@ fn same_bytes(step: &'static str, got: &[u8], want: &[u8]) -> Checked<()> {
         return Ok(());
     }
     let at = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
-    Err(Failure { step, what: format!("{} bytes, wanted {}; first difference at byte {at}", got.len(), want.len()) })
+    Err(Failure {
+        step,
+        what: format!("{} bytes, wanted {}; first difference at byte {at}", got.len(), want.len()),
+    })
 }
 
 fn clip(s: &str) -> String {
