@@ -53,6 +53,11 @@ struct Args {
     /// The image of the `docker://` sandboxes.
     #[arg(long, default_value = "sandboxio/python:2")]
     image: String,
+    /// The positive control: every Nth cycle of each worker leaks on purpose (detaches its
+    /// sandbox instead of closing it, and keeps 1 MiB, a descriptor and a thread), and the
+    /// verdict must be a FAIL. 0: never.
+    #[arg(long, default_value_t = 0)]
+    leak_every: u64,
     /// The longest one cycle may take before it counts as hung.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     cycle_limit: Duration,
@@ -150,7 +155,9 @@ async fn soak(args: &Args, names: &[String], backends: &[Arc<Soaked>]) -> bool {
         local_root.display()
     );
     match std::env::var("MALLOC_MMAP_THRESHOLD_") {
-        Ok(bytes) => println!("malloc: glibc's mmap threshold fixed at {bytes} bytes (RSS follows live memory)"),
+        Ok(bytes) => {
+            println!("malloc: glibc's mmap threshold fixed at {bytes} bytes (RSS follows live memory)");
+        }
         Err(_) => println!("malloc: glibc's defaults (RSS includes what its heaps keep after frees)"),
     }
     let start = sample("start", backends, &local_root).await;
@@ -159,20 +166,7 @@ async fn soak(args: &Args, names: &[String], backends: &[Arc<Soaked>]) -> bool {
 
     let started = Instant::now();
     let deadline = started + args.duration;
-    let mut workers = Vec::new();
-    for soaked in backends {
-        for worker in 0..u64::from(args.concurrency) {
-            let (soaked, pause, limit) = (Arc::clone(soaked), args.pause, args.cycle_limit);
-            workers.push(tokio::spawn(async move {
-                let mut n = worker;
-                while Instant::now() < deadline {
-                    cycle(&soaked, n, limit).await;
-                    n += u64::from(u32::MAX); // a different number for every cycle of every worker
-                    tokio::time::sleep(pause).await;
-                }
-            }));
-        }
-    }
+    let workers = spawn_workers(args, backends, deadline);
 
     let mut during = Vec::new();
     let mut next = started + args.sample_every;
@@ -204,6 +198,43 @@ async fn soak(args: &Args, names: &[String], backends: &[Arc<Soaked>]) -> bool {
     if left > 0 {
         broken.push(format!("{left} background teardowns still running 30 s after the last close"));
     }
+    println!("peak RSS {:.1} MiB; wall {:.0} s", peak_rss_mib(), started.elapsed().as_secs_f64());
+    report(backends, broken)
+}
+
+/// `concurrency` workers per backend, each cycling until `deadline`.
+fn spawn_workers(
+    args: &Args,
+    backends: &[Arc<Soaked>],
+    deadline: Instant,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut workers = Vec::new();
+    for soaked in backends {
+        for worker in 0..u64::from(args.concurrency) {
+            let (soaked, pause, limit, leak_every) =
+                (Arc::clone(soaked), args.pause, args.cycle_limit, args.leak_every);
+            workers.push(tokio::spawn(async move {
+                let mut n = worker;
+                for round in 1.. {
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                    let leak = leak_every > 0 && round % leak_every == 0;
+                    if leak {
+                        leak_on_purpose();
+                    }
+                    cycle(&soaked, n, leak, limit).await;
+                    n += u64::from(u32::MAX); // a different number for every cycle of every worker
+                    tokio::time::sleep(pause).await;
+                }
+            }));
+        }
+    }
+    workers
+}
+
+/// Prints each backend's totals and failures and the verdict; whether it passed.
+fn report(backends: &[Arc<Soaked>], mut broken: Vec<String>) -> bool {
     for soaked in backends {
         let failures = soaked.failures.lock().unwrap_or_else(PoisonError::into_inner);
         let cycles = soaked.cycles.load(Ordering::Relaxed);
@@ -225,7 +256,6 @@ async fn soak(args: &Args, names: &[String], backends: &[Arc<Soaked>]) -> bool {
             broken.push(format!("{}: no cycle completed", soaked.name));
         }
     }
-    println!("peak RSS {:.1} MiB; wall {:.0} s", peak_rss_mib(), started.elapsed().as_secs_f64());
     if broken.is_empty() {
         println!("verdict: PASS (flat after warm-up, nothing left behind, nothing lost)");
         true
@@ -238,11 +268,25 @@ async fn soak(args: &Args, names: &[String], backends: &[Arc<Soaked>]) -> bool {
     }
 }
 
+/// The positive control's host-side leaks: 1 MiB kept, a descriptor never closed, a thread
+/// that never ends.
+fn leak_on_purpose() {
+    std::hint::black_box(Box::leak(vec![1_u8; 1024 * 1024].into_boxed_slice()));
+    if let Ok(file) = std::fs::File::open("/dev/null") {
+        std::mem::forget(file);
+    }
+    let _ = std::thread::Builder::new().name("soak-leak".into()).spawn(|| {
+        loop {
+            std::thread::park();
+        }
+    });
+}
+
 /// One cycle, its outcome added to the backend's totals; a cycle past `limit` counts as hung.
-async fn cycle(soaked: &Soaked, n: u64, limit: Duration) {
+async fn cycle(soaked: &Soaked, n: u64, leak: bool, limit: Duration) {
     let mut done = Done::default();
     soaked.live.fetch_add(1, Ordering::Relaxed);
-    let outcome = tokio::time::timeout(limit, workload::run(&soaked.cycle, n, &mut done)).await;
+    let outcome = tokio::time::timeout(limit, workload::run(&soaked.cycle, n, leak, &mut done)).await;
     soaked.live.fetch_sub(1, Ordering::Relaxed);
     soaked.commands.fetch_add(done.commands, Ordering::Relaxed);
     soaked.cells.fetch_add(done.cells, Ordering::Relaxed);

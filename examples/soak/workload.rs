@@ -41,8 +41,9 @@ pub struct Cycle {
 }
 
 /// Runs one cycle; `n` makes each cycle's data its own (a result from another cycle or an
-/// earlier step would not match). Always closes the sandbox it created.
-pub async fn run(cycle: &Cycle, n: u64, done: &mut Done) -> Checked<()> {
+/// earlier step would not match). Always closes the sandbox it created, unless `leak`
+/// asks it to detach it instead (the soak's positive control: it must then fail).
+pub async fn run(cycle: &Cycle, n: u64, leak: bool, done: &mut Done) -> Checked<()> {
     let sandbox = Sandbox::builder(&cycle.dsn)
         .map_err(fail("create"))?
         .network(NetworkPolicy::deny_all())
@@ -54,7 +55,11 @@ pub async fn run(cycle: &Cycle, n: u64, done: &mut Done) -> Checked<()> {
         .await
         .map_err(fail("create"))?;
     let worked = work(&sandbox, cycle, n, done).await;
-    let closed = sandbox.close().await.map_err(fail("close"));
+    let closed = if leak {
+        sandbox.detach().await.map(drop).map_err(fail("detach"))
+    } else {
+        sandbox.close().await.map_err(fail("close"))
+    };
     worked.and(closed)
 }
 
@@ -131,7 +136,7 @@ async fn streamed_cat(sandbox: &Sandbox, n: u64) -> Checked<()> {
         while echoed.len() < input.len() {
             match stream.next_chunk().await {
                 Some(Ok(chunk)) if chunk.stream == StreamKind::Stdout => {
-                    echoed.extend_from_slice(&chunk.data)
+                    echoed.extend_from_slice(&chunk.data);
                 }
                 Some(Ok(chunk)) => return Err(Failure { step, what: format!("stderr {:?}", chunk.data) }),
                 Some(Err(e)) => return Err(fail(step)(e)),
