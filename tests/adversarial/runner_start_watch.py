@@ -17,6 +17,7 @@ log = open(sys.argv[1], "a", buffering=1)
 def say(*a): print(*a, file=log)
 mode = sys.argv[2]
 me = os.getpid()
+own = open("/proc/self/cmdline", "rb").read().split(b"\0")
 DECOY = "import ctypes\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\nimport time\ntime.sleep(20)  # DECOY-" + "START\n"
 def target(argv):
     if mode == "runner":
@@ -25,7 +26,10 @@ def target(argv):
 seen = set(p for p in os.listdir("/proc") if p.isdigit())
 say("watching")
 if mode == "decoy":
-    decoy = subprocess.Popen([sys.executable, "-I", "-u", "-c", DECOY], stdin=open("/dev/null"))
+    # The decoy holds a socket from its start, as the runner holds its channel.
+    import socket
+    pair = socket.socketpair()
+    decoy = subprocess.Popen([sys.executable, "-I", "-u", "-c", DECOY], stdin=open("/dev/null"), pass_fds=(pair[1].fileno(),))
 deadline = time.time() + 25
 while time.time() < deadline:
     for p in os.listdir("/proc"):
@@ -36,8 +40,9 @@ while time.time() < deadline:
         except OSError:
             seen.add(p); continue
         if not target(argv):
-            # A shepherd's child before its exec still has sandboxd's argv: look again.
-            if not argv[0].endswith(b"sandboxd"):
+            # A shepherd's child before its exec still has sandboxd's argv, the decoy the
+            # watcher's, and a process in the middle of its exec none: look again.
+            if argv[0] and not argv[0].endswith(b"sandboxd") and argv != own:
                 seen.add(p)
             continue
         seen.add(p)
