@@ -573,7 +573,8 @@ impl<W: Write + AsRawFd> Session<W> {
             }
             Some(Report::Exposed(why)) => {
                 cmd.reports = None;
-                cmd.exit = Some(Message::Failed { failure: Failure::Exposed, message: why.message().into_bytes() });
+                cmd.exit =
+                    Some(Message::Failed { failure: Failure::Exposed, message: why.message().into_bytes() });
                 None
             }
             Some(Report::Exited { ended, oom_killed }) => {

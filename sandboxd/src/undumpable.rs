@@ -98,7 +98,9 @@ impl Why {
                                (the host's fs.suid_dumpable is 1, or the runtime ignores execute-only \
                                programs); it was killed. Set fs.suid_dumpable to 0 or 2"
                 .to_owned(),
-            Why::Unchecked(e) => format!("whether another process could reach it could not be checked ({})", os(e)),
+            Why::Unchecked(e) => {
+                format!("whether another process could reach it could not be checked ({})", os(e))
+            }
         };
         format!("sandboxd would not start it out of the other processes' reach: {why}")
     }
@@ -276,7 +278,9 @@ pub fn check(pid: i32, user: Option<(u32, u32)>) -> Result<(), Why> {
         Ok(Fork::Parent(probe)) => probe,
         Ok(Fork::Child) => {
             // The command's identity, and no capability: what every other command has.
-            let became = user.map_or(Ok(()), |(uid, gid)| sys::drop_to(uid, gid)).and_then(|()| sys::drop_capabilities());
+            let became = user
+                .map_or(Ok(()), |(uid, gid)| sys::drop_to(uid, gid))
+                .and_then(|()| sys::drop_capabilities());
             if became.is_err() {
                 sys::exit_now(BROKEN);
             }

@@ -3,14 +3,15 @@
 # may) every new process it targets on sight, then takes its descriptors (`pidfd_getfd`) and
 # opens its memory (`/proc/<pid>/mem`): stopped, a process that makes itself undumpable in its
 # first line never gets there, so the window stays open as long as the watcher likes.
-# MODE `runner`: targets code runners (`-I ... -c <runner>`). With the runner's channel it
-# says `ready` in the runner's place (the runner stays stopped), reads the first cell the host
-# sends ("STOLEN") and answers it with a forged result ("FORGED"). Without it, it continues
-# the runner and logs what the kernel refused.
+# MODE `runner`: targets code runners (`-I ... -c <runner>`), up to 5. With a runner's channel
+# it says `ready` in the runner's place (the runner stays stopped), reads the first cell the
+# host sends ("STOLEN") and answers it with a forged result ("FORGED"). Without it, it
+# continues the runner, logs what the kernel refused, and waits for the next.
 # MODE `decoy` (the positive control): starts, as its own child, a process whose first line
 # makes it undumpable (`prctl(PR_SET_DUMPABLE, 0)` through ctypes, the runner's protection
 # before sandboxd started it undumpable) holding a descriptor from its start, and targets it:
-# "TAKEN" when the watcher took that descriptor or opened its memory before that line.
+# "TAKEN" when the watcher took that descriptor or opened its memory before that line; up to
+# 5 decoys, one after the other, until one is taken.
 import ctypes, os, signal, stat, subprocess, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 log = open(sys.argv[1], "a", buffering=1)
@@ -25,20 +26,35 @@ def target(argv):
     return any(b"DECOY-" + b"START" in a for a in argv)
 seen = set(p for p in os.listdir("/proc") if p.isdigit())
 say("watching")
-if mode == "decoy":
+tries = 5  # runners (the test starts as many contexts) or decoys
+def spawn_decoy():
     # The decoy holds a socket from its start, as the runner holds its channel.
+    return subprocess.Popen([sys.executable, "-I", "-u", "-c", DECOY], stdin=open("/dev/null"),
+                            pass_fds=(pair[1].fileno(),))
+if mode == "decoy":
     import socket
     pair = socket.socketpair()
-    decoy = subprocess.Popen([sys.executable, "-I", "-u", "-c", DECOY], stdin=open("/dev/null"), pass_fds=(pair[1].fileno(),))
-deadline = time.time() + 25
-while time.time() < deadline:
+    spawn_decoy()
+def candidates():
+    # Pids come in order within the namespace: the ones after the last seen first (a quick
+    # look), then every process (nothing missed).
+    try:
+        last = int(open("/proc/sys/kernel/ns_last_pid").read())
+        for p in range(last - 3, last + 1):
+            yield str(p)
+    except (OSError, ValueError):
+        pass
     for p in os.listdir("/proc"):
+        yield p
+deadline = time.time() + 30
+while time.time() < deadline and tries > 0:
+    for p in candidates():
         if p in seen or not p.isdigit() or int(p) == me:
             continue
         try:
             argv = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
         except OSError:
-            seen.add(p); continue
+            continue
         if not target(argv):
             # A shepherd's child before its exec still has sandboxd's argv, the decoy the
             # watcher's, and a process in the middle of its exec none: look again.
@@ -48,6 +64,7 @@ while time.time() < deadline:
         seen.add(p)
         pid = int(p)
         os.kill(pid, signal.SIGSTOP)
+        tries -= 1
         say("stopped", pid)
         chan, took = None, []
         try:
@@ -72,16 +89,18 @@ while time.time() < deadline:
                     chan = r
                     say("FD-TAKEN", fd, os.readlink("/proc/self/fd/%d" % r))
         if mode == "decoy":
+            os.kill(pid, signal.SIGKILL)
             if took:
                 say("TAKEN", pid, took)
-            else:
-                say("refused", pid)
-            os.kill(pid, signal.SIGKILL)
-            sys.exit(0)
+                sys.exit(0)
+            say("refused", pid)
+            if tries > 0:
+                spawn_decoy()
+            break
         if chan is None:
             os.kill(pid, signal.SIGCONT)
             say("continued", pid)
-            sys.exit(0)
+            break
         f = os.fdopen(chan, "r+b", buffering=0)
         f.write(b"ready 0\n")
         line = b""

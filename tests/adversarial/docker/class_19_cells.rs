@@ -87,7 +87,7 @@ fn class_19__a_docker_command_watching_for_new_runners_cannot_take_one_as_it_sta
     }
     for user in [None, Some("0")] {
         let sbx = sandbox(user, &[]);
-        attack::a_command_watching_for_new_runners_cannot_take_one_as_it_starts(&sbx);
+        attack::a_command_watching_for_new_runners_cannot_take_one_as_it_starts(&sbx, "/tmp");
         attack::the_runner_needs_no_ctypes(&sbx);
         block_on(sbx.close()).unwrap();
     }

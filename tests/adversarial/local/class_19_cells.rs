@@ -70,7 +70,7 @@ fn class_19__a_concurrent_command_cannot_take_over_a_live_context() {
 #[test]
 fn class_19__a_command_watching_for_new_runners_cannot_take_one_as_it_starts() {
     let sbx = local(NetworkPolicy::deny_all());
-    attack::a_command_watching_for_new_runners_cannot_take_one_as_it_starts(&sbx);
+    attack::a_command_watching_for_new_runners_cannot_take_one_as_it_starts(&sbx, "/workspace");
     block_on(sbx.close()).unwrap();
 }
 
