@@ -27,6 +27,7 @@ mod session;
 mod shepherd;
 #[expect(unsafe_code, reason = "the Linux calls std lacks, each unsafe block with its SAFETY comment")]
 mod sys;
+mod undumpable;
 
 use std::fs::File;
 use std::io::Write;

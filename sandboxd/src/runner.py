@@ -24,21 +24,15 @@
 #                    "done COUNT 0\n"                  the cell ended; COUNT is its number
 # Only the standard library's ast, io, os, signal, sys and traceback are needed (json when present).
 
-# Not dumpable, before anything else: the sandbox's other processes run as the same user
-# (every command on `local://`), and the kernel lets such a process take a dumpable one's
-# descriptors (`pidfd_getfd`, `/proc/<pid>/fd`) or memory (ptrace). A command running beside
-# a context took this runner's channel that way, read the cells the host sent and answered
-# for them (class 19). An undumpable process is out of their reach; what the cells run
-# (`exec` resets the flag) is not. The window before this line is the interpreter's start.
-try:
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    del ctypes
-except (ImportError, OSError, AttributeError):  # an interpreter without ctypes
-    pass
-
-import sys  # noqa: E402
+# Not dumpable from its first instruction: the sandbox's other processes run as the same
+# user (every command on `local://`), and the kernel lets such a process take a dumpable
+# one's descriptors (`pidfd_getfd`, `/proc/<pid>/fd`), memory (`/proc/<pid>/mem`, ptrace) or
+# environment. sandboxd starts this interpreter through an execute-only copy of its loader
+# (`Spawn::undumpable`, `sandboxd/src/undumpable.rs`), which the kernel makes undumpable at
+# `execve`, and checks that it did before the host hears of the runner: nothing here has to
+# win a race, and no module (`ctypes`) is needed. What the cells run (`exec` makes a new
+# program dumpable again) is theirs.
+import sys
 
 # The runner's own modules come from the standard library, never from the working directory
 # (`-I` leaves it off the path), where an earlier cell may have planted a `traceback.py` (or

@@ -571,6 +571,12 @@ impl<W: Write + AsRawFd> Session<W> {
                 cmd.exit = Some(Message::Failed { failure: Failure::Io, message: message.into_bytes() });
                 None
             }
+            Some(Report::Exposed(why)) => {
+                cmd.reports = None;
+                cmd.exit =
+                    Some(Message::Failed { failure: Failure::Exposed, message: why.message().into_bytes() });
+                None
+            }
             Some(Report::Exited { ended, oom_killed }) => {
                 cmd.reports = None;
                 let status = match ended {

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use crate::proto::Spawn;
 use crate::sys::{self, Ended, Fork, PollFd};
+use crate::undumpable::{self, Image, Why};
 
 /// The size of one report from a shepherd to sandboxd, in bytes.
 pub const REPORT_LEN: usize = 12;
@@ -37,6 +38,9 @@ pub enum Report {
     /// release 20221219 refuses `PR_SET_CHILD_SUBREAPER` to any process but init); the
     /// `errno`. Before `Spawned`, the command was never started.
     SetupFailed(i32),
+    /// A [`Spawn::undumpable`] command could not be started out of the other processes'
+    /// reach; instead of `Spawned`. Whatever had started is gone.
+    Exposed(Why),
 }
 
 impl Report {
@@ -47,10 +51,14 @@ impl Report {
             Report::Exited { ended: Ended::Code(c), oom_killed } => (3, c, oom_killed),
             Report::Exited { ended: Ended::Signal(s), oom_killed } => (4, s, oom_killed),
             Report::SetupFailed(errno) => (5, errno, false),
+            Report::Exposed(why) => (6, why.code().1, false),
         };
         let mut out = [0; REPORT_LEN];
         out[0] = tag;
         out[1] = u8::from(oom);
+        if let Report::Exposed(why) = self {
+            out[2] = why.code().0;
+        }
         out[4..8].copy_from_slice(&value.to_be_bytes());
         out
     }
@@ -64,6 +72,7 @@ impl Report {
             3 => Some(Report::Exited { ended: Ended::Code(value), oom_killed }),
             4 => Some(Report::Exited { ended: Ended::Signal(value), oom_killed }),
             5 => Some(Report::SetupFailed(value)),
+            6 => Why::from_code(bytes[2], value).map(Report::Exposed),
             _ => None,
         }
     }
@@ -183,7 +192,23 @@ fn run(spec: &Spawn) -> Result<(), Setup> {
     let children = sys::child_events()?;
     let oom_before = oom_kills();
 
-    let mut cmd = command(spec);
+    let image = if spec.undumpable {
+        let path = spec.env.iter().rev().find(|(k, _)| k == b"PATH").map(|(_, v)| v.as_slice());
+        match undumpable::prepare(spec.argv.first().map_or(&[][..], Vec::as_slice), path) {
+            Ok(image) => Some(image),
+            Err(Ok(errno)) => {
+                write_report(Report::SpawnFailed(errno))?;
+                return Ok(());
+            }
+            Err(Err(why)) => {
+                write_report(Report::Exposed(why))?;
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+    let mut cmd = command(spec, image.as_ref());
     let child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -192,6 +217,16 @@ fn run(spec: &Spawn) -> Result<(), Setup> {
         }
     };
     let main = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    // `spawn` returned once `execve` succeeded: the program's image is in place, and the
+    // kernel has decided whether it is dumpable.
+    drop(image);
+    if spec.undumpable
+        && let Err(why) = undumpable::check(main, spec.user)
+    {
+        end_all(main, None)?;
+        write_report(Report::Exposed(why))?;
+        return Ok(());
+    }
     // The command holds its stdio now; the shepherd's copies would keep the pipes open.
     let null = File::open("/dev/null")?;
     for fd in 0..3 {
@@ -206,9 +241,20 @@ fn run(spec: &Spawn) -> Result<(), Setup> {
     Ok(())
 }
 
-fn command(spec: &Spawn) -> Command {
+/// The command for `spec`; with an `image`, its execute-only copy runs in the program's place
+/// (`undumpable.rs`): the interpreter with the program as its first argument, or the copy of
+/// a static program under the program's `argv[0]`.
+fn command(spec: &Spawn, image: Option<&Image>) -> Command {
     let program = spec.argv.first().map_or(OsStr::new(""), |p| OsStr::from_bytes(p));
-    let mut cmd = Command::new(program);
+    let mut cmd = match image {
+        Some(image) => {
+            let mut cmd = Command::new(image.exec_path());
+            cmd.arg0(OsStr::from_bytes(&image.arg0));
+            cmd.args(image.program.iter());
+            cmd
+        }
+        None => Command::new(program),
+    };
     cmd.args(spec.argv.iter().skip(1).map(|a| OsStr::from_bytes(a)));
     cmd.env_clear();
     for (k, v) in spec.env.iter().chain(&spec.secrets) {
@@ -279,8 +325,13 @@ fn supervise(main: i32, children: &OwnedFd) -> io::Result<Ended> {
             }
         }
     }
-    // Kill until no child is left: each round kills the shepherd's current children; their
-    // own children are reparented to the shepherd (a subreaper) and die in the next round.
+    end_all(main, ended)
+}
+
+/// Kills until no child is left: each round kills the shepherd's current children; their
+/// own children are reparented to the shepherd (a subreaper) and die in the next round.
+/// Returns how `main` ended (`ended` if it was reaped before).
+fn end_all(main: i32, mut ended: Option<Ended>) -> io::Result<Ended> {
     loop {
         for pid in children_of(sys::pid()) {
             sys::signal_process(pid, sys::SIGKILL);
@@ -390,6 +441,8 @@ mod tests {
             Report::Exited { ended: Ended::Code(3), oom_killed: false },
             Report::Exited { ended: Ended::Signal(9), oom_killed: true },
             Report::SetupFailed(22),
+            Report::Exposed(Why::Copy(24)),
+            Report::Exposed(Why::Reachable),
         ] {
             assert_eq!(Report::decode(r.encode()), Some(r));
         }

@@ -88,6 +88,7 @@ unsafe extern "C" {
     fn setfsgid(gid: u32) -> i32;
     fn setgid(gid: u32) -> i32;
     fn setuid(uid: u32) -> i32;
+    fn memfd_create(name: *const u8, flags: u32) -> i32;
     fn _exit(code: i32) -> !;
 }
 
@@ -423,6 +424,40 @@ pub fn reap_or_continue() -> io::Result<Option<(i32, Option<Ended>)>> {
     let sig = status & 0x7f;
     let ended = if sig == 0 { Ended::Code((status >> 8) & 0xff) } else { Ended::Signal(sig) };
     Ok(Some((pid, Some(ended))))
+}
+
+/// An anonymous file in memory (`memfd_create`), close-on-exec, that may be executed: the
+/// kernel's `MFD_EXEC` where it knows it (Linux 6.3 and later, which otherwise warns, or
+/// under `vm.memfd_noexec=1` makes it not executable), none before.
+pub fn exec_memfd() -> io::Result<OwnedFd> {
+    const MFD_CLOEXEC: u32 = 1;
+    const MFD_EXEC: u32 = 0x10;
+    let name = b"sandboxd-exec-only\0";
+    // SAFETY: a NUL-terminated name that outlives the call, integer flags.
+    let fd = match check(unsafe { memfd_create(name.as_ptr(), MFD_CLOEXEC | MFD_EXEC) }) {
+        Err(e) if e.raw_os_error() == Some(EINVAL) => {
+            // SAFETY: as above.
+            check(unsafe { memfd_create(name.as_ptr(), MFD_CLOEXEC) })?
+        }
+        other => other?,
+    };
+    // SAFETY: memfd_create succeeded, so `fd` is a fresh descriptor this process owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Waits for child `pid` to end, reaps it and says how it ended (`None`: it is no child).
+pub fn wait_ended(pid: i32) -> Option<Ended> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid writes the status into our local.
+        if unsafe { waitpid(pid, &raw mut status, 0) } == pid {
+            let sig = status & 0x7f;
+            return Some(if sig == 0 { Ended::Code((status >> 8) & 0xff) } else { Ended::Signal(sig) });
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return None;
+        }
+    }
 }
 
 /// Waits for child `pid` to end and reaps it; returns at once if it is no child (any more).

@@ -33,6 +33,7 @@ fn failure() -> impl Strategy<Value = Failure> {
         Just(Failure::InvalidInput),
         Just(Failure::TooLarge),
         Just(Failure::Io),
+        Just(Failure::Exposed),
     ]
 }
 
@@ -45,9 +46,10 @@ fn message() -> impl Strategy<Value = Message> {
         prop_oneof![Just(StdinMode::Null), Just(StdinMode::Pipe)],
         proptest::option::of((any::<u32>(), any::<u32>())),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(argv, env, secrets, cwd, stdin, user, control)| {
-            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user, control })
+        .prop_map(|(argv, env, secrets, cwd, stdin, user, control, undumpable)| {
+            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user, control, undumpable })
         });
     let requests = prop_oneof![
         (any::<u16>(), proptest::option::of((any::<u32>(), any::<u32>())))
@@ -211,10 +213,11 @@ fn exact_bytes_of_a_spawn() {
             stdin: StdinMode::Pipe,
             user: Some((1000, 1001)),
             control: true,
+            undumpable: true,
         }),
     );
     let expected: Vec<u8> = [
-        &[0, 0, 0, 52][..],                                            // body length
+        &[0, 0, 0, 53][..],                                            // body length
         &[Kind::Spawn.byte()],                                         // kind
         &[0, 0, 0, 7],                                                 // id
         &[0, 0, 0, 2, 0, 0, 0, 2, b's', b'h', 0, 0, 0, 2, b'-', b'c'], // argv
@@ -224,6 +227,7 @@ fn exact_bytes_of_a_spawn() {
         &[1],                                                          // stdin: pipe
         &[1, 0, 0, 0x03, 0xe8, 0, 0, 0x03, 0xe9],                      // user 1000:1001
         &[1],                                                          // control channel
+        &[1],                                                          // undumpable
     ]
     .concat();
     assert_eq!(f.to_bytes().unwrap(), expected);

@@ -1012,6 +1012,7 @@ impl Runner {
                 .collect(),
             env: vec![(b"PATH".to_vec(), b"/usr/bin:/bin".to_vec())],
             control: true,
+            undumpable: true,
             ..Spawn::default()
         };
         c.send(1, Message::Spawn(spec));

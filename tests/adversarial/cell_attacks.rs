@@ -345,6 +345,118 @@ pub fn a_concurrent_command_cannot_take_over_a_live_context(sbx: &Sandbox) {
     );
 }
 
+/// The payload of [`a_command_watching_for_new_runners_cannot_take_one_as_it_starts`].
+const START_WATCH: &str = include_str!("runner_start_watch.py");
+
+/// Runs the start watcher in `mode` as a command of `sbx`, runs `during` once it watches, and
+/// returns what it logged (and its stderr) with what `during` returned.
+fn beside_start_watcher<T: Send>(
+    sbx: &Sandbox,
+    dir: &str,
+    mode: &str,
+    during: impl FnOnce() -> T + Send,
+) -> (String, T) {
+    let log = format!("{dir}/start-watch-{mode}.log");
+    std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            block_on(
+                sbx.run(
+                    Command::new("python3")
+                        .args(["-c", START_WATCH, &log, mode])
+                        .timeout(Duration::from_secs(40)),
+                ),
+            )
+            .unwrap()
+        });
+        let watching = crate::support::eventually(Duration::from_secs(30), || {
+            block_on(sbx.fs().read_text(&log)).is_ok_and(|l| l.contains("watching"))
+        });
+        let out = during();
+        let ran = watcher.join().unwrap();
+        let logged = block_on(sbx.fs().read_text(&log)).unwrap_or_default();
+        assert!(watching, "the watcher never started watching: {logged} {}", ran.stderr_lossy());
+        (format!("{logged}{}", ran.stderr_lossy()), out)
+    })
+}
+
+/// A command already watching for new processes when a context starts cannot take the new
+/// runner in its start: it stops the runner on sight (the same uid may), so a runner that made
+/// itself undumpable in its first line (the protection before) never got there, and the
+/// watcher took its channel at leisure, said `ready` in its place, read the first cell the
+/// host sent and forged its result. Now the runner is undumpable from its `execve`. The
+/// control, same run: the same watcher takes a descriptor of a process that makes itself
+/// undumpable in its first line, started after the watcher. The watcher logs into `dir`
+/// (`/tmp` for a root sandbox user on `docker://`, which holds no capability and may not
+/// write its image user's `/workspace`).
+pub fn a_command_watching_for_new_runners_cannot_take_one_as_it_starts(sbx: &Sandbox, dir: &str) {
+    let (decoy, ()) = beside_start_watcher(sbx, dir, "decoy", || ());
+    assert!(
+        decoy.contains("TAKEN"),
+        "control: the watcher did not win the start of a process undumpable from its first line: {decoy}"
+    );
+    // Five contexts, one after the other, each caught as it starts (on the old code the
+    // watcher won the first; the control measures the odds).
+    let (log, cells) = beside_start_watcher(sbx, dir, "runner", || {
+        (0..5)
+            .map(|_| {
+                let ctx = block_on(sbx.create_context("python"));
+                ctx.map(|ctx| {
+                    block_on(sbx.run_code(
+                        Code::new("secret = 'S3CR3T'\n1/0").in_context(&ctx).timeout(Duration::from_secs(20)),
+                    ))
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut results = String::new();
+    let mut error = None;
+    for cell in &cells {
+        let (r, e) = match cell {
+            Ok(Ok(r)) => (format!("{:?}", r.results), r.error.as_ref().map(|e| e.name.clone())),
+            Ok(Err(e)) => (String::new(), Some(format!("run_code failed: {e}"))),
+            Err(e) => (String::new(), Some(format!("create_context failed: {e}"))),
+        };
+        if results.is_empty() || r != "[]" {
+            results = r;
+        }
+        if error.is_none() || e.as_deref() != Some("ZeroDivisionError") {
+            error = e;
+        }
+    }
+    let seen = format!("results {results}, error {error:?}; the watcher: {log}");
+    println!("class_19 start watcher: control {decoy:?}; {seen}");
+    assert!(
+        log.matches("stopped").count() == 5 || log.contains("STOLEN"),
+        "the watcher did not catch every runner as it started: {seen}"
+    );
+    assert!(!log.contains("STOLEN"), "a command read a cell sent to a runner it caught starting: {seen}");
+    assert!(!log.contains("FD-TAKEN"), "a command took a starting runner's channel: {seen}");
+    assert!(!log.contains("MEM-OPENED"), "a command opened a starting runner's memory: {seen}");
+    assert_eq!(results, "[]", "a command forged the cell of a runner it caught starting: {seen}");
+    assert_eq!(
+        error.as_deref(),
+        Some("ZeroDivisionError"),
+        "the context's cell did not report its own error: {seen}"
+    );
+}
+
+/// The runner needs no module of the image's Python to be out of reach (`ctypes` made it
+/// undumpable before, so a `python3` without it left its runner dumpable for its whole life):
+/// a cell sees no `ctypes` among the modules the runner loaded. With the watcher test above,
+/// that the protection holds from `execve` on, before any Python runs.
+pub fn the_runner_needs_no_ctypes(sbx: &Sandbox) {
+    let ctx = block_on(sbx.create_context("python")).unwrap();
+    let loaded = "import sys\nprint(sorted(m for m in sys.modules if 'ctypes' in m))";
+    let r = block_on(sbx.run_code(Code::new(loaded).in_context(&ctx))).unwrap();
+    assert!(r.success(), "{:?}", r.error);
+    let text = String::from_utf8_lossy(&r.stdout).trim().to_owned();
+    assert_eq!(text, "[]", "the runner loaded ctypes before any cell");
+    // Control: the same check sees a module once the cell imported it.
+    let r = block_on(sbx.run_code(Code::new(format!("import ctypes\n{loaded}")).in_context(&ctx))).unwrap();
+    let text = String::from_utf8_lossy(&r.stdout).trim().to_owned();
+    assert!(text.contains("'ctypes'"), "control: an imported module is not seen: {text} {:?}", r.error);
+}
+
 /// A cell that writes its runner an error record of 524,000 two-byte lines (1 MiB, the most
 /// an error keeps).
 pub const ERROR_LINES: &str = r#"import os

@@ -125,7 +125,8 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
             };
             let user = r.user()?;
             let control = r.bool("control")?;
-            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user, control })
+            let undumpable = r.bool("undumpable")?;
+            Message::Spawn(Spawn { argv, env, secrets, cwd, stdin, user, control, undumpable })
         }
         Kind::Stdin => Message::Stdin { data: r.bytes()? },
         Kind::StdinEof => Message::StdinEof,
@@ -169,6 +170,7 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
                 3 => Failure::InvalidInput,
                 4 => Failure::TooLarge,
                 5 => Failure::Io,
+                6 => Failure::Exposed,
                 _ => return Err(ProtoError::BadValue { kind, field: "failure" }),
             };
             Message::Failed { failure, message: r.bytes()? }

@@ -48,6 +48,7 @@ fn failure_byte(f: Failure) -> u8 {
         Failure::InvalidInput => 3,
         Failure::TooLarge => 4,
         Failure::Io => 5,
+        Failure::Exposed => 6,
     }
 }
 
@@ -77,6 +78,7 @@ pub(super) fn body(message: &Message, out: &mut Vec<u8>) {
             });
             put_user(out, s.user);
             out.push(u8::from(s.control));
+            out.push(u8::from(s.undumpable));
         }
         Message::Stdin { data }
         | Message::ControlIn { data }

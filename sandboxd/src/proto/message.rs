@@ -148,6 +148,9 @@ pub enum Failure {
     TooLarge,
     /// Anything else the operating system reported.
     Io,
+    /// A [`Spawn::undumpable`] program could not be started out of the other processes'
+    /// reach (version 5); the message says why. Nothing was left running.
+    Exposed,
 }
 
 /// One entry of a directory listing.
@@ -193,6 +196,16 @@ pub struct Spawn {
     /// Give the command a control channel: a socket at its descriptor 3, fed by
     /// [`Message::ControlIn`] and read as [`Stream::Control`] output.
     pub control: bool,
+    /// Start the program out of reach of the sandbox's other processes from its first
+    /// instruction (version 5): not dumpable, so no process of the same uid without
+    /// `CAP_SYS_PTRACE` can take its descriptors (`pidfd_getfd`), its memory
+    /// (`/proc/<pid>/mem`, ptrace) or its environment. sandboxd executes the program's ELF
+    /// interpreter (its dynamic loader, or a static program itself) from an execute-only copy
+    /// (the kernel makes a process whose executable it may not read undumpable at `execve`),
+    /// then checks with the command's own identity that the kernel refuses it the process's
+    /// memory; anything else fails the spawn ([`Failure::Exposed`]), never a reachable
+    /// process.
+    pub undumpable: bool,
 }
 
 /// A decoded frame body.

@@ -31,7 +31,8 @@
 //! The end of sandboxd's first session (its stdin and stdout) ends sandboxd, unless the host
 //! sent [`Message::Detach`] and got [`Message::Detached`] first; sessions on `--listen-fd`
 //! connections never end it. Version 2 added `Detach` and `Detached`; version 3 the `mode` of
-//! each [`Entry`] of a listing; version 4 the [`MIN_FRAME_CREDIT`] an output frame takes.
+//! each [`Entry`] of a listing; version 4 the [`MIN_FRAME_CREDIT`] an output frame takes; version 5 [`Spawn::undumpable`]
+//! and [`Failure::Exposed`].
 
 use std::fmt;
 
@@ -43,7 +44,7 @@ pub use decode::Decoder;
 pub use message::{Entry, Failure, FileType, Kind, Message, Pairs, Spawn, Status, StdinMode, Stream};
 
 /// The protocol version this file speaks.
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 
 /// The largest body a frame may carry, in bytes (4 MiB): a spawn with the largest argv and
 /// environment a command may have (1 MiB, `MAX_ARG_TOTAL`) fits with room to spare.

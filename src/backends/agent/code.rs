@@ -186,19 +186,30 @@ impl Agent {
     async fn start_runner(self: &Arc<Self>) -> Result<Runner> {
         self.check_alive()?;
         let command = Command::new(PYTHON).arg("-I").arg("-u").arg("-c").arg(crate::sandboxd::RUNNER);
-        let spec = Spawn { control: true, ..self.spawn_spec(&command, StdinMode::Null, true) };
+        // Undumpable from its first instruction (sandboxd checks it, or refuses to start it):
+        // the sandbox's other processes, of the same user on `local://`, can never take its
+        // channel, its memory or its environment, not even while it starts.
+        let spec =
+            Spawn { control: true, undumpable: true, ..self.spawn_spec(&command, StdinMode::Null, true) };
         let cmd = self.client.spawn(spec).map_err(|why| self.gone_error(&why))?;
         let mut runner = Runner { cmd, records: Records::default() };
         let deadline = Instant::now() + READY_TIMEOUT;
         let mut said = Vec::new();
+        // The runner is used once it said `ready` and sandboxd said `Spawned`, which it does
+        // only after checking that the runner is out of the other processes' reach.
+        let (mut ready, mut spawned) = (false, false);
         loop {
+            if ready && spawned {
+                return Ok(runner);
+            }
             let event = with_deadline(deadline, runner.cmd.next()).await;
             match event {
+                Some(Some(Event::Spawned(_))) => spawned = true,
                 Some(Some(Event::Output(Stream::Control, data))) => {
                     runner.records.push(&data);
                     // Nothing but `ready` is expected: no item is admitted.
                     match runner.records.next_record(&mut |_| false) {
-                        Ok(Some(Record::Ready)) => return Ok(runner),
+                        Ok(Some(Record::Ready)) if !ready => ready = true,
                         Ok(None) => {}
                         Ok(Some(other)) => {
                             return Err(self.runner_failed(&format!("it said {other:?} first")));

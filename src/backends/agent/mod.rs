@@ -171,6 +171,7 @@ impl Agent {
             stdin,
             user: self.identity.switch_user.then(|| self.command_user()),
             control: false,
+            undumpable: false,
         }
     }
 

@@ -36,9 +36,10 @@ while :; do
   for d in /proc/[0-9]*; do
     p=${d#/proc/}; [ "$p" = $$ ] && continue
     case $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) in
-      python3\ -I\ -u\ -c*|python3\ -u\ -c*)
+      python3\ -I\ -u\ -c*|python3\ -u\ -c*|*/python3\ -I\ -u\ -c*)
         [ -z "$seen" ] && { echo found; seen=1; }
-        # The channel was descriptor 3; the runner now moves it: try every descriptor.
+        # The channel was descriptor 3; the runner now moves it: try every descriptor. (A
+        # runner started undumpable is its loader's copy with python3 as first argument.)
         for f in "$d"/fd/*; do
           { printf 'error 30\nForgedError\nforged\ntraceback\ndone 1 0\n' > "$f"; } 2>/dev/null && echo wrote
         done ;;

@@ -81,6 +81,19 @@ fn class_19__a_docker_process_left_behind_cannot_forge_a_later_cells_result() {
 }
 
 #[test]
+fn class_19__a_docker_command_watching_for_new_runners_cannot_take_one_as_it_starts() {
+    if !ready("class_19__a_docker_command_watching_for_new_runners_cannot_take_one_as_it_starts") {
+        return;
+    }
+    for user in [None, Some("0")] {
+        let sbx = sandbox(user, &[]);
+        attack::a_command_watching_for_new_runners_cannot_take_one_as_it_starts(&sbx, "/tmp");
+        attack::the_runner_needs_no_ctypes(&sbx);
+        block_on(sbx.close()).unwrap();
+    }
+}
+
+#[test]
 fn class_19__a_docker_error_of_many_lines_costs_a_bounded_traceback() {
     if !ready("class_19__a_docker_error_of_many_lines_costs_a_bounded_traceback") {
         return;

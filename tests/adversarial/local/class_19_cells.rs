@@ -68,6 +68,20 @@ fn class_19__a_concurrent_command_cannot_take_over_a_live_context() {
 }
 
 #[test]
+fn class_19__a_command_watching_for_new_runners_cannot_take_one_as_it_starts() {
+    let sbx = local(NetworkPolicy::deny_all());
+    attack::a_command_watching_for_new_runners_cannot_take_one_as_it_starts(&sbx, "/workspace");
+    block_on(sbx.close()).unwrap();
+}
+
+#[test]
+fn class_19__the_runner_needs_no_ctypes() {
+    let sbx = local(NetworkPolicy::deny_all());
+    attack::the_runner_needs_no_ctypes(&sbx);
+    block_on(sbx.close()).unwrap();
+}
+
+#[test]
 fn class_19__an_error_of_many_lines_costs_a_bounded_traceback() {
     let sbx = local(NetworkPolicy::deny_all());
     attack::an_error_of_many_lines_costs_a_bounded_traceback(&sbx);
