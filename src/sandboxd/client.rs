@@ -188,7 +188,16 @@ impl Client {
     }
 
     fn send(&self, id: u32, message: Message) -> Result<(), String> {
-        let bytes = Frame::new(id, message).to_bytes().map_err(|e| e.to_string())?;
+        self.send_frames([Frame::new(id, message)])
+    }
+
+    /// Writes `frames` in one write: a spawn and its credit reach sandboxd together, so it
+    /// handles both in one turn.
+    fn send_frames(&self, frames: impl IntoIterator<Item = Frame>) -> Result<(), String> {
+        let mut bytes = Vec::new();
+        for frame in frames {
+            frame.encode(&mut bytes).map_err(|e| e.to_string())?;
+        }
         let written = {
             let mut w = lock(&self.inner.writer);
             w.write_all(&bytes).and_then(|()| w.flush())
@@ -289,10 +298,8 @@ impl Client {
         }
         let cmd = Cmd { client: self.clone(), id, notify, listener: None };
         let credit = matches!(message, Message::Spawn(_) | Message::FsRead { .. } | Message::FsList { .. });
-        self.send(id, message)?;
-        if credit {
-            self.send(id, Message::Credit { bytes: OUTPUT_WINDOW })?;
-        }
+        let credit = credit.then(|| Frame::new(id, Message::Credit { bytes: OUTPUT_WINDOW }));
+        self.send_frames(std::iter::once(Frame::new(id, message)).chain(credit))?;
         Ok(cmd)
     }
 }
