@@ -321,12 +321,13 @@ impl<W: Write + AsRawFd> Session<W> {
         sys::poll_fds(&mut fds, if busy { 0 } else { timeout })?;
         // Outputs are handled before reports so a command's last bytes go out before its exit;
         // reverse order keeps the indices of a command's output list valid while removing.
+        let mut host_ready = false;
         for (fd, slot) in fds.iter().zip(&slots).rev() {
             if fd.revents == 0 {
                 continue;
             }
             match *slot {
-                Slot::Host => self.read_host()?,
+                Slot::Host => host_ready = true,
                 Slot::Children => self.reap(),
                 Slot::Listener => {
                     if let Some(listener) = self.lifetime.as_mut().and_then(|l| l.listener.as_mut()) {
@@ -338,6 +339,14 @@ impl<W: Write + AsRawFd> Session<W> {
                 Slot::Stdin(id) => self.write_input(id, false)?,
                 Slot::Channel(id) => self.write_input(id, true)?,
             }
+        }
+        if host_ready {
+            // What the commands said goes out before the host's new requests are handled: a
+            // read may hold many spawns, each a fork, and the exits of commands that ended
+            // must not wait for all of them (at 64 at once they did: issue #28).
+            self.finish_done()?;
+            self.flush()?;
+            self.read_host()?;
         }
         self.kill_stuck_shepherds();
         self.finish_done()?;
