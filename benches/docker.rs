@@ -191,7 +191,7 @@ fn per_command(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
     let shared = std::sync::Arc::new(sb);
     for at_once in [16, 64, 256] {
         group.bench_function(format!("sandboxd/{at_once}"), |b| {
-            b.iter(|| rt.block_on(burst(&shared, at_once)))
+            b.iter(|| rt.block_on(burst(&shared, at_once)));
         });
     }
     group.finish();

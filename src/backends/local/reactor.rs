@@ -35,7 +35,7 @@ const WAKE: u64 = 0;
 
 /// The longest single wait (a far timer is looked at again after this): `epoll_wait` takes
 /// at most `i32::MAX` milliseconds.
-const LONGEST_WAIT: Duration = Duration::from_secs(3600);
+const LONGEST_WAIT: Duration = Duration::from_hours(1);
 
 /// How many events one wait takes at most.
 const EVENTS: usize = 64;
@@ -226,7 +226,7 @@ impl Reactor {
                     }
                     Some(_) => {}
                 }
-                let Some(std::cmp::Reverse((_, key))) = timers.queue.pop() else { return None };
+                let std::cmp::Reverse((_, key)) = timers.queue.pop()?;
                 timers.jobs.remove(&key)
             };
             if let Some(job) = job {
