@@ -13,7 +13,10 @@
 //!   the same on the default image (`sandboxio/python:2`, `scripts/build-images python`);
 //! - `concurrent_20`: 20 sandboxes created, used and closed at once through sandboxio (and the
 //!   engine checked for leaks afterwards);
-//! - `stream_100mb`: 100 MB of stdout streamed through sandboxio vs drained raw.
+//! - `stream_100mb`: 100 MB of stdout streamed through sandboxio vs drained raw;
+//! - `concurrent_execs`: 256 `run(true)` on one sandbox (sandboxd path), 16, 64 and 256 at
+//!   once, in commands per second (the twin of `benches/local.rs`'s; issue #28's target: the
+//!   rate at 64 at least the rate at 16).
 //!
 //! On a shared, loaded machine criterion's consecutive samples drift with the load between
 //! one path and the next. `SANDBOXIO_BENCH_INTERLEAVED=N` runs N rounds instead, each round
@@ -181,8 +184,38 @@ fn per_command(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
         });
     });
     group.finish();
-    rt.block_on(sb.close()).unwrap();
+
+    let mut group = c.benchmark_group("concurrent_execs");
+    group.sample_size(10);
+    group.throughput(criterion::Throughput::Elements(BURST as u64));
+    let shared = std::sync::Arc::new(sb);
+    for at_once in [16, 64, 256] {
+        group.bench_function(format!("sandboxd/{at_once}"), |b| {
+            b.iter(|| rt.block_on(burst(&shared, at_once)));
+        });
+    }
+    group.finish();
+    rt.block_on(std::sync::Arc::into_inner(shared).unwrap().close()).unwrap();
     rt.block_on(api.close()).unwrap();
+}
+
+/// Commands per `concurrent_execs` iteration.
+const BURST: usize = 256;
+
+/// Runs [`BURST`] `run(true)` on `sandbox`, `at_once` at a time.
+async fn burst(sandbox: &std::sync::Arc<Sandbox>, at_once: usize) {
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(at_once));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..BURST {
+        let (gate, sandbox) = (gate.clone(), sandbox.clone());
+        tasks.spawn(async move {
+            let _place = gate.acquire_owned().await.unwrap();
+            assert!(sandbox.run(Command::new("true")).await.unwrap().success());
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
 }
 
 /// Streams 100 MB of stdout through `sb` and counts it.

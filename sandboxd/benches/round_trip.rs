@@ -11,6 +11,11 @@
 //!   measure the exec API through bollard. Needs an engine and `sandboxio/busybox:1`, and is
 //!   skipped with a message otherwise.
 //!
+//! - `concurrent/{16,64,256}`: 256 `true` through sandboxd in bwrap, 16, 64 or 256 in flight
+//!   at once (a new one sent as each exits), in commands per second: sandboxd's session loop
+//!   and shepherds alone, without the library's host side (issue #28: the rate at 64 at least
+//!   the rate at 16).
+//!
 //! Quote the ratios, not the times: the machines are shared and noisy.
 
 use std::io::{Read, Write};
@@ -56,8 +61,8 @@ impl Session {
         }
     }
 
-    /// Runs `true` and waits for its exit.
-    fn run_true(&mut self) {
+    /// Sends a `true`; returns its id.
+    fn start_true(&mut self) -> u32 {
         let id = self.next;
         self.next += 1;
         let spec = Spawn {
@@ -67,6 +72,29 @@ impl Session {
         };
         self.send(id, Message::Spawn(spec));
         self.send(id, Message::Credit { bytes: 65536 });
+        id
+    }
+
+    /// Runs `total` `true`s, `at_once` in flight, and waits for every exit.
+    fn run_many(&mut self, total: usize, at_once: usize) {
+        let (mut sent, mut done) = (0, 0);
+        while done < total {
+            while sent < total && sent - done < at_once {
+                self.start_true();
+                sent += 1;
+            }
+            let f = self.recv();
+            match f.message {
+                Message::Exit { .. } => done += 1,
+                Message::Spawned { .. } => {}
+                other => panic!("command {}: {other:?}", f.id),
+            }
+        }
+    }
+
+    /// Runs `true` and waits for its exit.
+    fn run_true(&mut self) {
+        let id = self.start_true();
         loop {
             let f = self.recv();
             if f.id == id && matches!(f.message, Message::Exit { .. }) {
@@ -136,7 +164,18 @@ fn local(c: &mut Criterion) {
     let mut session = Session::start(cmd);
     group.bench_function("sandboxd_in_bwrap", |b| b.iter(|| session.run_true()));
     group.finish();
+
+    let mut group = c.benchmark_group("concurrent");
+    group.sample_size(10);
+    group.throughput(criterion::Throughput::Elements(BURST as u64));
+    for at_once in [16, 64, 256] {
+        group.bench_function(at_once.to_string(), |b| b.iter(|| session.run_many(BURST, at_once)));
+    }
+    group.finish();
 }
+
+/// Commands per `concurrent` iteration.
+const BURST: usize = 256;
 
 fn docker(c: &mut Criterion) {
     let ready = Command::new("docker")

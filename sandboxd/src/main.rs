@@ -91,7 +91,7 @@ fn serve(start: Instant, args: &args::Args) -> std::io::Result<session::End> {
     let input = File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let output = File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     // Non-blocking, so that a host that stops reading holds a write only until the TTL
-    // (`Session::write_frame`).
+    // (`Session::flush`).
     sys::set_nonblocking(&output)?;
     let null = File::options().read(true).write(true).open("/dev/null")?;
     sys::dup_to(std::os::fd::AsRawFd::as_raw_fd(&null), 0)?;

@@ -33,6 +33,11 @@ pub const STDIN_WINDOW: usize = 256 * 1024;
 /// The most commands one session runs at once.
 pub const MAX_COMMANDS: usize = 1024;
 
+/// Frames to the host are gathered during a turn and written together at its end, or once
+/// this many bytes wait (256 KiB): one write and one wake-up of the host for all the
+/// commands a turn served, not one per frame (issue #28).
+const FLUSH_AT: usize = 256 * 1024;
+
 /// Why a session ended.
 #[derive(Debug)]
 pub enum End {
@@ -138,7 +143,10 @@ pub struct Session<W: Write + AsRawFd> {
     greeted: bool,
     /// The sandbox's user from `Hello`.
     user: Option<(u32, u32)>,
-    frame: Vec<u8>,
+    /// Encoded frames not yet written to the host (see [`FLUSH_AT`]).
+    out: Vec<u8>,
+    /// Where reads from the host and from commands' pipes land ([`MAX_CHUNK`] bytes, reused).
+    scratch: Vec<u8>,
     /// A shepherd died without its report, so processes of its command may have been
     /// reparented to sandboxd: each child event then looks for them, until a look finds none.
     /// (Without this, every command's exit would cost a scan of `/proc`.)
@@ -172,7 +180,8 @@ impl<W: Write + AsRawFd> Session<W> {
             jobs: BTreeMap::new(),
             greeted: false,
             user: None,
-            frame: Vec::new(),
+            out: Vec::new(),
+            scratch: vec![0; MAX_CHUNK],
             orphans: false,
             lifetime: None,
             host: Host::Attached,
@@ -193,6 +202,7 @@ impl<W: Write + AsRawFd> Session<W> {
                 Err(End::HostGone) if self.host == Host::Detached => {
                     // Nobody can read these commands' output or results any more.
                     self.host = Host::Gone;
+                    self.out.clear();
                     self.kill_commands();
                     // Processes of shepherds killed outright are reparented here.
                     self.orphans = true;
@@ -200,6 +210,10 @@ impl<W: Write + AsRawFd> Session<W> {
                 Err(end) => break end,
             }
         };
+        // Answers gathered before a protocol error still reach a host that reads.
+        if matches!(end, End::Protocol(_)) {
+            let _ = self.flush();
+        }
         self.kill_everything();
         end
     }
@@ -219,19 +233,28 @@ impl<W: Write + AsRawFd> Session<W> {
         Ok(i32::try_from(ms).unwrap_or(i32::MAX))
     }
 
+    /// Queues a frame for the host; it is written at the end of the turn (or at once when
+    /// [`FLUSH_AT`] bytes wait).
     fn send(&mut self, id: u32, message: Message) -> Result<(), End> {
-        self.frame.clear();
-        Frame::new(id, message).encode(&mut self.frame)?;
-        self.write_frame()
+        Frame::new(id, message).encode(&mut self.out)?;
+        if self.out.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
     }
 
-    /// Writes the encoded frame. Where the stream is non-blocking (the first session's, see
+    /// Writes the queued frames. Where the stream is non-blocking (the first session's, see
     /// `main.rs`), a host that stops reading is waited for only until the TTL: it cannot hold
     /// sandboxd, and so the sandbox, past its deadline.
-    fn write_frame(&mut self) -> Result<(), End> {
+    fn flush(&mut self) -> Result<(), End> {
+        if self.host == Host::Gone {
+            // Nobody reads any more (a detached host left): what waits is dropped, not retried.
+            self.out.clear();
+            return Ok(());
+        }
         let mut done = 0;
-        while done < self.frame.len() {
-            match self.output.write(&self.frame[done..]) {
+        while done < self.out.len() {
+            match self.output.write(&self.out[done..]) {
                 Ok(0) => return Err(End::HostGone),
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -251,6 +274,7 @@ impl<W: Write + AsRawFd> Session<W> {
                 Err(e) => return Err(e.into()),
             }
         }
+        self.out.clear();
         self.output.flush()?;
         Ok(())
     }
@@ -297,12 +321,13 @@ impl<W: Write + AsRawFd> Session<W> {
         sys::poll_fds(&mut fds, if busy { 0 } else { timeout })?;
         // Outputs are handled before reports so a command's last bytes go out before its exit;
         // reverse order keeps the indices of a command's output list valid while removing.
+        let mut host_ready = false;
         for (fd, slot) in fds.iter().zip(&slots).rev() {
             if fd.revents == 0 {
                 continue;
             }
             match *slot {
-                Slot::Host => self.read_host()?,
+                Slot::Host => host_ready = true,
                 Slot::Children => self.reap(),
                 Slot::Listener => {
                     if let Some(listener) = self.lifetime.as_mut().and_then(|l| l.listener.as_mut()) {
@@ -315,9 +340,18 @@ impl<W: Write + AsRawFd> Session<W> {
                 Slot::Channel(id) => self.write_input(id, true)?,
             }
         }
+        if host_ready {
+            // What the commands said goes out before the host's new requests are handled: a
+            // read may hold many spawns, each a fork, and the exits of commands that ended
+            // must not wait for all of them (at 64 at once they did: issue #28).
+            self.finish_done()?;
+            self.flush()?;
+            self.read_host()?;
+        }
         self.kill_stuck_shepherds();
         self.finish_done()?;
-        self.progress_jobs()
+        self.progress_jobs()?;
+        self.flush()
     }
 
     /// Kills the shepherds that did not end their command within [`KILL_GRACE`] of the
@@ -413,17 +447,25 @@ impl<W: Write + AsRawFd> Session<W> {
         }
     }
 
+    /// Reads what the host sent, up to [`MAX_CHUNK`] bytes, and handles every frame in it: a
+    /// spawn and its credit cost one turn, not four (a read for each header and each body,
+    /// each turn polling every command's pipes: issue #28).
     fn read_host(&mut self) -> Result<(), End> {
-        let mut buf = vec![0; self.decoder.wants().clamp(1, MAX_CHUNK)];
-        let n = match self.input.read(&mut buf) {
+        let n = match self.input.read(&mut self.scratch) {
             Ok(0) => return Err(End::HostGone),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        self.decoder.push(&buf[..n]);
-        while let Some(frame) = self.decoder.next_frame()? {
-            self.handle(frame)?;
+        let mut at = 0;
+        while at < n {
+            // What the decoder wants at a time: it then holds at most one frame.
+            let take = self.decoder.wants().clamp(1, n - at);
+            self.decoder.push(&self.scratch[at..at + take]);
+            at += take;
+            while let Some(frame) = self.decoder.next_frame()? {
+                self.handle(frame)?;
+            }
         }
         Ok(())
     }
@@ -621,8 +663,7 @@ impl<W: Write + AsRawFd> Session<W> {
         }
         let Some(pipe) = cmd.outputs.get_mut(index) else { return Ok(()) };
         let want = usize::try_from(cmd.credit).unwrap_or(usize::MAX).min(MAX_CHUNK);
-        let mut buf = vec![0; want];
-        match pipe.file.read(&mut buf) {
+        match pipe.file.read(&mut self.scratch[..want]) {
             Ok(0) => {
                 cmd.outputs.remove(index);
                 Ok(())
@@ -630,9 +671,9 @@ impl<W: Write + AsRawFd> Session<W> {
             Ok(n) => {
                 // n <= credit, and credit >= MIN_FRAME_CREDIT (checked above).
                 cmd.credit -= frame_credit(n);
-                buf.truncate(n);
                 let stream = pipe.stream;
-                self.send(id, Message::Output { stream, data: buf })
+                let data = self.scratch[..n].to_vec();
+                self.send(id, Message::Output { stream, data })
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
                 Ok(())

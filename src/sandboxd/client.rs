@@ -1,7 +1,8 @@
 //! The host's end of a sandboxd session, over any byte stream (a `bwrap` child's pipes, a
 //! container's attach stream), usable from any executor.
 //!
-//! One reader thread decodes frames and routes them to commands; writes go straight to the
+//! One reader decodes frames and routes them to commands ([`Feed`]: a thread of the session's
+//! own, or for `local://` one thread shared by every sandbox); writes go straight to the
 //! stream under a lock (sandboxd reads its input at once, and this side always reads, so a
 //! write never waits long). Memory is bounded per command: the client grants sandboxd output
 //! credit of at most [`OUTPUT_WINDOW`] bytes beyond what the caller has taken, so sandboxd
@@ -144,7 +145,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Client {
     /// Starts a session over `read`/`write` for a sandbox whose user is `user` (uid, gid):
-    /// sends `Hello` and starts the reader thread.
+    /// sends `Hello` and starts a reader thread.
     /// Call [`Client::hello`] to wait for sandboxd's answer.
     ///
     /// # Errors
@@ -155,6 +156,25 @@ impl Client {
         write: impl Write + Send + 'static,
         user: Option<(u32, u32)>,
     ) -> std::io::Result<Client> {
+        let (client, feed) = Client::start_fed(write, user)?;
+        std::thread::Builder::new()
+            .name("sandboxio-sandboxd-rx".into())
+            .spawn(move || read_loop(feed, read))?;
+        Ok(client)
+    }
+
+    /// Starts a session whose stream the caller reads: sends `Hello` on `write`; the bytes
+    /// read from sandboxd go to the returned [`Feed`] (`local://` reads every sandbox's
+    /// stream on one thread).
+    ///
+    /// # Errors
+    ///
+    /// The stream could not be written.
+    #[cfg_attr(not(feature = "local"), expect(dead_code, reason = "local:// feeds its sessions itself"))]
+    pub(crate) fn start_fed(
+        write: impl Write + Send + 'static,
+        user: Option<(u32, u32)>,
+    ) -> std::io::Result<(Client, Feed)> {
         let inner = Arc::new(Inner {
             writer: Mutex::new(Box::new(write)),
             state: Mutex::new(State::default()),
@@ -163,15 +183,21 @@ impl Client {
         });
         let client = Client { inner };
         client.send(0, Message::Hello { version: VERSION, user }).map_err(std::io::Error::other)?;
-        let reader = Arc::clone(&client.inner);
-        std::thread::Builder::new()
-            .name("sandboxio-sandboxd-rx".into())
-            .spawn(move || read_loop(&reader, read))?;
-        Ok(client)
+        let feed = Feed { inner: Arc::clone(&client.inner), decoder: Decoder::new(), ended: false };
+        Ok((client, feed))
     }
 
     fn send(&self, id: u32, message: Message) -> Result<(), String> {
-        let bytes = Frame::new(id, message).to_bytes().map_err(|e| e.to_string())?;
+        self.send_frames([Frame::new(id, message)])
+    }
+
+    /// Writes `frames` in one write: a spawn and its credit reach sandboxd together, so it
+    /// handles both in one turn.
+    fn send_frames(&self, frames: impl IntoIterator<Item = Frame>) -> Result<(), String> {
+        let mut bytes = Vec::new();
+        for frame in frames {
+            frame.encode(&mut bytes).map_err(|e| e.to_string())?;
+        }
         let written = {
             let mut w = lock(&self.inner.writer);
             w.write_all(&bytes).and_then(|()| w.flush())
@@ -272,10 +298,8 @@ impl Client {
         }
         let cmd = Cmd { client: self.clone(), id, notify, listener: None };
         let credit = matches!(message, Message::Spawn(_) | Message::FsRead { .. } | Message::FsList { .. });
-        self.send(id, message)?;
-        if credit {
-            self.send(id, Message::Credit { bytes: OUTPUT_WINDOW })?;
-        }
+        let credit = credit.then(|| Frame::new(id, Message::Credit { bytes: OUTPUT_WINDOW }));
+        self.send_frames(std::iter::once(Frame::new(id, message)).chain(credit))?;
         Ok(cmd)
     }
 }
@@ -304,29 +328,75 @@ fn end(inner: &Inner, why: String) {
     }
 }
 
-fn read_loop(inner: &Inner, mut read: impl Read) {
-    let mut decoder = Decoder::new();
-    let mut buf = vec![0; MAX_CHUNK];
-    let why = loop {
-        match decoder.next_frame() {
-            Ok(Some(frame)) => {
-                if let Err(why) = route(inner, frame) {
-                    break why;
-                }
-                continue;
+/// The receiving half of a session: decodes what is read from sandboxd and delivers it.
+/// Dropped before [`Feed::end`], it ends the session.
+pub(crate) struct Feed {
+    inner: Arc<Inner>,
+    decoder: Decoder,
+    ended: bool,
+}
+
+impl Feed {
+    /// Delivers `bytes` read from sandboxd. `false` once the session has ended (a malformed
+    /// frame, a frame past its credit): stop reading then.
+    pub(crate) fn push(&mut self, mut bytes: &[u8]) -> bool {
+        while !self.ended && !bytes.is_empty() {
+            // At most what the decoder wants at a time: it then holds at most one frame, and
+            // never moves a long tail of frames after each one it takes.
+            let n = self.decoder.wants().clamp(1, bytes.len());
+            self.decoder.push(&bytes[..n]);
+            bytes = &bytes[n..];
+            loop {
+                let why = match self.decoder.next_frame() {
+                    Ok(Some(frame)) => match route(&self.inner, frame) {
+                        Ok(()) => continue,
+                        Err(why) => why,
+                    },
+                    Ok(None) => break,
+                    Err(e) => format!("sandboxd sent a malformed frame: {e}"),
+                };
+                self.end(why);
+                break;
             }
-            Ok(None) => {}
-            Err(e) => break format!("sandboxd sent a malformed frame: {e}"),
         }
-        let want = decoder.wants().clamp(1, buf.len());
+        !self.ended
+    }
+
+    /// How many bytes the next read should ask for at most to complete a frame.
+    pub(crate) fn wants(&self) -> usize {
+        self.decoder.wants()
+    }
+
+    /// The stream ended or failed: ends the session with `why` (once).
+    pub(crate) fn end(&mut self, why: String) {
+        if !self.ended {
+            self.ended = true;
+            end(&self.inner, why);
+        }
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.end("the session's reader stopped".to_owned());
+    }
+}
+
+fn read_loop(mut feed: Feed, mut read: impl Read) {
+    let mut buf = vec![0; MAX_CHUNK];
+    loop {
+        let want = feed.wants().clamp(1, buf.len());
         match read.read(&mut buf[..want]) {
-            Ok(0) => break "sandboxd's stream ended".to_owned(),
-            Ok(n) => decoder.push(&buf[..n]),
+            Ok(0) => return feed.end("sandboxd's stream ended".to_owned()),
+            Ok(n) => {
+                if !feed.push(&buf[..n]) {
+                    return;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => break format!("reading from sandboxd failed: {e}"),
+            Err(e) => return feed.end(format!("reading from sandboxd failed: {e}")),
         }
-    };
-    end(inner, why);
+    }
 }
 
 /// Delivers one frame; an `Err` ends the session.

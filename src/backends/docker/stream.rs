@@ -137,10 +137,10 @@ async fn pump(
         }
         Some(false) => {}
         Some(true) => {
-            let mut code = match exec::exit_code(&shared, &exec_id).await {
-                Ok(code) => exec::end_command(&shared, guard.gid()).await.map(|()| code),
-                Err(e) => Err(e),
-            };
+            // At once, as in `exec::run`: one engine round trip less per command.
+            let (code, ended) =
+                tokio::join!(exec::exit_code(&shared, &exec_id), exec::end_command(&shared, guard.gid()));
+            let mut code = code.and_then(|code| ended.map(|()| code));
             guard.disarm();
             if let Ok(c) = code
                 && exec::died_under(&shared, c).await

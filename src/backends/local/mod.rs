@@ -46,6 +46,7 @@ mod binary;
 mod dirs;
 mod fs;
 mod launch;
+mod reactor;
 mod record;
 mod seccomp;
 mod session;
@@ -140,6 +141,8 @@ struct State {
     /// The gate and relay of a sandbox under an allowlist (`egress.rs`), held by the handle
     /// that created it.
     egress: Mutex<Option<egress::Egress>>,
+    /// The owner's TTL timer on the reactor (`start_ttl_timer`); dropped with the state.
+    ttl: Mutex<Option<reactor::Timer>>,
 }
 
 impl LocalBackend {
@@ -459,6 +462,7 @@ impl LocalBackend {
             bwrap: Mutex::new(Some(started.bwrap)),
             sandboxd: started.sandboxd,
             egress: Mutex::new(None),
+            ttl: Mutex::new(None),
         });
         // From here a dropped `create()` destroys the sandbox (and its directory).
         let guard = Undo::new(Arc::clone(&state), |state: Arc<State>| {
@@ -528,6 +532,7 @@ impl LocalBackend {
             pid_namespace: launch::pid_namespace(sandboxd.pid),
             sandboxd,
             egress: Mutex::new(None),
+            ttl: Mutex::new(None),
         });
         Ok(LocalSandbox { backend: self.clone(), state })
     }
@@ -566,26 +571,29 @@ fn wait_gone(process: &Owner) {
     }
 }
 
-/// Destroys the sandbox at its expiry, even if no handle is left.
+/// Destroys the sandbox at its expiry, even if no handle is left: a timer on the reactor's
+/// thread (no thread of its own), cancelled when the last handle goes.
 fn start_ttl_timer(state: &Arc<State>) {
     let weak = Arc::downgrade(state);
-    let expires = state.expires;
-    let _ = std::thread::Builder::new().name("sandboxio-local-ttl".into()).spawn(move || {
-        loop {
-            let now = Instant::now();
-            if now >= expires {
-                break;
-            }
-            std::thread::sleep((expires - now).min(Duration::from_secs(1)));
-            match weak.upgrade() {
-                Some(state) if state.alive.load(Ordering::Acquire) => {}
-                _ => return,
-            }
+    let timer = reactor::at(state.expires, move || {
+        let Some(state) = weak.upgrade() else { return };
+        if !state.alive.load(Ordering::Acquire) {
+            return;
         }
-        if let Some(state) = weak.upgrade() {
+        // `destroy` waits for bwrap: not on the reactor's thread, which reads every sandbox.
+        let destroying = Arc::clone(&state);
+        let spawned = std::thread::Builder::new()
+            .name("sandboxio-local-ttl".into())
+            .spawn(move || destroying.destroy("its TTL expired"));
+        if spawned.is_err() {
             state.destroy("its TTL expired");
         }
     });
+    match timer {
+        Ok(timer) => *state.ttl.lock().unwrap_or_else(PoisonError::into_inner) = Some(timer),
+        // Without the reactor no session could have started; the record's TTL still bounds `connect`.
+        Err(e) => tracing::warn!(sandbox = %state.id, error = %e, "cannot set the sandbox's TTL timer"),
+    }
 }
 
 /// Keeps a detached sandbox's way out for as long as its sandboxd runs (until its TTL or a

@@ -33,6 +33,7 @@ use crate::sandboxd::client::Client;
 
 use super::SCHEME;
 use super::launch::{self, Launch};
+use super::reactor::{self, Watch};
 
 /// How many times a start whose sandboxd was busy (`ETXTBSY`, see `binary.rs`) is retried.
 const TEXT_BUSY_TRIES: usize = 20;
@@ -165,7 +166,7 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
         let mut starting = Starting { bwrap: Some(bwrap), link: Link::Pipe(Arc::clone(&pipe)) };
         let said = Arc::new(Mutex::new(Vec::new()));
         let stderr_done = keep_stderr(stderr, Arc::clone(&said));
-        let client = Client::start(stdout, PipeWriter(pipe), None)
+        let client = fed_client(stdout.into(), PipeWriter(pipe))
             .map_err(|e| Error::provider(SCHEME, "starting the sandboxd session", e))?;
         let left = timeout.saturating_sub(started.elapsed());
         let answered = futures_lite::future::or(async { Some(client.hello().await) }, async {
@@ -203,21 +204,44 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
     }
 }
 
-/// Reads `stderr` to its end on a thread, keeping its first [`DIAGNOSTICS_LIMIT`] bytes in
-/// `said`; the receiver hears when it is done.
-fn keep_stderr(
-    mut stderr: impl std::io::Read + Send + 'static,
-    said: Arc<Mutex<Vec<u8>>>,
-) -> std::sync::mpsc::Receiver<()> {
+/// A session whose sandboxd stream `read` is read on the reactor's thread (`reactor.rs`),
+/// not on a thread of its own; frames to sandboxd go to `write`.
+fn fed_client(read: OwnedFd, write: impl Write + Send + 'static) -> std::io::Result<Client> {
+    let (client, mut feed) = Client::start_fed(write, None)?;
+    // A failed `watch` drops the feed, which ends the session.
+    reactor::watch(read, move |fd, buf| match rustix::io::read(fd, &mut *buf) {
+        Ok(0) => {
+            feed.end("sandboxd's stream ended".to_owned());
+            Watch::Done
+        }
+        Ok(n) if feed.push(&buf[..n]) => Watch::Keep,
+        Ok(_) => Watch::Done,
+        Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => Watch::Keep,
+        Err(e) => {
+            feed.end(format!("reading from sandboxd failed: {e}"));
+            Watch::Done
+        }
+    })?;
+    Ok(client)
+}
+
+/// Reads `stderr` to its end on the reactor's thread, keeping its first [`DIAGNOSTICS_LIMIT`]
+/// bytes in `said`; the receiver hears when it is done.
+fn keep_stderr(stderr: impl Into<OwnedFd>, said: Arc<Mutex<Vec<u8>>>) -> std::sync::mpsc::Receiver<()> {
     let (done, finished) = std::sync::mpsc::channel();
-    let _ = std::thread::Builder::new().name("sandboxio-local-stderr".into()).spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+    // A failed `watch` drops `done`: the receiver hears at once, with nothing said.
+    let _ = reactor::watch(stderr.into(), move |fd, buf| match rustix::io::read(fd, &mut *buf) {
+        Ok(n @ 1..) => {
             let mut kept = said.lock().unwrap_or_else(PoisonError::into_inner);
             let room = DIAGNOSTICS_LIMIT.saturating_sub(kept.len());
             kept.extend_from_slice(&buf[..n.min(room)]);
+            Watch::Keep
         }
-        let _ = done.send(());
+        Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => Watch::Keep,
+        Ok(0) | Err(_) => {
+            let _ = done.send(());
+            Watch::Done
+        }
     });
     finished
 }
@@ -260,8 +284,8 @@ pub(super) async fn connect(id: &str, dir: &Path, sandboxd: &Owner) -> Result<(C
         return Err(refused("the process listening on its socket is not its sandboxd".into()));
     }
     let io = |e| Error::provider(SCHEME, "starting the sandboxd session", e);
-    let client =
-        Client::start(stream.try_clone().map_err(io)?, stream.try_clone().map_err(io)?, None).map_err(io)?;
+    let client = fed_client(OwnedFd::from(stream.try_clone().map_err(io)?), stream.try_clone().map_err(io)?)
+        .map_err(io)?;
     let answered = futures_lite::future::or(async { Some(client.hello().await) }, async {
         futures_timer::Delay::new(CONNECT_HELLO).await;
         None

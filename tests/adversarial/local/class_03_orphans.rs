@@ -183,7 +183,9 @@ fn class_03__owner_child() {
         let sbx = local(NetworkPolicy::deny_all());
         let stream = sbx.stream(Command::shell(format!("{ESCAPES}; sleep 1000"))).unwrap();
         let _ = block_on(sbx.run(Command::shell(ESCAPES)));
-        std::thread::sleep(Duration::from_millis(20));
+        // Long enough for the control to see the stream's processes: a run is some 30 ms
+        // since issue #28, and 20 ms left them too briefly visible under load.
+        std::thread::sleep(Duration::from_millis(100));
         drop(stream);
         std::mem::forget(sbx);
     }
