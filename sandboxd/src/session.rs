@@ -30,6 +30,10 @@ use crate::sys::{self, Ended, PollFd};
 /// The most stdin bytes sandboxd buffers for one command, in bytes (256 KiB).
 pub const STDIN_WINDOW: usize = 256 * 1024;
 
+/// The most bytes one read of the host's stream takes (256 KiB: a file data frame in four
+/// reads, where a pipe of the default size gave it in sixteen).
+const INPUT_BUF: usize = 256 * 1024;
+
 /// The most commands one session runs at once.
 pub const MAX_COMMANDS: usize = 1024;
 
@@ -139,6 +143,8 @@ pub struct Session<W: Write + AsRawFd> {
     /// The sandbox's user from `Hello`.
     user: Option<(u32, u32)>,
     frame: Vec<u8>,
+    /// Where the host's bytes are read into ([`INPUT_BUF`] once the first read comes).
+    input_buf: Vec<u8>,
     /// A shepherd died without its report, so processes of its command may have been
     /// reparented to sandboxd: each child event then looks for them, until a look finds none.
     /// (Without this, every command's exit would cost a scan of `/proc`.)
@@ -173,6 +179,7 @@ impl<W: Write + AsRawFd> Session<W> {
             greeted: false,
             user: None,
             frame: Vec::new(),
+            input_buf: Vec::new(),
             orphans: false,
             lifetime: None,
             host: Host::Attached,
@@ -414,14 +421,19 @@ impl<W: Write + AsRawFd> Session<W> {
     }
 
     fn read_host(&mut self) -> Result<(), End> {
-        let mut buf = vec![0; self.decoder.wants().clamp(1, MAX_CHUNK)];
-        let n = match self.input.read(&mut buf) {
+        // One buffer for the session's life: a file's data frames are a MiB each, and a
+        // fresh zeroed buffer per read cost as much as the read.
+        if self.input_buf.is_empty() {
+            self.input_buf = vec![0; INPUT_BUF];
+        }
+        let want = self.decoder.wants().clamp(1, INPUT_BUF);
+        let n = match self.input.read(&mut self.input_buf[..want]) {
             Ok(0) => return Err(End::HostGone),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        self.decoder.push(&buf[..n]);
+        self.decoder.push(&self.input_buf[..n]);
         while let Some(frame) = self.decoder.next_frame()? {
             self.handle(frame)?;
         }

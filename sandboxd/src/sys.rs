@@ -234,6 +234,15 @@ pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Asks the kernel for a pipe buffer of `bytes` on `fd`, when it is a pipe or a FIFO; what it
+/// cannot grant (not a pipe, over `/proc/sys/fs/pipe-max-size` or the user's pipe budget)
+/// leaves the pipe as it was.
+pub fn grow_pipe(fd: &impl AsRawFd, bytes: i32) {
+    const F_SETPIPE_SZ: i32 = 1031;
+    // SAFETY: fcntl with integer arguments; a descriptor that is no pipe gives EBADF or EINVAL.
+    let _ = unsafe { fcntl(fd.as_raw_fd(), F_SETPIPE_SZ, bytes) };
+}
+
 pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
     // SAFETY: fcntl with integer arguments; a bad fd gives EBADF, nothing else.
     unsafe {

@@ -18,8 +18,8 @@ use std::task::{Context, Poll};
 use event_listener::{Event as Notify, EventListener};
 
 use super::proto::{
-    Decoder, Entry, Failure, FileType, Frame, MAX_CHUNK, Message, Spawn, Status, Stream, VERSION,
-    frame_credit,
+    Decoder, Entry, Failure, FileType, Frame, Kind, MAX_CHUNK, MAX_FILE_CHUNK, Message, Spawn, Status,
+    Stream, VERSION, data_prefix, frame_credit,
 };
 
 /// The most output bytes a command may have queued on the host, in bytes (8 MiB: a window
@@ -30,6 +30,17 @@ pub(crate) const OUTPUT_WINDOW: u32 = 8 * 1024 * 1024;
 /// The stdin bytes sandboxd accepts for a command before it returns credit (its
 /// `STDIN_WINDOW`, 256 KiB).
 pub(crate) const STDIN_WINDOW: usize = 256 * 1024;
+
+/// The file bytes a write may have in flight to sandboxd before it returns credit (8 MiB, as
+/// [`OUTPUT_WINDOW`] the other way). sandboxd writes each `FsData` frame into the file as
+/// it decodes it and never queues one, so this bounds only what the transport holds (a
+/// pipe, the engine's attach stream); 256 KiB left the pipe empty for most of each round
+/// trip through the engine.
+pub(crate) const FILE_WINDOW: usize = 8 * 1024 * 1024;
+
+/// The most bytes the reader thread takes from the stream in one read (256 KiB: a file data
+/// frame of [`MAX_FILE_CHUNK`] in four reads).
+const READ_BUF: usize = 256 * 1024;
 
 /// The most bytes one queued output chunk grows to when frames are joined (256 KiB).
 const MERGE_LIMIT: usize = 256 * 1024;
@@ -172,9 +183,21 @@ impl Client {
 
     fn send(&self, id: u32, message: Message) -> Result<(), String> {
         let bytes = Frame::new(id, message).to_bytes().map_err(|e| e.to_string())?;
+        self.write_parts(&[&bytes])
+    }
+
+    /// Sends a frame of `kind` whose body is `data` alone, written from where it lies (no
+    /// copy into a frame first).
+    fn send_data(&self, id: u32, kind: Kind, data: &[u8]) -> Result<(), String> {
+        let prefix = data_prefix(kind, id, data.len()).ok_or("a data frame over the body limit")?;
+        self.write_parts(&[&prefix, data])
+    }
+
+    /// Writes `parts` as one frame, under the writer's lock; a failure ends the session.
+    fn write_parts(&self, parts: &[&[u8]]) -> Result<(), String> {
         let written = {
             let mut w = lock(&self.inner.writer);
-            w.write_all(&bytes).and_then(|()| w.flush())
+            parts.iter().try_for_each(|part| w.write_all(part)).and_then(|()| w.flush())
         };
         written.map_err(|e| {
             let why = format!("writing to sandboxd failed: {e}");
@@ -260,12 +283,13 @@ impl Client {
             if let Some(why) = &state.ended {
                 return Err(why.clone());
             }
+            let window = if matches!(message, Message::FsWrite { .. }) { FILE_WINDOW } else { STDIN_WINDOW };
             let cmd = CmdState {
                 notify: Arc::clone(&notify),
                 events: VecDeque::new(),
                 queued: 0,
                 taken: 0,
-                stdin_window: STDIN_WINDOW,
+                stdin_window: window,
                 finished: false,
             };
             state.cmds.insert(id, cmd);
@@ -306,7 +330,7 @@ fn end(inner: &Inner, why: String) {
 
 fn read_loop(inner: &Inner, mut read: impl Read) {
     let mut decoder = Decoder::new();
-    let mut buf = vec![0; MAX_CHUNK];
+    let mut buf = vec![0; READ_BUF];
     let why = loop {
         match decoder.next_frame() {
             Ok(Some(frame)) => {
@@ -484,7 +508,7 @@ impl Cmd {
     ///
     /// Why the session or the command ended first.
     pub(crate) async fn write_stdin(&self, data: &[u8]) -> Result<(), String> {
-        self.send_window(data, |data| Message::Stdin { data }).await
+        self.send_window(data, Kind::Stdin, MAX_CHUNK).await
     }
 
     /// Sends `data` for a file write request, waiting while sandboxd's window is full.
@@ -493,7 +517,7 @@ impl Cmd {
     ///
     /// Why the session ended or the write failed first.
     pub(crate) async fn send_data(&self, data: &[u8]) -> Result<(), String> {
-        self.send_window(data, |data| Message::FsData { data }).await
+        self.send_window(data, Kind::FsData, MAX_FILE_CHUNK).await
     }
 
     /// Sends `data` to the command's control channel (it must have been spawned with
@@ -503,7 +527,7 @@ impl Cmd {
     ///
     /// Why the session or the command ended first.
     pub(crate) async fn send_control(&self, data: &[u8]) -> Result<(), String> {
-        self.send_window(data, |data| Message::ControlIn { data }).await
+        self.send_window(data, Kind::ControlIn, MAX_CHUNK).await
     }
 
     /// Ends a file write: sandboxd renames the file into place and answers `Done`.
@@ -515,7 +539,8 @@ impl Cmd {
         self.client.send(self.id, Message::FsEnd)
     }
 
-    async fn send_window(&self, mut data: &[u8], frame: impl Fn(Vec<u8>) -> Message) -> Result<(), String> {
+    /// Sends `data` in frames of `kind` of at most `chunk` bytes, within the request's window.
+    async fn send_window(&self, mut data: &[u8], kind: Kind, chunk: usize) -> Result<(), String> {
         // Bytes sent since this future last let its executor run.
         let mut since_yield = 0;
         while !data.is_empty() {
@@ -535,7 +560,7 @@ impl Cmd {
                     match s.cmds.get_mut(&self.id) {
                         Some(c) if c.finished => Some(Err("the request has ended".to_owned())),
                         Some(c) if c.stdin_window > 0 => {
-                            let n = c.stdin_window.min(data.len()).min(MAX_CHUNK);
+                            let n = c.stdin_window.min(data.len()).min(chunk);
                             c.stdin_window -= n;
                             Some(Ok(n))
                         }
@@ -544,7 +569,7 @@ impl Cmd {
                     }
                 })
                 .await?;
-            self.client.send(self.id, frame(data[..n].to_vec()))?;
+            self.client.send_data(self.id, kind, &data[..n])?;
             data = &data[n..];
             since_yield += n;
         }

@@ -256,7 +256,7 @@ pub enum Message {
     },
     /// A chunk of the file being written.
     FsData {
-        /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes.
+        /// At most [`MAX_FILE_CHUNK`](super::MAX_FILE_CHUNK) bytes.
         data: Vec<u8>,
     },
     /// The file being written is complete: rename it into place.
@@ -327,7 +327,8 @@ pub enum Message {
     Detached,
     /// A chunk of the file being read.
     FsChunk {
-        /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes.
+        /// At most [`MAX_FILE_CHUNK`](super::MAX_FILE_CHUNK) bytes, never more than the
+        /// credit left.
         data: Vec<u8>,
     },
     /// The file request completed.

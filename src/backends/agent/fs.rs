@@ -96,7 +96,11 @@ impl Agent {
                     if (data.len() + chunk.len()) as u64 > limit {
                         return Err(crate::transfer::over_read_limit(abs, limit));
                     }
-                    data.extend_from_slice(&chunk);
+                    if data.is_empty() {
+                        data = chunk;
+                    } else {
+                        data.extend_from_slice(&chunk);
+                    }
                 }
                 Some(Event::Done) => return Ok(data),
                 other => return Err(self.unexpected(op, abs, other)),
