@@ -227,7 +227,8 @@ fn files_100mb(c: &mut Criterion, rt: &tokio::runtime::Runtime, paths: [(&str, &
     for (name, sb) in paths {
         group.bench_function(format!("download/{name}"), |b| {
             b.iter(|| {
-                let back = rt.block_on(sb.fs().read_limit(FILE_BYTES as u64).read("bench-100mb.bin")).unwrap();
+                let back =
+                    rt.block_on(sb.fs().read_limit(FILE_BYTES as u64).read("bench-100mb.bin")).unwrap();
                 assert_eq!(back.len(), FILE_BYTES);
             });
         });

@@ -135,7 +135,8 @@ fn files_100mb(c: &mut Criterion, rt: &tokio::runtime::Runtime, dsns: &[&str]) {
         });
         group.bench_function(format!("download/{}", name(dsn)), |b| {
             b.iter(|| {
-                let back = rt.block_on(sb.fs().read_limit(FILE_BYTES as u64).read("bench-100mb.bin")).unwrap();
+                let back =
+                    rt.block_on(sb.fs().read_limit(FILE_BYTES as u64).read("bench-100mb.bin")).unwrap();
                 assert_eq!(back.len(), FILE_BYTES);
             });
         });
@@ -145,7 +146,11 @@ fn files_100mb(c: &mut Criterion, rt: &tokio::runtime::Runtime, dsns: &[&str]) {
     std::fs::create_dir_all(&host).unwrap();
     let file = host.join("bench-100mb.bin");
     group.bench_function("upload/host", |b| {
-        b.iter_batched(|| data.clone(), |bytes| std::fs::write(&file, bytes).unwrap(), BatchSize::PerIteration);
+        b.iter_batched(
+            || data.clone(),
+            |bytes| std::fs::write(&file, bytes).unwrap(),
+            BatchSize::PerIteration,
+        );
     });
     group.bench_function("download/host", |b| {
         b.iter(|| assert_eq!(std::fs::read(&file).unwrap().len(), FILE_BYTES));

@@ -145,6 +145,8 @@ pub struct Session<W: Write + AsRawFd> {
     frame: Vec<u8>,
     /// Where the host's bytes are read into ([`INPUT_BUF`] once the first read comes).
     input_buf: Vec<u8>,
+    /// The output is a Unix socket: files can be handed over (`FsOpenRead`, `FsOpenWrite`).
+    passes_fds: bool,
     /// A shepherd died without its report, so processes of its command may have been
     /// reparented to sandboxd: each child event then looks for them, until a look finds none.
     /// (Without this, every command's exit would cost a scan of `/proc`.)
@@ -169,6 +171,7 @@ enum Host {
 impl<W: Write + AsRawFd> Session<W> {
     /// A session whose end ends nothing but its own commands: a `--listen-fd` connection's.
     pub fn new(input: File, output: W, children: File) -> Session<W> {
+        let passes_fds = sys::is_unix_stream(&output);
         Session {
             input,
             output,
@@ -180,6 +183,7 @@ impl<W: Write + AsRawFd> Session<W> {
             user: None,
             frame: Vec::new(),
             input_buf: Vec::new(),
+            passes_fds,
             orphans: false,
             lifetime: None,
             host: Host::Attached,
@@ -232,15 +236,36 @@ impl<W: Write + AsRawFd> Session<W> {
         self.write_frame()
     }
 
-    /// Writes the encoded frame. Where the stream is non-blocking (the first session's, see
-    /// `main.rs`), a host that stops reading is waited for only until the TTL: it cannot hold
-    /// sandboxd, and so the sandbox, past its deadline.
+    /// Sends `message` with `fd` attached to its first byte (`SCM_RIGHTS`; the output must
+    /// be a Unix socket, [`Session::passes_fds`]).
+    fn send_with_fd(&mut self, id: u32, message: Message, fd: &File) -> Result<(), End> {
+        self.frame.clear();
+        Frame::new(id, message).encode(&mut self.frame)?;
+        self.write_frame_with(Some(fd))
+    }
+
     fn write_frame(&mut self) -> Result<(), End> {
+        self.write_frame_with(None)
+    }
+
+    /// Writes the encoded frame, `fd` attached to its first bytes. Where the stream is
+    /// non-blocking (the first session's, see `main.rs`), a host that stops reading is
+    /// waited for only until the TTL: it cannot hold sandboxd, and so the sandbox, past its
+    /// deadline.
+    fn write_frame_with(&mut self, mut fd: Option<&File>) -> Result<(), End> {
         let mut done = 0;
         while done < self.frame.len() {
-            match self.output.write(&self.frame[done..]) {
+            let sent = match fd {
+                Some(fd) => sys::send_with_fd(&self.output, &self.frame[done..], fd),
+                None => self.output.write(&self.frame[done..]),
+            };
+            match sent {
                 Ok(0) => return Err(End::HostGone),
-                Ok(n) => done += n,
+                Ok(n) => {
+                    done += n;
+                    // The descriptor went with those bytes.
+                    fd = None;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let ttl = self.lifetime.as_ref().and_then(|l| l.deadline);
@@ -364,22 +389,23 @@ impl<W: Write + AsRawFd> Session<W> {
     /// Starts or answers a file request.
     fn file_request(&mut self, id: u32, message: Message) -> Result<(), End> {
         let started = match &message {
-            Message::FsRead { path, limit } => Some(fs::start_read(path, *limit, self.user)),
+            Message::FsRead { path, limit } | Message::FsOpenRead { path, limit } => {
+                Some(fs::start_read(path, *limit, self.user))
+            }
             Message::FsList { path } => Some(fs::start_list(path, self.user)),
-            Message::FsWrite { path, mode } => Some(fs::start_write(path, *mode, self.user)),
+            Message::FsWrite { path, mode } | Message::FsOpenWrite { path, mode } => {
+                Some(fs::start_write(path, *mode, self.user))
+            }
             _ => None,
         };
         match started {
             Some(result) => {
                 self.fresh(id)?;
                 match result {
-                    Ok(job) => {
-                        self.jobs.insert(id, (job, 0));
-                        Ok(())
-                    }
+                    Ok(job) => self.start_job(id, &message, job),
                     Err(refusal) => {
                         // A refused write's data frames still arrive: drop them quietly.
-                        if matches!(message, Message::FsWrite { .. }) {
+                        if matches!(message, Message::FsWrite { .. } | Message::FsOpenWrite { .. }) {
                             self.jobs.insert(id, (Job::Failed, 0));
                         }
                         self.send(id, refusal)
@@ -417,6 +443,34 @@ impl<W: Write + AsRawFd> Session<W> {
                     self.send(id, reply)
                 }
             },
+        }
+    }
+
+    /// Keeps a file request's job, or for `FsOpenRead` and `FsOpenWrite` hands its file to
+    /// the host where it can (`fs::handle`): a read is then over once its descriptor has
+    /// gone, a write waits for `FsEnd` (or the host's drop) as any write does.
+    fn start_job(&mut self, id: u32, message: &Message, job: Job) -> Result<(), End> {
+        let open_read = matches!(message, Message::FsOpenRead { .. });
+        let open_write = matches!(message, Message::FsOpenWrite { .. });
+        let handed = if (open_read || open_write) && self.passes_fds { fs::handle(&job) } else { None };
+        match handed {
+            Some((file, size)) => {
+                let file = file.try_clone().map_err(End::Io)?;
+                if open_read {
+                    self.send_with_fd(id, Message::FsHandle { size, passed: true }, &file)?;
+                    return self.send(id, Message::FsDone);
+                }
+                self.jobs.insert(id, (job, 0));
+                self.send_with_fd(id, Message::FsHandle { size, passed: true }, &file)
+            }
+            None => {
+                self.jobs.insert(id, (job, 0));
+                if open_write {
+                    // No descriptor: the bytes come in FsData frames, as for FsWrite.
+                    return self.send(id, Message::FsHandle { size: 0, passed: false });
+                }
+                Ok(())
+            }
         }
     }
 
@@ -526,7 +580,9 @@ impl<W: Write + AsRawFd> Session<W> {
             | Message::FsList { .. }
             | Message::FsMkdir { .. }
             | Message::FsRemove { .. }
-            | Message::FsStat { .. } => self.file_request(id, message),
+            | Message::FsStat { .. }
+            | Message::FsOpenRead { .. }
+            | Message::FsOpenWrite { .. } => self.file_request(id, message),
             reply => Err(End::Protocol(format!("{:?} is sandboxd's to send", reply.kind()))),
         }
     }

@@ -11,6 +11,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
@@ -61,6 +63,10 @@ pub(crate) enum Event {
     Entries(Vec<Entry>),
     /// A file request completed.
     Done,
+    /// sandboxd opened the file of an open-read or open-write request: its descriptor, when
+    /// sandboxd handed it over (else the request goes on as a read or write: chunks follow,
+    /// or the host sends data), and a read's size.
+    Handle(Option<Passed>, u64),
     /// The answer to a stat request.
     Stat {
         /// What the path is.
@@ -86,6 +92,28 @@ pub(crate) enum Event {
     /// The session ended before the command did; why.
     Gone(String),
 }
+
+/// A descriptor sandboxd handed over (`FsHandle`); compared by identity.
+#[derive(Debug, Clone)]
+pub(crate) struct Passed(Arc<OwnedFd>);
+
+impl Passed {
+    /// The descriptor, for this process's own use.
+    pub(crate) fn into_file(self) -> std::io::Result<std::fs::File> {
+        match Arc::try_unwrap(self.0) {
+            Ok(fd) => Ok(fd.into()),
+            Err(shared) => shared.try_clone().map(std::fs::File::from),
+        }
+    }
+}
+
+impl PartialEq for Passed {
+    fn eq(&self, other: &Passed) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Passed {}
 
 impl CmdState {
     /// Counts `bytes` of credited data queued for request `id`; more than was granted breaks
@@ -127,6 +155,9 @@ struct State {
 
 struct Inner {
     writer: Mutex<Box<dyn Write + Send>>,
+    /// Descriptors received with sandboxd's frames, in order, not yet claimed by their
+    /// `FsHandle`; `None` when the stream cannot carry them (no socket).
+    passed: Option<Inbox>,
     state: Mutex<State>,
     /// Rung when the session's own state changes (greeted, pongs, detached, ended); each
     /// request has its own ([`CmdState::notify`]).
@@ -166,8 +197,36 @@ impl Client {
         write: impl Write + Send + 'static,
         user: Option<(u32, u32)>,
     ) -> std::io::Result<Client> {
+        Client::start_with(read, write, user, None)
+    }
+
+    /// [`Client::start`] over a Unix socket, which can carry descriptors: sandboxd then hands
+    /// files over for [`Client::passes_fds`]'s requests, and the host moves their bytes.
+    ///
+    /// # Errors
+    ///
+    /// The stream could not be written or copied, or the thread could not start.
+    pub(crate) fn start_socket(stream: UnixStream, user: Option<(u32, u32)>) -> std::io::Result<Client> {
+        let inbox = Inbox::default();
+        let read = FdReader { stream: stream.try_clone()?, inbox: inbox.clone() };
+        Client::start_with(read, stream, user, Some(inbox))
+    }
+
+    /// Whether sandboxd can hand files over on this session (its stream is a Unix socket):
+    /// then `FsOpenRead` and `FsOpenWrite` are worth asking for.
+    pub(crate) fn passes_fds(&self) -> bool {
+        self.inner.passed.is_some()
+    }
+
+    fn start_with(
+        read: impl Read + Send + 'static,
+        write: impl Write + Send + 'static,
+        user: Option<(u32, u32)>,
+        passed: Option<Inbox>,
+    ) -> std::io::Result<Client> {
         let inner = Arc::new(Inner {
             writer: Mutex::new(Box::new(write)),
+            passed,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
             next_id: AtomicU32::new(1),
@@ -304,6 +363,47 @@ impl Client {
     }
 }
 
+/// Descriptors received with sandboxd's frames, in order, until their `FsHandle` frame
+/// claims them.
+#[derive(Clone, Default)]
+struct Inbox(Arc<Mutex<VecDeque<OwnedFd>>>);
+
+/// The most descriptors received ahead of their `FsHandle` frames: each comes with its
+/// frame's first byte and is claimed when that frame is routed, so more is a peer passing
+/// descriptors it did not announce, and ends the session.
+const INBOX_LIMIT: usize = 4;
+
+/// Reads a Unix socket's bytes as [`Read`] does, keeping the descriptors that come with them
+/// (close-on-exec) in the [`Inbox`].
+struct FdReader {
+    stream: UnixStream,
+    inbox: Inbox,
+}
+
+impl Read for FdReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(INBOX_LIMIT))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let got = rustix::net::recvmsg(
+            &self.stream,
+            &mut [std::io::IoSliceMut::new(buf)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        )?;
+        let mut inbox = lock(&self.inbox.0);
+        for message in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = message {
+                inbox.extend(fds);
+            }
+        }
+        if got.flags.contains(ReturnFlags::CTRUNC) || inbox.len() > INBOX_LIMIT {
+            return Err(std::io::Error::other("sandboxd passed descriptors it did not announce"));
+        }
+        Ok(got.bytes)
+    }
+}
+
 /// The output credit a listing entry takes (its bytes on the wire).
 fn entry_len(entry: &Entry) -> usize {
     usize::try_from(entry.wire_len()).unwrap_or(usize::MAX)
@@ -355,6 +455,14 @@ fn read_loop(inner: &Inner, mut read: impl Read) {
 
 /// Delivers one frame; an `Err` ends the session.
 fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
+    // A handed-over descriptor is claimed first, whether or not its request still waits.
+    let passed = match &message {
+        Message::FsHandle { passed: true, .. } => {
+            let fd = inner.passed.as_ref().and_then(|inbox| lock(&inbox.0).pop_front());
+            Some(fd.ok_or("sandboxd announced a descriptor that did not come")?)
+        }
+        _ => None,
+    };
     let mut state = lock(&inner.state);
     // Whom this frame concerns: the session (`None`) or one request.
     let mut request = None;
@@ -407,6 +515,9 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
                 Message::FsStatReply { file_type, size, mode } => {
                     cmd.events.push_back((Event::Stat { file_type, size, mode }, 0));
                     cmd.finished = true;
+                }
+                Message::FsHandle { size, .. } => {
+                    cmd.events.push_back((Event::Handle(passed.map(|fd| Passed(Arc::new(fd))), size), 0));
                 }
                 Message::Credit { bytes } => cmd.stdin_window += bytes as usize,
                 Message::Exit { status, oom_killed } => {
@@ -820,6 +931,127 @@ mod tests {
         let missing = dir.join("missing").to_str().unwrap().as_bytes().to_vec();
         let mut read = d.client.request(Message::FsRead { path: missing, limit: 10 }).unwrap();
         assert!(matches!(block_on(read.next()), Some(Event::Failed(Failure::NotFound, _))));
+    }
+
+    /// sandboxd on a socket pair (its stdin and stdout), as `local://` runs it: files can be
+    /// handed over.
+    fn daemon_on_socket() -> Daemon {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("sandboxd-client-socket-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let (host, inside) = UnixStream::pair().unwrap();
+        let inside = OwnedFd::from(inside);
+        let child = Command::new(env!("SANDBOXIO_SANDBOXD"))
+            .stdin(Stdio::from(inside.try_clone().unwrap()))
+            .stdout(Stdio::from(inside))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = Client::start_socket(host, None).unwrap();
+        block_on(client.hello()).unwrap();
+        Daemon { child, client, dir: Some(dir) }
+    }
+
+    /// Reads `path` with `FsOpenRead`: what came, and whether its descriptor was handed over.
+    fn open_read(client: &Client, path: &std::path::Path, limit: u64) -> (Result<Vec<u8>, Event>, bool) {
+        let path = path.to_str().unwrap().as_bytes().to_vec();
+        let mut cmd = client.request(Message::FsOpenRead { path, limit }).unwrap();
+        let (mut data, mut handed) = (Vec::new(), false);
+        block_on(async {
+            loop {
+                match cmd.next().await.unwrap() {
+                    Event::Handle(Some(file), _) => {
+                        handed = true;
+                        std::io::Read::read_to_end(&mut file.into_file().unwrap(), &mut data).unwrap();
+                    }
+                    Event::Chunk(bytes) => data.extend(bytes),
+                    Event::Done => return (Ok(data), handed),
+                    other => return (Err(other), handed),
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn on_a_socket_files_are_handed_over_and_proc_files_are_streamed() {
+        let d = daemon_on_socket();
+        assert!(d.client.passes_fds());
+        let path = d.dir.clone().unwrap().join("handed.bin");
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let mut write = d
+            .client
+            .request(Message::FsOpenWrite { path: path.to_str().unwrap().as_bytes().to_vec(), mode: 0o640 })
+            .unwrap();
+        let Some(Event::Handle(Some(file), 0)) = block_on(write.next()) else {
+            panic!("sandboxd did not hand the new file over");
+        };
+        std::io::Write::write_all(&mut file.into_file().unwrap(), &data).unwrap();
+        // Not in place until the end: a new file is written under a temporary name.
+        assert!(!path.exists(), "the file appeared before FsEnd");
+        write.finish().unwrap();
+        assert_eq!(block_on(write.next()), Some(Event::Done));
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0o640);
+        assert_eq!(open_read(&d.client, &path, 1 << 30), (Ok(data), true));
+
+        // Over the limit: refused before anything is handed over.
+        let (over, handed) = open_read(&d.client, &path, 10);
+        assert!(matches!(over, Err(Event::Failed(Failure::TooLarge, _))), "{over:?}");
+        assert!(!handed);
+        // A /proc file (its contents depend on who reads) is streamed, never handed over;
+        // the control: the same request on a disk file was handed over above.
+        let (status, handed) = open_read(&d.client, std::path::Path::new("/proc/self/status"), 1 << 20);
+        let (version, streamed) = open_read(&d.client, std::path::Path::new("/proc/version"), 1 << 20);
+        assert!(matches!(status, Err(Event::Failed(Failure::PermissionDenied, _))), "{status:?}");
+        assert!(!handed && !streamed, "a /proc file was handed over");
+        assert!(version.unwrap().starts_with(b"Linux"));
+    }
+
+    #[test]
+    fn a_write_dropped_after_its_handover_leaves_no_file() {
+        let d = daemon_on_socket();
+        let path = d.dir.clone().unwrap().join("dropped.bin");
+        let mut write = d
+            .client
+            .request(Message::FsOpenWrite { path: path.to_str().unwrap().as_bytes().to_vec(), mode: 0o644 })
+            .unwrap();
+        let Some(Event::Handle(Some(file), _)) = block_on(write.next()) else { panic!("not handed over") };
+        std::io::Write::write_all(&mut file.into_file().unwrap(), b"half").unwrap();
+        drop(write);
+        block_on(d.client.ping()).unwrap();
+        let left: Vec<_> =
+            std::fs::read_dir(d.dir.as_ref().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(left.is_empty(), "a dropped write left {left:?}");
+    }
+
+    #[test]
+    fn a_peer_announcing_a_descriptor_it_did_not_pass_ends_the_session() {
+        let (host, mut peer) = UnixStream::pair().unwrap();
+        let client = Client::start_socket(host, None).unwrap();
+        let mut write = client.request(Message::FsOpenWrite { path: b"/x".to_vec(), mode: 0o644 }).unwrap();
+        let mut bytes = Frame::new(0, Message::HelloAck { version: VERSION, pid: 1 }).to_bytes().unwrap();
+        bytes.extend(Frame::new(write.id, Message::FsHandle { size: 0, passed: true }).to_bytes().unwrap());
+        peer.write_all(&bytes).unwrap();
+        block_on(client.hello()).unwrap();
+        let last = block_on(write.next());
+        assert!(matches!(&last, Some(Event::Gone(why)) if why.contains("did not come")), "{last:?}");
+        // The control: the same frame with its descriptor is a handover.
+        let (host, peer) = UnixStream::pair().unwrap();
+        let client = Client::start_socket(host, None).unwrap();
+        let mut write = client.request(Message::FsOpenWrite { path: b"/x".to_vec(), mode: 0o644 }).unwrap();
+        let hello = Frame::new(0, Message::HelloAck { version: VERSION, pid: 1 }).to_bytes().unwrap();
+        (&peer).write_all(&hello).unwrap();
+        let handle = Frame::new(write.id, Message::FsHandle { size: 0, passed: true }).to_bytes().unwrap();
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+        let fds = [std::os::fd::AsFd::as_fd(&file)];
+        assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+        let io = [std::io::IoSlice::new(&handle)];
+        rustix::net::sendmsg(&peer, &io, &mut control, rustix::net::SendFlags::empty()).unwrap();
+        block_on(client.hello()).unwrap();
+        assert!(matches!(block_on(write.next()), Some(Event::Handle(Some(_), 0))));
     }
 
     #[test]

@@ -33,7 +33,10 @@
 //! connections never end it. Version 2 added `Detach` and `Detached`; version 3 the `mode` of
 //! each [`Entry`] of a listing; version 4 the [`MIN_FRAME_CREDIT`] an output frame takes;
 //! version 5 file data frames ([`Message::FsData`], [`Message::FsChunk`]) of up to
-//! [`MAX_FILE_CHUNK`] bytes.
+//! [`MAX_FILE_CHUNK`] bytes, and [`Message::FsOpenRead`], [`Message::FsOpenWrite`] and
+//! [`Message::FsHandle`]: on a Unix socket, the file's descriptor handed to the host, which
+//! moves the bytes itself (sandboxd still resolves, checks and opens the file, as the
+//! sandbox's user, in the sandbox's view).
 
 use std::fmt;
 
