@@ -484,7 +484,10 @@ impl<W: Write + AsRawFd> Session<W> {
         let n = match self.input.read(&mut self.input_buf[..want]) {
             Ok(0) => return Err(End::HostGone),
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            // A socket stream's input shares the output's non-blocking flag (one open file).
+            Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock) => {
+                return Ok(());
+            }
             Err(e) => return Err(e.into()),
         };
         self.decoder.push(&self.input_buf[..n]);

@@ -354,7 +354,10 @@ impl Client {
             state.cmds.insert(id, cmd);
         }
         let cmd = Cmd { client: self.clone(), id, notify, listener: None };
-        let credit = matches!(message, Message::Spawn(_) | Message::FsRead { .. } | Message::FsList { .. });
+        let credit = matches!(
+            message,
+            Message::Spawn(_) | Message::FsRead { .. } | Message::FsOpenRead { .. } | Message::FsList { .. }
+        );
         self.send(id, message)?;
         if credit {
             self.send(id, Message::Credit { bytes: OUTPUT_WINDOW })?;
