@@ -196,7 +196,7 @@ const FILE_BYTES: usize = 100_000_000;
 /// 100 MB up and down through each path, and through `docker cp` (the CLI, as a user would
 /// copy) into the same directory of the first path's container.
 fn files_100mb(c: &mut Criterion, rt: &tokio::runtime::Runtime, paths: [(&str, &Sandbox); 2]) {
-    let data: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
+    let data: Vec<u8> = (0..=250u8).cycle().take(FILE_BYTES).collect();
     let (_, first) = paths[0];
     let id = first.id().to_owned();
     let pwd = rt.block_on(first.run(Command::new("pwd"))).unwrap();

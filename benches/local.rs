@@ -120,7 +120,7 @@ fn benches(c: &mut Criterion) {
 const FILE_BYTES: usize = 100_000_000;
 
 fn files_100mb(c: &mut Criterion, rt: &tokio::runtime::Runtime, dsns: &[&str]) {
-    let data: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
+    let data: Vec<u8> = (0..=250u8).cycle().take(FILE_BYTES).collect();
     let mut group = c.benchmark_group("files_100mb");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(15));

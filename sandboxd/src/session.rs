@@ -453,25 +453,21 @@ impl<W: Write + AsRawFd> Session<W> {
         let open_read = matches!(message, Message::FsOpenRead { .. });
         let open_write = matches!(message, Message::FsOpenWrite { .. });
         let handed = if (open_read || open_write) && self.passes_fds { fs::handle(&job) } else { None };
-        match handed {
-            Some((file, size)) => {
-                let file = file.try_clone().map_err(End::Io)?;
-                if open_read {
-                    self.send_with_fd(id, Message::FsHandle { size, passed: true }, &file)?;
-                    return self.send(id, Message::FsDone);
-                }
-                self.jobs.insert(id, (job, 0));
-                self.send_with_fd(id, Message::FsHandle { size, passed: true }, &file)
+        // A copy that cannot be made (out of descriptors) is no reason to fail: stream then.
+        if let Some((file, size)) = handed.and_then(|(file, size)| Some((file.try_clone().ok()?, size))) {
+            if open_read {
+                self.send_with_fd(id, Message::FsHandle { size, passed: true }, &file)?;
+                return self.send(id, Message::FsDone);
             }
-            None => {
-                self.jobs.insert(id, (job, 0));
-                if open_write {
-                    // No descriptor: the bytes come in FsData frames, as for FsWrite.
-                    return self.send(id, Message::FsHandle { size: 0, passed: false });
-                }
-                Ok(())
-            }
+            self.jobs.insert(id, (job, 0));
+            return self.send_with_fd(id, Message::FsHandle { size, passed: true }, &file);
         }
+        self.jobs.insert(id, (job, 0));
+        if open_write {
+            // No descriptor: the bytes come in FsData frames, as for FsWrite.
+            return self.send(id, Message::FsHandle { size: 0, passed: false });
+        }
+        Ok(())
     }
 
     fn read_host(&mut self) -> Result<(), End> {

@@ -212,17 +212,15 @@ pub fn send_with_fd(socket: &impl AsRawFd, bytes: &[u8], fd: &impl AsRawFd) -> i
         flags: 0,
     };
     loop {
-        // SAFETY: `msg` points at one valid iovec of one byte and a control buffer of
+        // SAFETY: `msg` points at one valid iovec over `bytes` and a control buffer of
         // `controllen` bytes holding one well-formed SCM_RIGHTS header; all outlive the call.
         let sent = unsafe { sendmsg(socket.as_raw_fd(), &raw const msg, MSG_NOSIGNAL) };
-        match usize::try_from(sent) {
-            Ok(n) => return Ok(n),
-            Err(_) => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+        if let Ok(n) = usize::try_from(sent) {
+            return Ok(n);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
     }
 }

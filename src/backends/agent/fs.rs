@@ -106,7 +106,7 @@ impl Agent {
         loop {
             match cmd.next().await {
                 Some(Event::Handle(Some(file), size)) => {
-                    data = self.read_handed(abs, file, size, limit).await?
+                    data = self.read_handed(abs, file, size, limit).await?;
                 }
                 // Not handed over: its chunks follow.
                 Some(Event::Handle(None, _)) => {}
