@@ -17,6 +17,9 @@
 //! - `concurrent_execs`: 256 `run(true)` on one sandbox (sandboxd path), 16, 64 and 256 at
 //!   once, in commands per second (the twin of `benches/local.rs`'s; issue #28's target: the
 //!   rate at 64 at least the rate at 16).
+//! - `files_100mb`: `fs().write` (`upload/…`) and `fs().read` (`download/…`) of a 100 MB
+//!   file, against `docker cp` of the same bytes to and from the same directory of the same
+//!   container (issue #28's target: the sandboxd path within 1.1× of `docker cp`).
 //!
 //! On a shared, loaded machine criterion's consecutive samples drift with the load between
 //! one path and the next. `SANDBOXIO_BENCH_INTERLEAVED=N` runs N rounds instead, each round
@@ -29,7 +32,7 @@ use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, ExecConfig, HostConfig};
 use bollard::query_parameters::RemoveContainerOptions;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures_lite::StreamExt as _;
 use sandboxio::{Command, NetworkPolicy, Sandbox};
 
@@ -185,6 +188,8 @@ fn per_command(c: &mut Criterion, rt: &tokio::runtime::Runtime, docker: &Docker)
     });
     group.finish();
 
+    files_100mb(c, rt, paths);
+
     let mut group = c.benchmark_group("concurrent_execs");
     group.sample_size(10);
     group.throughput(criterion::Throughput::Elements(BURST as u64));
@@ -216,6 +221,59 @@ async fn burst(sandbox: &std::sync::Arc<Sandbox>, at_once: usize) {
     while let Some(done) = tasks.join_next().await {
         done.unwrap();
     }
+}
+
+/// The bytes of `files_100mb`.
+const FILE_BYTES: usize = 100_000_000;
+
+/// 100 MB up and down through each path, and through `docker cp` (the CLI, as a user would
+/// copy) into the same directory of the first path's container.
+fn files_100mb(c: &mut Criterion, rt: &tokio::runtime::Runtime, paths: [(&str, &Sandbox); 2]) {
+    let data: Vec<u8> = (0..=250u8).cycle().take(FILE_BYTES).collect();
+    let (_, first) = paths[0];
+    let id = first.id().to_owned();
+    let pwd = rt.block_on(first.run(Command::new("pwd"))).unwrap();
+    let dir = String::from_utf8(pwd.stdout).unwrap().trim().to_owned();
+    let host = std::env::temp_dir().join(format!("sandboxio-bench-cp-{}", std::process::id()));
+    std::fs::create_dir_all(&host).unwrap();
+    let (up, down) = (host.join("up.bin"), host.join("down.bin"));
+    std::fs::write(&up, &data).unwrap();
+    let cp = |from: &str, to: &str| {
+        let out = std::process::Command::new("docker").args(["cp", "-q", from, to]).output().unwrap();
+        assert!(out.status.success(), "docker cp: {}", String::from_utf8_lossy(&out.stderr));
+    };
+
+    let mut group = c.benchmark_group("files_100mb");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    for (name, sb) in paths {
+        group.bench_function(format!("upload/{name}"), |b| {
+            b.iter_batched(
+                || data.clone(),
+                |bytes| rt.block_on(sb.fs().write("bench-100mb.bin", bytes)).unwrap(),
+                BatchSize::PerIteration,
+            );
+        });
+    }
+    let target = format!("{id}:{dir}/bench-cp.bin");
+    group.bench_function("upload/docker_cp", |b| b.iter(|| cp(up.to_str().unwrap(), &target)));
+    for (name, sb) in paths {
+        group.bench_function(format!("download/{name}"), |b| {
+            b.iter(|| {
+                let back =
+                    rt.block_on(sb.fs().read_limit(FILE_BYTES as u64).read("bench-100mb.bin")).unwrap();
+                assert_eq!(back.len(), FILE_BYTES);
+            });
+        });
+    }
+    group.bench_function("download/docker_cp", |b| {
+        b.iter(|| {
+            cp(&target, down.to_str().unwrap());
+            assert_eq!(std::fs::metadata(&down).unwrap().len(), FILE_BYTES as u64);
+        });
+    });
+    group.finish();
+    let _ = std::fs::remove_dir_all(&host);
 }
 
 /// Streams 100 MB of stdout through `sb` and counts it.

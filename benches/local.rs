@@ -8,13 +8,17 @@
 //!   pays one `bwrap` per sandbox, not per command);
 //! - `write_read_1kib`: `fs().write` then `fs().read` of 1 KiB on a live sandbox;
 //! - `concurrent_execs`: 256 `run(true)` on one live sandbox, 16, 64 and 256 at once, in
-//!   commands per second (issue #28's target: the rate at 64 at least the rate at 16).
+//!   commands per second (issue #28's target: the rate at 64 at least the rate at 16);
+//! - `files_100mb`: `fs().write` (`upload/…`) and `fs().read` (`download/…`) of a 100 MB
+//!   file, next to `host`: `std::fs::write` and `std::fs::read` of the same bytes in a
+//!   directory of the host's temporary directory (where `local://` keeps its workspaces;
+//!   issue #28's target: `local://` within 2× of it).
 
 use std::time::Duration;
 
 use std::sync::Arc;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use sandboxio::{Command, NetworkPolicy, Sandbox};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -108,6 +112,51 @@ fn benches(c: &mut Criterion) {
         rt.block_on(sb.close()).unwrap();
     }
     group.finish();
+
+    files_100mb(c, &rt, &dsns);
+}
+
+/// The bytes of `files_100mb`.
+const FILE_BYTES: usize = 100_000_000;
+
+fn files_100mb(c: &mut Criterion, rt: &tokio::runtime::Runtime, dsns: &[&str]) {
+    let data: Vec<u8> = (0..=250u8).cycle().take(FILE_BYTES).collect();
+    let mut group = c.benchmark_group("files_100mb");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(15));
+    for dsn in dsns {
+        let sb = rt.block_on(sandbox(dsn));
+        group.bench_function(format!("upload/{}", name(dsn)), |b| {
+            b.iter_batched(
+                || data.clone(),
+                |bytes| rt.block_on(sb.fs().write("bench-100mb.bin", bytes)).unwrap(),
+                BatchSize::PerIteration,
+            );
+        });
+        group.bench_function(format!("download/{}", name(dsn)), |b| {
+            b.iter(|| {
+                let back =
+                    rt.block_on(sb.fs().read_limit(FILE_BYTES as u64).read("bench-100mb.bin")).unwrap();
+                assert_eq!(back.len(), FILE_BYTES);
+            });
+        });
+        rt.block_on(sb.close()).unwrap();
+    }
+    let host = std::env::temp_dir().join(format!("sandboxio-bench-host-{}", std::process::id()));
+    std::fs::create_dir_all(&host).unwrap();
+    let file = host.join("bench-100mb.bin");
+    group.bench_function("upload/host", |b| {
+        b.iter_batched(
+            || data.clone(),
+            |bytes| std::fs::write(&file, bytes).unwrap(),
+            BatchSize::PerIteration,
+        );
+    });
+    group.bench_function("download/host", |b| {
+        b.iter(|| assert_eq!(std::fs::read(&file).unwrap().len(), FILE_BYTES));
+    });
+    group.finish();
+    let _ = std::fs::remove_dir_all(&host);
 }
 
 /// Commands per `concurrent_execs` iteration.

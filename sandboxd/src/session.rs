@@ -30,6 +30,10 @@ use crate::sys::{self, Ended, PollFd};
 /// The most stdin bytes sandboxd buffers for one command, in bytes (256 KiB).
 pub const STDIN_WINDOW: usize = 256 * 1024;
 
+/// The most bytes one read of the host's stream takes (256 KiB: a file data frame in four
+/// reads, where a pipe of the default size gave it in sixteen).
+const INPUT_BUF: usize = 256 * 1024;
+
 /// The most commands one session runs at once.
 pub const MAX_COMMANDS: usize = 1024;
 
@@ -147,6 +151,10 @@ pub struct Session<W: Write + AsRawFd> {
     out: Vec<u8>,
     /// Where reads from the host and from commands' pipes land ([`MAX_CHUNK`] bytes, reused).
     scratch: Vec<u8>,
+    /// Where the host's bytes are read into ([`INPUT_BUF`] once the first read comes).
+    input_buf: Vec<u8>,
+    /// The output is a Unix socket: files can be handed over (`FsOpenRead`, `FsOpenWrite`).
+    passes_fds: bool,
     /// A shepherd died without its report, so processes of its command may have been
     /// reparented to sandboxd: each child event then looks for them, until a look finds none.
     /// (Without this, every command's exit would cost a scan of `/proc`.)
@@ -171,6 +179,7 @@ enum Host {
 impl<W: Write + AsRawFd> Session<W> {
     /// A session whose end ends nothing but its own commands: a `--listen-fd` connection's.
     pub fn new(input: File, output: W, children: File) -> Session<W> {
+        let passes_fds = sys::is_unix_stream(&output);
         Session {
             input,
             output,
@@ -182,6 +191,8 @@ impl<W: Write + AsRawFd> Session<W> {
             user: None,
             out: Vec::new(),
             scratch: vec![0; MAX_CHUNK],
+            input_buf: Vec::new(),
+            passes_fds,
             orphans: false,
             lifetime: None,
             host: Host::Attached,
@@ -243,10 +254,22 @@ impl<W: Write + AsRawFd> Session<W> {
         Ok(())
     }
 
-    /// Writes the queued frames. Where the stream is non-blocking (the first session's, see
-    /// `main.rs`), a host that stops reading is waited for only until the TTL: it cannot hold
-    /// sandboxd, and so the sandbox, past its deadline.
+    /// Queues `message` and writes everything queued at once, `fd` attached to the first
+    /// bytes written (`SCM_RIGHTS`; the output must be a Unix socket, [`Session::passes_fds`]):
+    /// the descriptor arrives no later than the frame announcing it.
+    fn send_with_fd(&mut self, id: u32, message: Message, fd: &File) -> Result<(), End> {
+        Frame::new(id, message).encode(&mut self.out)?;
+        self.flush_with(Some(fd))
+    }
+
     fn flush(&mut self) -> Result<(), End> {
+        self.flush_with(None)
+    }
+
+    /// Writes the queued frames, `fd` attached to their first bytes. Where the stream is
+    /// non-blocking (the first session's, see `main.rs`), a host that stops reading is waited
+    /// for only until the TTL: it cannot hold sandboxd, and so the sandbox, past its deadline.
+    fn flush_with(&mut self, mut fd: Option<&File>) -> Result<(), End> {
         if self.host == Host::Gone {
             // Nobody reads any more (a detached host left): what waits is dropped, not retried.
             self.out.clear();
@@ -254,9 +277,17 @@ impl<W: Write + AsRawFd> Session<W> {
         }
         let mut done = 0;
         while done < self.out.len() {
-            match self.output.write(&self.out[done..]) {
+            let sent = match fd {
+                Some(fd) => sys::send_with_fd(&self.output, &self.out[done..], fd),
+                None => self.output.write(&self.out[done..]),
+            };
+            match sent {
                 Ok(0) => return Err(End::HostGone),
-                Ok(n) => done += n,
+                Ok(n) => {
+                    done += n;
+                    // The descriptor went with those bytes.
+                    fd = None;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let ttl = self.lifetime.as_ref().and_then(|l| l.deadline);
@@ -391,22 +422,23 @@ impl<W: Write + AsRawFd> Session<W> {
     /// Starts or answers a file request.
     fn file_request(&mut self, id: u32, message: Message) -> Result<(), End> {
         let started = match &message {
-            Message::FsRead { path, limit } => Some(fs::start_read(path, *limit, self.user)),
+            Message::FsRead { path, limit } | Message::FsOpenRead { path, limit } => {
+                Some(fs::start_read(path, *limit, self.user))
+            }
             Message::FsList { path } => Some(fs::start_list(path, self.user)),
-            Message::FsWrite { path, mode } => Some(fs::start_write(path, *mode, self.user)),
+            Message::FsWrite { path, mode } | Message::FsOpenWrite { path, mode } => {
+                Some(fs::start_write(path, *mode, self.user))
+            }
             _ => None,
         };
         match started {
             Some(result) => {
                 self.fresh(id)?;
                 match result {
-                    Ok(job) => {
-                        self.jobs.insert(id, (job, 0));
-                        Ok(())
-                    }
+                    Ok(job) => self.start_job(id, &message, job),
                     Err(refusal) => {
                         // A refused write's data frames still arrive: drop them quietly.
-                        if matches!(message, Message::FsWrite { .. }) {
+                        if matches!(message, Message::FsWrite { .. } | Message::FsOpenWrite { .. }) {
                             self.jobs.insert(id, (Job::Failed, 0));
                         }
                         self.send(id, refusal)
@@ -447,21 +479,53 @@ impl<W: Write + AsRawFd> Session<W> {
         }
     }
 
-    /// Reads what the host sent, up to [`MAX_CHUNK`] bytes, and handles every frame in it: a
+    /// Keeps a file request's job, or for `FsOpenRead` and `FsOpenWrite` hands its file to
+    /// the host where it can (`fs::handle`): a read is then over once its descriptor has
+    /// gone, a write waits for `FsEnd` (or the host's drop) as any write does.
+    fn start_job(&mut self, id: u32, message: &Message, job: Job) -> Result<(), End> {
+        let open_read = matches!(message, Message::FsOpenRead { .. });
+        let open_write = matches!(message, Message::FsOpenWrite { .. });
+        let handed = if (open_read || open_write) && self.passes_fds { fs::handle(&job) } else { None };
+        // A copy that cannot be made (out of descriptors) is no reason to fail: stream then.
+        if let Some((file, size)) = handed.and_then(|(file, size)| Some((file.try_clone().ok()?, size))) {
+            if open_read {
+                self.send_with_fd(id, Message::FsHandle { size, passed: true }, &file)?;
+                return self.send(id, Message::FsDone);
+            }
+            self.jobs.insert(id, (job, 0));
+            return self.send_with_fd(id, Message::FsHandle { size, passed: true }, &file);
+        }
+        self.jobs.insert(id, (job, 0));
+        if open_write {
+            // No descriptor: the bytes come in FsData frames, as for FsWrite.
+            return self.send(id, Message::FsHandle { size: 0, passed: false });
+        }
+        Ok(())
+    }
+
+    /// Reads what the host sent, up to [`INPUT_BUF`] bytes, and handles every frame in it: a
     /// spawn and its credit cost one turn, not four (a read for each header and each body,
     /// each turn polling every command's pipes: issue #28).
     fn read_host(&mut self) -> Result<(), End> {
-        let n = match self.input.read(&mut self.scratch) {
+        // One buffer for the session's life: a file's data frames are a MiB each, and a
+        // fresh zeroed buffer per read cost as much as the read.
+        if self.input_buf.is_empty() {
+            self.input_buf = vec![0; INPUT_BUF];
+        }
+        let n = match self.input.read(&mut self.input_buf) {
             Ok(0) => return Err(End::HostGone),
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            // A socket stream's input shares the output's non-blocking flag (one open file).
+            Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock) => {
+                return Ok(());
+            }
             Err(e) => return Err(e.into()),
         };
         let mut at = 0;
         while at < n {
             // What the decoder wants at a time: it then holds at most one frame.
             let take = self.decoder.wants().clamp(1, n - at);
-            self.decoder.push(&self.scratch[at..at + take]);
+            self.decoder.push(&self.input_buf[at..at + take]);
             at += take;
             while let Some(frame) = self.decoder.next_frame()? {
                 self.handle(frame)?;
@@ -556,7 +620,9 @@ impl<W: Write + AsRawFd> Session<W> {
             | Message::FsList { .. }
             | Message::FsMkdir { .. }
             | Message::FsRemove { .. }
-            | Message::FsStat { .. } => self.file_request(id, message),
+            | Message::FsStat { .. }
+            | Message::FsOpenRead { .. }
+            | Message::FsOpenWrite { .. } => self.file_request(id, message),
             reply => Err(End::Protocol(format!("{:?} is sandboxd's to send", reply.kind()))),
         }
     }

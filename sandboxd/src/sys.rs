@@ -75,6 +75,7 @@ unsafe extern "C" {
     fn signal(sig: i32, handler: usize) -> usize;
     fn write(fd: i32, buf: *const u8, count: usize) -> isize;
     fn sendmsg(fd: i32, msg: *const MsgHdr, flags: i32) -> isize;
+    fn fstatfs(fd: i32, buf: *mut u64) -> i32;
     fn getsockopt(fd: i32, level: i32, name: i32, value: *mut i32, len: *mut u32) -> i32;
     fn listen(fd: i32, backlog: i32) -> i32;
     fn getpid() -> i32;
@@ -185,10 +186,21 @@ pub fn adopt_listener(fd: RawFd) -> io::Result<OwnedFd> {
 /// Sends `byte` on the Unix socket `socket` with `fd` attached (`SCM_RIGHTS`): the receiver
 /// gets its own descriptor for the same open file. Never raises `SIGPIPE`.
 pub fn send_fd(socket: &impl AsRawFd, byte: u8, fd: &impl AsRawFd) -> io::Result<()> {
+    match send_with_fd(socket, &[byte], fd)? {
+        0 => Err(io::ErrorKind::WriteZero.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Sends the start of `bytes` (at least one byte, as many as the socket takes) on the Unix
+/// socket `socket` with `fd` attached to them (`SCM_RIGHTS`); how many were sent. A
+/// non-blocking socket that is full gives `WouldBlock`, and nothing was sent. Never raises
+/// `SIGPIPE`.
+pub fn send_with_fd(socket: &impl AsRawFd, bytes: &[u8], fd: &impl AsRawFd) -> io::Result<usize> {
     const SOL_SOCKET: i32 = 1;
     const SCM_RIGHTS: i32 = 1;
     const MSG_NOSIGNAL: i32 = 0x4000;
-    let iov = IoVec { base: &raw const byte, len: 1 };
+    let iov = IoVec { base: bytes.as_ptr(), len: bytes.len() };
     // `CMSG_LEN(sizeof(int))`: the header (16 bytes on LP64) and the descriptor.
     let mut control = OneFd { len: 16 + 4, level: SOL_SOCKET, kind: SCM_RIGHTS, fd: fd.as_raw_fd(), pad: 0 };
     let msg = MsgHdr {
@@ -201,20 +213,42 @@ pub fn send_fd(socket: &impl AsRawFd, byte: u8, fd: &impl AsRawFd) -> io::Result
         flags: 0,
     };
     loop {
-        // SAFETY: `msg` points at one valid iovec of one byte and a control buffer of
+        // SAFETY: `msg` points at one valid iovec over `bytes` and a control buffer of
         // `controllen` bytes holding one well-formed SCM_RIGHTS header; all outlive the call.
         let sent = unsafe { sendmsg(socket.as_raw_fd(), &raw const msg, MSG_NOSIGNAL) };
-        match sent {
-            1 => return Ok(()),
-            0 => return Err(io::ErrorKind::WriteZero.into()),
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+        if let Ok(n) = usize::try_from(sent) {
+            return Ok(n);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
     }
+}
+
+/// Whether `fd` is a Unix stream socket (one that can carry descriptors).
+pub fn is_unix_stream(fd: &impl AsRawFd) -> bool {
+    const SOL_SOCKET: i32 = 1;
+    const SO_TYPE: i32 = 3;
+    const SO_DOMAIN: i32 = 39;
+    const AF_UNIX: i32 = 1;
+    const SOCK_STREAM: i32 = 1;
+    let option = |name: i32| {
+        let (mut value, mut len) = (0, 4u32);
+        // SAFETY: getsockopt writes at most `len` (4) bytes into `value`, an i32.
+        let r = unsafe { getsockopt(fd.as_raw_fd(), SOL_SOCKET, name, &raw mut value, &raw mut len) };
+        (r == 0).then_some(value)
+    };
+    option(SO_DOMAIN) == Some(AF_UNIX) && option(SO_TYPE) == Some(SOCK_STREAM)
+}
+
+/// The magic number of the file system `fd` is on (`statfs`'s `f_type`).
+pub fn fs_magic(fd: &impl AsRawFd) -> io::Result<u64> {
+    // `struct statfs` is 120 bytes on LP64 Linux, `f_type` (a long) first; room to spare.
+    let mut buf = [0u64; 32];
+    // SAFETY: fstatfs writes one `struct statfs`, smaller than `buf`.
+    check(unsafe { fstatfs(fd.as_raw_fd(), buf.as_mut_ptr()) })?;
+    Ok(buf[0])
 }
 
 /// How many bytes are waiting to be read on a pipe or socket (`FIONREAD`); 0 on error.
@@ -233,6 +267,15 @@ pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
         check(fcntl(fd.as_raw_fd(), F_SETFL, flags | O_NONBLOCK))?;
     }
     Ok(())
+}
+
+/// Asks the kernel for a pipe buffer of `bytes` on `fd`, when it is a pipe or a FIFO; what it
+/// cannot grant (not a pipe, over `/proc/sys/fs/pipe-max-size` or the user's pipe budget)
+/// leaves the pipe as it was.
+pub fn grow_pipe(fd: &impl AsRawFd, bytes: i32) {
+    const F_SETPIPE_SZ: i32 = 1031;
+    // SAFETY: fcntl with integer arguments; a descriptor that is no pipe gives EBADF or EINVAL.
+    let _ = unsafe { fcntl(fd.as_raw_fd(), F_SETPIPE_SZ, bytes) };
 }
 
 pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {

@@ -70,6 +70,8 @@ fn message() -> impl Strategy<Value = Message> {
         (bytes(16), any::<bool>()).prop_map(|(path, parents)| Message::FsMkdir { path, parents }),
         (bytes(16), any::<bool>()).prop_map(|(path, recursive)| Message::FsRemove { path, recursive }),
         bytes(16).prop_map(|path| Message::FsStat { path }),
+        (bytes(16), any::<u64>()).prop_map(|(path, limit)| Message::FsOpenRead { path, limit }),
+        (bytes(16), any::<u32>()).prop_map(|(path, mode)| Message::FsOpenWrite { path, mode }),
     ];
     let status = prop_oneof![any::<i32>().prop_map(Status::Code), any::<i32>().prop_map(Status::Signal)];
     let replies =
@@ -84,6 +86,7 @@ fn message() -> impl Strategy<Value = Message> {
             Just(Message::Detached),
             bytes(64).prop_map(|data| Message::FsChunk { data }),
             Just(Message::FsDone),
+            (any::<u64>(), any::<bool>()).prop_map(|(size, passed)| Message::FsHandle { size, passed }),
             vec(
                 (bytes(12), file_type(), any::<u64>(), any::<u32>())
                     .prop_map(|(name, file_type, size, mode)| Entry { name, file_type, size, mode }),

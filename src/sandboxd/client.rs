@@ -1,4 +1,4 @@
-//! The host's end of a sandboxd session, over any byte stream (a `bwrap` child's pipes, a
+//! The host's end of a sandboxd session, over any byte stream (a `bwrap` child's Unix socket, a
 //! container's attach stream), usable from any executor.
 //!
 //! One reader decodes frames and routes them to commands ([`Feed`]: a thread of the session's
@@ -12,6 +12,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
@@ -19,8 +21,8 @@ use std::task::{Context, Poll};
 use event_listener::{Event as Notify, EventListener};
 
 use super::proto::{
-    Decoder, Entry, Failure, FileType, Frame, MAX_CHUNK, Message, Spawn, Status, Stream, VERSION,
-    frame_credit,
+    Decoder, Entry, Failure, FileType, Frame, Kind, MAX_CHUNK, MAX_FILE_CHUNK, Message, Spawn, Status,
+    Stream, VERSION, data_prefix, frame_credit,
 };
 
 /// The most output bytes a command may have queued on the host, in bytes (8 MiB: a window
@@ -31,6 +33,17 @@ pub(crate) const OUTPUT_WINDOW: u32 = 8 * 1024 * 1024;
 /// The stdin bytes sandboxd accepts for a command before it returns credit (its
 /// `STDIN_WINDOW`, 256 KiB).
 pub(crate) const STDIN_WINDOW: usize = 256 * 1024;
+
+/// The file bytes a write may have in flight to sandboxd before it returns credit (8 MiB, as
+/// [`OUTPUT_WINDOW`] the other way). sandboxd writes each `FsData` frame into the file as
+/// it decodes it and never queues one, so this bounds only what the transport holds (a
+/// pipe, the engine's attach stream); 256 KiB left the pipe empty for most of each round
+/// trip through the engine.
+pub(crate) const FILE_WINDOW: usize = 8 * 1024 * 1024;
+
+/// The most bytes the reader thread takes from the stream in one read (256 KiB: a file data
+/// frame of [`MAX_FILE_CHUNK`] in four reads).
+const READ_BUF: usize = 256 * 1024;
 
 /// The most bytes one queued output chunk grows to when frames are joined (256 KiB).
 const MERGE_LIMIT: usize = 256 * 1024;
@@ -51,6 +64,10 @@ pub(crate) enum Event {
     Entries(Vec<Entry>),
     /// A file request completed.
     Done,
+    /// sandboxd opened the file of an open-read or open-write request: its descriptor, when
+    /// sandboxd handed it over (else the request goes on as a read or write: chunks follow,
+    /// or the host sends data), and a read's size.
+    Handle(Option<Passed>, u64),
     /// The answer to a stat request.
     Stat {
         /// What the path is.
@@ -76,6 +93,28 @@ pub(crate) enum Event {
     /// The session ended before the command did; why.
     Gone(String),
 }
+
+/// A descriptor sandboxd handed over (`FsHandle`); compared by identity.
+#[derive(Debug, Clone)]
+pub(crate) struct Passed(Arc<OwnedFd>);
+
+impl Passed {
+    /// The descriptor, for this process's own use.
+    pub(crate) fn into_file(self) -> std::io::Result<std::fs::File> {
+        match Arc::try_unwrap(self.0) {
+            Ok(fd) => Ok(fd.into()),
+            Err(shared) => shared.try_clone().map(std::fs::File::from),
+        }
+    }
+}
+
+impl PartialEq for Passed {
+    fn eq(&self, other: &Passed) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Passed {}
 
 impl CmdState {
     /// Counts `bytes` of credited data queued for request `id`; more than was granted breaks
@@ -117,6 +156,9 @@ struct State {
 
 struct Inner {
     writer: Mutex<Box<dyn Write + Send>>,
+    /// Descriptors received with sandboxd's frames, in order, not yet claimed by their
+    /// `FsHandle`; `None` when the stream cannot carry them (no socket).
+    passed: Option<Inbox>,
     state: Mutex<State>,
     /// Rung when the session's own state changes (greeted, pongs, detached, ended); each
     /// request has its own ([`CmdState::notify`]).
@@ -156,27 +198,63 @@ impl Client {
         write: impl Write + Send + 'static,
         user: Option<(u32, u32)>,
     ) -> std::io::Result<Client> {
-        let (client, feed) = Client::start_fed(write, user)?;
+        let (client, feed) = Client::start_fed(write, user, None)?;
         std::thread::Builder::new()
             .name("sandboxio-sandboxd-rx".into())
             .spawn(move || read_loop(feed, read))?;
         Ok(client)
     }
 
-    /// Starts a session whose stream the caller reads: sends `Hello` on `write`; the bytes
-    /// read from sandboxd go to the returned [`Feed`] (`local://` reads every sandbox's
-    /// stream on one thread).
+    /// [`Client::start`] over a Unix socket, which can carry descriptors, read by a thread
+    /// of its own (the tests'; `local://` reads its sockets on one thread, see
+    /// [`Client::start_socket_fed`]).
+    ///
+    /// # Errors
+    ///
+    /// The stream could not be written or copied, or the thread could not start.
+    #[cfg(test)]
+    pub(crate) fn start_socket(stream: UnixStream, user: Option<(u32, u32)>) -> std::io::Result<Client> {
+        let inbox = Inbox::default();
+        let read = FdReader { stream: stream.try_clone()?, inbox: inbox.clone() };
+        let (client, feed) = Client::start_fed(stream, user, Some(inbox))?;
+        std::thread::Builder::new()
+            .name("sandboxio-sandboxd-rx".into())
+            .spawn(move || read_loop(feed, read))?;
+        Ok(client)
+    }
+
+    /// Starts a session over a Unix socket whose bytes the caller reads with
+    /// [`Feed::recv`] (`local://` reads every sandbox's socket on one thread): sandboxd then
+    /// hands files over for [`Client::passes_fds`]'s requests, and the host moves their bytes.
     ///
     /// # Errors
     ///
     /// The stream could not be written.
     #[cfg_attr(not(feature = "local"), expect(dead_code, reason = "local:// feeds its sessions itself"))]
-    pub(crate) fn start_fed(
+    pub(crate) fn start_socket_fed(
+        stream: UnixStream,
+        user: Option<(u32, u32)>,
+    ) -> std::io::Result<(Client, Feed)> {
+        Client::start_fed(stream, user, Some(Inbox::default()))
+    }
+
+    /// Whether sandboxd can hand files over on this session (its stream is a Unix socket):
+    /// then `FsOpenRead` and `FsOpenWrite` are worth asking for.
+    pub(crate) fn passes_fds(&self) -> bool {
+        self.inner.passed.is_some()
+    }
+
+    /// Starts a session whose stream the caller reads: sends `Hello` on `write`; the bytes
+    /// read from sandboxd go to the returned [`Feed`], and descriptors that come with them to
+    /// `passed`.
+    fn start_fed(
         write: impl Write + Send + 'static,
         user: Option<(u32, u32)>,
+        passed: Option<Inbox>,
     ) -> std::io::Result<(Client, Feed)> {
         let inner = Arc::new(Inner {
             writer: Mutex::new(Box::new(write)),
+            passed,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
             next_id: AtomicU32::new(1),
@@ -198,9 +276,21 @@ impl Client {
         for frame in frames {
             frame.encode(&mut bytes).map_err(|e| e.to_string())?;
         }
+        self.write_parts(&[&bytes])
+    }
+
+    /// Sends a frame of `kind` whose body is `data` alone, written from where it lies (no
+    /// copy into a frame first).
+    fn send_data(&self, id: u32, kind: Kind, data: &[u8]) -> Result<(), String> {
+        let prefix = data_prefix(kind, id, data.len()).ok_or("a data frame over the body limit")?;
+        self.write_parts(&[&prefix, data])
+    }
+
+    /// Writes `parts` as one frame, under the writer's lock; a failure ends the session.
+    fn write_parts(&self, parts: &[&[u8]]) -> Result<(), String> {
         let written = {
             let mut w = lock(&self.inner.writer);
-            w.write_all(&bytes).and_then(|()| w.flush())
+            parts.iter().try_for_each(|part| w.write_all(part)).and_then(|()| w.flush())
         };
         written.map_err(|e| {
             let why = format!("writing to sandboxd failed: {e}");
@@ -286,22 +376,76 @@ impl Client {
             if let Some(why) = &state.ended {
                 return Err(why.clone());
             }
+            let window = if matches!(message, Message::FsWrite { .. }) { FILE_WINDOW } else { STDIN_WINDOW };
             let cmd = CmdState {
                 notify: Arc::clone(&notify),
                 events: VecDeque::new(),
                 queued: 0,
                 taken: 0,
-                stdin_window: STDIN_WINDOW,
+                stdin_window: window,
                 finished: false,
             };
             state.cmds.insert(id, cmd);
         }
         let cmd = Cmd { client: self.clone(), id, notify, listener: None };
-        let credit = matches!(message, Message::Spawn(_) | Message::FsRead { .. } | Message::FsList { .. });
+        let credit = matches!(
+            message,
+            Message::Spawn(_) | Message::FsRead { .. } | Message::FsOpenRead { .. } | Message::FsList { .. }
+        );
         let credit = credit.then(|| Frame::new(id, Message::Credit { bytes: OUTPUT_WINDOW }));
         self.send_frames(std::iter::once(Frame::new(id, message)).chain(credit))?;
         Ok(cmd)
     }
+}
+
+/// Descriptors received with sandboxd's frames, in order, until their `FsHandle` frame
+/// claims them.
+#[derive(Clone, Default)]
+struct Inbox(Arc<Mutex<VecDeque<OwnedFd>>>);
+
+/// The most descriptors received ahead of their `FsHandle` frames: each comes with its
+/// frame's first byte and is claimed when that frame is routed, so more is a peer passing
+/// descriptors it did not announce, and ends the session.
+const INBOX_LIMIT: usize = 4;
+
+/// Reads a Unix socket's bytes as [`Read`] does, keeping the descriptors that come with them
+/// (close-on-exec) in the [`Inbox`] (the tests' reader thread, [`Client::start_socket`]).
+#[cfg(test)]
+struct FdReader {
+    stream: UnixStream,
+    inbox: Inbox,
+}
+
+#[cfg(test)]
+impl Read for FdReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        recv_with_fds(&self.stream, buf, &self.inbox)
+    }
+}
+
+/// Reads `socket`'s bytes into `buf` once, as `read` does, and puts the descriptors that
+/// come with them (close-on-exec) in `inbox` first: a descriptor is there before the frame
+/// announcing it is decoded.
+fn recv_with_fds(socket: impl AsFd, buf: &mut [u8], inbox: &Inbox) -> std::io::Result<usize> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(INBOX_LIMIT))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = rustix::net::recvmsg(
+        socket,
+        &mut [std::io::IoSliceMut::new(buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut inbox = lock(&inbox.0);
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            inbox.extend(fds);
+        }
+    }
+    if got.flags.contains(ReturnFlags::CTRUNC) || inbox.len() > INBOX_LIMIT {
+        return Err(std::io::Error::other("sandboxd passed descriptors it did not announce"));
+    }
+    Ok(got.bytes)
 }
 
 /// The output credit a listing entry takes (its bytes on the wire).
@@ -362,6 +506,21 @@ impl Feed {
         !self.ended
     }
 
+    /// Reads the session's stream `socket` once into `buf`: with `recvmsg` where the session
+    /// takes descriptors ([`Client::start_socket_fed`]), so they reach its inbox before the
+    /// bytes announcing them are [pushed](Feed::push); else with `read`.
+    ///
+    /// # Errors
+    ///
+    /// The read failed, or sandboxd passed descriptors it did not announce.
+    #[cfg_attr(not(feature = "local"), expect(dead_code, reason = "local:// feeds its sessions itself"))]
+    pub(crate) fn recv(&self, socket: impl AsFd, buf: &mut [u8]) -> std::io::Result<usize> {
+        match &self.inner.passed {
+            Some(inbox) => recv_with_fds(socket, buf, inbox),
+            None => Ok(rustix::io::read(socket, buf)?),
+        }
+    }
+
     /// How many bytes the next read should ask for at most to complete a frame.
     pub(crate) fn wants(&self) -> usize {
         self.decoder.wants()
@@ -383,7 +542,7 @@ impl Drop for Feed {
 }
 
 fn read_loop(mut feed: Feed, mut read: impl Read) {
-    let mut buf = vec![0; MAX_CHUNK];
+    let mut buf = vec![0; READ_BUF];
     loop {
         let want = feed.wants().clamp(1, buf.len());
         match read.read(&mut buf[..want]) {
@@ -401,6 +560,14 @@ fn read_loop(mut feed: Feed, mut read: impl Read) {
 
 /// Delivers one frame; an `Err` ends the session.
 fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
+    // A handed-over descriptor is claimed first, whether or not its request still waits.
+    let passed = match &message {
+        Message::FsHandle { passed: true, .. } => {
+            let fd = inner.passed.as_ref().and_then(|inbox| lock(&inbox.0).pop_front());
+            Some(fd.ok_or("sandboxd announced a descriptor that did not come")?)
+        }
+        _ => None,
+    };
     let mut state = lock(&inner.state);
     // Whom this frame concerns: the session (`None`) or one request.
     let mut request = None;
@@ -453,6 +620,9 @@ fn route(inner: &Inner, Frame { id, message }: Frame) -> Result<(), String> {
                 Message::FsStatReply { file_type, size, mode } => {
                     cmd.events.push_back((Event::Stat { file_type, size, mode }, 0));
                     cmd.finished = true;
+                }
+                Message::FsHandle { size, .. } => {
+                    cmd.events.push_back((Event::Handle(passed.map(|fd| Passed(Arc::new(fd))), size), 0));
                 }
                 Message::Credit { bytes } => cmd.stdin_window += bytes as usize,
                 Message::Exit { status, oom_killed } => {
@@ -554,7 +724,7 @@ impl Cmd {
     ///
     /// Why the session or the command ended first.
     pub(crate) async fn write_stdin(&self, data: &[u8]) -> Result<(), String> {
-        self.send_window(data, |data| Message::Stdin { data }).await
+        self.send_window(data, Kind::Stdin, MAX_CHUNK).await
     }
 
     /// Sends `data` for a file write request, waiting while sandboxd's window is full.
@@ -563,7 +733,7 @@ impl Cmd {
     ///
     /// Why the session ended or the write failed first.
     pub(crate) async fn send_data(&self, data: &[u8]) -> Result<(), String> {
-        self.send_window(data, |data| Message::FsData { data }).await
+        self.send_window(data, Kind::FsData, MAX_FILE_CHUNK).await
     }
 
     /// Sends `data` to the command's control channel (it must have been spawned with
@@ -573,7 +743,7 @@ impl Cmd {
     ///
     /// Why the session or the command ended first.
     pub(crate) async fn send_control(&self, data: &[u8]) -> Result<(), String> {
-        self.send_window(data, |data| Message::ControlIn { data }).await
+        self.send_window(data, Kind::ControlIn, MAX_CHUNK).await
     }
 
     /// Ends a file write: sandboxd renames the file into place and answers `Done`.
@@ -585,7 +755,8 @@ impl Cmd {
         self.client.send(self.id, Message::FsEnd)
     }
 
-    async fn send_window(&self, mut data: &[u8], frame: impl Fn(Vec<u8>) -> Message) -> Result<(), String> {
+    /// Sends `data` in frames of `kind` of at most `chunk` bytes, within the request's window.
+    async fn send_window(&self, mut data: &[u8], kind: Kind, chunk: usize) -> Result<(), String> {
         // Bytes sent since this future last let its executor run.
         let mut since_yield = 0;
         while !data.is_empty() {
@@ -605,7 +776,7 @@ impl Cmd {
                     match s.cmds.get_mut(&self.id) {
                         Some(c) if c.finished => Some(Err("the request has ended".to_owned())),
                         Some(c) if c.stdin_window > 0 => {
-                            let n = c.stdin_window.min(data.len()).min(MAX_CHUNK);
+                            let n = c.stdin_window.min(data.len()).min(chunk);
                             c.stdin_window -= n;
                             Some(Ok(n))
                         }
@@ -614,7 +785,7 @@ impl Cmd {
                     }
                 })
                 .await?;
-            self.client.send(self.id, frame(data[..n].to_vec()))?;
+            self.client.send_data(self.id, kind, &data[..n])?;
             data = &data[n..];
             since_yield += n;
         }
@@ -865,6 +1036,127 @@ mod tests {
         let missing = dir.join("missing").to_str().unwrap().as_bytes().to_vec();
         let mut read = d.client.request(Message::FsRead { path: missing, limit: 10 }).unwrap();
         assert!(matches!(block_on(read.next()), Some(Event::Failed(Failure::NotFound, _))));
+    }
+
+    /// sandboxd on a socket pair (its stdin and stdout), as `local://` runs it: files can be
+    /// handed over.
+    fn daemon_on_socket() -> Daemon {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("sandboxd-client-socket-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let (host, inside) = UnixStream::pair().unwrap();
+        let inside = OwnedFd::from(inside);
+        let child = Command::new(env!("SANDBOXIO_SANDBOXD"))
+            .stdin(Stdio::from(inside.try_clone().unwrap()))
+            .stdout(Stdio::from(inside))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = Client::start_socket(host, None).unwrap();
+        block_on(client.hello()).unwrap();
+        Daemon { child, client, dir: Some(dir) }
+    }
+
+    /// Reads `path` with `FsOpenRead`: what came, and whether its descriptor was handed over.
+    fn open_read(client: &Client, path: &std::path::Path, limit: u64) -> (Result<Vec<u8>, Event>, bool) {
+        let path = path.to_str().unwrap().as_bytes().to_vec();
+        let mut cmd = client.request(Message::FsOpenRead { path, limit }).unwrap();
+        let (mut data, mut handed) = (Vec::new(), false);
+        block_on(async {
+            loop {
+                match cmd.next().await.unwrap() {
+                    Event::Handle(Some(file), _) => {
+                        handed = true;
+                        std::io::Read::read_to_end(&mut file.into_file().unwrap(), &mut data).unwrap();
+                    }
+                    Event::Chunk(bytes) => data.extend(bytes),
+                    Event::Done => return (Ok(data), handed),
+                    other => return (Err(other), handed),
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn on_a_socket_files_are_handed_over_and_proc_files_are_streamed() {
+        let d = daemon_on_socket();
+        assert!(d.client.passes_fds());
+        let path = d.dir.clone().unwrap().join("handed.bin");
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let mut write = d
+            .client
+            .request(Message::FsOpenWrite { path: path.to_str().unwrap().as_bytes().to_vec(), mode: 0o640 })
+            .unwrap();
+        let Some(Event::Handle(Some(file), 0)) = block_on(write.next()) else {
+            panic!("sandboxd did not hand the new file over");
+        };
+        std::io::Write::write_all(&mut file.into_file().unwrap(), &data).unwrap();
+        // Not in place until the end: a new file is written under a temporary name.
+        assert!(!path.exists(), "the file appeared before FsEnd");
+        write.finish().unwrap();
+        assert_eq!(block_on(write.next()), Some(Event::Done));
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0o640);
+        assert_eq!(open_read(&d.client, &path, 1 << 30), (Ok(data), true));
+
+        // Over the limit: refused before anything is handed over.
+        let (over, handed) = open_read(&d.client, &path, 10);
+        assert!(matches!(over, Err(Event::Failed(Failure::TooLarge, _))), "{over:?}");
+        assert!(!handed);
+        // A /proc file (its contents depend on who reads) is streamed, never handed over;
+        // the control: the same request on a disk file was handed over above.
+        let (status, handed) = open_read(&d.client, std::path::Path::new("/proc/self/status"), 1 << 20);
+        let (version, streamed) = open_read(&d.client, std::path::Path::new("/proc/version"), 1 << 20);
+        assert!(matches!(status, Err(Event::Failed(Failure::PermissionDenied, _))), "{status:?}");
+        assert!(!handed && !streamed, "a /proc file was handed over");
+        assert!(version.unwrap().starts_with(b"Linux"));
+    }
+
+    #[test]
+    fn a_write_dropped_after_its_handover_leaves_no_file() {
+        let d = daemon_on_socket();
+        let path = d.dir.clone().unwrap().join("dropped.bin");
+        let mut write = d
+            .client
+            .request(Message::FsOpenWrite { path: path.to_str().unwrap().as_bytes().to_vec(), mode: 0o644 })
+            .unwrap();
+        let Some(Event::Handle(Some(file), _)) = block_on(write.next()) else { panic!("not handed over") };
+        std::io::Write::write_all(&mut file.into_file().unwrap(), b"half").unwrap();
+        drop(write);
+        block_on(d.client.ping()).unwrap();
+        let left: Vec<_> =
+            std::fs::read_dir(d.dir.as_ref().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(left.is_empty(), "a dropped write left {left:?}");
+    }
+
+    #[test]
+    fn a_peer_announcing_a_descriptor_it_did_not_pass_ends_the_session() {
+        let (host, mut peer) = UnixStream::pair().unwrap();
+        let client = Client::start_socket(host, None).unwrap();
+        let mut write = client.request(Message::FsOpenWrite { path: b"/x".to_vec(), mode: 0o644 }).unwrap();
+        let mut bytes = Frame::new(0, Message::HelloAck { version: VERSION, pid: 1 }).to_bytes().unwrap();
+        bytes.extend(Frame::new(write.id, Message::FsHandle { size: 0, passed: true }).to_bytes().unwrap());
+        peer.write_all(&bytes).unwrap();
+        block_on(client.hello()).unwrap();
+        let last = block_on(write.next());
+        assert!(matches!(&last, Some(Event::Gone(why)) if why.contains("did not come")), "{last:?}");
+        // The control: the same frame with its descriptor is a handover.
+        let (host, peer) = UnixStream::pair().unwrap();
+        let client = Client::start_socket(host, None).unwrap();
+        let mut write = client.request(Message::FsOpenWrite { path: b"/x".to_vec(), mode: 0o644 }).unwrap();
+        let hello = Frame::new(0, Message::HelloAck { version: VERSION, pid: 1 }).to_bytes().unwrap();
+        (&peer).write_all(&hello).unwrap();
+        let handle = Frame::new(write.id, Message::FsHandle { size: 0, passed: true }).to_bytes().unwrap();
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+        let fds = [std::os::fd::AsFd::as_fd(&file)];
+        assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+        let io = [std::io::IoSlice::new(&handle)];
+        rustix::net::sendmsg(&peer, &io, &mut control, rustix::net::SendFlags::empty()).unwrap();
+        block_on(client.hello()).unwrap();
+        assert!(matches!(block_on(write.next()), Some(Event::Handle(Some(_), 0))));
     }
 
     #[test]

@@ -143,6 +143,8 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
         Kind::FsMkdir => Message::FsMkdir { path: r.bytes()?, parents: r.bool("parents")? },
         Kind::FsRemove => Message::FsRemove { path: r.bytes()?, recursive: r.bool("recursive")? },
         Kind::FsStat => Message::FsStat { path: r.bytes()? },
+        Kind::FsOpenRead => Message::FsOpenRead { path: r.bytes()?, limit: r.u64()? },
+        Kind::FsOpenWrite => Message::FsOpenWrite { path: r.bytes()?, mode: r.u32()? },
         Kind::HelloAck => Message::HelloAck { version: r.u16()?, pid: r.u32()? },
         Kind::Spawned => Message::Spawned { pid: r.u32()? },
         Kind::Output => {
@@ -179,6 +181,7 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>) -> Result<Message, ProtoError> {
         Kind::Detached => Message::Detached,
         Kind::FsChunk => Message::FsChunk { data: r.bytes()? },
         Kind::FsDone => Message::FsDone,
+        Kind::FsHandle => Message::FsHandle { size: r.u64()?, passed: r.bool("passed")? },
         Kind::FsEntries => {
             // name length (4) + type (1) + size (8) + mode (4)
             let n = r.count(17)?;

@@ -89,12 +89,16 @@ pub(super) fn body(message: &Message, out: &mut Vec<u8>) {
         Message::StdinEof | Message::FsEnd | Message::FsDone | Message::Detach | Message::Detached => {}
         Message::Signal { signal } => out.extend_from_slice(&signal.to_be_bytes()),
         Message::Credit { bytes } => out.extend_from_slice(&bytes.to_be_bytes()),
+        Message::FsHandle { size, passed } => {
+            out.extend_from_slice(&size.to_be_bytes());
+            out.push(u8::from(*passed));
+        }
         Message::Ping { nonce } | Message::Pong { nonce } => out.extend_from_slice(&nonce.to_be_bytes()),
-        Message::FsRead { path, limit } => {
+        Message::FsRead { path, limit } | Message::FsOpenRead { path, limit } => {
             put_bytes(out, path);
             out.extend_from_slice(&limit.to_be_bytes());
         }
-        Message::FsWrite { path, mode } => {
+        Message::FsWrite { path, mode } | Message::FsOpenWrite { path, mode } => {
             put_bytes(out, path);
             out.extend_from_slice(&mode.to_be_bytes());
         }

@@ -64,6 +64,10 @@ kinds! {
     FsRemove = 0x16,
     /// Host to sandboxd: describe a path.
     FsStat = 0x17,
+    /// Host to sandboxd: read a file, its descriptor handed over where it can be (version 6).
+    FsOpenRead = 0x18,
+    /// Host to sandboxd: write a file through a descriptor handed over (version 6).
+    FsOpenWrite = 0x19,
     /// Sandboxd to host: the answer to `Hello`.
     HelloAck = 0x81,
     /// Sandboxd to host: a command started.
@@ -86,6 +90,9 @@ kinds! {
     FsEntries = 0x92,
     /// Sandboxd to host: a path's description.
     FsStatReply = 0x93,
+    /// Sandboxd to host: the descriptor of an `FsOpenRead` or `FsOpenWrite` came with this
+    /// frame (version 6).
+    FsHandle = 0x94,
 }
 
 /// Where a command's stdin comes from.
@@ -269,7 +276,7 @@ pub enum Message {
     },
     /// A chunk of the file being written.
     FsData {
-        /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes.
+        /// At most [`MAX_FILE_CHUNK`](super::MAX_FILE_CHUNK) bytes.
         data: Vec<u8>,
     },
     /// The file being written is complete: rename it into place.
@@ -297,6 +304,29 @@ pub enum Message {
     FsStat {
         /// The path, resolved inside the sandbox.
         path: Vec<u8>,
+    },
+    /// `FsRead`, except that sandboxd may answer with the opened file's descriptor instead
+    /// of its bytes: [`Message::FsHandle`] carrying it (`SCM_RIGHTS`, so only on a Unix
+    /// socket), then `FsDone`; the host reads at most `limit` bytes from it. sandboxd opens
+    /// and checks the file exactly as for `FsRead`, and streams it as for `FsRead` where it
+    /// cannot or will not hand it over (its stream is no socket; a file on anything but a
+    /// disk or memory file system, such as `/proc`, whose contents can depend on who reads).
+    FsOpenRead {
+        /// The path, resolved inside the sandbox.
+        path: Vec<u8>,
+        /// The most bytes the file may hold.
+        limit: u64,
+    },
+    /// `FsWrite`, except that the host may write the bytes itself: sandboxd opens the file
+    /// as for `FsWrite` and answers [`Message::FsHandle`], carrying the descriptor
+    /// (write-only) where it can hand it over (as for `FsOpenRead`); the host then writes
+    /// the data there, else sends `FsData` frames, and ends with `FsEnd` (or drops the
+    /// request).
+    FsOpenWrite {
+        /// The path, resolved inside the sandbox.
+        path: Vec<u8>,
+        /// Permission bits for a new file.
+        mode: u32,
     },
     /// The answer to `Hello`.
     HelloAck {
@@ -340,7 +370,8 @@ pub enum Message {
     Detached,
     /// A chunk of the file being read.
     FsChunk {
-        /// At most [`MAX_CHUNK`](super::MAX_CHUNK) bytes.
+        /// At most [`MAX_FILE_CHUNK`](super::MAX_FILE_CHUNK) bytes, never more than the
+        /// credit left.
         data: Vec<u8>,
     },
     /// The file request completed.
@@ -349,6 +380,16 @@ pub enum Message {
     FsEntries {
         /// In no particular order.
         entries: Vec<Entry>,
+    },
+    /// The answer to an `FsOpenRead` or `FsOpenWrite` whose file sandboxd opened: with
+    /// `passed`, its descriptor came with this frame's first byte (`SCM_RIGHTS`); without,
+    /// sandboxd keeps it and the request goes on as `FsRead` or `FsWrite` would (chunks
+    /// follow; the host sends `FsData`).
+    FsHandle {
+        /// The file's size when it was opened, in bytes (0 for a write).
+        size: u64,
+        /// The descriptor came with this frame.
+        passed: bool,
     },
     /// A path's description.
     FsStatReply {
@@ -383,6 +424,8 @@ impl Message {
             Message::FsMkdir { .. } => Kind::FsMkdir,
             Message::FsRemove { .. } => Kind::FsRemove,
             Message::FsStat { .. } => Kind::FsStat,
+            Message::FsOpenRead { .. } => Kind::FsOpenRead,
+            Message::FsOpenWrite { .. } => Kind::FsOpenWrite,
             Message::HelloAck { .. } => Kind::HelloAck,
             Message::Spawned { .. } => Kind::Spawned,
             Message::Output { .. } => Kind::Output,
@@ -394,6 +437,7 @@ impl Message {
             Message::FsDone => Kind::FsDone,
             Message::FsEntries { .. } => Kind::FsEntries,
             Message::FsStatReply { .. } => Kind::FsStatReply,
+            Message::FsHandle { .. } => Kind::FsHandle,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The sandboxd wire protocol, version 3: length-framed binary messages over one byte stream.
+//! The sandboxd wire protocol, version 6: length-framed binary messages over one byte stream.
 //!
 //! This module is compiled twice: into the `sandboxd` binary that runs inside a sandbox, and into
 //! `sandboxio` (the host side). It uses `std` only, so the binary can be built by a bare
@@ -31,8 +31,12 @@
 //! The end of sandboxd's first session (its stdin and stdout) ends sandboxd, unless the host
 //! sent [`Message::Detach`] and got [`Message::Detached`] first; sessions on `--listen-fd`
 //! connections never end it. Version 2 added `Detach` and `Detached`; version 3 the `mode` of
-//! each [`Entry`] of a listing; version 4 the [`MIN_FRAME_CREDIT`] an output frame takes; version 5 [`Spawn::undumpable`]
-//! and [`Failure::Exposed`].
+//! each [`Entry`] of a listing; version 4 the [`MIN_FRAME_CREDIT`] an output frame takes;
+//! version 5 [`Spawn::undumpable`] and [`Failure::Exposed`]; version 6 file data frames
+//! ([`Message::FsData`], [`Message::FsChunk`]) of up to [`MAX_FILE_CHUNK`] bytes, and
+//! [`Message::FsOpenRead`], [`Message::FsOpenWrite`] and [`Message::FsHandle`]: on a Unix
+//! socket, the file's descriptor handed to the host, which moves the bytes itself (sandboxd
+//! still resolves, checks and opens the file, as the sandbox's user, in the sandbox's view).
 
 use std::fmt;
 
@@ -44,7 +48,7 @@ pub use decode::Decoder;
 pub use message::{Entry, Failure, FileType, Kind, Message, Pairs, Spawn, Status, StdinMode, Stream};
 
 /// The protocol version this file speaks.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 
 /// The largest body a frame may carry, in bytes (4 MiB): a spawn with the largest argv and
 /// environment a command may have (1 MiB, `MAX_ARG_TOTAL`) fits with room to spare.
@@ -54,8 +58,32 @@ pub const MAX_BODY: u32 = 4 * 1024 * 1024;
 pub const HEADER_LEN: usize = 9;
 
 /// The largest data chunk either side puts in one [`Message::Stdin`], [`Message::Output`] or
-/// file frame, in bytes (64 KiB).
+/// [`Message::ControlIn`] frame, in bytes (64 KiB).
 pub const MAX_CHUNK: usize = 64 * 1024;
+
+/// The largest data chunk of one [`Message::FsData`] or [`Message::FsChunk`] frame, in bytes
+/// (1 MiB, version 6). A file is written or read whole and as fast as the transport goes: a
+/// sixteenth of the frames 64 KiB chunks took means a sixteenth of the poll turns, wake-ups
+/// and credit returns on both sides; a frame still fits [`MAX_BODY`] four times over.
+pub const MAX_FILE_CHUNK: usize = 1024 * 1024;
+
+/// The length of [`data_prefix`]: a frame header and one byte string's length.
+pub const DATA_PREFIX_LEN: usize = HEADER_LEN + 4;
+
+/// The first bytes of a frame of `kind` for `id` whose body is one byte string of `len`
+/// bytes (`Stdin`, `ControlIn`, `FsData`, `FsChunk`): the header and the string's length.
+/// Written before the data itself, it lets a sender write the data from where it lies
+/// instead of copying it into a frame. `None` when such a body would be over [`MAX_BODY`].
+#[must_use]
+pub fn data_prefix(kind: Kind, id: u32, len: usize) -> Option<[u8; DATA_PREFIX_LEN]> {
+    let body = u32::try_from(len.checked_add(4)?).ok().filter(|&b| b <= MAX_BODY)?;
+    let mut out = [0; DATA_PREFIX_LEN];
+    out[..4].copy_from_slice(&body.to_be_bytes());
+    out[4] = kind.byte();
+    out[5..9].copy_from_slice(&id.to_be_bytes());
+    out[9..].copy_from_slice(&u32::try_from(len).ok()?.to_be_bytes());
+    Some(out)
+}
 
 /// The least output credit one [`Message::Output`] frame takes, in bytes, whatever it
 /// carries (version 4). The host keeps each frame it has not handed to its caller yet, at a

@@ -21,7 +21,9 @@
 //! (issue #27: when sandboxd bound it at `/run/sandboxio/sandboxd.sock`, code inside opened
 //! a session of its own there, and what it started in it outlived its command).
 //!
-//! **The setup window.** bwrap's stdin and stdout are the session's pipes. Nothing runs in
+//! **The setup window.** bwrap's stdin and stdout are the session's socket (one end of a
+//! Unix socket pair, so that sandboxd can hand files over to the owner; see
+//! `agent/fs.rs`). Nothing runs in
 //! the sandbox before sandboxd reads the owner's `Hello` from them; an owner that dies
 //! during the setup closes them first, and sandboxd, reading end-of-file, ends at once.
 //! Nothing here asks for a parent-death signal: the session is the owner link, and a
@@ -76,12 +78,13 @@ pub(super) struct Launch<'a> {
 
 impl Launch<'_> {
     /// The launcher command (see the module docs), holding a copy of the socket for the
-    /// launcher's [`LISTEN_FD`]: drop it once spawned.
+    /// launcher's [`LISTEN_FD`], and `session` (the sandbox's end of the owner's session) as
+    /// its stdin and stdout: drop it once spawned.
     ///
     /// # Errors
     ///
-    /// When the socket's descriptor cannot be copied (out of descriptors).
-    pub(super) fn command(&self) -> std::io::Result<OsCommand> {
+    /// When a descriptor cannot be copied (out of descriptors).
+    pub(super) fn command(&self, session: &std::os::fd::OwnedFd) -> std::io::Result<OsCommand> {
         use command_fds::{CommandFdExt as _, FdMapping};
         let (shell, close) = if Path::new("/bin/bash").is_file() {
             ("/bin/bash", LAUNCH_CLOSE_ALL)
@@ -101,7 +104,8 @@ impl Launch<'_> {
             std::os::unix::process::CommandExt::uid(&mut cmd, uid);
             std::os::unix::process::CommandExt::gid(&mut cmd, gid);
         }
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdin(Stdio::from(session.try_clone()?)).stdout(Stdio::from(session.try_clone()?));
+        cmd.stderr(Stdio::piped());
         let mapping = FdMapping { parent_fd: self.listen.try_clone()?, child_fd: LISTEN_FD };
         cmd.fd_mappings(vec![mapping]).map_err(std::io::Error::other)?;
         Ok(cmd)

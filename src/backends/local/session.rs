@@ -1,9 +1,12 @@
-//! The session with a sandbox's sandboxd: over bwrap's pipes for the owner (started with
-//! the sandbox), or over sandboxd's `--listen` socket for a `connect`ed handle.
+//! The session with a sandbox's sandboxd: over a socket pair for the owner (bwrap's stdin
+//! and stdout, started with the sandbox), or over sandboxd's `--listen` socket for a
+//! `connect`ed handle. Both are Unix sockets, so sandboxd can hand the files of reads and
+//! writes over to the host (`agent/fs.rs`).
 //!
-//! **The owner's link.** sandboxd's stdin is a pipe whose only writer is the owner: when the
-//! owner closes it ([`Link::close`]: `close()`, `kill()`, the last handle gone) or dies,
-//! sandboxd kills every process of the sandbox and exits, unless the owner detached first.
+//! **The owner's link.** sandboxd's stdin and stdout are one end of a socket pair whose other
+//! end only the owner holds: when the owner shuts it ([`Link::close`]: `close()`, `kill()`,
+//! the last handle gone) or dies, sandboxd kills every process of the sandbox and exits,
+//! unless the owner detached first.
 //!
 //! **The socket** ([`bind_socket`]) is bound by the host in the sandbox's host directory,
 //! which sits in the caller's private root and is never bound into the sandbox: another
@@ -19,11 +22,10 @@
 //! A connection is still trusted only when the kernel says its listener is the sandbox's
 //! sandboxd process, recorded at `create` (pid and start time).
 
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, ChildStdin};
+use std::process::Child;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -68,43 +70,15 @@ pub(super) fn bind_socket(dir: &Path) -> std::io::Result<OwnedFd> {
     Ok(socket)
 }
 
-/// The host's end of a session's input: closing it ends the session (see the module docs).
+/// The host's end of a session (the owner's socket pair end, or a connection to sandboxd's
+/// socket): shutting its writing side ends the session (see the module docs).
 #[derive(Debug)]
-pub(super) enum Link {
-    /// bwrap's stdin (the owner's session).
-    Pipe(Arc<Mutex<Option<ChildStdin>>>),
-    /// A connection to sandboxd's socket.
-    Socket(UnixStream),
-}
+pub(super) struct Link(UnixStream);
 
 impl Link {
     /// Ends the session's input (idempotent).
     pub(super) fn close(&self) {
-        match self {
-            Link::Pipe(pipe) => drop(pipe.lock().unwrap_or_else(PoisonError::into_inner).take()),
-            Link::Socket(stream) => {
-                let _ = stream.shutdown(std::net::Shutdown::Write);
-            }
-        }
-    }
-}
-
-/// The writer the client sends frames through: bwrap's stdin until [`Link::close`].
-struct PipeWriter(Arc<Mutex<Option<ChildStdin>>>);
-
-impl Write for PipeWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self.0.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
-            Some(pipe) => pipe.write(buf),
-            None => Err(std::io::ErrorKind::BrokenPipe.into()),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self.0.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
-            Some(pipe) => pipe.flush(),
-            None => Err(std::io::ErrorKind::BrokenPipe.into()),
-        }
+        let _ = self.0.shutdown(std::net::Shutdown::Write);
     }
 }
 
@@ -120,7 +94,7 @@ pub(super) struct Started {
 /// A bwrap being started: its session is closed if the start fails or is dropped.
 struct Starting {
     bwrap: Option<Child>,
-    link: Link,
+    link: Option<Link>,
 }
 
 impl Drop for Starting {
@@ -128,7 +102,9 @@ impl Drop for Starting {
         // sandboxd (once it runs) reads end-of-file and ends; bwrap goes with it. bwrap is
         // never killed here: its namespace child waits for it during setup, and would wait
         // forever for a bwrap killed then.
-        self.link.close();
+        if let Some(link) = &self.link {
+            link.close();
+        }
         if let Some(mut bwrap) = self.bwrap.take() {
             let _ =
                 std::thread::Builder::new().name("sandboxio-local-reap".into()).spawn(move || bwrap.wait());
@@ -150,24 +126,26 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
     let mut tries = 0;
     loop {
         tries += 1;
-        let mut command =
-            launch.command().map_err(|e| Error::provider(SCHEME, "cannot hand sandboxd its socket", e))?;
+        let io = |e| Error::provider(SCHEME, "starting the sandboxd session", e);
+        let (host, inside) = UnixStream::pair().map_err(io)?;
+        let inside = OwnedFd::from(inside);
+        let mut command = launch
+            .command(&inside)
+            .map_err(|e| Error::provider(SCHEME, "cannot hand sandboxd its socket", e))?;
         let spawned = command.spawn();
         // Its copy of sandboxd's socket: sandboxd's must be the only one, so that a `connect`
-        // after sandboxd's end is refused at once rather than queued.
+        // after sandboxd's end is refused at once rather than queued. The same for the
+        // session's inside end: sandboxd's end must read as the end of its stream.
         drop(command);
+        drop(inside);
         let mut bwrap = spawned.map_err(|e| super::spawn_error(launch.bwrap, e))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (bwrap.stdin.take(), bwrap.stdout.take(), bwrap.stderr.take())
-        else {
-            return Err(Error::provider_message(SCHEME, "bwrap's stdio is not piped"));
+        let Some(stderr) = bwrap.stderr.take() else {
+            return Err(Error::provider_message(SCHEME, "bwrap's stderr is not piped"));
         };
-        let pipe = Arc::new(Mutex::new(Some(stdin)));
-        let mut starting = Starting { bwrap: Some(bwrap), link: Link::Pipe(Arc::clone(&pipe)) };
+        let mut starting = Starting { bwrap: Some(bwrap), link: Some(Link(host.try_clone().map_err(io)?)) };
         let said = Arc::new(Mutex::new(Vec::new()));
         let stderr_done = keep_stderr(stderr, Arc::clone(&said));
-        let client = fed_client(stdout.into(), PipeWriter(pipe))
-            .map_err(|e| Error::provider(SCHEME, "starting the sandboxd session", e))?;
+        let client = fed_client(host).map_err(io)?;
         let left = timeout.saturating_sub(started.elapsed());
         let answered = futures_lite::future::or(async { Some(client.hello().await) }, async {
             futures_timer::Delay::new(crate::duration::saturate(left)).await;
@@ -184,7 +162,9 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
                         "sandboxd answered but is not bwrap's child",
                     ));
                 };
-                let link = std::mem::replace(&mut starting.link, Link::Pipe(Arc::default()));
+                let Some(link) = starting.link.take() else {
+                    return Err(Error::provider_message(SCHEME, "the session's link is gone"));
+                };
                 return Ok(Started { bwrap, client, link, sandboxd });
             }
             Some(Err(why)) => why,
@@ -204,19 +184,23 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
     }
 }
 
-/// A session whose sandboxd stream `read` is read on the reactor's thread (`reactor.rs`),
-/// not on a thread of its own; frames to sandboxd go to `write`.
-fn fed_client(read: OwnedFd, write: impl Write + Send + 'static) -> std::io::Result<Client> {
-    let (client, mut feed) = Client::start_fed(write, None)?;
+/// A session over the Unix socket `stream`, read on the reactor's thread (`reactor.rs`),
+/// not on a thread of its own, with `recvmsg`: descriptors sandboxd hands over
+/// (`FsHandle`) reach the session's inbox before the frame announcing them is decoded.
+fn fed_client(stream: UnixStream) -> std::io::Result<Client> {
+    let read = OwnedFd::from(stream.try_clone()?);
+    let (client, mut feed) = Client::start_socket_fed(stream, None)?;
     // A failed `watch` drops the feed, which ends the session.
-    reactor::watch(read, move |fd, buf| match rustix::io::read(fd, &mut *buf) {
+    reactor::watch(read, move |fd, buf| match feed.recv(fd, &mut *buf) {
         Ok(0) => {
             feed.end("sandboxd's stream ended".to_owned());
             Watch::Done
         }
         Ok(n) if feed.push(&buf[..n]) => Watch::Keep,
         Ok(_) => Watch::Done,
-        Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => Watch::Keep,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock) => {
+            Watch::Keep
+        }
         Err(e) => {
             feed.end(format!("reading from sandboxd failed: {e}"));
             Watch::Done
@@ -284,15 +268,14 @@ pub(super) async fn connect(id: &str, dir: &Path, sandboxd: &Owner) -> Result<(C
         return Err(refused("the process listening on its socket is not its sandboxd".into()));
     }
     let io = |e| Error::provider(SCHEME, "starting the sandboxd session", e);
-    let client = fed_client(OwnedFd::from(stream.try_clone().map_err(io)?), stream.try_clone().map_err(io)?)
-        .map_err(io)?;
+    let client = fed_client(stream.try_clone().map_err(io)?).map_err(io)?;
     let answered = futures_lite::future::or(async { Some(client.hello().await) }, async {
         futures_timer::Delay::new(CONNECT_HELLO).await;
         None
     })
     .await;
     match answered {
-        Some(Ok(_)) => Ok((client, Link::Socket(stream))),
+        Some(Ok(_)) => Ok((client, Link(stream))),
         Some(Err(why)) => {
             Err(Error::SandboxGone { id: id.to_owned(), message: format!("its sandboxd ended ({why})") })
         }
