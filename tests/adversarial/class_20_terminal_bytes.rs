@@ -82,9 +82,13 @@ mod docker {
         block_on(sbx.close()).unwrap();
     }
 
-    /// On `docker://` with a root sandbox user, the code can replace the interpreter the runner
-    /// starts: a `python3` that prints the payload and exits makes the next cell's runner fail
-    /// at start-up, and the error quotes what it printed.
+    /// On `docker://` with a root sandbox user, the code can change what the runner's
+    /// interpreter runs before the runner: a `sitecustomize.py` in the standard library
+    /// (imported at every start, `-I` included; `site` itself is frozen in 3.11) that prints
+    /// the payload and exits makes the next cell's runner fail at start-up, and the error
+    /// quotes what it printed. (Until sandboxd started runners
+    /// undumpable, the code replaced `python3` with a script; a script is now refused before
+    /// it runs, class 19.)
     #[test]
     fn class_20__what_a_failing_runner_prints_reaches_error_text_escaped_on_docker() {
         let Some(sbx) =
@@ -92,9 +96,12 @@ mod docker {
         else {
             return;
         };
-        let swap = r#"p=$(command -v python3) && rm -f "$p" && printf '#!/bin/sh\nprintf '"'"'\033]0;pwned\007\033[2J'"'"'\nexit 3\n' > "$p" && chmod 755 "$p" && echo swapped"#;
+        let swap = r#"p=$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/sitecustomize.py && rm -f "$p" && printf 'import os\nos.write(1, b"\\x1b]0;pwned\\x07\\x1b[2J")\nos._exit(3)\n' > "$p" && echo swapped"#;
         let swapped = block_on(sbx.run(sandboxio::Command::new("sh").arg("-c").arg(swap))).unwrap();
-        assert_eq!(swapped.stdout, b"swapped\n", "control: the interpreter was replaced: {swapped:?}");
+        assert_eq!(
+            swapped.stdout, b"swapped\n",
+            "control: the interpreter's sitecustomize.py was written: {swapped:?}"
+        );
         let e = block_on(sbx.run_code(Code::new("1"))).expect_err("the runner cannot start");
         escaped_in_display("docker, a runner's start-up output", &e);
         block_on(sbx.close()).unwrap();
