@@ -212,10 +212,15 @@ impl ContractSuite {
     }
 
     /// Runs the suite with the command line's arguments (`cargo test` passes them through
-    /// to a `harness = false` target) and prints the summary.
+    /// to a `harness = false` target) and prints the summary. As under libtest, the
+    /// `RUST_TEST_THREADS` environment variable sets how many tests run at once when
+    /// `--test-threads` is not given (libtest-mimic alone would take the number of CPUs).
     #[must_use]
     pub fn run(self) -> ExitCode {
-        self.run_with(&Arguments::from_args())
+        let mut args = Arguments::from_args();
+        args.test_threads =
+            args.test_threads.or_else(|| test_threads_from(std::env::var("RUST_TEST_THREADS").ok()));
+        self.run_with(&args)
     }
 
     /// Runs the suite with explicit arguments and prints the summary.
@@ -497,6 +502,11 @@ fn async_only_reason(why: &str) -> String {
 }
 
 /// Whether libtest-mimic will consider this test (mirrors its name filter and `--skip`).
+/// `RUST_TEST_THREADS` as libtest reads it: a positive whole number, anything else ignored.
+fn test_threads_from(value: Option<String>) -> Option<usize> {
+    value?.trim().parse().ok().filter(|&n: &usize| n > 0)
+}
+
 fn is_selected(name: &str, args: &Arguments) -> bool {
     let filtered_in = match &args.filter {
         None => true,
@@ -524,6 +534,15 @@ mod tests {
         assert!(strict_in(vars(&[("SANDBOXIO_REQUIRE_FLY", "1")])));
         assert!(!strict_in(vars(&[("SANDBOXIO_REQUIRE_FLY", "0"), ("PATH", "1")])));
         assert!(!strict_in(vars(&[])));
+    }
+
+    #[test]
+    fn rust_test_threads_is_read_as_libtest_reads_it() {
+        assert_eq!(test_threads_from(Some("6".into())), Some(6));
+        assert_eq!(test_threads_from(Some(" 3\n".into())), Some(3));
+        assert_eq!(test_threads_from(Some("0".into())), None);
+        assert_eq!(test_threads_from(Some("many".into())), None);
+        assert_eq!(test_threads_from(None), None);
     }
 
     /// The fake's probes, for a backend that says it takes no credentials.
