@@ -249,7 +249,7 @@ fn neither_the_token_secret_nor_the_router_token_shows_anywhere() {
     assert!(!shown.contains(modal_stub::TOKEN_SECRET), "{shown}");
     block_on(async {
         let sandbox = sandbox(backend).await;
-        let token = stub.state.sandbox(sandbox.id()).unwrap().router_token.clone();
+        let token = stub.state.sandbox(sandbox.id()).unwrap().router_token();
         let secrets = [modal_stub::TOKEN_SECRET, token.as_str()];
         let mut seen = vec![format!("{sandbox:?}")];
         let err = sandbox.run(Command::new("true").cwd("/no/such/dir")).await.unwrap_err();
@@ -330,4 +330,91 @@ fn a_write_dropped_while_its_start_is_on_the_way_leaves_nothing_running() {
 #[test]
 fn a_create_dropped_while_its_reply_is_on_the_way_leaves_no_sandbox() {
     start_race::dropped_at_create::<modal_stub::Stub>();
+}
+
+/// Waits until every router token issued so far has ended (the stub's tokens end on a whole
+/// second).
+fn outlive_tokens(secs: u64) {
+    std::thread::sleep(Duration::from_secs(secs + 1));
+}
+
+#[test]
+fn an_expired_router_token_is_fetched_again_and_every_router_call_goes_on() {
+    // Modal's router tokens are JWTs that expire; its clients fetch a new one from
+    // TaskGetCommandRouterAccess when the router answers UNAUTHENTICATED (issue #31 item 1).
+    let stub = modal_stub::Stub::start();
+    stub.state.faults.router_token_secs.store(1, Ordering::SeqCst);
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        assert_eq!(sandbox.run(Command::new("echo").arg("a")).await.unwrap().stdout, b"a\n");
+        let before = stub.state.router_accesses.load(Ordering::SeqCst);
+        outlive_tokens(1);
+        // Start, output read, wait, and stdin write each meet an ended token.
+        let out = sandbox.run(Command::new("echo").arg("b")).await.expect("a command after the token ended");
+        assert_eq!(out.stdout, b"b\n");
+        outlive_tokens(1);
+        let out =
+            sandbox.run(Command::new("cat").stdin(b"piped".to_vec())).await.expect("stdin after it ended");
+        assert_eq!(out.stdout, b"piped");
+        outlive_tokens(1);
+        let mut stream = sandbox.stream(Command::new("cat")).unwrap();
+        outlive_tokens(1);
+        stream.write_stdin(b"late").await.expect("stdin written with an ended token");
+        stream.close_stdin().await.unwrap();
+        let result = stream.wait().await.expect("the exit read with an ended token");
+        assert_eq!(result.status, ExitStatus::Code(0));
+        outlive_tokens(1);
+        sandbox.fs().write("f.txt", b"file").await.expect("a file write after the token ended");
+        assert_eq!(sandbox.fs().read("f.txt").await.unwrap(), b"file");
+        let after = stub.state.router_accesses.load(Ordering::SeqCst);
+        assert!(after > before, "new tokens were fetched ({before} then {after})");
+        sandbox.close().await.unwrap();
+    });
+}
+
+#[test]
+fn calls_refused_together_fetch_one_new_token() {
+    let stub = modal_stub::Stub::start();
+    stub.state.faults.router_token_secs.store(1, Ordering::SeqCst);
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        // The tokens fetched from now on last an hour: one refresh serves every call.
+        stub.state.faults.router_token_secs.store(3600, Ordering::SeqCst);
+        outlive_tokens(1);
+        let before = stub.state.router_accesses.load(Ordering::SeqCst);
+        let shared = &sandbox;
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                s.spawn(move || {
+                    let out = block_on(shared.run(Command::new("echo").arg(i.to_string())));
+                    assert_eq!(
+                        out.expect("a command after the token ended").stdout,
+                        format!("{i}\n").as_bytes()
+                    );
+                });
+            }
+        });
+        let fetched = stub.state.router_accesses.load(Ordering::SeqCst) - before;
+        assert_eq!(fetched, 1, "eight calls refused at once fetched {fetched} tokens");
+        sandbox.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_router_that_refuses_every_token_is_an_auth_error_naming_the_router() {
+    let stub = modal_stub::Stub::start();
+    stub.state.faults.router_token_secs.store(1, Ordering::SeqCst);
+    // (Short tokens, so the refused one is not "fresh" and a new one is fetched.)
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        stub.state.faults.refuse_router_tokens.store(true, Ordering::SeqCst);
+        let before = stub.state.router_accesses.load(Ordering::SeqCst);
+        let err = sandbox.run(Command::new("true")).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Auth, "{err}");
+        assert!(err.to_string().contains("command router"), "{err}");
+        assert!(err.to_string().contains("the Modal token itself was accepted"), "{err}");
+        assert!(stub.state.router_accesses.load(Ordering::SeqCst) > before, "a new token was tried first");
+        stub.state.faults.refuse_router_tokens.store(false, Ordering::SeqCst);
+        sandbox.close().await.unwrap();
+    });
 }

@@ -48,7 +48,7 @@ async fn create_exec_terminate_on_the_real_service() {
     let outcome = async {
         let task = control.task_id(&id, super::errors::Call::Sandbox(&id)).await?;
         let (url, token) = control.router_access(&id, &task).await?;
-        let router = Router::new(&url, &token, &id, &task, None)?;
+        let router = Router::new(control.clone(), (&url, &token), &id, &task, None)?;
         let exec = router
             .start(&Command { argv: vec!["echo".into(), "hello".into()], ..Command::default() })
             .await?;

@@ -287,7 +287,7 @@ impl ModalBackend {
     async fn router(&self, control: &Control, id: &str, call: errors::Call<'_>) -> Result<Router> {
         let task = control.task_id(id, call).await?;
         let (url, token) = control.router_access(id, &task).await?;
-        Router::new(&url, &token, id, &task, self.trust())
+        Router::new(control.clone(), (&url, &token), id, &task, self.trust())
     }
 
     async fn create_now(&self, spec: CreateSpec) -> Result<Arc<Shared>> {

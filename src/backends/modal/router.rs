@@ -2,14 +2,27 @@
 //! offset (a cut stream is reopened where it stopped), stdin written by byte offset with an
 //! end-of-file, and the exit as a code or a signal. Auth is `authorization: Bearer <token>`
 //! from `TaskGetCommandRouterAccess`; the Modal token is never sent here.
+//!
+//! The router token is a JWT that expires. As Modal's own clients do (Python
+//! `modal/_utils/task_command_router_client.py`, `_refresh_jwt` and `_call_with_auth_retry`;
+//! Go `modal-go/task_command_router_client.go`, `refreshJwt` and `callWithAuthRetry`), a call
+//! answered `UNAUTHENTICATED` fetches a new token from the control plane and is sent once more;
+//! calls that fail together refresh once (a lock, then the token's `exp` read again: one
+//! more than [`REFRESH_BUFFER`] away means another call has refreshed it), and the router's
+//! URL must stay the same. An output stream gets one such retry per opening, renewed by any
+//! piece read after it.
 
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-use tonic::{Request, Status};
+use tonic::{Code, Request, Status};
 
 use super::SCHEME;
-use super::client::{MAX_MESSAGE, channel, idempotency_key};
+use super::client::{Control, MAX_MESSAGE, channel, idempotency_key};
 use super::errors::{self, Call};
 use super::proto::router::task_command_router_client::TaskCommandRouterClient;
 use super::proto::router::{
@@ -23,29 +36,89 @@ use crate::secret::SecretString;
 /// How many times a cut output stream is reopened for one read before giving up.
 pub(crate) const REOPENS: u32 = 10;
 
-/// Adds the router token to every request.
-#[derive(Clone, Debug)]
-pub(crate) struct Bearer(AsciiMetadataValue);
+/// A token whose `exp` is more than this far ahead is not refreshed on `UNAUTHENTICATED`
+/// (Modal's clients: `jwtRefreshBufferSeconds`, 30 s): a concurrent call refreshed it.
+pub(crate) const REFRESH_BUFFER: Duration = Duration::from_secs(30);
 
-impl Bearer {
-    /// `Bearer <token>`, marked sensitive (its `Debug` shows `Sensitive`).
+/// The router token in use, shared by every clone of one [`Router`] and read by the
+/// interceptor on each request.
+#[derive(Debug)]
+pub(crate) struct Token {
+    /// `Bearer <token>` (marked sensitive) and the token's `exp` (Unix seconds) when it
+    /// could be read.
+    current: RwLock<(AsciiMetadataValue, Option<u64>)>,
+    /// Held while a new token is fetched, so calls refused together fetch one.
+    refreshing: tokio::sync::Mutex<()>,
+}
+
+impl Token {
+    /// `Bearer <token>` for `token`, its `exp` read when the token is a JWT carrying one.
     ///
     /// # Errors
     ///
     /// [`Error::Provider`] for a token that is not visible ASCII.
     pub(crate) fn new(token: &SecretString) -> Result<Self> {
+        Ok(Token { current: RwLock::new(Self::parts(token)?), refreshing: tokio::sync::Mutex::new(()) })
+    }
+
+    fn parts(token: &SecretString) -> Result<(AsciiMetadataValue, Option<u64>)> {
         let mut bearer: AsciiMetadataValue =
             MetadataValue::try_from(format!("Bearer {}", token.expose_secret())).map_err(|_| {
                 Error::provider_message(SCHEME, "the command router's token is not visible ASCII")
             })?;
         bearer.set_sensitive(true);
-        Ok(Bearer(bearer))
+        Ok((bearer, jwt_expiry(token.expose_secret())))
+    }
+
+    fn bearer(&self) -> AsciiMetadataValue {
+        self.current.read().unwrap_or_else(PoisonError::into_inner).0.clone()
+    }
+
+    /// Whether the token's `exp` is known and more than [`REFRESH_BUFFER`] ahead of `now`
+    /// (Unix seconds).
+    fn fresh_at(&self, now: u64) -> bool {
+        let exp = self.current.read().unwrap_or_else(PoisonError::into_inner).1;
+        exp.is_some_and(|exp| exp.saturating_sub(now) > REFRESH_BUFFER.as_secs())
+    }
+
+    fn replace(&self, token: &SecretString) -> Result<()> {
+        let parts = Self::parts(token)?;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = parts;
+        Ok(())
     }
 }
 
+/// The `exp` claim of a JWT (Unix seconds), read without checking the signature (the
+/// router checks it); `None` for anything else: the token is then refreshed on every
+/// `UNAUTHENTICATED`, as Modal's clients do when they cannot read it.
+pub(crate) fn jwt_expiry(token: &str) -> Option<u64> {
+    let mut parts = token.split('.');
+    let (Some(_), Some(payload), Some(_), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    match &claims["exp"] {
+        serde_json::Value::Number(n) => n.as_u64().or_else(|| {
+            #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a time in seconds")]
+            n.as_f64().filter(|f| f.is_finite() && *f >= 0.0).map(|f| f as u64)
+        }),
+        _ => None,
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Adds the router token in use to every request.
+#[derive(Clone, Debug)]
+pub(crate) struct Bearer(Arc<Token>);
+
 impl tonic::service::Interceptor for Bearer {
     fn call(&mut self, mut request: Request<()>) -> std::result::Result<Request<()>, Status> {
-        request.metadata_mut().insert("authorization", self.0.clone());
+        request.metadata_mut().insert("authorization", self.0.bearer());
         Ok(request)
     }
 }
@@ -56,6 +129,10 @@ type Inner = TaskCommandRouterClient<InterceptedService<Channel, Bearer>>;
 #[derive(Clone)]
 pub(crate) struct Router {
     inner: Inner,
+    token: Arc<Token>,
+    /// Where new tokens come from: the control plane's `TaskGetCommandRouterAccess`.
+    control: Control,
+    url: String,
     sandbox_id: String,
     task_id: String,
 }
@@ -76,28 +153,89 @@ pub(crate) struct Command {
 }
 
 impl Router {
-    /// A client of the router at `url` for task `task_id` of sandbox `sandbox_id`.
+    /// A client of the router at `url` for task `task_id` of sandbox `sandbox_id`, with
+    /// `token` from `control`, which gives new ones when it expires.
     ///
     /// # Errors
     ///
     /// [`Error::Configuration`] for a URL that is not `https://`; [`Error::Provider`] for a
     /// token that is not visible ASCII.
     pub(crate) fn new(
-        url: &str,
-        token: &SecretString,
+        control: Control,
+        (url, token): (&str, &SecretString),
         sandbox_id: &str,
         task_id: &str,
         trust: Option<(&[u8], &str)>,
     ) -> Result<Self> {
         let channel = channel(url, trust)?;
-        let inner = TaskCommandRouterClient::with_interceptor(channel, Bearer::new(token)?)
+        let token = Arc::new(Token::new(token)?);
+        let inner = TaskCommandRouterClient::with_interceptor(channel, Bearer(Arc::clone(&token)))
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE);
-        Ok(Router { inner, sandbox_id: sandbox_id.to_owned(), task_id: task_id.to_owned() })
+        Ok(Router {
+            inner,
+            token,
+            control,
+            url: url.to_owned(),
+            sandbox_id: sandbox_id.to_owned(),
+            task_id: task_id.to_owned(),
+        })
     }
 
     fn gone(&self, status: Status) -> Error {
+        if matches!(status.code(), Code::Unauthenticated | Code::PermissionDenied) {
+            let said: String = status.message().chars().take(512).collect();
+            return Error::auth(
+                SCHEME,
+                format!(
+                    "the command router of sandbox {} refused its token, also one just fetched from TaskGetCommandRouterAccess (the Modal token itself was accepted): {said}",
+                    self.sandbox_id
+                ),
+                None,
+            )
+            .with_source(status);
+        }
         errors::from_status(status, Call::Sandbox(&self.sandbox_id))
+    }
+
+    /// Fetches a new router token unless another call has just done so.
+    ///
+    /// # Errors
+    ///
+    /// The control plane's mapped status; a router URL that changed is [`Error::Provider`].
+    async fn refresh(&self) -> Result<()> {
+        let _one_at_a_time = self.token.refreshing.lock().await;
+        if self.token.fresh_at(unix_now()) {
+            return Ok(());
+        }
+        tracing::debug!(target: "sandboxio::modal", sandbox = %self.sandbox_id, "refreshing the command router's token");
+        let (url, token) = self.control.router_access(&self.sandbox_id, &self.task_id).await?;
+        if url != self.url {
+            return Err(Error::provider_message(
+                SCHEME,
+                format!("the command router of sandbox {} moved during the session", self.sandbox_id),
+            ));
+        }
+        self.token.replace(&token)
+    }
+
+    /// `call` on the router; answered `UNAUTHENTICATED`, once more after a refresh.
+    ///
+    /// # Errors
+    ///
+    /// The outer error: the refresh failed. The inner one: the call's status.
+    async fn authed<T, F>(&self, call: impl Fn(Inner) -> F) -> Result<std::result::Result<T, Status>>
+    where
+        F: std::future::Future<Output = std::result::Result<T, Status>>,
+    {
+        // Boxed: a tonic call's future is kilobytes, and this holds two of them and a refresh.
+        match Box::pin(call(self.inner.clone())).await {
+            Err(s) if s.code() == Code::Unauthenticated => {
+                Box::pin(self.refresh()).await?;
+                Ok(Box::pin(call(self.inner.clone())).await)
+            }
+            other => Ok(other),
+        }
     }
 
     /// Starts `command` with stdout and stderr piped and returns its exec id, chosen here: a
@@ -132,7 +270,13 @@ impl Router {
         };
         let mut attempt = 0;
         loop {
-            match self.inner.clone().task_exec_start(message.clone()).await {
+            match self
+                .authed(|mut c| {
+                    let message = message.clone();
+                    async move { c.task_exec_start(message).await }
+                })
+                .await?
+            {
                 Ok(_) => return Ok(()),
                 Err(s) if attempt < errors::RETRIES && errors::transient(s.code()) => {
                     attempt += 1;
@@ -183,6 +327,8 @@ impl Router {
             Fd::Stderr => TaskExecStdioFileDescriptor::Stderr,
         };
         let mut reopens = 0;
+        // One refresh per opening, renewed by a piece read after it (as Modal's clients do).
+        let mut refreshed = false;
         loop {
             let message = TaskExecStdioReadRequest {
                 task_id: self.task_id.clone(),
@@ -196,6 +342,7 @@ impl Router {
                     loop {
                         match stream.message().await {
                             Ok(Some(piece)) => {
+                                refreshed = false;
                                 offset += piece.data.len() as u64;
                                 sink(piece.data).await;
                             }
@@ -206,6 +353,11 @@ impl Router {
                 }
                 Err(s) => s,
             };
+            if cut.code() == Code::Unauthenticated && !refreshed {
+                Box::pin(self.refresh()).await?;
+                refreshed = true;
+                continue;
+            }
             if !errors::transient(cut.code()) || reopens >= REOPENS {
                 return Err(self.gone(cut));
             }
@@ -228,7 +380,13 @@ impl Router {
             data: data.to_vec(),
             eof,
         };
-        self.inner.clone().task_exec_stdin_write(message).await.map(|_| ()).map_err(|s| self.gone(s))
+        self.authed(|mut c| {
+            let message = message.clone();
+            async move { c.task_exec_stdin_write(message).await }
+        })
+        .await?
+        .map(|_| ())
+        .map_err(|s| self.gone(s))
     }
 
     /// Waits for `exec_id` to end: its exit code, or the signal that ended it. A wait cut by
@@ -242,7 +400,13 @@ impl Router {
         let mut again = 0;
         loop {
             let message = TaskExecWaitRequest { task_id: self.task_id.clone(), exec_id: exec_id.to_owned() };
-            match self.inner.clone().task_exec_wait(message).await {
+            match self
+                .authed(|mut c| {
+                    let message = message.clone();
+                    async move { c.task_exec_wait(message).await }
+                })
+                .await?
+            {
                 Ok(reply) => {
                     return match reply.into_inner().exit_status {
                         Some(task_exec_wait_response::ExitStatus::Code(c)) => Ok(ExitStatus::Code(c)),

@@ -113,7 +113,7 @@ impl Control {
             id: id.clone(),
             app_id: m.app_id.clone(),
             task_id: format!("ta-{n:06}"),
-            router_token: format!("rt-{n}-{:x}-jwt", std::process::id()),
+            router_tokens: Mutex::new(Vec::new()),
             local,
             tags: m
                 .tags
@@ -315,8 +315,13 @@ impl ModalClient for Control {
         check(&self.0, &r)?;
         let m = r.into_inner();
         let s = self.0.by_task(&m.task_id).ok_or_else(|| Status::not_found("Task not found"))?;
+        self.0.router_accesses.fetch_add(1, Ordering::SeqCst);
+        let secs = match self.0.faults.router_token_secs.load(Ordering::SeqCst) {
+            0 => 3600,
+            n => n,
+        };
         Ok(Response::new(TaskGetCommandRouterAccessResponse {
-            jwt: s.router_token.clone(),
+            jwt: s.issue_router_token(Duration::from_secs(secs)),
             url: self.0.router_url.lock().unwrap().clone(),
         }))
     }

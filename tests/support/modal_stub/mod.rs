@@ -85,7 +85,9 @@ pub struct StubSandbox {
     pub id: String,
     pub app_id: String,
     pub task_id: String,
-    pub router_token: String,
+    /// The router tokens issued for this sandbox's task, each with its end (Unix seconds):
+    /// the router takes any of them until its end.
+    pub router_tokens: Mutex<Vec<(String, u64)>>,
     pub local: sandboxio::Sandbox,
     pub tags: BTreeMap<String, String>,
     /// The definition as Modal stores it (what its dashboard would show).
@@ -101,6 +103,35 @@ pub struct StubSandbox {
 }
 
 impl StubSandbox {
+    /// The newest router token issued.
+    pub fn router_token(&self) -> String {
+        self.router_tokens.lock().unwrap().last().map(|(t, _)| t.clone()).unwrap_or_default()
+    }
+
+    /// Issues a router token that ends `lifetime` from now: a JWT, as Modal's are (its
+    /// clients read `exp` from the payload; the signature is not checked by them).
+    pub fn issue_router_token(&self, lifetime: Duration) -> String {
+        use base64::Engine as _;
+        let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        let mut tokens = self.router_tokens.lock().unwrap();
+        let exp = unix_secs() + lifetime.as_secs();
+        let claims = format!(r#"{{"task_id":"{}","n":{},"exp":{exp}}}"#, self.task_id, tokens.len());
+        let token = format!("{}.{}.c3R1Yg", b64(r#"{"alg":"HS256","typ":"JWT"}"#), b64(&claims));
+        tokens.push((token.clone(), exp));
+        token
+    }
+
+    /// Whether `bearer` is `Bearer <a token issued here that has not ended>`.
+    pub fn takes(&self, bearer: &str, refuse_all: bool) -> bool {
+        let now = unix_secs();
+        if refuse_all {
+            return false;
+        }
+        bearer
+            .strip_prefix("Bearer ")
+            .is_some_and(|b| self.router_tokens.lock().unwrap().iter().any(|(t, exp)| t == b && *exp > now))
+    }
+
     pub fn finished(&self) -> Option<GenericResult> {
         self.result.lock().unwrap().clone()
     }
@@ -123,6 +154,10 @@ impl StubSandbox {
             exec.bump();
         }
     }
+}
+
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
 
 /// Switches a test flips to provoke faults.
@@ -148,6 +183,11 @@ pub struct Faults {
     /// The next `SandboxCreate` makes its sandbox, then answers only this many milliseconds
     /// later.
     pub delay_next_create_reply_ms: AtomicU64,
+    /// How long the router tokens issued from now on last, in seconds (0: an hour). Modal's
+    /// expire; its clients fetch a new one when the router answers `UNAUTHENTICATED`.
+    pub router_token_secs: AtomicU64,
+    /// The router refuses every token while set (`UNAUTHENTICATED`).
+    pub refuse_router_tokens: AtomicBool,
 }
 
 pub struct State {
@@ -167,6 +207,8 @@ pub struct State {
     pub identities: Mutex<std::collections::BTreeSet<String>>,
     /// `TaskExecStart` requests taken.
     pub exec_starts: AtomicUsize,
+    /// `TaskGetCommandRouterAccess` requests answered.
+    pub router_accesses: AtomicUsize,
 }
 
 impl State {
@@ -225,6 +267,7 @@ impl Stub {
             read_offsets: Mutex::new(Vec::new()),
             identities: Mutex::new(std::collections::BTreeSet::new()),
             exec_starts: AtomicUsize::new(0),
+            router_accesses: AtomicUsize::new(0),
         });
         let bind = || {
             let listener =

@@ -126,7 +126,26 @@ async fn router(server: &Server) -> Router {
         builder.add_service(TaskCommandRouterServer::new(server.clone())).serve_with_incoming(incoming),
     );
     let token = SecretString::new("jwt-abc");
-    Router::new(&format!("https://{addr}"), &token, "sb-1", "ta-1", Some((&ca, "router.test"))).unwrap()
+    Router::new(
+        unused_control(),
+        (&format!("https://{addr}"), &token),
+        "sb-1",
+        "ta-1",
+        Some((&ca, "router.test")),
+    )
+    .unwrap()
+}
+
+/// A control plane no test here reaches (building it does no I/O).
+fn unused_control() -> Control {
+    use super::super::config::{Credentials, Settings};
+    let settings = Settings {
+        server_url: "https://127.0.0.1:1".into(),
+        credentials: Credentials { token_id: "ak-test".into(), token_secret: SecretString::new("as-test") },
+        environment: "main".into(),
+        image_builder_version: None,
+    };
+    Control::new(&settings, None).unwrap()
 }
 
 #[tokio::test]
@@ -218,7 +237,9 @@ async fn wait_gives_a_code_or_a_signal_and_a_gone_sandbox() {
         err.to_string(),
         "[SBX-007] sandbox sb-1 is gone: Modal no longer knows it: Sandbox sb-1 is gone"
     );
-    let Err(err) = Router::new("http://127.0.0.1:1", &SecretString::new("t"), "sb-1", "ta-1", None) else {
+    let Err(err) =
+        Router::new(unused_control(), ("http://127.0.0.1:1", &SecretString::new("t")), "sb-1", "ta-1", None)
+    else {
         panic!("a plaintext router URL was accepted");
     };
     assert_eq!(err.code(), ErrorCode::Configuration);
@@ -226,7 +247,42 @@ async fn wait_gives_a_code_or_a_signal_and_a_gone_sandbox() {
 
 #[test]
 fn the_router_token_is_sensitive_and_never_printed() {
-    let bearer = Bearer::new(&SecretString::new("jwt-hunter2")).unwrap();
-    assert_eq!(format!("{bearer:?}"), "Bearer(Sensitive)");
-    assert_eq!(Bearer::new(&SecretString::new("a\nb")).unwrap_err().code(), ErrorCode::Provider);
+    let token = Token::new(&SecretString::new("jwt-hunter2")).unwrap();
+    assert!(!format!("{token:?}").contains("hunter2"), "{token:?}");
+    assert!(format!("{:?}", Bearer(Arc::new(token))).contains("Sensitive"));
+    assert_eq!(Token::new(&SecretString::new("a\nb")).unwrap_err().code(), ErrorCode::Provider);
+}
+
+fn jwt(claims: &str) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    format!("{}.{}.c2ln", b64(r#"{"alg":"HS256","typ":"JWT"}"#), b64(claims))
+}
+
+#[test]
+fn a_jwts_expiry_is_read_and_anything_else_is_unknown() {
+    assert_eq!(jwt_expiry(&jwt(r#"{"exp":1796671394,"sub":"ta-1"}"#)), Some(1_796_671_394));
+    assert_eq!(jwt_expiry(&jwt(r#"{"exp":1796671394.7}"#)), Some(1_796_671_394));
+    // Padding kept by an encoder that adds it.
+    let padded =
+        format!("e30.{}==.c2ln", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"exp":7}"#));
+    assert_eq!(jwt_expiry(&padded), Some(7));
+    assert_eq!(jwt_expiry(&jwt(r#"{"sub":"ta-1"}"#)), None);
+    assert_eq!(jwt_expiry(&jwt(r#"{"exp":"soon"}"#)), None);
+    assert_eq!(jwt_expiry(&jwt(r#"{"exp":-5}"#)), None);
+    assert_eq!(jwt_expiry("jwt-abc"), None);
+    assert_eq!(jwt_expiry("a.b.c.d"), None);
+    assert_eq!(jwt_expiry("a.%%%.c"), None);
+}
+
+#[test]
+fn a_token_is_fresh_only_while_its_expiry_is_more_than_the_buffer_away() {
+    let at = |exp: u64| Token::new(&SecretString::new(jwt(&format!(r#"{{"exp":{exp}}}"#)))).unwrap();
+    let buffer = REFRESH_BUFFER.as_secs();
+    assert!(at(1_000 + buffer + 1).fresh_at(1_000));
+    assert!(!at(1_000 + buffer).fresh_at(1_000));
+    assert!(!at(900).fresh_at(1_000));
+    assert!(
+        !Token::new(&SecretString::new("opaque")).unwrap().fresh_at(1_000),
+        "an unknown expiry is never fresh"
+    );
 }
