@@ -110,3 +110,26 @@ pub use transfer::TransferProgress;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The code blocks of the pages under `docs/` as doc tests, each page built with the
+/// features its examples need (a plain `cargo test` builds those that need none).
+#[cfg(doctest)]
+mod docs_doctests {
+    #[doc = include_str!("../docs/api.md")]
+    struct Api;
+    #[doc = include_str!("../docs/testing.md")]
+    struct Testing;
+    #[doc = include_str!("../docs/mcp.md")]
+    struct Mcp;
+    #[doc = include_str!("../docs/performance.md")]
+    struct Performance;
+    #[doc = include_str!("../docs/backends/local.md")]
+    struct Local;
+    #[cfg(feature = "docker")]
+    #[doc = include_str!("../docs/backends/docker.md")]
+    struct Docker;
+    #[doc = include_str!("../docs/backends/e2b.md")]
+    struct E2b;
+    #[doc = include_str!("../docs/backends/modal.md")]
+    struct Modal;
+}

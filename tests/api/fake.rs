@@ -1,5 +1,5 @@
 //! The `FakeBackend` as a product: scripting, failures on demand, calls, determinism, and
-//! the README's example of testing your own code against the fake.
+//! the example of testing your own code against the fake in `docs/testing.md`.
 #![expect(non_snake_case, reason = "test names read as contract clauses: `area__requirement`")]
 
 use crate::support;
@@ -10,7 +10,7 @@ use sandboxio::testing::{Failure, FakeBackend, sbx_fake};
 use sandboxio::{CodeResult, Command, ErrorCode, ExecResult, NetworkPolicy, OperationKind, Sandbox};
 use support::{block_on, fake_sandbox};
 
-/// The README's example: a tool under test, a scripted answer, assertions on calls.
+/// `docs/testing.md`'s example: a tool under test, a scripted answer, assertions on calls.
 async fn my_agent_tool(sandbox: &Sandbox, _query: &str) -> String {
     let out = sandbox.run_code("import pandas; print(pandas.__version__)").await.unwrap();
     out.stdout_lossy().into_owned()
