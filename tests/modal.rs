@@ -418,3 +418,38 @@ fn a_router_that_refuses_every_token_is_an_auth_error_naming_the_router() {
         sandbox.close().await.unwrap();
     });
 }
+
+#[test]
+fn an_output_stream_cut_after_every_piece_is_read_whole_while_it_moves_on() {
+    // More cuts than REOPENS (10), each after a piece: the read makes progress between them,
+    // so each cut starts a fresh budget (issue #31 item 3).
+    let stub = modal_stub::Stub::start();
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        stub.state.faults.cut_reads_after_a_piece.store(15, Ordering::SeqCst);
+        let out = sandbox
+            .run(Command::new("seq").arg("1").arg("40"))
+            .await
+            .expect("a stream cut 15 times, with progress between the cuts");
+        let expected: String = (1..=40).map(|i| format!("{i}\n")).collect();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+        assert_eq!(stub.state.faults.cut_reads_after_a_piece.load(Ordering::SeqCst), 0, "every cut happened");
+        sandbox.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_stdin_write_refused_on_the_way_is_sent_again_at_its_offset() {
+    let stub = modal_stub::Stub::start();
+    block_on(async {
+        let sandbox = sandbox(stub.backend()).await;
+        stub.state.faults.refuse_stdin_writes.store(2, Ordering::SeqCst);
+        let out = sandbox
+            .run(Command::new("cat").stdin(b"piped".to_vec()))
+            .await
+            .expect("stdin written after two transient refusals");
+        assert_eq!(out.stdout, b"piped");
+        assert_eq!(stub.state.faults.refuse_stdin_writes.load(Ordering::SeqCst), 0);
+        sandbox.close().await.unwrap();
+    });
+}

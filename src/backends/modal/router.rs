@@ -289,7 +289,8 @@ impl Router {
 
     /// Reads `fd` of `exec_id` from byte `offset` to its end, calling `sink` with each piece.
     /// A stream cut by a transient status is reopened at the offset reached, at most
-    /// [`REOPENS`] times. Returns the offset at the end.
+    /// [`REOPENS`] times in a row without a piece read in between. Returns the offset at the
+    /// end.
     ///
     /// # Errors
     ///
@@ -342,7 +343,10 @@ impl Router {
                     loop {
                         match stream.message().await {
                             Ok(Some(piece)) => {
+                                // Progress: the next cut starts a fresh budget of reopens and
+                                // backoff (Modal's clients reset their delay on each piece).
                                 refreshed = false;
+                                reopens = 0;
                                 offset += piece.data.len() as u64;
                                 sink(piece.data).await;
                             }
@@ -367,7 +371,8 @@ impl Router {
     }
 
     /// Writes `data` to the stdin of `exec_id` at byte `offset` (the count written before),
-    /// closing it after when `eof`.
+    /// closing it after when `eof`; a write refused by a transient status is sent again, at
+    /// most [`REOPENS`] times.
     ///
     /// # Errors
     ///
@@ -380,13 +385,25 @@ impl Router {
             data: data.to_vec(),
             eof,
         };
-        self.authed(|mut c| {
-            let message = message.clone();
-            async move { c.task_exec_stdin_write(message).await }
-        })
-        .await?
-        .map(|_| ())
-        .map_err(|s| self.gone(s))
+        // A write names its byte offset, so sending it again after a transient status is
+        // safe: the router skips what it already took (as Modal's clients retry it).
+        let mut attempt = 0;
+        loop {
+            match self
+                .authed(|mut c| {
+                    let message = message.clone();
+                    async move { c.task_exec_stdin_write(message).await }
+                })
+                .await?
+            {
+                Ok(_) => return Ok(()),
+                Err(s) if attempt < REOPENS && errors::transient(s.code()) => {
+                    attempt += 1;
+                    futures_timer::Delay::new(errors::router_backoff(attempt)).await;
+                }
+                Err(s) => return Err(self.gone(s)),
+            }
+        }
     }
 
     /// Waits for `exec_id` to end: its exit code, or the signal that ended it. A wait cut by

@@ -188,6 +188,10 @@ pub struct Faults {
     pub router_token_secs: AtomicU64,
     /// The router refuses every token while set (`UNAUTHENTICATED`).
     pub refuse_router_tokens: AtomicBool,
+    /// The next this many output reads each end in `UNAVAILABLE` right after one piece.
+    pub cut_reads_after_a_piece: AtomicUsize,
+    /// The next this many stdin writes answer `UNAVAILABLE` without taking anything.
+    pub refuse_stdin_writes: AtomicUsize,
 }
 
 pub struct State {

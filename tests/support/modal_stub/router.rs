@@ -193,6 +193,15 @@ impl TaskCommandRouter for Router {
     ) -> Result<Response<TaskExecStdinWriteResponse>, Status> {
         let m = r.get_ref().clone();
         let (s, exec) = self.exec(&r, &m.task_id, &m.exec_id)?;
+        if self
+            .0
+            .faults
+            .refuse_stdin_writes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(Status::unavailable("connection reset before the write was taken"));
+        }
         s.touch();
         let fresh = {
             let mut at = exec.stdin_at.lock().unwrap();
@@ -238,7 +247,11 @@ impl TaskCommandRouter for Router {
                 let (piece, ended) = {
                     let buf = if stderr { exec.stderr.lock().unwrap() } else { exec.stdout.lock().unwrap() };
                     let from = offset.min(buf.len());
-                    let piece = buf[from..buf.len().min(from + PIECE)].to_vec();
+                    // A read the fault will cut carries at most 4 bytes, so the cuts come
+                    // one per piece however the output arrived.
+                    let cuts = state.faults.cut_reads_after_a_piece.load(Ordering::SeqCst) > 0;
+                    let size = if cuts { 4 } else { PIECE };
+                    let piece = buf[from..buf.len().min(from + size)].to_vec();
                     (piece, exec.exit.lock().unwrap().is_some())
                 };
                 if s.finished().is_some() {
@@ -252,7 +265,12 @@ impl TaskCommandRouter for Router {
                     }
                     sent += 1;
                     // Only a read that delivered something is cut, so the cut shows.
-                    if sent == 1 && state.faults.cut_next_read.swap(false, Ordering::SeqCst) {
+                    let cut_each = state
+                        .faults
+                        .cut_reads_after_a_piece
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                        .is_ok();
+                    if sent == 1 && (state.faults.cut_next_read.swap(false, Ordering::SeqCst) || cut_each) {
                         let _ = tx.send(Err(Status::unavailable("stream reset"))).await;
                         return;
                     }
