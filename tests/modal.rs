@@ -431,7 +431,7 @@ fn an_output_stream_cut_after_every_piece_is_read_whole_while_it_moves_on() {
             .run(Command::new("seq").arg("1").arg("40"))
             .await
             .expect("a stream cut 15 times, with progress between the cuts");
-        let expected: String = (1..=40).map(|i| format!("{i}\n")).collect();
+        let expected = (1..=40).map(|i| i.to_string()).collect::<Vec<_>>().join("\n") + "\n";
         assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
         assert_eq!(stub.state.faults.cut_reads_after_a_piece.load(Ordering::SeqCst), 0, "every cut happened");
         sandbox.close().await.unwrap();
