@@ -239,9 +239,24 @@ impl Agent {
     async fn read_handed(&self, abs: &str, file: Passed, size: u64, limit: u64) -> Result<Vec<u8>> {
         use std::io::Read as _;
         let failed = |e: std::io::Error| fs_scripts::failed(self.scheme, abs, &e.to_string());
-        let mut file = file.into_file().map_err(failed)?;
+        let mut file = self.handed_file(abs, file)?;
         // sandboxd checked `size` against the limit; the host bounds it again all the same.
-        let mut data = Vec::with_capacity(usize::try_from(size.min(limit)).unwrap_or(0));
+        // The size is the sandbox's to choose (a sparse file claims up to the limit without
+        // a byte on disk), so room for it is asked for, never assumed: `with_capacity` of a
+        // 100 GiB claim under a raised read limit aborted the whole process ("memory
+        // allocation of 107374182400 bytes failed").
+        let mut data = Vec::new();
+        let claimed = size.min(limit);
+        if usize::try_from(claimed).map_or(true, |bytes| data.try_reserve_exact(bytes).is_err()) {
+            return Err(Error::TooLarge {
+                path: abs.to_owned(),
+                limit,
+                what: format!(
+                    "the memory this process could set aside for it: the file holds {size} bytes; \
+                     read it with Fs::download"
+                ),
+            });
+        }
         loop {
             let before = data.len();
             let want = limit.saturating_add(1).saturating_sub(before as u64).min(HANDED_STEP as u64);
@@ -261,7 +276,7 @@ impl Agent {
     async fn write_handed(&self, abs: &str, file: Passed, data: &[u8]) -> Result<()> {
         use std::io::Write as _;
         let failed = |e: std::io::Error| fs_scripts::failed(self.scheme, abs, &e.to_string());
-        let mut file = file.into_file().map_err(failed)?;
+        let mut file = self.handed_file(abs, file)?;
         for step in data.chunks(HANDED_STEP) {
             file.write_all(step).map_err(failed)?;
             futures_lite::future::yield_now().await;
@@ -273,6 +288,35 @@ impl Agent {
 /// How many bytes a read or write through a handed-over file moves before it lets its
 /// executor run (1 MiB: well under a millisecond of the caller's thread).
 const HANDED_STEP: usize = 1024 * 1024;
+
+impl Agent {
+    /// The file sandboxd handed over, once the host has seen for itself that it is what
+    /// sandboxd promised: a regular file. The host reads and writes it on the caller's
+    /// thread, where a deadline only fires between steps: a pipe, socket or device from a
+    /// sandboxd that is not the one we started (one whose memory was taken over, say) would
+    /// block that thread past every timeout, so anything else is refused and closed. (A
+    /// descriptor open the wrong way fails its first read or write at once.)
+    fn handed_file(&self, abs: &str, file: Passed) -> Result<std::fs::File> {
+        use std::os::unix::fs::FileTypeExt as _;
+        let failed = |e: std::io::Error| fs_scripts::failed(self.scheme, abs, &e.to_string());
+        let file = file.into_file().map_err(failed)?;
+        let kind = file.metadata().map_err(failed)?.file_type();
+        if kind.is_file() {
+            return Ok(file);
+        }
+        let what = match () {
+            () if kind.is_fifo() => "a pipe",
+            () if kind.is_socket() => "a socket",
+            () if kind.is_char_device() || kind.is_block_device() => "a device",
+            () if kind.is_dir() => "a directory",
+            () => "something",
+        };
+        Err(Error::provider_message(
+            self.scheme,
+            format!("sandboxd handed over {what}, not a regular file, for {abs}; refused"),
+        ))
+    }
+}
 
 /// A listing entry as sandboxio reports it (a directory's size is 0).
 fn dir_entry(e: Entry) -> DirEntry {
@@ -292,6 +336,110 @@ fn dir_entry(e: Entry) -> DirEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::os::fd::AsFd as _;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    use crate::backends::agent::Identity;
+    use crate::sandboxd::client::Client;
+    use crate::sandboxd::proto::{Frame, VERSION};
+
+    /// Runs `op` on an agent whose sandboxd is a stand-in peer: it greets the agent, then
+    /// answers the agent's first request (id 1), once it has come, with `FsHandle` and the
+    /// descriptor `fd` attached, as a sandboxd that is not ours could. `None` when `op` is
+    /// still running after 10 s (the handed descriptor holds the caller's thread).
+    fn with_handed<T: Send + 'static>(
+        fd: &std::os::fd::OwnedFd,
+        op: impl FnOnce(&Agent) -> T + Send + 'static,
+    ) -> Option<T> {
+        use std::io::Read as _;
+        let (host, mut peer) = UnixStream::pair().unwrap();
+        let client = Client::start_socket(host, None).unwrap();
+        let identity = Identity { user: (0, 0), command_gids: false, switch_user: false };
+        let agent =
+            Agent::new(client, "local", "stand-in".into(), "/workspace".into(), identity, vec![], vec![]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(op(&agent));
+        });
+        let mut decoder = crate::sandboxd::proto::Decoder::new();
+        let mut buf = [0u8; 4096];
+        'request: loop {
+            let n = peer.read(&mut buf).unwrap();
+            assert!(n > 0, "the agent ended its session before its request");
+            decoder.push(&buf[..n]);
+            while let Some(frame) = decoder.next_frame().unwrap() {
+                if frame.id == 1 {
+                    break 'request;
+                }
+            }
+        }
+        let mut bytes = Frame::new(0, Message::HelloAck { version: VERSION, pid: 1 }).to_bytes().unwrap();
+        bytes.extend(Frame::new(1, Message::FsHandle { size: 0, passed: true }).to_bytes().unwrap());
+        // What follows a handover: a read's end at once, a write's once it is finished.
+        bytes.extend(Frame::new(1, Message::FsDone).to_bytes().unwrap());
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+        let fds = [fd.as_fd()];
+        assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+        let io = [std::io::IoSlice::new(&bytes)];
+        rustix::net::sendmsg(&peer, &io, &mut control, rustix::net::SendFlags::empty()).unwrap();
+        let got = rx.recv_timeout(Duration::from_secs(10)).ok();
+        drop(peer);
+        got
+    }
+
+    #[test]
+    fn a_handed_over_descriptor_that_is_not_a_regular_file_is_refused_at_once() {
+        use futures_lite::future::block_on;
+        // The control: a regular file handed over is read and written through.
+        let dir = std::env::temp_dir().join(format!("sandboxio-handed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("regular");
+        std::fs::write(&file, b"handed").unwrap();
+        let read = with_handed(&std::fs::File::open(&file).unwrap().into(), |a| {
+            block_on(a.read_file("/workspace/f", 1 << 20)).map_err(|e| e.to_string())
+        });
+        assert_eq!(read, Some(Ok(b"handed".to_vec())), "control: a regular file is read through");
+        let wrote = with_handed(&std::fs::OpenOptions::new().write(true).open(&file).unwrap().into(), |a| {
+            block_on(a.write_file("/workspace/f", b"HANDED", None)).map_err(|e| e.to_string())
+        });
+        assert_eq!(wrote, Some(Ok(())), "control: a write through a regular file ends");
+        assert_eq!(std::fs::read(&file).unwrap(), b"HANDED", "control: the write went through the file");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // A pipe whose other end the stand-in keeps, never writing or reading: on aefc7e8 the
+        // read and the write waited on it for ever, on the caller's thread, so no timeout
+        // could end them.
+        let (reader, writer) = std::io::pipe().unwrap();
+        let read = with_handed(&reader.into(), |a| block_on(a.read_file("/workspace/f", 1 << 20)));
+        let read = read.expect("a read handed a pipe was still waiting after 10 s");
+        let Err(Error::Provider { message, .. }) = &read else { panic!("{read:?}") };
+        assert!(message.contains("a pipe, not a regular file"), "{message}");
+        let (reader2, writer2) = std::io::pipe().unwrap();
+        let big = vec![0u8; 4 << 20];
+        let wrote = with_handed(&writer2.into(), move |a| block_on(a.write_file("/workspace/f", &big, None)));
+        let wrote = wrote.expect("a write handed a pipe nobody reads was still waiting after 10 s");
+        assert!(
+            matches!(&wrote, Err(Error::Provider { message, .. }) if message.contains("a pipe")),
+            "{wrote:?}"
+        );
+        // A socket and a device: refused the same way.
+        let (socket, _other) = UnixStream::pair().unwrap();
+        let read = with_handed(&socket.into(), |a| block_on(a.read_file("/workspace/f", 1 << 20)));
+        assert!(
+            matches!(&read, Some(Err(Error::Provider { message, .. })) if message.contains("a socket")),
+            "{read:?}"
+        );
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let read = with_handed(&null.into(), |a| block_on(a.read_file("/workspace/f", 1 << 20)));
+        assert!(
+            matches!(&read, Some(Err(Error::Provider { message, .. })) if message.contains("a device")),
+            "{read:?}"
+        );
+        drop((writer, reader2));
+    }
 
     #[test]
     fn entries_keep_name_kind_and_mode_and_directories_have_no_size() {

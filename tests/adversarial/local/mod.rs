@@ -3,6 +3,7 @@
 mod class_01_env;
 mod class_02_host_root;
 mod class_03_orphans;
+mod class_04_sparse_claims;
 mod class_04_stream_memory;
 mod class_04_unbounded_host_memory_and_disk;
 mod class_05_races_in_the_file_api;
