@@ -20,7 +20,8 @@ use crate::error::{Error, Result};
 
 /// Denied outright: kernel keyrings, BPF, perf, userfaultfd, kernel modules and kexec,
 /// file handles (the "shocker" escape), mounts, swap, reboot, accounting, quotas, the
-/// kernel log, and the clock.
+/// kernel log, and the clock. (Two more are denied for some arguments only, in [`program`]:
+/// `TIOCSTI` and setting another process's resource limits.)
 const DENIED: &[libc::c_long] = &[
     libc::SYS_keyctl,
     libc::SYS_add_key,
@@ -66,6 +67,20 @@ pub(super) fn program() -> Result<Option<Vec<u8>>> {
     let tiocsti = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::TIOCSTI)
         .map_err(compile_error)?;
     rules.insert(libc::SYS_ioctl, vec![SeccompRule::new(vec![tiocsti]).map_err(compile_error)?]);
+    // Setting another process's resource limits (`prlimit64` with a pid and new limits).
+    // The kernel allows it between processes of one uid without the ptrace check that
+    // guards their memory and descriptors, so code set sandboxd's (pid 1's) descriptor limit
+    // to 12 and every later command, cell and `connect` of its sandbox failed with
+    // `EMFILE`; a shepherd's would blind the runner's reach probe. A process's own limits
+    // (`setrlimit`, `ulimit`: glibc passes pid 0) and reading anyone's stay allowed.
+    let other_pid =
+        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0).map_err(compile_error)?;
+    let new_limits =
+        SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0).map_err(compile_error)?;
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![SeccompRule::new(vec![other_pid, new_limits]).map_err(compile_error)?],
+    );
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

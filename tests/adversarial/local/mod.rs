@@ -16,5 +16,6 @@ mod class_15_host_view;
 mod class_16_leaked_descriptors;
 mod class_17_attacks_on_sandboxd;
 mod class_17_inside_sessions;
+mod class_17_resource_limits;
 mod class_18_egress;
 mod class_19_cells;
