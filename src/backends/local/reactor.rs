@@ -197,7 +197,15 @@ impl Reactor {
             sources.get_mut(&key).and_then(|s| Some((Arc::clone(&s.fd), s.handler.take()?)))
         };
         let Some((fd, mut handler)) = taken else { return };
-        match handler(&fd, scratch) {
+        // A handler that panics (a bug) ends its own source, not this thread: the thread
+        // serves every sandbox of the process, and its end would leave each one's commands
+        // waiting for frames no one reads any more. Dropping the handler ends its session.
+        let watch = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&fd, scratch)))
+            .unwrap_or_else(|_| {
+                tracing::error!("a local:// reactor handler panicked; its sandbox's session ends");
+                Watch::Done
+            });
+        match watch {
             Watch::Keep => {
                 if let Some(source) = lock(&self.sources).get_mut(&key) {
                     source.handler = Some(handler);
@@ -229,8 +237,10 @@ impl Reactor {
                 let std::cmp::Reverse((_, key)) = timers.queue.pop()?;
                 timers.jobs.remove(&key)
             };
-            if let Some(job) = job {
-                job();
+            if let Some(job) = job
+                && std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err()
+            {
+                tracing::error!("a local:// reactor timer panicked");
             }
         }
     }
@@ -240,6 +250,31 @@ impl Reactor {
 mod tests {
     use super::*;
     use std::io::Write as _;
+
+    #[test]
+    fn a_handler_or_timer_that_panics_ends_alone_and_the_thread_serves_the_others() {
+        let (read, mut write) = std::io::pipe().unwrap();
+        watch(OwnedFd::from(read), |_, _| panic!("a handler's bug")).unwrap();
+        write.write_all(b"x").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let _t = at(Instant::now(), || panic!("a timer's bug")).unwrap();
+        // On aefc7e8..ce3d8bd the panic ended the reactor's thread: nothing below was read.
+        let (read, mut write_b) = std::io::pipe().unwrap();
+        watch(OwnedFd::from(read), move |fd, buf| {
+            let n = rustix::io::read(fd, &mut *buf).unwrap_or(0);
+            let _ = tx.send(buf[..n].to_vec());
+            if n == 0 { Watch::Done } else { Watch::Keep }
+        })
+        .unwrap();
+        write_b.write_all(b"still served").unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), b"still served");
+        // The panicking source was closed: its writer sees no reader.
+        let closed = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            write.write_all(b"y").is_err()
+        });
+        assert!(closed, "the panicking handler's descriptor stayed open");
+    }
 
     #[test]
     fn handlers_see_bytes_and_the_end_and_timers_fire_in_order() {
