@@ -274,6 +274,9 @@ pub fn check(pid: i32, user: Option<(u32, u32)>) -> Result<(), Why> {
     const REACHABLE: i32 = 1;
     const GONE: i32 = 2;
     const BROKEN: i32 = 3;
+    /// Added to the `errno` of an open that failed for another reason than the process's
+    /// end or the kernel's refusal.
+    const FAILED: i32 = 16;
     let probe = match sys::fork_process() {
         Ok(Fork::Parent(probe)) => probe,
         Ok(Fork::Child) => {
@@ -287,7 +290,12 @@ pub fn check(pid: i32, user: Option<(u32, u32)>) -> Result<(), Why> {
             let code = match File::open(format!("/proc/{pid}/mem")) {
                 // EACCES or EPERM: the kernel's ptrace check refused it.
                 Err(e) if matches!(e.raw_os_error(), Some(1 | 13)) => REFUSED,
-                Err(_) => GONE,
+                // ENOENT or ESRCH: the process is gone (reaped already).
+                Err(e) if matches!(e.raw_os_error(), Some(2 | 3)) => GONE,
+                // Anything else (EMFILE: no descriptor to spare, ENOMEM) proves nothing
+                // either way: it was read as "gone", so a probe short of descriptors passed
+                // a runner it never looked at.
+                Err(e) => FAILED + e.raw_os_error().map_or(5, |errno| errno.clamp(1, 200)),
                 Ok(mem) => {
                     // A process that already ended has no memory to read: the read finds
                     // nothing (0 bytes), where a live one's fails at the unmapped address 0.
@@ -305,6 +313,7 @@ pub fn check(pid: i32, user: Option<(u32, u32)>) -> Result<(), Why> {
     match sys::wait_ended(probe) {
         Some(Ended::Code(REFUSED | GONE)) => Ok(()),
         Some(Ended::Code(REACHABLE)) => Err(Why::Reachable),
+        Some(Ended::Code(code)) if code > FAILED => Err(Why::Unchecked(code - FAILED)),
         _ => Err(Why::Unchecked(5)),
     }
 }
@@ -320,5 +329,52 @@ mod tests {
             assert_eq!(Why::from_code(reason, errno), Some(why));
         }
         assert_eq!(Why::from_code(0, 0), None);
+    }
+
+    #[test]
+    fn a_probe_that_cannot_open_the_memory_file_proves_nothing() {
+        use std::io::{Read as _, Write as _};
+        use std::os::unix::process::CommandExt as _;
+        // The control: a live child of this test is dumpable, and the probe says so. As root,
+        // both are `nobody`, so that the target holds no capability the probe lacks.
+        let user = sys::is_root().then_some((65534, 65534));
+        let mut target = std::process::Command::new("sleep");
+        if let Some((uid, gid)) = user {
+            target.uid(uid).gid(gid);
+        }
+        let mut target = target.arg("30").spawn().unwrap();
+        let pid = i32::try_from(target.id()).unwrap();
+        assert_eq!(check(pid, user), Err(Why::Reachable), "control: a dumpable process is reachable");
+        // The same probe from a process left no descriptor to spare (its RLIMIT_NOFILE set to
+        // 3 from outside, as any process of its uid may): the open fails with EMFILE. On
+        // ce3d8bd that read as "the process is gone", and the check passed.
+        let (mut go_read, mut go_write) = std::io::pipe().unwrap();
+        let verdict = match sys::fork_process().unwrap() {
+            Fork::Child => {
+                let mut byte = [0u8; 1];
+                let _ = go_read.read(&mut byte);
+                sys::exit_now(match check(pid, user) {
+                    Ok(()) => 0,
+                    Err(Why::Unchecked(24)) => 1,
+                    Err(_) => 2,
+                })
+            }
+            Fork::Parent(child) => {
+                let limited = std::process::Command::new("prlimit")
+                    .args(["--pid", &child.to_string(), "--nofile=3:3"])
+                    .status();
+                go_write.write_all(b"g").unwrap();
+                let verdict = sys::wait_ended(child);
+                assert!(limited.is_ok_and(|s| s.success()), "prlimit could not limit the prober");
+                verdict
+            }
+        };
+        let _ = target.kill();
+        let _ = target.wait();
+        assert_eq!(
+            verdict,
+            Some(Ended::Code(1)),
+            "a probe that could not open the memory file passed (0) or failed otherwise (2)"
+        );
     }
 }
