@@ -3,7 +3,7 @@
 //! path the sandboxed code controls: every file operation of `docker://`'s exec-API path
 //! (which has no sandboxd to ask), and the archive scripts of `upload` and `download` on
 //! every backend. The errors the file operations give are made here, so that sandboxd's
-//! own file requests (`backends::agent`) read alike. Paths
+//! own file requests (`sandboxd::session`) read alike. Paths
 //! reach the scripts as arguments (`$1`), never spliced into shell text, and are always
 //! absolute, so never mistaken for options. Exit codes: 3 missing, 4 non-empty directory,
 //! 13 permission, 21 is a directory, 22 wrong kind; anything else is mapped from what the

@@ -1,9 +1,5 @@
 //! First-party backends, each behind its Cargo feature.
 
-/// The sandboxd side of a sandbox (sandboxd runs in `docker://` containers and `local://`
-/// sandboxes).
-#[cfg(any(feature = "local", feature = "docker"))]
-pub(crate) mod agent;
 pub mod capabilities;
 /// `run_code` on `docker://`'s exec-API path (sandboxd's runner does it elsewhere).
 #[cfg(feature = "docker")]
@@ -21,8 +17,6 @@ pub(crate) mod portal;
 pub(crate) mod pumped;
 #[cfg(any(feature = "e2b", feature = "modal"))]
 pub(crate) mod remote;
-#[cfg(any(feature = "local", feature = "docker"))]
-pub(crate) mod script_fs;
 
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]

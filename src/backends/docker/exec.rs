@@ -47,7 +47,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt as _};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, StreamKind};
 
-pub(super) use crate::backends::agent::Collected;
+pub(super) use crate::sandboxd::session::Collected;
 
 use super::Shared;
 use super::client::{provider, sandbox_error, status};
@@ -237,8 +237,8 @@ pub(super) async fn run_raw_as(
     user: Option<String>,
     argv: &[&str],
 ) -> Result<(i64, Vec<u8>, Vec<u8>)> {
-    if let Some(agent) = shared.agent() {
-        let ran = agent.run(&Command::new(argv[0]).args(argv[1..].iter().copied()), false).await?;
+    if let Some(session) = shared.session() {
+        let ran = session.run(&Command::new(argv[0]).args(argv[1..].iter().copied()), false).await?;
         return Ok((ran.exit_code().map_or(-1, i64::from), ran.stdout, ran.stderr));
     }
     let mut launched =
@@ -589,8 +589,8 @@ pub(super) fn is_no_cwd(stderr: &[u8]) -> bool {
 
 /// `run`: to completion, with the timeout and output cap of `command`.
 pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecResult> {
-    if let Some(agent) = shared.agent() {
-        return agent.run(&command, true).await;
+    if let Some(session) = shared.session() {
+        return session.run(&command, true).await;
     }
     let started = Instant::now();
     let mut guard = KillOnDrop::new(&shared);

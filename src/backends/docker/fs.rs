@@ -1,6 +1,6 @@
 //! Files on `docker://`. On the sandboxd path, `read`, `write`, `list`, `mkdir` and `remove`
-//! are sandboxd's own file requests ([`Agent`]'s); `upload` and `download` there stream
-//! through a `tar` command over the session (`on_sandboxd.rs`). The rest of this file is
+//! are sandboxd's own file requests ([`Session`]'s); `upload` and `download` there stream
+//! through a `tar` command over the session (`sandboxd_path/`). The rest of this file is
 //! the exec-API path.
 //!
 //! There, files go through execs run as the sandbox's user, so that permissions, links and
@@ -31,10 +31,10 @@ use crate::fs::DirEntry;
 
 use super::Shared;
 use super::exec::{self, AbortOnDrop, Collected, KillOnDrop, Launched};
-use crate::backends::agent::Agent;
 use crate::backends::fs_scripts::{
     self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, STDERR_LIMIT, TAR, UNTAR, WRITE,
 };
+use crate::sandboxd::session::Session;
 
 fn absolute(shared: &Shared, path: &str) -> String {
     crate::path::resolve(&shared.workdir, path)
@@ -96,17 +96,17 @@ async fn fs_exec(
     Ok((code, out, err))
 }
 
-/// The sandbox's agent on the sandboxd path, which does file operations itself; `None` on
+/// The sandbox's session on the sandboxd path, which does file operations itself; `None` on
 /// the exec-API path, which runs the `fs_scripts`. `SandboxGone` once the sandbox is.
-fn agent(shared: &Shared) -> Result<Option<&Arc<Agent>>> {
+fn session(shared: &Shared) -> Result<Option<&Arc<Session>>> {
     shared.check_alive()?;
-    Ok(shared.agent())
+    Ok(shared.session())
 }
 
 pub(super) async fn read(shared: &Arc<Shared>, path: &str, limit: u64) -> Result<Vec<u8>> {
     let abs = absolute(shared, path);
-    if let Some(agent) = agent(shared)? {
-        return agent.read_file(&abs, limit).await;
+    if let Some(session) = session(shared)? {
+        return session.read_file(&abs, limit).await;
     }
     let take = limit.saturating_add(1).to_string();
     let (code, out, err) = fs_exec(shared, READ, &[&abs, &take], None, limit).await?;
@@ -118,8 +118,8 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
     if abs == "/" {
         return Err(Error::IsADirectory { path: abs });
     }
-    if let Some(agent) = agent(shared)? {
-        return agent.write_file(&abs, &data, mode).await;
+    if let Some(session) = session(shared)? {
+        return session.write_file(&abs, &data, mode).await;
     }
     let mode = format!("{:o}", mode.unwrap_or(0o644) & 0o777);
     let (code, _, err) = fs_exec(shared, WRITE, &[&abs, &mode], Some(&data), 0).await?;
@@ -128,8 +128,8 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
 
 pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntry>> {
     let abs = absolute(shared, path);
-    if let Some(agent) = agent(shared)? {
-        return agent.list_dir(&abs).await;
+    if let Some(session) = session(shared)? {
+        return session.list_dir(&abs).await;
     }
     let (code, out, err) = fs_exec(shared, LIST, &[&abs], None, LIST_LIMIT).await?;
     fs_scripts::list_outcome(super::SCHEME, abs, code, &out, &err)
@@ -137,8 +137,8 @@ pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntr
 
 pub(super) async fn mkdir(shared: &Arc<Shared>, path: &str) -> Result<()> {
     let abs = absolute(shared, path);
-    if let Some(agent) = agent(shared)? {
-        return agent.make_dir(&abs).await;
+    if let Some(session) = session(shared)? {
+        return session.make_dir(&abs).await;
     }
     let (code, _, err) = fs_exec(shared, MKDIR, &[&abs], None, 0).await?;
     fs_scripts::mkdir_outcome(super::SCHEME, &abs, code, &err)
@@ -149,8 +149,8 @@ pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) ->
     if abs == "/" || abs == shared.workdir {
         return Err(Error::PermissionDenied { path: abs });
     }
-    if let Some(agent) = agent(shared)? {
-        return agent.remove_path(&abs, recursive).await;
+    if let Some(session) = session(shared)? {
+        return session.remove_path(&abs, recursive).await;
     }
     let flag = if recursive { "1" } else { "0" };
     let (code, _, err) = fs_exec(shared, REMOVE, &[&abs, flag], None, 0).await?;

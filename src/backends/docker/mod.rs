@@ -25,7 +25,7 @@
 //!   one protocol round trip (about a millisecond where an exec is tens), its exit status is
 //!   exact ([`ExitStatus::Signal`](crate::ExitStatus) for a signal death), and an
 //!   out-of-memory kill is marked. Everything a command starts ends with it (a per-command
-//!   shepherd and child subreaper). See `on_sandboxd.rs` and `agent.rs` for how it is
+//!   shepherd and child subreaper). See `sandboxd_path/` for how it is
 //!   placed and protected, and [`ExecPath::Sandboxd`].
 //! - **the exec API** ([`ExecPath::ExecApi`], `exec=api`; automatic in a build without
 //!   sandboxd, and under gVisor unless `exec=sandboxd` asks otherwise): one engine exec per command under a shell wrapper, PID 1 a shell that arms the
@@ -123,23 +123,21 @@
 //!   without network by default, and ended with its owner; its commands run as root with
 //!   the engine's default capabilities (see [`Template`]).
 
-mod agent;
-mod baked;
 mod callback;
 mod client;
 mod code;
 mod credentials;
 mod dockerignore;
-mod egress;
 mod exec;
+mod exec_path;
 mod fs;
 mod image_build;
 pub mod labels;
-mod on_sandboxd;
 mod pull;
 mod reap;
 mod reference;
 mod rt;
+mod sandboxd_path;
 mod stream;
 mod template;
 mod template_prune;
@@ -165,12 +163,12 @@ use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
 use crate::secret::SecretString;
 
-use crate::backends::agent::egress::serve_gate;
+use crate::sandboxd::session::egress::serve_gate;
 use crate::{ReapOptions, ReapReport};
-pub use agent::ExecPath;
 pub use client::CONNECT_TIMEOUT;
 use client::{Endpoint, provider, sandbox_error};
 pub use credentials::{CREDENTIAL_HELPER_TIMEOUT, RegistryAuth};
+pub use exec_path::ExecPath;
 pub use image_build::BuiltImage;
 pub use pull::{ImageError, ImageErrorKind, PULL_STALL_TIMEOUT, PullPolicy, PullProgress, PulledImage};
 pub use template::{
@@ -374,7 +372,7 @@ impl DockerBackend {
     #[must_use]
     pub fn exec_path(&self) -> ExecPath {
         match self.inner.exec_path {
-            _ if !agent::available() => ExecPath::ExecApi,
+            _ if !sandboxd_path::available() => ExecPath::ExecApi,
             Some(path) => path,
             None if self.inner.runtime.as_deref() == Some("runsc") => ExecPath::ExecApi,
             None => ExecPath::Sandboxd,
@@ -819,11 +817,11 @@ pub(crate) struct Shared {
     /// On the sandboxd path: the session every command, file operation and cell goes
     /// through, and the link that carries it (the owner link, or a `connect`ed handle's own
     /// session); closing the link ends the session.
-    agent: std::sync::OnceLock<Arc<crate::backends::agent::Agent>>,
-    session: Mutex<Option<agent::Link>>,
+    session: std::sync::OnceLock<Arc<crate::sandboxd::session::Session>>,
+    sandboxd_link: Mutex<Option<sandboxd_path::Link>>,
     /// Under an allowlist, for the handle that created the sandbox: its gate and relay
     /// (`egress.rs`), then the gate's directory (dropped in that order).
-    egress: Mutex<Option<(crate::backends::agent::egress::Egress, egress::GateDir)>>,
+    egress: Mutex<Option<(crate::sandboxd::session::egress::Egress, sandboxd_path::egress::GateDir)>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -865,8 +863,8 @@ impl Shared {
             host_view: AtomicBool::new(false),
             next_key: AtomicU64::new(0),
             link: Mutex::new(None),
-            agent: std::sync::OnceLock::new(),
-            session: Mutex::new(None),
+            session: std::sync::OnceLock::new(),
+            sandboxd_link: Mutex::new(None),
             egress: Mutex::new(None),
         })
     }
@@ -901,20 +899,20 @@ impl Shared {
 
     fn release_link(&self) {
         drop(self.link.lock().unwrap_or_else(PoisonError::into_inner).take());
-        drop(self.session.lock().unwrap_or_else(PoisonError::into_inner).take());
+        drop(self.sandboxd_link.lock().unwrap_or_else(PoisonError::into_inner).take());
     }
 
     /// Records why sandboxio is about to remove the container itself.
     fn set_gone_reason(&self, why: &'static str) {
         let _ = self.gone_reason.set(why);
-        if let Some(agent) = self.agent.get() {
-            agent.set_gone(why);
+        if let Some(session) = self.session.get() {
+            session.set_gone(why);
         }
     }
 
     /// The sandboxd session, on the sandboxd path.
-    fn agent(&self) -> Option<&Arc<crate::backends::agent::Agent>> {
-        self.agent.get()
+    fn session(&self) -> Option<&Arc<crate::sandboxd::session::Session>> {
+        self.session.get()
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -1105,7 +1103,7 @@ async fn create(
     let remapped = userns_remapped(&inner, &docker).await?;
     let image_config = inspected.config.unwrap_or_default();
     let layers = inspected.root_fs.as_ref().and_then(|r| r.layers.as_ref()).map_or(0, Vec::len);
-    let baked = baked::Baked::read(
+    let baked = sandboxd_path::Baked::read(
         image_config.labels.as_ref().unwrap_or(&HashMap::new()),
         layers,
         sandboxd_id().as_deref(),
@@ -1118,8 +1116,8 @@ async fn create(
     let backend = DockerBackend { inner: Arc::clone(&inner) };
     let path = backend.exec_path();
     let name = format!("sandboxio-{}", unique_suffix());
-    let gate_dir = egress::gate_dir(&spec.network, &backend, &name)?;
-    let env = egress::sandbox_env(gate_dir.is_some(), &spec.env);
+    let gate_dir = sandboxd_path::egress::gate_dir(&spec.network, &backend, &name)?;
+    let env = sandboxd_path::egress::sandbox_env(gate_dir.is_some(), &spec.env);
     let body = container_body(
         &spec,
         &Setup {
@@ -1131,7 +1129,7 @@ async fn create(
             path,
         },
         &env,
-        gate_dir.as_ref().map(egress::GateDir::mount),
+        gate_dir.as_ref().map(sandboxd_path::egress::GateDir::mount),
     )?;
     let made = docker
         .create_container(Some(CreateContainerOptions { name: Some(name), platform: String::new() }), body)
@@ -1155,17 +1153,17 @@ async fn create(
     );
     shared.host_view.store(host_view, Ordering::Release);
     if path == ExecPath::Sandboxd {
-        let env = on_sandboxd::merged_env(image_config.env.as_deref().unwrap_or_default(), &env);
-        on_sandboxd::start(&shared, env, spec.detached, (&baked, users), gate).await?;
+        let env = sandboxd_path::merged_env(image_config.env.as_deref().unwrap_or_default(), &env);
+        sandboxd_path::start(&shared, env, spec.detached, (&baked, users), gate).await?;
         return Ok(Created { shared: Some(shared), guard });
     }
     if users == users::Source::TemplateBase {
         // Every exec, the first included, runs as the numbers the base's files give: the
         // engine would otherwise look the name up in the template's own /etc/passwd.
-        let spec = agent::user_spec(shared.user.as_deref());
+        let spec = users::user_spec(shared.user.as_deref());
         let resolved = match baked.user(spec) {
             Some(recorded) => users::vet(spec, recorded, users)?,
-            None => agent::resolve_user(&docker, &made.id, shared.user.as_deref(), users).await?,
+            None => users::resolve_user(&docker, &made.id, shared.user.as_deref(), users).await?,
         };
         let _ = shared.resolved.set((resolved.uid, resolved.gid));
     }
@@ -1347,7 +1345,7 @@ fn container_body(
     let Setup { image, user, workdir, path, .. } = *setup;
     let mut labels = labels::for_new(&spec.metadata, spec.ttl, spec.detached)?;
     labels.insert(labels::EXEC_PATH.into(), path.as_str().into());
-    labels.insert(labels::NETWORK.into(), crate::backends::agent::egress::policy_label(&spec.network));
+    labels.insert(labels::NETWORK.into(), crate::sandboxd::session::egress::policy_label(&spec.network));
     // Commands run as this user (exec `user`); PID 1 runs as the supervisor id. `connect`
     // reads it back.
     if user.and_then(|u| u.split(':').next()).and_then(|u| u.parse::<u32>().ok()) == Some(SUPERVISOR_ID) {
@@ -1382,7 +1380,7 @@ fn container_body(
             format!("{SUPERVISOR_ID}:{SUPERVISOR_ID}"),
             host_config,
         ),
-        ExecPath::Sandboxd => on_sandboxd::pid1(spec.ttl, host_config),
+        ExecPath::Sandboxd => sandboxd_path::pid1(spec.ttl, host_config),
     };
     Ok(ContainerCreateBody {
         image: Some(image.to_owned()),
@@ -1453,7 +1451,7 @@ async fn prepare(shared: &Shared, image: &str, users: users::Source) -> Result<(
         )));
     }
     if let Some(uid) = uid {
-        users::refuse_unasked_root(agent::user_spec(shared.user.as_deref()), uid, users)?;
+        users::refuse_unasked_root(users::user_spec(shared.user.as_deref()), uid, users)?;
     }
     shared.root_user.store(uid.is_none_or(|u| u == 0), Ordering::Release);
     // From here on every exec runs as the numbers: a root user that maps its name to the
@@ -1497,7 +1495,7 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     // Recorded at create; containers from before the label: judged by their network mode.
     let network = labels
         .get(labels::NETWORK)
-        .and_then(|l| crate::backends::agent::egress::policy_of_label(l))
+        .and_then(|l| crate::sandboxd::session::egress::policy_of_label(l))
         .or_else(|| {
             inspected
                 .host_config
@@ -1517,11 +1515,11 @@ async fn connect(inner: Arc<Inner>, id: String) -> Result<Arc<Shared>> {
     shared.host_view.store(host_view, Ordering::Release);
     let users = users::Source::of_label(labels.get(labels::USERS).map(String::as_str));
     if labels.get(labels::EXEC_PATH).map(String::as_str) == Some(ExecPath::Sandboxd.as_str()) {
-        on_sandboxd::join_running(&shared, config.env.unwrap_or_default(), users).await?;
+        sandboxd_path::join_running(&shared, config.env.unwrap_or_default(), users).await?;
         return Ok(shared);
     }
     if users == users::Source::TemplateBase {
-        let resolved = agent::resolve_user(&shared.docker, &shared.id, shared.user.as_deref(), users).await?;
+        let resolved = users::resolve_user(&shared.docker, &shared.id, shared.user.as_deref(), users).await?;
         let _ = shared.resolved.set((resolved.uid, resolved.gid));
     }
     let image = config.image.clone().unwrap_or_default();
@@ -1563,7 +1561,7 @@ impl DockerSandbox {
         T: Send + 'static,
         F: std::future::Future<Output = Result<T>> + Send + 'static,
     {
-        if self.shared.agent().is_some() {
+        if self.shared.session().is_some() {
             return Box::pin(work(Arc::clone(&self.shared)));
         }
         self.on_rt(work)
@@ -1578,7 +1576,7 @@ impl BackendSandbox for DockerSandbox {
     fn capabilities(&self) -> Capabilities {
         let mut capabilities = CAPABILITIES;
         // Code contexts and rich results need sandboxd's runner.
-        if self.shared.agent().is_none() {
+        if self.shared.session().is_none() {
             capabilities = capabilities.difference(Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS);
         }
         if !self.shared.python.load(Ordering::Acquire) {
@@ -1614,10 +1612,10 @@ impl BackendSandbox for DockerSandbox {
     }
 
     fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
-        if let Some(agent) = self.shared.agent() {
+        if let Some(session) = self.shared.session() {
             // No hop to the Docker runtime: the session's own thread does the I/O.
-            let agent = Arc::clone(agent);
-            return Box::pin(async move { agent.run(&command, true).await });
+            let session = Arc::clone(session);
+            return Box::pin(async move { session.run(&command, true).await });
         }
         self.on_rt(move |shared| exec::run(shared, command))
     }
@@ -1629,26 +1627,26 @@ impl BackendSandbox for DockerSandbox {
 
     fn run_code_stream(&self, code: Code) -> Result<Box<dyn BackendCodeStream>> {
         self.shared.check_alive()?;
-        if let Some(agent) = self.shared.agent() {
-            return Ok(Box::new(agent.run_code_stream(code)?));
+        if let Some(session) = self.shared.session() {
+            return Ok(Box::new(session.run_code_stream(code)?));
         }
         Ok(Box::new(code::run_code_stream(&self.shared, &code)?))
     }
 
     fn create_context(&self, language: &str) -> BoxFuture<'_, Result<crate::exec::CodeContext>> {
         let language = language.to_owned();
-        match self.shared.agent() {
-            Some(agent) => {
-                let agent = Arc::clone(agent);
-                Box::pin(async move { agent.create_context(&language).await })
+        match self.shared.session() {
+            Some(session) => {
+                let session = Arc::clone(session);
+                Box::pin(async move { session.create_context(&language).await })
             }
             None => Box::pin(async { Err(Error::missing_capability(SCHEME, Capabilities::STATEFUL_CODE)) }),
         }
     }
 
     fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
-        let result = match self.shared.agent() {
-            Some(agent) => agent.interrupt(context_id),
+        let result = match self.shared.session() {
+            Some(session) => session.interrupt(context_id),
             None => Err(Error::missing_capability(SCHEME, Capabilities::STATEFUL_CODE)),
         };
         Box::pin(async move { result })
@@ -1656,8 +1654,8 @@ impl BackendSandbox for DockerSandbox {
 
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
         self.shared.check_alive()?;
-        if let Some(agent) = self.shared.agent() {
-            return Ok(Box::new(agent.stream_piped(&command, true)?));
+        if let Some(session) = self.shared.session() {
+            return Ok(Box::new(session.stream_piped(&command, true)?));
         }
         Ok(Box::new(stream::DockerExecStream::start(&self.shared, command)))
     }
@@ -1694,8 +1692,8 @@ impl BackendSandbox for DockerSandbox {
         meter: crate::backend::TransferMeter,
     ) -> BoxFuture<'a, Result<()>> {
         let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
-        if let Some(agent) = self.shared.agent() {
-            return Box::pin(on_sandboxd::upload(Arc::clone(agent), host_path, path, meter));
+        if let Some(session) = self.shared.session() {
+            return Box::pin(sandboxd_path::upload(Arc::clone(session), host_path, path, meter));
         }
         self.on_rt(move |shared| async move { fs::upload(&shared, host_path, &path, &meter).await })
     }
@@ -1708,8 +1706,8 @@ impl BackendSandbox for DockerSandbox {
         meter: crate::backend::TransferMeter,
     ) -> BoxFuture<'a, Result<()>> {
         let (host_path, path) = (host_path.to_path_buf(), path.to_owned());
-        if let Some(agent) = self.shared.agent() {
-            return Box::pin(on_sandboxd::download(Arc::clone(agent), path, (host_path, budget), meter));
+        if let Some(session) = self.shared.session() {
+            return Box::pin(sandboxd_path::download(Arc::clone(session), path, (host_path, budget), meter));
         }
         self.on_rt(move |shared| async move { fs::download(&shared, &path, host_path, budget, meter).await })
     }
@@ -1732,12 +1730,12 @@ impl BackendSandbox for DockerSandbox {
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         self.on_rt(move |shared| async move {
             shared.check_alive()?;
-            if let Some(agent) = shared.agent() {
+            if let Some(session) = shared.session() {
                 // The session stays: this handle keeps working, and sandboxd now outlives it
                 // (its end ends only this handle's commands).
-                on_sandboxd::detach(agent).await?;
+                sandboxd_path::detach(session).await?;
                 mark_detached(&shared).await?;
-                egress::keep_while_running(&shared);
+                sandboxd_path::egress::keep_while_running(&shared);
                 return Ok(());
             }
             // Tell PID 1 first: releasing the link while it waits for the owner would end it.
@@ -1760,8 +1758,8 @@ async fn mark_detached(shared: &Shared) -> Result<()> {
 }
 
 async fn kill(shared: &Shared) -> Result<KillOutcome> {
-    if let Some(agent) = shared.agent() {
-        agent.set_gone("it was killed");
+    if let Some(session) = shared.session() {
+        session.set_gone("it was killed");
     }
     let was = !shared.killed.swap(true, Ordering::AcqRel);
     let removed = shared.docker.remove_container(&shared.id, Some(force_remove())).await;

@@ -420,7 +420,7 @@ async fn set_up(
     let mut labels = template_setup::unlabelled();
     labels.insert(TEMPLATE_HASH_LABEL.to_owned(), hash.to_owned());
     // Freeze whatever the setup left running, then place this build's sandboxd as a baked
-    // image holds it (`baked.rs`): no process can touch the file before the commit, so the
+    // image holds it (`sandboxd_path/baked.rs`): no process can touch the file before the commit, so the
     // image's label may name it, at the base's layers plus the commit's one, and sandboxes
     // from it start as fast as from a baked base. (The base's own label, which the image
     // would inherit, counts the base's layers only, so it never vouches for what the setup,
@@ -428,8 +428,8 @@ async fn set_up(
     docker.pause_container(&running.id).await.map_err(|e| failed(format!("pausing it to commit: {e}")))?;
     let layers = base.root_fs.as_ref().and_then(|r| r.layers.as_ref()).map_or(0, Vec::len) + 1;
     if let Some(sandboxd) = super::sandboxd_id() {
-        super::agent::place(docker, &running.id).await?;
-        labels.insert(super::baked::SANDBOXD.to_owned(), format!("{sandboxd}:{layers}"));
+        super::sandboxd_path::place(docker, &running.id).await?;
+        labels.insert(super::sandboxd_path::baked::SANDBOXD.to_owned(), format!("{sandboxd}:{layers}"));
     }
     // The base's users as built, beside sandboxd where neither the setup (frozen) nor a
     // sandbox user can write them: the template's sandboxes are resolved against these,
@@ -443,7 +443,7 @@ async fn set_up(
     // Keep what sandboxes see of the base: its user, entrypoint and command.
     let base_config = base.config.clone().unwrap_or_default();
     if let Some(recorded) = base_user_label(base_config.user.as_deref(), &running.base_users, layers) {
-        labels.insert(super::baked::USER.to_owned(), recorded);
+        labels.insert(super::sandboxd_path::baked::USER.to_owned(), recorded);
     }
     let config = ContainerConfig {
         user: Some(base_config.user.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| "0".into())),
@@ -467,7 +467,7 @@ async fn set_up(
     Ok(committed.id)
 }
 
-/// The [`baked::USER`](super::baked::USER) label of a template image with `layers` layers
+/// The [`baked::USER`](super::sandboxd_path::baked::USER) label of a template image with `layers` layers
 /// on a base whose configured user is `user` and whose files are `base_users`: how the base
 /// resolves that user, so a create needs no archive read. None for no user, a `name:group`
 /// (the label names a bare name), or one the base does not resolve (the create then fails
@@ -524,8 +524,9 @@ mod tests {
     fn the_base_user_label_records_only_what_the_base_resolves_without_root() {
         let files = (Some(b"root:x:0:0::/root:/bin/sh\nsbx:x:1000:1001::/home/sbx:/bin/sh\n".to_vec()), None);
         assert_eq!(base_user_label(Some("sbx"), &files, 4).as_deref(), Some("sbx:1000:1001:/home/sbx:4"));
-        let baked = super::super::baked::Baked::read(
-            &[(super::super::baked::USER.to_owned(), "sbx:1000:1001:/home/sbx:4".to_owned())].into(),
+        let baked = super::super::sandboxd_path::baked::Baked::read(
+            &[(super::super::sandboxd_path::baked::USER.to_owned(), "sbx:1000:1001:/home/sbx:4".to_owned())]
+                .into(),
             4,
             None,
         );

@@ -86,7 +86,7 @@ fn body(
     let ttl = template.timeout().saturating_add(TTL_MARGIN);
     let network = if template.network() { NetworkPolicy::AllowAll } else { NetworkPolicy::DenyAll };
     let mut labels = labels::for_new(&BTreeMap::new(), ttl, false)?;
-    labels.insert(labels::NETWORK.into(), crate::backends::agent::egress::policy_label(&network));
+    labels.insert(labels::NETWORK.into(), crate::sandboxd::session::egress::policy_label(&network));
     labels.insert(labels::USER.into(), "0".into());
     labels.insert(TEMPLATE_SETUP_LABEL.into(), name.to_owned());
     Ok(ContainerCreateBody {
@@ -145,8 +145,8 @@ pub(super) async fn start(
     // The base's users, as built: what the template's sandboxes are resolved against.
     let (passwd, group) = super::users::Source::Image.paths();
     let base_users = (
-        super::agent::read_small_file(docker, &made.id, passwd).await?,
-        super::agent::read_small_file(docker, &made.id, group).await?,
+        super::users::read_small_file(docker, &made.id, passwd).await?,
+        super::users::read_small_file(docker, &made.id, group).await?,
     );
     if !template.files().is_empty() {
         let archive = files_archive(template.files())

@@ -23,7 +23,7 @@
 //!
 //! **The setup window.** bwrap's stdin and stdout are the session's socket (one end of a
 //! Unix socket pair, so that sandboxd can hand files over to the owner; see
-//! `agent/fs.rs`). Nothing runs in
+//! `sandboxd/session/fs.rs`). Nothing runs in
 //! the sandbox before sandboxd reads the owner's `Hello` from them; an owner that dies
 //! during the setup closes them first, and sandboxd, reading end-of-file, ends at once.
 //! Nothing here asks for a parent-death signal: the session is the owner link, and a

@@ -6,10 +6,10 @@
 //! `/proc`, the sandbox's own `/etc/passwd` and `/etc/group`, the sandbox's workspace (a
 //! host directory) at `/workspace`, its working directory, and a read-only root. Its
 //! program is sandboxd (`crate::sandboxd`, written once per process to a file bound
-//! read-only into every sandbox, `binary.rs`), the init of the sandbox's PID namespace,
-//! spoken to over bwrap's stdin and stdout (`session.rs`). sandboxd is no host daemon: it
+//! read-only into every sandbox, `session/binary.rs`), the init of the sandbox's PID namespace,
+//! spoken to over bwrap's stdin and stdout (`session/`). sandboxd is no host daemon: it
 //! lives inside the sandbox and ends with it. Every `run`, `stream`, code cell and file
-//! operation is a request on that session (`backends::agent`): a command's end, timeout, kill or
+//! operation is a request on that session (`sandboxd::session`): a command's end, timeout, kill or
 //! dropped stream ends everything it started (even after `setsid` or a double fork), its
 //! environment, secrets included, travels in frames and never reaches a host process's
 //! environment or argv, and its exit status is exact (a signal death is
@@ -22,7 +22,7 @@
 //! outlive the owner until the sandbox's TTL (`--ttl-ms`); `connect(id)` reaches it from
 //! another process of the same host user through sandboxd's socket in the sandbox's host
 //! directory, which only that user can enter and which is not in the sandbox's filesystem
-//! (see `session.rs`: code inside cannot open a session of its own).
+//! (see `session/`: code inside cannot open a session of its own).
 //!
 //! A root caller's sandboxes run as the dedicated host uid [`ROOT_CALLER_SANDBOX_UID`],
 //! never as the host's uid 0. The network is a namespace with only loopback unless the
@@ -42,7 +42,6 @@
 //! user namespace maps one uid and one gid, so every command of a sandbox is the same user
 //! and can read another's `/proc/<pid>/environ`) and resource limits.
 
-mod binary;
 mod dirs;
 mod fs;
 mod launch;
@@ -62,13 +61,13 @@ use crate::backend::{
     Backend, BackendCodeStream, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
     TransferMeter, collect_cell,
 };
-use crate::backends::agent::{Agent, Identity, egress};
 use crate::backends::owner::Owner;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::exec::{Code, CodeContext, CodeResult, Command, ExecResult};
 use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkPolicy};
+use crate::sandboxd::session::{Identity, Session, egress};
 
 use dirs::{current_gid, current_uid, remove_sandbox_dir, run_as};
 use session::Link;
@@ -131,7 +130,7 @@ struct State {
     /// Set by [`LocalBackend::expire`]: the TTL is over now.
     expired_early: AtomicBool,
     alive: AtomicBool,
-    agent: Arc<Agent>,
+    session: Arc<Session>,
     link: Link,
     /// The sandbox's bwrap, for the handle that started it.
     bwrap: Mutex<Option<Child>>,
@@ -362,15 +361,15 @@ impl LocalBackend {
         run_as().unwrap_or_else(|| (current_uid(), current_gid()))
     }
 
-    /// The session's agent: commands run as sandboxd does (the user namespace maps one uid
+    /// The sandbox's session over `client`: commands run as sandboxd does (the user namespace maps one uid
     /// and one gid, so sandboxd could not switch), with `PATH`, `HOME` and the sandbox's
     /// variables.
-    fn agent(
+    fn open_session(
         id: &str,
         client: crate::sandboxd::client::Client,
         network: Option<&NetworkPolicy>,
         spec: Option<&CreateSpec>,
-    ) -> Arc<Agent> {
+    ) -> Arc<Session> {
         let identity = Identity { user: Self::sandbox_user(), command_gids: false, switch_user: false };
         let mut env = vec![("PATH".to_owned(), PATH.to_owned()), ("HOME".to_owned(), WORKDIR.to_owned())];
         let mut secrets = Vec::new();
@@ -382,7 +381,7 @@ impl LocalBackend {
             env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
             secrets.extend(spec.secret_env.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
-        Arc::new(Agent::new(client, SCHEME, id.to_owned(), WORKDIR.to_owned(), identity, env, secrets))
+        Arc::new(Session::new(client, SCHEME, id.to_owned(), WORKDIR.to_owned(), identity, env, secrets))
     }
 
     async fn create_sandbox(&self, spec: CreateSpec) -> Result<LocalSandbox> {
@@ -418,7 +417,7 @@ impl LocalBackend {
             drop(self.inner.seccomp.set(filter));
         }
         let root = self.inner.root.clone();
-        let sandboxd = crate::runtime::unblock(move || binary::installed(&root)).await?;
+        let sandboxd = crate::runtime::unblock(move || session::installed_binary(&root)).await?;
         let listen = session::bind_socket(&dir)
             .map_err(|e| Error::provider(SCHEME, "cannot make sandboxd's socket", e))?;
         let launch = launch::Launch {
@@ -456,7 +455,7 @@ impl LocalBackend {
             expires: crate::duration::after(Instant::now(), spec.ttl),
             expired_early: AtomicBool::new(false),
             alive: AtomicBool::new(true),
-            agent: Self::agent(&id, started.client, Some(&spec.network), Some(&spec)),
+            session: Self::open_session(&id, started.client, Some(&spec.network), Some(&spec)),
             link: started.link,
             pid_namespace: launch::pid_namespace(started.sandboxd.pid),
             bwrap: Mutex::new(Some(started.bwrap)),
@@ -471,7 +470,7 @@ impl LocalBackend {
         dir_guard.disarm();
         if let Some(gate) = gate {
             let started = egress::start_relay(
-                &state.agent,
+                &state.session,
                 gate,
                 launch::SANDBOXD_PATH,
                 &format!("{}/{}", launch::RUN_DIR, egress::SOCKET),
@@ -483,7 +482,7 @@ impl LocalBackend {
             .and_then(|()| record::set(&dir, "network", &egress::policy_label(&spec.network)));
         recorded.map_err(|e| Error::provider(SCHEME, "cannot record the sandbox", e))?;
         if spec.detached {
-            state.agent.client().detach().await.map_err(|why| state.agent.gone_error(&why))?;
+            state.session.client().detach().await.map_err(|why| state.session.gone_error(&why))?;
             keep_egress_while_running(&state);
         }
         guard.disarm();
@@ -526,7 +525,7 @@ impl LocalBackend {
             expires: crate::duration::after(Instant::now(), Duration::from_secs(ttl_left)),
             expired_early: AtomicBool::new(false),
             alive: AtomicBool::new(true),
-            agent: Self::agent(id, client, network.as_ref(), None),
+            session: Self::open_session(id, client, network.as_ref(), None),
             link,
             bwrap: Mutex::new(None),
             pid_namespace: launch::pid_namespace(sandboxd.pid),
@@ -631,9 +630,9 @@ impl State {
             if self.alive.load(Ordering::Acquire) {
                 self.destroy("its TTL expired");
             }
-            return Err(self.agent.gone_error("it was killed"));
+            return Err(self.session.gone_error("it was killed"));
         }
-        self.agent.check_alive()
+        self.session.check_alive()
     }
 
     /// Ends the sandbox: closes the session, kills sandboxd (every process of the sandbox
@@ -642,7 +641,7 @@ impl State {
     /// that takes (a few milliseconds).
     fn destroy(&self, why: &str) -> bool {
         let was = self.alive.swap(false, Ordering::AcqRel);
-        self.agent.set_gone(why);
+        self.session.set_gone(why);
         drop(self.egress.lock().unwrap_or_else(PoisonError::into_inner).take());
         self.link.close();
         session::kill(&self.sandboxd);
@@ -741,7 +740,7 @@ impl LocalSandbox {
     async fn run_command(&self, command: &Command) -> Result<ExecResult> {
         self.state.check_alive()?;
         Self::check_cwd(command)?;
-        self.state.agent.run(command, true).await
+        self.state.session.run(command, true).await
     }
 }
 
@@ -778,19 +777,19 @@ impl BackendSandbox for LocalSandbox {
 
     fn run_code_stream(&self, code: Code) -> Result<Box<dyn BackendCodeStream>> {
         self.state.check_alive()?;
-        Ok(Box::new(self.state.agent.run_code_stream(code)?))
+        Ok(Box::new(self.state.session.run_code_stream(code)?))
     }
 
     fn create_context(&self, language: &str) -> BoxFuture<'_, Result<CodeContext>> {
         let language = language.to_owned();
         Box::pin(async move {
             self.state.check_alive()?;
-            self.state.agent.create_context(&language).await
+            self.state.session.create_context(&language).await
         })
     }
 
     fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
-        let result = self.state.check_alive().and_then(|()| self.state.agent.interrupt(context_id));
+        let result = self.state.check_alive().and_then(|()| self.state.session.interrupt(context_id));
         Box::pin(async move { result })
     }
 
@@ -805,7 +804,7 @@ impl BackendSandbox for LocalSandbox {
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
         self.state.check_alive()?;
         Self::check_cwd(&command)?;
-        Ok(Box::new(self.state.agent.stream_piped(&command, true)?))
+        Ok(Box::new(self.state.session.stream_piped(&command, true)?))
     }
 
     fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
@@ -865,8 +864,8 @@ impl BackendSandbox for LocalSandbox {
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             self.state.check_alive()?;
-            let agent = &self.state.agent;
-            agent.client().detach().await.map_err(|why| agent.gone_error(&why))?;
+            let session = &self.state.session;
+            session.client().detach().await.map_err(|why| session.gone_error(&why))?;
             // `reap` must never take a detached sandbox for an orphan.
             record::set(&self.state.dir, "detached", "true")
                 .map_err(|e| Error::provider(SCHEME, "cannot record the sandbox detached", e))?;

@@ -4,9 +4,9 @@
 //! file system in the engine: the two costliest requests of a create).
 //!
 //! Two image labels, written with the layer that adds the binary:
-//! - [`SANDBOXD`] = `<protocol>:<sha256>:<layers>`: [`SANDBOXD_PATH`](super::agent::SANDBOXD_PATH)
+//! - [`SANDBOXD`] = `<protocol>:<sha256>:<layers>`: [`SANDBOXD_PATH`](super::SANDBOXD_PATH)
 //!   holds the sandboxd binary with this SHA-256 (mode `0555`, owned by
-//!   [`SUPERVISOR_ID`](super::SUPERVISOR_ID), in a directory of the same owner and mode, as
+//!   [`SUPERVISOR_ID`](crate::backends::docker::SUPERVISOR_ID), in a directory of the same owner and mode, as
 //!   the upload would leave it), speaking protocol `<protocol>`.
 //! - [`USER`] = `<name>:<uid>:<gid>:<home>`: the image's `/etc/passwd` resolves `name` so.
 //!
@@ -18,17 +18,17 @@
 
 use std::collections::HashMap;
 
-use super::users::Resolved;
+use crate::backends::docker::users::Resolved;
 
 /// The image label naming the sandboxd binary the image holds.
-pub(super) const SANDBOXD: &str = "io.sandboxio.image.sandboxd";
+pub(crate) const SANDBOXD: &str = "io.sandboxio.image.sandboxd";
 
 /// The image label recording how the image's `/etc/passwd` resolves its default user.
-pub(super) const USER: &str = "io.sandboxio.image.user";
+pub(crate) const USER: &str = "io.sandboxio.image.user";
 
 /// What an image's labels let a `create` skip.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(super) struct Baked {
+pub(crate) struct Baked {
     /// The image holds the binary this build embeds: placing it is not needed.
     pub sandboxd: bool,
     /// A user name and what the image's `/etc/passwd` resolves it to.
@@ -37,9 +37,9 @@ pub(super) struct Baked {
 
 impl Baked {
     /// Reads the labels of an image with `layers` layers; `embedded` names the binary this
-    /// build embeds (`<protocol>:<sha256>`, [`super::sandboxd_id`]; `None`: it has none, and
+    /// build embeds (`<protocol>:<sha256>`, [`sandboxd_id`](crate::backends::docker::sandboxd_id); `None`: it has none, and
     /// no image holds it).
-    pub(super) fn read(labels: &HashMap<String, String>, layers: usize, embedded: Option<&str>) -> Baked {
+    pub(crate) fn read(labels: &HashMap<String, String>, layers: usize, embedded: Option<&str>) -> Baked {
         let at_layers = |value: &str| -> Option<String> {
             let (rest, count) = value.rsplit_once(':')?;
             (count.parse::<usize>().ok()? == layers).then(|| rest.to_owned())
@@ -61,7 +61,7 @@ impl Baked {
 
     /// The resolution of user `spec` (as `docker://` writes it: `name`, `uid`, `name:group`,
     /// ...) that the image recorded, when it recorded this very name.
-    pub(super) fn user(&self, spec: &str) -> Option<Resolved> {
+    pub(crate) fn user(&self, spec: &str) -> Option<Resolved> {
         self.user.as_ref().filter(|(name, _)| name == spec).map(|(_, resolved)| resolved.clone())
     }
 }
@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn this_build_names_its_binary_by_protocol_and_digest() {
-        let id = super::super::sandboxd_id().expect("this build embeds sandboxd");
+        let id = crate::backends::docker::sandboxd_id().expect("this build embeds sandboxd");
         let (protocol, digest) = id.split_once(':').unwrap();
         assert_eq!(protocol, crate::sandboxd::proto::VERSION.to_string());
         assert!(digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()), "{digest}");

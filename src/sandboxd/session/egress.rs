@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Agent, AgentExecStream};
+use super::{Session, SessionExecStream};
 use crate::audit::{EgressRecord, OperationKind, OperationRecord, Outcome};
 use crate::backend::CreateSpec;
 use crate::egress::gate::{Event, Gate};
@@ -58,7 +58,7 @@ pub(crate) fn proxy_env() -> Vec<(String, String)> {
 /// A sandbox's way out: its gate and the relay command inside.
 pub(crate) struct Egress {
     _gate: GateServer,
-    _relay: AgentExecStream,
+    _relay: SessionExecStream,
 }
 
 impl std::fmt::Debug for Egress {
@@ -201,13 +201,13 @@ fn clip(text: &str) -> String {
 ///
 /// [`Error::Provider`] when it does not say it listens within 10 seconds.
 pub(crate) async fn start_relay(
-    agent: &Arc<Agent>,
+    session: &Arc<Session>,
     gate: GateServer,
     sandboxd: &str,
     socket: &str,
 ) -> Result<Egress> {
     let command = Command::new(sandboxd).args(["relay", RELAY_ADDR, socket]);
-    let mut relay = agent.stream(&command, false)?;
+    let mut relay = session.stream(&command, false)?;
     let first = futures_lite::future::or(
         async { std::future::poll_fn(|cx| relay.poll_next_chunk(cx)).await },
         async {
@@ -219,7 +219,7 @@ pub(crate) async fn start_relay(
     match first {
         Some(Ok(chunk)) if chunk.data.starts_with(b"listening") => Ok(Egress { _gate: gate, _relay: relay }),
         other => Err(Error::provider_message(
-            agent.scheme,
+            session.scheme,
             format!("the egress relay did not start in the sandbox: {other:?}"),
         )),
     }

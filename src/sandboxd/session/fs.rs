@@ -25,7 +25,7 @@ use crate::fs::{DirEntry, FileKind};
 use crate::sandboxd::client::{Cmd, Event, Passed};
 use crate::sandboxd::proto::{Entry, Failure, FileType, Message};
 
-use super::Agent;
+use super::Session;
 
 /// Which operation a refusal answered: each words `InvalidInput` its own way.
 #[derive(Clone, Copy)]
@@ -37,7 +37,7 @@ enum Op {
     Remove,
 }
 
-impl Agent {
+impl Session {
     /// Sends a file request, or says why the session cannot take one.
     fn file_request(&self, message: Message) -> Result<Cmd> {
         self.check_alive()?;
@@ -232,7 +232,7 @@ impl Agent {
     }
 }
 
-impl Agent {
+impl Session {
     /// Reads at most `limit` bytes (and one more, to tell a file over it) from a file
     /// sandboxd handed over, `size` bytes long when it was opened; a step at a time, letting
     /// the executor run in between (a caller's deadline, its other tasks).
@@ -257,7 +257,7 @@ impl Agent {
     }
 
     /// Writes `data` to a file sandboxd handed over, a step at a time (as
-    /// [`Agent::read_handed`]).
+    /// [`Session::read_handed`]).
     async fn write_handed(&self, abs: &str, file: Passed, data: &[u8]) -> Result<()> {
         use std::io::Write as _;
         let failed = |e: std::io::Error| fs_scripts::failed(self.scheme, abs, &e.to_string());

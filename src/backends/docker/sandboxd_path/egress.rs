@@ -3,13 +3,13 @@
 //! and its one way out is the egress gate this process serves on a Unix socket in a host
 //! directory of the sandbox's own, bind-mounted read-only at [`MOUNT`]. sandboxd's relay
 //! listens on the container's loopback and carries each connection to that socket
-//! (`backends::agent::egress`, shared with `local://`).
+//! (`sandboxd::session::egress`, shared with `local://`).
 //!
 //! The exec-API path has no sandboxd to relay, and gVisor (`runsc`) does not connect to a
 //! host's Unix socket unless started with `--host-uds`, which sandboxio cannot check: both
 //! leave `NETWORK_ALLOWLIST` undeclared, so an allowlist is refused at `create()`.
 //!
-//! The gate lives in the process that created the sandbox (see `backends::agent::egress`):
+//! The gate lives in the process that created the sandbox (see `sandboxd::session::egress`):
 //! a detached container outlives that process, its way out does not (it fails closed).
 
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
@@ -17,23 +17,23 @@ use std::path::{Path, PathBuf};
 
 use bollard::models::{Mount, MountType};
 
-use crate::backends::agent::egress::SOCKET;
 use crate::error::{Error, Result};
+use crate::sandboxd::session::egress::SOCKET;
 
-use super::SCHEME;
+use crate::backends::docker::SCHEME;
 
 /// Where the gate's directory is mounted in the container.
-pub(super) const MOUNT: &str = "/run/sandboxio-egress";
+pub(crate) const MOUNT: &str = "/run/sandboxio-egress";
 
 /// The gate socket's path inside the container.
-pub(super) fn socket_inside() -> String {
+pub(crate) fn socket_inside() -> String {
     format!("{MOUNT}/{SOCKET}")
 }
 
 /// A sandbox's gate directory on the host: `$TMPDIR/sandboxio-egress-<uid>/<container
 /// name>`, removed when dropped (after the gate, which removes its socket, is gone).
 #[derive(Debug)]
-pub(super) struct GateDir {
+pub(crate) struct GateDir {
     path: PathBuf,
 }
 
@@ -48,7 +48,7 @@ impl GateDir {
     /// # Errors
     ///
     /// [`Error::Provider`] when either cannot be made or the parent is not this user's.
-    pub(super) fn create(name: &str) -> Result<GateDir> {
+    pub(crate) fn create(name: &str) -> Result<GateDir> {
         // This process's uid: the owner of its `/proc/self`.
         let uid = std::fs::metadata("/proc/self")
             .map_err(|e| Error::provider(SCHEME, "cannot read /proc/self", e))?
@@ -82,12 +82,12 @@ impl GateDir {
     }
 
     /// The gate's socket in it.
-    pub(super) fn socket(&self) -> PathBuf {
+    pub(crate) fn socket(&self) -> PathBuf {
         self.path.join(SOCKET)
     }
 
     /// The read-only bind mount that puts it at [`MOUNT`] in the container.
-    pub(super) fn mount(&self) -> Mount {
+    pub(crate) fn mount(&self) -> Mount {
         mount_of(&self.path)
     }
 }
@@ -118,9 +118,9 @@ impl Drop for GateDir {
 ///
 /// [`Error::CapabilityNotSupported`] when `backend` cannot relay (exec-API path, gVisor);
 /// [`Error::Provider`] when the directory cannot be made.
-pub(super) fn gate_dir(
+pub(crate) fn gate_dir(
     policy: &crate::NetworkPolicy,
-    backend: &super::DockerBackend,
+    backend: &crate::backends::docker::DockerBackend,
     name: &str,
 ) -> Result<Option<GateDir>> {
     use crate::backend::Backend as _;
@@ -135,10 +135,10 @@ pub(super) fn gate_dir(
 
 /// The variables of a new container: the proxy's (when it has a gate), then the sandbox's,
 /// which may set their own proxy.
-pub(super) fn sandbox_env(gated: bool, sandbox: &[(String, String)]) -> Vec<(String, String)> {
+pub(crate) fn sandbox_env(gated: bool, sandbox: &[(String, String)]) -> Vec<(String, String)> {
     let mut env = Vec::new();
     if gated {
-        env.extend(crate::backends::agent::egress::proxy_env());
+        env.extend(crate::sandboxd::session::egress::proxy_env());
     }
     env.extend(sandbox.iter().cloned());
     env
@@ -149,7 +149,7 @@ pub(super) fn sandbox_env(gated: bool, sandbox: &[(String, String)]) -> Vec<(Str
 /// created it may go, but its relay is a command of that handle's sandboxd session, so the
 /// handle's state is held until the engine says the container stopped. Nothing is held for
 /// a sandbox without a gate. Call on the Docker runtime.
-pub(super) fn keep_while_running(shared: &std::sync::Arc<super::Shared>) {
+pub(crate) fn keep_while_running(shared: &std::sync::Arc<crate::backends::docker::Shared>) {
     if shared.egress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_none() {
         return;
     }

@@ -5,7 +5,7 @@
 //! gets a runner of its own, which ends with the cell.
 //!
 //! A cell's stdout and stderr reach the host as sandboxd output frames while it runs: they
-//! are streamed as they arrive ([`Agent::run_code_stream`]), and `run_code` collects them.
+//! are streamed as they arrive ([`Session::run_code_stream`]), and `run_code` collects them.
 //!
 //! A context whose runner is gone (the cell killed its interpreter, or a timeout had to) is
 //! lost: that cell and every later one report [`Error::ContextLost`]; nothing starts a fresh
@@ -22,7 +22,7 @@ use crate::sandboxd::cells::{Cell, Record, Records, cell_request};
 use crate::sandboxd::client::{Cmd, Event};
 use crate::sandboxd::proto::{Spawn, StdinMode, Stream};
 
-use super::Agent;
+use super::Session;
 
 /// The interpreter runners start with.
 const PYTHON: &str = "python3";
@@ -66,7 +66,7 @@ struct Ran {
     runner: Option<Runner>,
 }
 
-impl Agent {
+impl Session {
     /// Starts a code context for `language` (`python` only).
     ///
     /// # Errors
@@ -104,15 +104,15 @@ impl Agent {
     pub(crate) fn run_code_stream(self: &Arc<Self>, code: Code) -> Result<CellStream> {
         python_only(self.scheme, code.language_name())?;
         self.check_alive()?;
-        let agent = Arc::clone(self);
+        let session = Arc::clone(self);
         let limit = code.output_limit_bytes();
         Ok(CellStream::with_output_limit(
             limit,
-            move |sink| async move { agent.run_cell(&code, &sink).await },
+            move |sink| async move { session.run_cell(&code, &sink).await },
         ))
     }
 
-    /// The cell of [`Agent::run_code_stream`], its output sent to `sink`.
+    /// The cell of [`Session::run_code_stream`], its output sent to `sink`.
     async fn run_cell(self: &Arc<Self>, code: &Code, sink: &ChunkSink) -> Result<CodeResult> {
         let Some(id) = code.context_id() else {
             let runner = self.start_runner().await?;
@@ -253,7 +253,7 @@ impl Agent {
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(id.to_owned(), runner.cmd.input());
         }
-        let _forget = Forget { agent: self, id: context };
+        let _forget = Forget { session: self, id: context };
         let mut deadline = code.timeout_duration().map(|d| started + d);
         let mut interrupted = false;
         // What the host keeps of the cell's records counts against its budget as they arrive.
@@ -371,14 +371,14 @@ impl Drop for Return<'_> {
 
 /// Forgets a context's interrupt handle when its cell ends (or its future is dropped).
 struct Forget<'a> {
-    agent: &'a Agent,
+    session: &'a Session,
     id: Option<&'a str>,
 }
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            self.agent.interrupts.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+            self.session.interrupts.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
         }
     }
 }

@@ -5,7 +5,7 @@
 //! checked by the backend (which keeps its own rules for its root directories); what the
 //! host takes is bounded by the download's budget, and dropping a transfer drops its
 //! stream, which kills its process. The other file operations are sandboxd's own requests
-//! (`backends::agent`).
+//! ([`Session`](super::Session)'s).
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
-//! The part of a sandbox that talks to sandboxd, shared by every backend that runs it
+//! A sandbox's session with its sandboxd, shared by every backend that runs it
 //! (`docker://` and `local://`): commands, streams and file operations over one
-//! [`Client`] session. A backend provides the session (how it reaches sandboxd: a
+//! [`Client`] connection. A backend provides the connection (how it reaches sandboxd: a
 //! container's attach stream, a `bwrap` child's pipes) and the sandbox's identity; this
 //! module turns sandboxio's operations into protocol requests and sandboxd's answers into
 //! sandboxio's results and errors.
@@ -15,6 +15,7 @@ mod code;
 pub(crate) mod egress;
 mod fs;
 mod stream;
+pub(crate) mod transfer;
 
 use std::sync::OnceLock;
 
@@ -25,7 +26,7 @@ use crate::sandboxd::client::Client;
 use crate::sandboxd::proto::{Spawn, StdinMode};
 use crate::secret::SecretString;
 
-pub(crate) use stream::AgentExecStream;
+pub(crate) use stream::SessionExecStream;
 
 /// The gids commands run with when the backend gives each command a group of its own: far
 /// above any group an image defines, below runc's limit (2^31 - 1).
@@ -48,7 +49,7 @@ pub(crate) struct Identity {
 }
 
 /// One sandbox's sandboxd session and what every request needs.
-pub(crate) struct Agent {
+pub(crate) struct Session {
     client: Client,
     scheme: &'static str,
     id: String,
@@ -66,9 +67,9 @@ pub(crate) struct Agent {
     interrupts: std::sync::Mutex<std::collections::HashMap<String, crate::sandboxd::client::CmdInput>>,
 }
 
-impl std::fmt::Debug for Agent {
+impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Agent")
+        f.debug_struct("Session")
             .field("scheme", &self.scheme)
             .field("id", &self.id)
             .field("workdir", &self.workdir)
@@ -77,8 +78,8 @@ impl std::fmt::Debug for Agent {
     }
 }
 
-impl Agent {
-    /// An agent over `client` (greeted already) for sandbox `id`.
+impl Session {
+    /// An session over `client` (greeted already) for sandbox `id`.
     pub(crate) fn new(
         client: Client,
         scheme: &'static str,
@@ -87,8 +88,8 @@ impl Agent {
         identity: Identity,
         env: Vec<(String, String)>,
         secret_env: Vec<(String, SecretString)>,
-    ) -> Agent {
-        Agent {
+    ) -> Session {
+        Session {
             client,
             scheme,
             id,
@@ -185,22 +186,22 @@ impl Agent {
         self: &std::sync::Arc<Self>,
         command: &Command,
         secrets: bool,
-    ) -> Result<AgentExecStream> {
+    ) -> Result<SessionExecStream> {
         self.check_alive()?;
         let stdin = if command.stdin_bytes().is_some() { StdinMode::Pipe } else { StdinMode::Null };
         self.stream_with(command, stdin, secrets)
     }
 
-    /// [`Agent::stream`] with stdin piped for the caller to feed.
+    /// [`Session::stream`] with stdin piped for the caller to feed.
     ///
     /// # Errors
     ///
-    /// As [`Agent::stream`].
+    /// As [`Session::stream`].
     pub(crate) fn stream_piped(
         self: &std::sync::Arc<Self>,
         command: &Command,
         secrets: bool,
-    ) -> Result<AgentExecStream> {
+    ) -> Result<SessionExecStream> {
         self.check_alive()?;
         self.stream_with(command, StdinMode::Pipe, secrets)
     }
@@ -210,10 +211,10 @@ impl Agent {
         command: &Command,
         stdin: StdinMode,
         secrets: bool,
-    ) -> Result<AgentExecStream> {
+    ) -> Result<SessionExecStream> {
         let spec = self.spawn_spec(command, stdin, secrets);
         let cmd = self.client.spawn(spec).map_err(|why| self.gone_error(&why))?;
-        Ok(AgentExecStream::new(std::sync::Arc::clone(self), cmd, command))
+        Ok(SessionExecStream::new(std::sync::Arc::clone(self), cmd, command))
     }
 
     /// Runs `command` to completion with its stdin, timeout and output cap.

@@ -11,7 +11,11 @@
 //! resolution to uid 0 that the spec did not ask for (`root`, `0`, or no user) is refused
 //! ([`vet`]).
 
+mod read;
+
 use crate::error::{Error, Result};
+
+pub(super) use read::{read_small_file, resolve_user};
 
 /// Where a template image holds its base image's `/etc/passwd`, as the base was built
 /// (empty when the base had none): placed by the host after the setup, in sandboxd's
@@ -21,6 +25,11 @@ pub(super) const BASE_PASSWD: &str = "/.sandboxio/base-passwd";
 
 /// Where a template image holds its base image's `/etc/group` (see [`BASE_PASSWD`]).
 pub(super) const BASE_GROUP: &str = "/.sandboxio/base-group";
+
+/// The user the engine would run a command as when asked for `user`: root when none is set.
+pub(super) fn user_spec(user: Option<&str>) -> &str {
+    user.filter(|u| !u.is_empty()).unwrap_or("0")
+}
 
 /// Which `passwd` and `group` files a sandbox's user is resolved against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +199,7 @@ pub(super) fn base_archive(passwd: Option<&[u8]>, group: Option<&[u8]>) -> std::
         header.set_mtime(0);
         header
     };
-    let dir = super::agent::SANDBOXD_DIR.trim_start_matches('/');
+    let dir = super::sandboxd_path::SANDBOXD_DIR.trim_start_matches('/');
     builder.append_data(
         &mut entry(tar::EntryType::Directory, 0, 0o555),
         format!("{dir}/"),

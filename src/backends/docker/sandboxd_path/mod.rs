@@ -1,7 +1,34 @@
-//! The sandboxd path of `docker://` ([`ExecPath::Sandboxd`]): the container's PID 1, how a
-//! new sandbox starts and a `connect`ed handle joins one, and the operations that differ
-//! from the exec-API path (everything else goes through [`Agent`] where the exec-API path
-//! would start an exec).
+//! `docker://` over sandboxd: the container's main process is sandboxd, spoken to over the
+//! container's attach stream (a `connect`ed handle: over an exec of sandboxd, a session of
+//! its own). See `docs/adr/0006-sandboxd.md`.
+//!
+//! - **Placing it**: before the start, the embedded binary is copied to [`SANDBOXD_PATH`]
+//!   through the engine's archive API, owned by [`SUPERVISOR_ID`](super::SUPERVISOR_ID) with mode `0555` in
+//!   a directory of the same owner and mode: a sandbox user (root included: commands hold no
+//!   capability) can neither write nor replace the file, nor add to its directory. An image
+//!   that holds this very binary there ([`baked`]) gets no copy. A root user can rename an
+//!   uploaded directory away and put another in its place (overlayfs refuses to rename one
+//!   that an image layer holds); that only matters to a later `connect`, which starts the
+//!   binary at that path (the running sandboxd is not its file).
+//! - **The owner link**: the owner attaches to the container before starting it; the
+//!   container is `StdinOnce`, so when that connection ends (the owner closed it, or died)
+//!   the engine closes sandboxd's stdin, and sandboxd kills everything and exits, which
+//!   ends the container (auto-removed). `detach` tells sandboxd first, which then waits for
+//!   its TTL (`--ttl-ms`) instead.
+//! - **Privileges**: sandboxd runs as root with `CAP_SETUID`, `CAP_SETGID` and `CAP_KILL`
+//!   only (to run each command as the sandbox's user with a gid of its own, and to end
+//!   them), under `no-new-privileges`; every command runs with no capability at all.
+//!
+//! This folder: [`place`] (the binary into a created container), [`link`] (an attach or
+//! exec connection joined to a session), [`baked`] (images that hold the binary already),
+//! [`egress`] (the allowlist's gate directory), and here how a sandbox starts, how a
+//! `connect`ed handle joins one, and the operations that go through the session
+//! ([`Session`](crate::sandboxd::session::Session)).
+
+pub(super) mod baked;
+pub(super) mod egress;
+mod link;
+mod place;
 
 use std::path::PathBuf;
 use std::sync::{Arc, PoisonError};
@@ -10,16 +37,17 @@ use std::time::Duration;
 use bollard::models::{HostConfig, HostConfigLogConfig};
 
 use crate::backend::{BackendExecStream, TransferMeter};
-use crate::backends::agent::{Agent, Identity, egress};
-use crate::backends::script_fs;
 use crate::egress::server::GateServer;
 use crate::error::{Error, Result};
+use crate::sandboxd::session::{Identity, Session, transfer};
 use crate::transfer::StartStream;
 
-use super::agent::{self, SANDBOXD_PATH};
-use super::baked::Baked;
 use super::client::provider;
 use super::{SCHEME, Shared};
+
+pub(super) use baked::Baked;
+pub(super) use link::Link;
+pub(super) use place::{SANDBOXD_DIR, SANDBOXD_PATH, available, place};
 
 /// PID 1 of a sandboxd container: its argv, its user (root: it runs each command as the
 /// sandbox's user with a gid of its own) and its host configuration: sandboxd is the init
@@ -77,21 +105,21 @@ pub(super) async fn start(
     env: Vec<String>,
     detached: bool,
     (baked, users): (&Baked, super::users::Source),
-    gate: Option<(GateServer, super::egress::GateDir)>,
+    gate: Option<(GateServer, egress::GateDir)>,
 ) -> Result<()> {
     let docker = &shared.docker;
-    let spec = agent::user_spec(shared.user.as_deref());
+    let spec = super::users::user_spec(shared.user.as_deref());
     let recorded = baked.user(spec);
     // The owner link exists before the container starts: sandboxd's stdin is this attach
     // connection from its first instant, so an owner dying at any point after the start
     // request leaves a sandboxd that reads end-of-file and ends the container.
     // Three requests the engine answers independently: made at once.
     let (placed, user, attached) = tokio::join!(
-        async { if baked.sandboxd { Ok(()) } else { agent::place(docker, &shared.id).await } },
+        async { if baked.sandboxd { Ok(()) } else { place(docker, &shared.id).await } },
         async {
             match recorded {
                 Some(user) => super::users::vet(spec, user, users),
-                None => agent::resolve_user(docker, &shared.id, shared.user.as_deref(), users).await,
+                None => super::users::resolve_user(docker, &shared.id, shared.user.as_deref(), users).await,
             }
         },
         docker.attach_container(&shared.id, Some(super::owner_attach())),
@@ -100,22 +128,27 @@ pub(super) async fn start(
     let user = user?;
     let bollard::container::AttachContainerResults { output, input } =
         attached.map_err(|e| provider("attaching to the container", e))?;
-    let (link, client) = agent::join(input, output, (user.uid, user.gid))?;
+    let (link, client) = link::join(input, output, (user.uid, user.gid))?;
     docker.start_container(&shared.id, None).await.map_err(|e| provider("starting the container", e))?;
-    agent::greet(&client, &link).await?;
-    *shared.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
+    link::greet(&client, &link).await?;
+    *shared.sandboxd_link.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
     set_up(shared, client, &user, &env).await?;
     if let Some((server, dir)) = gate {
-        let agent = shared.agent().expect("set up above");
-        let relay =
-            egress::start_relay(agent, server, SANDBOXD_PATH, &super::egress::socket_inside()).await?;
+        let session = shared.session().expect("set up above");
+        let relay = crate::sandboxd::session::egress::start_relay(
+            session,
+            server,
+            SANDBOXD_PATH,
+            &egress::socket_inside(),
+        )
+        .await?;
         *shared.egress.lock().unwrap_or_else(PoisonError::into_inner) = Some((relay, dir));
     }
     if detached {
         // The session stays, for this handle's commands; sandboxd outlives it.
-        detach(shared.agent().expect("set up above")).await?;
+        detach(shared.session().expect("set up above")).await?;
         super::mark_detached(shared).await?;
-        super::egress::keep_while_running(shared);
+        egress::keep_while_running(shared);
     }
     Ok(())
 }
@@ -127,13 +160,13 @@ pub(super) async fn join_running(
     env: Vec<String>,
     users: super::users::Source,
 ) -> Result<()> {
-    let user = agent::resolve_user(&shared.docker, &shared.id, shared.user.as_deref(), users).await?;
-    let (link, client) = agent::exec_session(&shared.docker, &shared.id, (user.uid, user.gid)).await?;
-    *shared.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
+    let user = super::users::resolve_user(&shared.docker, &shared.id, shared.user.as_deref(), users).await?;
+    let (link, client) = link::exec_session(&shared.docker, &shared.id, (user.uid, user.gid)).await?;
+    *shared.sandboxd_link.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
     set_up(shared, client, &user, &env).await
 }
 
-/// Makes the handle's agent and learns what the image offers.
+/// Makes the handle's session and learns what the image offers.
 async fn set_up(
     shared: &Arc<Shared>,
     client: crate::sandboxd::client::Client,
@@ -141,7 +174,7 @@ async fn set_up(
     env: &[String],
 ) -> Result<()> {
     let identity = Identity { user: (user.uid, user.gid), command_gids: true, switch_user: true };
-    let agent = Agent::new(
+    let session = Session::new(
         client,
         SCHEME,
         shared.id.clone(),
@@ -150,8 +183,8 @@ async fn set_up(
         env_pairs(env, &user.home),
         shared.secret_env.clone(),
     );
-    let agent = Arc::new(agent);
-    let _ = shared.agent.set(Arc::clone(&agent));
+    let session = Arc::new(session);
+    let _ = shared.session.set(Arc::clone(&session));
     let _ = shared.resolved.set((user.uid, user.gid));
     shared.root_user.store(user.uid == 0, std::sync::atomic::Ordering::Release);
     // Code cells keep their error records in /tmp/.sandboxio (see `code.rs`); `python3`
@@ -159,52 +192,52 @@ async fn set_up(
     let probe = crate::exec::Command::new("sh").arg("-c").arg(
         "mkdir -p /tmp/.sandboxio 2>/dev/null; command -v python3 >/dev/null 2>&1 && echo python; exit 0",
     );
-    let said = agent.run(&probe, false).await?;
+    let said = session.run(&probe, false).await?;
     let python = said.success() && said.stdout_lossy().lines().any(|l| l == "python");
     shared.python.store(python, std::sync::atomic::Ordering::Release);
     Ok(())
 }
 
 /// Tells sandboxd to outlive this session (until its TTL).
-pub(super) async fn detach(agent: &Agent) -> Result<()> {
-    agent.client().detach().await.map_err(|why| agent.gone_error(&why))
+pub(super) async fn detach(session: &Session) -> Result<()> {
+    session.client().detach().await.map_err(|why| session.gone_error(&why))
 }
 
 /// Starts sandboxio's own commands (the archive scripts) through the session, without the
 /// sandbox's secrets.
-fn starter(agent: &Arc<Agent>) -> impl StartStream + '_ {
-    move |command| agent.stream_piped(&command, false).map(|s| Box::new(s) as Box<dyn BackendExecStream>)
+fn starter(session: &Arc<Session>) -> impl StartStream + '_ {
+    move |command| session.stream_piped(&command, false).map(|s| Box::new(s) as Box<dyn BackendExecStream>)
 }
 
 /// `upload` through the session: one tar stream into `tar -x` in the sandbox.
 pub(super) async fn upload(
-    agent: Arc<Agent>,
+    session: Arc<Session>,
     host_path: PathBuf,
     path: String,
     meter: TransferMeter,
 ) -> Result<()> {
-    agent.check_alive()?;
-    let abs = agent.absolute(&path);
+    session.check_alive()?;
+    let abs = session.absolute(&path);
     if abs == "/" {
         return Err(Error::invalid_input("upload needs a target path below /"));
     }
-    script_fs::upload(starter(&agent), SCHEME, &host_path, &abs, "/", meter).await
+    transfer::upload(starter(&session), SCHEME, &host_path, &abs, "/", meter).await
 }
 
 /// `download` through the session: one tar stream from `tar -c` in the sandbox.
 pub(super) async fn download(
-    agent: Arc<Agent>,
+    session: Arc<Session>,
     path: String,
     (host_path, budget): (PathBuf, u64),
     meter: TransferMeter,
 ) -> Result<()> {
-    agent.check_alive()?;
-    let abs = agent.absolute(&path);
+    session.check_alive()?;
+    let abs = session.absolute(&path);
     if abs == "/" {
         return Err(Error::invalid_input("download needs a source path below /"));
     }
     // sandboxd sends output only within the host's credit: no pacing needed.
-    script_fs::download(starter(&agent), SCHEME, (&abs, "/"), &host_path, budget, false, meter).await
+    transfer::download(starter(&session), SCHEME, (&abs, "/"), &host_path, budget, false, meter).await
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk, StreamKind};
 use crate::sandboxd::client::{Cmd, CmdInput, Event};
 use crate::sandboxd::proto::{Failure, Message, Status, Stream};
 
-use super::Agent;
+use super::Session;
 
 /// How long a timed-out command may take to report its end after the kill, before the
 /// stream gives up waiting (sandboxd's shepherd kills in rounds; this bounds a stuck one).
@@ -26,8 +26,8 @@ const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// A command running under sandboxd. Dropping it kills the command and everything it
 /// started.
-pub(crate) struct AgentExecStream {
-    agent: Arc<Agent>,
+pub(crate) struct SessionExecStream {
+    session: Arc<Session>,
     cmd: Option<Cmd>,
     /// A `stat` of the working directory, after a start that failed with `NotFound`.
     stat: Option<Cmd>,
@@ -48,20 +48,20 @@ pub(crate) struct AgentExecStream {
     stdin_closed: bool,
 }
 
-impl std::fmt::Debug for AgentExecStream {
+impl std::fmt::Debug for SessionExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentExecStream")
+        f.debug_struct("SessionExecStream")
             .field("program", &self.program)
             .field("over", &self.over)
             .finish_non_exhaustive()
     }
 }
 
-impl AgentExecStream {
-    pub(super) fn new(agent: Arc<Agent>, cmd: Cmd, command: &Command) -> Self {
-        let cwd = agent.absolute(command.working_dir().unwrap_or("."));
-        AgentExecStream {
-            agent,
+impl SessionExecStream {
+    pub(super) fn new(session: Arc<Session>, cmd: Cmd, command: &Command) -> Self {
+        let cwd = session.absolute(command.working_dir().unwrap_or("."));
+        SessionExecStream {
+            session,
             cmd: Some(cmd),
             stat: None,
             program: command.argv().first().cloned().unwrap_or_default(),
@@ -88,7 +88,7 @@ impl AgentExecStream {
     /// [`Error::Provider`] when called before the end.
     pub(crate) fn finish(&self) -> Result<(ExitStatus, bool)> {
         self.outcome
-            .ok_or_else(|| Error::provider_message(self.agent.scheme, "the command's stream has not ended"))
+            .ok_or_else(|| Error::provider_message(self.session.scheme, "the command's stream has not ended"))
     }
 
     fn end(&mut self, outcome: Option<(ExitStatus, bool)>) {
@@ -109,7 +109,7 @@ impl AgentExecStream {
         self.fail(Error::ExecutionTimeout { timeout, partial: Box::new(partial) })
     }
 
-    /// The next chunk; `None` once the command has ended (see [`AgentExecStream::finish`]).
+    /// The next chunk; `None` once the command has ended (see [`SessionExecStream::finish`]).
     pub(crate) fn poll_next_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
         loop {
             if let Some(chunk) = self.pending.pop_front() {
@@ -131,7 +131,7 @@ impl AgentExecStream {
                             .push_back(OutputChunk { stream: StreamKind::Stderr, data: words.into_bytes() });
                         self.end(Some((ExitStatus::Code(127), false)));
                     }
-                    Some(Event::Gone(why)) => return self.fail(self.agent.gone_error(&why)),
+                    Some(Event::Gone(why)) => return self.fail(self.session.gone_error(&why)),
                     _ => return self.fail(Error::NotFound { path: self.cwd_written.clone() }),
                 }
                 continue;
@@ -153,7 +153,7 @@ impl AgentExecStream {
                 *delay = Box::pin(futures_timer::Delay::new(KILL_WAIT));
                 continue;
             }
-            let Some(cmd) = &mut self.cmd else { return self.fail(self.agent.gone_error("ended")) };
+            let Some(cmd) = &mut self.cmd else { return self.fail(self.session.gone_error("ended")) };
             let Poll::Ready(event) = cmd.poll_next(cx) else { return Poll::Pending };
             match event {
                 Some(Event::Output(stream @ (Stream::Stdout | Stream::Stderr), data)) if !self.timed_out => {
@@ -177,8 +177,8 @@ impl AgentExecStream {
                         return end;
                     }
                 }
-                Some(Event::Gone(why)) => return self.fail(self.agent.gone_error(&why)),
-                None => return self.fail(self.agent.gone_error("the command's answers ended")),
+                Some(Event::Gone(why)) => return self.fail(self.session.gone_error(&why)),
+                None => return self.fail(self.session.gone_error("the command's answers ended")),
                 Some(_) => {}
             }
         }
@@ -190,13 +190,13 @@ impl AgentExecStream {
         match failure {
             Failure::NotFound => {
                 let stat = Message::FsStat { path: self.cwd.clone().into_bytes() };
-                match self.agent.client().request(stat) {
+                match self.session.client().request(stat) {
                     Ok(stat) => {
                         self.cmd = None;
                         self.stat = Some(stat);
                         None
                     }
-                    Err(why) => Some(self.fail(self.agent.gone_error(&why))),
+                    Err(why) => Some(self.fail(self.session.gone_error(&why))),
                 }
             }
             Failure::PermissionDenied => {
@@ -206,14 +206,14 @@ impl AgentExecStream {
                 None
             }
             _ => {
-                let e = Error::provider_message(self.agent.scheme, format!("starting the command: {why}"));
+                let e = Error::provider_message(self.session.scheme, format!("starting the command: {why}"));
                 Some(self.fail(e))
             }
         }
     }
 }
 
-impl BackendExecStream for AgentExecStream {
+impl BackendExecStream for SessionExecStream {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<OutputChunk>>> {
         self.poll_next_chunk(cx)
     }
@@ -224,11 +224,11 @@ impl BackendExecStream for AgentExecStream {
                 return Err(Error::invalid_input("stdin was already closed"));
             }
             let Some(input) = self.input() else {
-                return Err(Error::provider_message(self.agent.scheme, "the process has ended"));
+                return Err(Error::provider_message(self.session.scheme, "the process has ended"));
             };
-            input.write_stdin(data).await.map_err(|why| match self.agent.check_alive() {
+            input.write_stdin(data).await.map_err(|why| match self.session.check_alive() {
                 Err(gone) => gone,
-                Ok(()) => Error::provider_message(self.agent.scheme, format!("writing stdin: {why}")),
+                Ok(()) => Error::provider_message(self.session.scheme, format!("writing stdin: {why}")),
             })
         })
     }
@@ -253,7 +253,7 @@ impl BackendExecStream for AgentExecStream {
                 chunk?;
             }
             let (status, oom_killed) = self.finish()?;
-            self.agent.check_alive()?;
+            self.session.check_alive()?;
             Ok(ExecResult::new(0, "", "")
                 .with_status(status)
                 .with_oom_killed(oom_killed)

@@ -21,14 +21,14 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
-use super::SCHEME;
+use crate::backends::local::SCHEME;
 
 /// The path of the cache file under `root`, writing it on the first call of this process.
 ///
 /// # Errors
 ///
 /// [`Error::Provider`] when this build has no sandboxd, or the file cannot be written.
-pub(super) fn installed(root: &Path) -> Result<PathBuf> {
+pub(crate) fn installed(root: &Path) -> Result<PathBuf> {
     static INSTALLED: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
     INSTALLED
         .get_or_init(|| install(root))
@@ -49,7 +49,7 @@ fn install(root: &Path) -> std::result::Result<PathBuf, String> {
     if let Ok(meta) = std::fs::symlink_metadata(&path)
         && meta.is_file()
         && meta.len() == binary.len() as u64
-        && meta.uid() == super::dirs::current_uid()
+        && meta.uid() == crate::backends::local::dirs::current_uid()
         && meta.mode() & 0o7777 == 0o555
     {
         return Ok(path);

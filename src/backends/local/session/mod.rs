@@ -1,7 +1,7 @@
 //! The session with a sandbox's sandboxd: over a socket pair for the owner (bwrap's stdin
 //! and stdout, started with the sandbox), or over sandboxd's `--listen` socket for a
 //! `connect`ed handle. Both are Unix sockets, so sandboxd can hand the files of reads and
-//! writes over to the host (`agent/fs.rs`).
+//! writes over to the host (`sandboxd/session/fs.rs`).
 //!
 //! **The owner's link.** sandboxd's stdin and stdout are one end of a socket pair whose other
 //! end only the owner holds: when the owner shuts it ([`Link::close`]: `close()`, `kill()`,
@@ -33,11 +33,15 @@ use crate::backends::owner::Owner;
 use crate::error::{Error, Result};
 use crate::sandboxd::client::Client;
 
+mod binary;
+
 use super::SCHEME;
 use super::launch::{self, Launch};
 use super::reactor::{self, Watch};
 
-/// How many times a start whose sandboxd was busy (`ETXTBSY`, see `binary.rs`) is retried.
+pub(super) use binary::installed as installed_binary;
+
+/// How many times a start whose sandboxd was busy (`ETXTBSY`, see [`binary`]) is retried.
 const TEXT_BUSY_TRIES: usize = 20;
 
 /// The most bytes of bwrap's and sandboxd's stderr kept for an error message.
@@ -176,7 +180,7 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
         let _ = crate::runtime::unblock(move || Ok(stderr_done.recv())).await;
         let said =
             String::from_utf8_lossy(&said.lock().unwrap_or_else(PoisonError::into_inner)).trim().to_owned();
-        if super::binary::is_text_busy(&said) && tries < TEXT_BUSY_TRIES {
+        if binary::is_text_busy(&said) && tries < TEXT_BUSY_TRIES {
             futures_timer::Delay::new(Duration::from_millis(10)).await;
             continue;
         }

@@ -1,6 +1,10 @@
-//! The host's side of sandboxd, the supervisor that runs inside local and Docker sandboxes:
-//! its wire protocol (the same files the binary compiles, `sandboxd/src/proto/`) and the
-//! binary itself, built for this target by `build.rs` and embedded here.
+//! The host's side of sandboxd, the supervisor that runs inside local and Docker sandboxes,
+//! all of it in this folder: its wire protocol (the same files the binary compiles,
+//! `sandboxd/src/proto/`), the binary itself (built for this target by `build.rs` and
+//! embedded here), the protocol [`client`] on one connection, and the [`session`] a
+//! backend's sandbox holds over it (commands, streams, files, code cells, the egress relay).
+//! How a backend starts sandboxd and reaches it is the backend's own: `docker://`'s
+//! `sandboxd_path/`, `local://`'s `session/`.
 
 #[cfg_attr(
     not(any(feature = "docker", feature = "local")),
@@ -12,20 +16,21 @@ pub(crate) mod cells;
     expect(dead_code, reason = "only the backends that run sandboxd use its client")
 )]
 pub(crate) mod client;
+pub(crate) mod session;
 /// The code-cell runner sandboxd starts as `python3 -u -c RUNNER` with a control channel, one
 /// per code context (its header states its wire format).
 #[cfg_attr(
     not(any(feature = "docker", feature = "local")),
     expect(dead_code, reason = "only the backends that run sandboxd run cells on its runner")
 )]
-pub(crate) const RUNNER: &str = include_str!("../sandboxd/src/runner.py");
+pub(crate) const RUNNER: &str = include_str!("../../sandboxd/src/runner.py");
 
 /// The digest `build.rs` names the embedded binary with; compiled here for its tests, and
 /// for `docker://`'s template cache keys.
 #[cfg(any(test, feature = "docker"))]
 pub(crate) mod sha256;
 
-#[path = "../sandboxd/src/proto/mod.rs"]
+#[path = "../../sandboxd/src/proto/mod.rs"]
 #[allow(dead_code, reason = "sandboxd's own half of the protocol is compiled here too")]
 pub(crate) mod proto;
 
