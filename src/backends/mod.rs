@@ -1,9 +1,6 @@
 //! First-party backends, each behind its Cargo feature.
 
 pub mod capabilities;
-/// `run_code` on `docker://`'s exec-API path (sandboxd's runner does it elsewhere).
-#[cfg(feature = "docker")]
-pub(crate) mod code_runner;
 #[cfg(any(feature = "local", feature = "docker", feature = "modal"))]
 pub(crate) mod fs_scripts;
 #[cfg(any(feature = "local", feature = "docker"))]

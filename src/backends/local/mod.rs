@@ -137,7 +137,7 @@ struct State {
     sandboxd: Owner,
     /// The inode of the sandbox's PID namespace (the processes probe).
     pid_namespace: Option<u64>,
-    /// The gate and relay of a sandbox under an allowlist (`egress.rs`), held by the handle
+    /// The gate and relay of a sandbox under an allowlist (`sandboxd/session/egress.rs`), held by the handle
     /// that created it.
     egress: Mutex<Option<egress::Egress>>,
     /// The owner's TTL timer on the reactor (`start_ttl_timer`); dropped with the state.

@@ -149,7 +149,7 @@ pub(crate) fn sandbox_env(gated: bool, sandbox: &[(String, String)]) -> Vec<(Str
 /// created it may go, but its relay is a command of that handle's sandboxd session, so the
 /// handle's state is held until the engine says the container stopped. Nothing is held for
 /// a sandbox without a gate. Call on the Docker runtime.
-pub(crate) fn keep_while_running(shared: &std::sync::Arc<crate::backends::docker::Shared>) {
+pub(crate) fn keep_while_running(shared: &std::sync::Arc<crate::backends::docker::sandbox::Shared>) {
     if shared.egress.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_none() {
         return;
     }

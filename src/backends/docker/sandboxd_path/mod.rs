@@ -29,12 +29,10 @@ pub(super) mod baked;
 pub(super) mod egress;
 mod link;
 mod place;
+mod sandbox;
 
 use std::path::PathBuf;
 use std::sync::{Arc, PoisonError};
-use std::time::Duration;
-
-use bollard::models::{HostConfig, HostConfigLogConfig};
 
 use crate::backend::{BackendExecStream, TransferMeter};
 use crate::egress::server::GateServer;
@@ -42,33 +40,14 @@ use crate::error::{Error, Result};
 use crate::sandboxd::session::{Identity, Session, transfer};
 use crate::transfer::StartStream;
 
+use super::SCHEME;
 use super::client::provider;
-use super::{SCHEME, Shared};
+use super::sandbox::Shared;
 
 pub(super) use baked::Baked;
 pub(super) use link::Link;
 pub(super) use place::{SANDBOXD_DIR, SANDBOXD_PATH, available, place};
-
-/// PID 1 of a sandboxd container: its argv, its user (root: it runs each command as the
-/// sandbox's user with a gid of its own) and its host configuration: sandboxd is the init
-/// (no Docker init in front of it, so nothing in the container can signal it), holding
-/// only `CAP_SETUID`, `CAP_SETGID` (the commands' identities) and `CAP_KILL` (ending
-/// them), on top of the hardening both paths share.
-///
-/// The container keeps no log: sandboxd's stdout is the session itself, every byte of every
-/// command's output in frames, which the engine's default `json-file` driver would encode
-/// and write to the host's disk (5 GB for 100 MB of zeros, and most of a stream's time).
-pub(super) fn pid1(ttl: Duration, host_config: HostConfig) -> (Vec<String>, String, HostConfig) {
-    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-    let argv = vec![SANDBOXD_PATH.to_owned(), "--ttl-ms".to_owned(), ttl_ms.to_string()];
-    let host_config = HostConfig {
-        init: Some(false),
-        cap_add: Some(vec!["SETUID".into(), "SETGID".into(), "KILL".into()]),
-        log_config: Some(HostConfigLogConfig { typ: Some("none".into()), config: None }),
-        ..host_config
-    };
-    (argv, "0:0".to_owned(), host_config)
-}
+pub(super) use sandbox::SandboxdSandbox;
 
 /// The environment commands start with: the image's variables (`K=V`, as the engine
 /// reports them), the sandbox's over them.
@@ -122,7 +101,7 @@ pub(super) async fn start(
                 None => super::users::resolve_user(docker, &shared.id, shared.user.as_deref(), users).await,
             }
         },
-        docker.attach_container(&shared.id, Some(super::owner_attach())),
+        docker.attach_container(&shared.id, Some(super::owner_link::owner_attach())),
     );
     placed?;
     let user = user?;
@@ -147,7 +126,7 @@ pub(super) async fn start(
     if detached {
         // The session stays, for this handle's commands; sandboxd outlives it.
         detach(shared.session().expect("set up above")).await?;
-        super::mark_detached(shared).await?;
+        super::sandbox::mark_detached(shared).await?;
         egress::keep_while_running(shared);
     }
     Ok(())
@@ -187,7 +166,7 @@ async fn set_up(
     let _ = shared.session.set(Arc::clone(&session));
     let _ = shared.resolved.set((user.uid, user.gid));
     shared.root_user.store(user.uid == 0, std::sync::atomic::Ordering::Release);
-    // Code cells keep their error records in /tmp/.sandboxio (see `code.rs`); `python3`
+    // Code cells keep their error records in /tmp/.sandboxio (see `sandboxd/session/code.rs`); `python3`
     // decides `RUN_CODE`. An image without `sh` has neither (the probe exits 127).
     let probe = crate::exec::Command::new("sh").arg("-c").arg(
         "mkdir -p /tmp/.sandboxio 2>/dev/null; command -v python3 >/dev/null 2>&1 && echo python; exit 0",
@@ -242,22 +221,7 @@ pub(super) async fn download(
 
 #[cfg(test)]
 mod tests {
-    use super::super::ExecPath;
     use super::*;
-
-    #[test]
-    fn pid1_is_sandboxd_as_root_with_three_capabilities_no_docker_init_and_no_log() {
-        let base = HostConfig { cap_drop: Some(vec!["ALL".into()]), init: Some(true), ..Default::default() };
-        let (argv, user, host) = pid1(Duration::from_secs(90), base);
-        assert_eq!(argv, ["/.sandboxio/sandboxd", "--ttl-ms", "90000"]);
-        assert_eq!(user, "0:0");
-        assert_eq!(host.init, Some(false));
-        assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
-        assert_eq!(host.cap_add, Some(vec!["SETUID".to_owned(), "SETGID".to_owned(), "KILL".to_owned()]));
-        assert_eq!(host.log_config.and_then(|l| l.typ).as_deref(), Some("none"), "the session is not logged");
-        assert_eq!(ExecPath::parse("api").unwrap(), ExecPath::ExecApi);
-        assert!(ExecPath::parse("exec").is_err());
-    }
 
     #[test]
     fn the_sandbox_env_overrides_the_image_env_and_path_and_home_are_always_set() {

@@ -1,9 +1,7 @@
-//! Files on `docker://`. On the sandboxd path, `read`, `write`, `list`, `mkdir` and `remove`
-//! are sandboxd's own file requests ([`Session`]'s); `upload` and `download` there stream
-//! through a `tar` command over the session (`sandboxd_path/`). The rest of this file is
-//! the exec-API path.
+//! Files on `docker://`'s exec-API path (on the sandboxd path they are the session's
+//! requests, `sandboxd_path/sandbox.rs`).
 //!
-//! There, files go through execs run as the sandbox's user, so that permissions, links and
+//! Files go through execs run as the sandbox's user, so that permissions, links and
 //! mounts are the container's own: a link the sandboxed code planted leads only where that user may go,
 //! and a tmpfs or bind mount is written for real (the engine's archive API writes *under*
 //! such mounts and still succeeds, moby/moby#22020, and acts as root). Each exec runs under
@@ -29,12 +27,11 @@ use crate::error::{Error, Result};
 use crate::exec::Command;
 use crate::fs::DirEntry;
 
-use super::Shared;
 use super::exec::{self, AbortOnDrop, Collected, KillOnDrop, Launched};
+use crate::backends::docker::sandbox::Shared;
 use crate::backends::fs_scripts::{
     self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, STDERR_LIMIT, TAR, UNTAR, WRITE,
 };
-use crate::sandboxd::session::Session;
 
 fn absolute(shared: &Shared, path: &str) -> String {
     crate::path::resolve(&shared.workdir, path)
@@ -74,7 +71,9 @@ async fn fs_exec(
     let cap = usize::try_from(stdout_cap.saturating_add(1)).unwrap_or(usize::MAX);
     let (mut out, mut err) = (Vec::new(), Vec::new());
     while let Some(frame) = output.next().await {
-        let frame = frame.map_err(|e| super::client::sandbox_error(&shared.id, "reading a file exec", e))?;
+        let frame = frame.map_err(|e| {
+            crate::backends::docker::client::sandbox_error(&shared.id, "reading a file exec", e)
+        })?;
         match frame {
             bollard::container::LogOutput::StdOut { message }
             | bollard::container::LogOutput::Console { message } => {
@@ -96,18 +95,9 @@ async fn fs_exec(
     Ok((code, out, err))
 }
 
-/// The sandbox's session on the sandboxd path, which does file operations itself; `None` on
-/// the exec-API path, which runs the `fs_scripts`. `SandboxGone` once the sandbox is.
-fn session(shared: &Shared) -> Result<Option<&Arc<Session>>> {
-    shared.check_alive()?;
-    Ok(shared.session())
-}
-
 pub(super) async fn read(shared: &Arc<Shared>, path: &str, limit: u64) -> Result<Vec<u8>> {
     let abs = absolute(shared, path);
-    if let Some(session) = session(shared)? {
-        return session.read_file(&abs, limit).await;
-    }
+    shared.check_alive()?;
     let take = limit.saturating_add(1).to_string();
     let (code, out, err) = fs_exec(shared, READ, &[&abs, &take], None, limit).await?;
     fs_scripts::read_outcome(super::SCHEME, abs, limit, code, out, &err)
@@ -118,9 +108,7 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
     if abs == "/" {
         return Err(Error::IsADirectory { path: abs });
     }
-    if let Some(session) = session(shared)? {
-        return session.write_file(&abs, &data, mode).await;
-    }
+    shared.check_alive()?;
     let mode = format!("{:o}", mode.unwrap_or(0o644) & 0o777);
     let (code, _, err) = fs_exec(shared, WRITE, &[&abs, &mode], Some(&data), 0).await?;
     fs_scripts::write_outcome(super::SCHEME, abs, code, &err)
@@ -128,18 +116,14 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
 
 pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntry>> {
     let abs = absolute(shared, path);
-    if let Some(session) = session(shared)? {
-        return session.list_dir(&abs).await;
-    }
+    shared.check_alive()?;
     let (code, out, err) = fs_exec(shared, LIST, &[&abs], None, LIST_LIMIT).await?;
     fs_scripts::list_outcome(super::SCHEME, abs, code, &out, &err)
 }
 
 pub(super) async fn mkdir(shared: &Arc<Shared>, path: &str) -> Result<()> {
     let abs = absolute(shared, path);
-    if let Some(session) = session(shared)? {
-        return session.make_dir(&abs).await;
-    }
+    shared.check_alive()?;
     let (code, _, err) = fs_exec(shared, MKDIR, &[&abs], None, 0).await?;
     fs_scripts::mkdir_outcome(super::SCHEME, &abs, code, &err)
 }
@@ -149,9 +133,7 @@ pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) ->
     if abs == "/" || abs == shared.workdir {
         return Err(Error::PermissionDenied { path: abs });
     }
-    if let Some(session) = session(shared)? {
-        return session.remove_path(&abs, recursive).await;
-    }
+    shared.check_alive()?;
     let flag = if recursive { "1" } else { "0" };
     let (code, _, err) = fs_exec(shared, REMOVE, &[&abs, flag], None, 0).await?;
     fs_scripts::remove_outcome(super::SCHEME, abs, code, &err)
@@ -208,7 +190,7 @@ pub(super) async fn upload(
     let mut out = Collected::new(STDERR_LIMIT);
     let drained = exec::drain(&mut output, &mut out, |_, _| {}).await;
     let archived = build.await.map_err(|e| Error::provider(super::SCHEME, "the archive task panicked", e))?;
-    drained.map_err(|e| super::client::sandbox_error(&shared.id, "uploading", e))?;
+    drained.map_err(|e| crate::backends::docker::client::sandbox_error(&shared.id, "uploading", e))?;
     let code = exec::exit_code(shared, &exec_id).await?;
     guard.disarm();
     // A host error explains a broken upload better than what `tar` said of it.

@@ -6,14 +6,14 @@ use std::fmt;
 use crate::error::{Error, Result};
 
 /// The registry the engine uses for a name with no registry part (Docker Hub).
-pub(super) const DOCKER_HUB: &str = "docker.io";
+pub(crate) const DOCKER_HUB: &str = "docker.io";
 
 /// The key Docker's config file uses for Docker Hub's credentials.
-pub(super) const DOCKER_HUB_CONFIG_KEY: &str = "https://index.docker.io/v1/";
+pub(crate) const DOCKER_HUB_CONFIG_KEY: &str = "https://index.docker.io/v1/";
 
 /// A parsed `[registry/]repository[:tag][@sha256:digest]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ImageRef {
+pub(crate) struct ImageRef {
     /// `host[:port]`, or [`DOCKER_HUB`] when the name has none.
     pub registry: String,
     /// The repository, without the registry (`library/` added for Docker Hub's short names
@@ -33,7 +33,7 @@ impl ImageRef {
     ///
     /// [`Error::Configuration`] for an empty name, whitespace, or a digest that is not
     /// `sha256:` and 64 lower-case hex digits.
-    pub(super) fn parse(image: &str) -> Result<ImageRef> {
+    pub(crate) fn parse(image: &str) -> Result<ImageRef> {
         let bad = |why: &str| Error::configuration(format!("image reference {image:?} is not valid: {why}"));
         if image.is_empty() || image.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(bad("it is empty or holds whitespace"));
@@ -67,7 +67,7 @@ impl ImageRef {
     }
 
     /// The name the engine pulls: the repository with its registry (when it had one).
-    pub(super) fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         if self.registry == DOCKER_HUB {
             self.repository.clone()
         } else {
@@ -77,12 +77,12 @@ impl ImageRef {
 
     /// What goes in the engine's `tag` parameter: the digest when pinned (the engine then
     /// fetches exactly that manifest), else the tag, else `latest`.
-    pub(super) fn tag_or_digest(&self) -> &str {
+    pub(crate) fn tag_or_digest(&self) -> &str {
         self.digest.as_deref().or(self.tag.as_deref()).unwrap_or("latest")
     }
 
     /// The key of this registry's entry in Docker's config file.
-    pub(super) fn config_key(&self) -> &str {
+    pub(crate) fn config_key(&self) -> &str {
         if self.registry == DOCKER_HUB { DOCKER_HUB_CONFIG_KEY } else { &self.registry }
     }
 }

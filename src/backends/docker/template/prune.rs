@@ -6,11 +6,11 @@ use std::collections::HashMap;
 
 use bollard::Docker;
 
-use super::client::{provider, status};
-use super::template::{self, REPOSITORY, TEMPLATE_HASH_LABEL, Templates};
+use super::{REPOSITORY, TEMPLATE_HASH_LABEL, Templates, current_tag};
+use crate::backends::docker::client::{provider, status};
 use crate::error::Result;
 
-/// What [`DockerBackend::prune_templates`](super::DockerBackend::prune_templates) did.
+/// What [`DockerBackend::prune_templates`](crate::backends::docker::DockerBackend::prune_templates) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PrunedTemplates {
@@ -34,7 +34,7 @@ pub(super) async fn prune(docker: &Docker, templates: &Templates) -> Result<Prun
     let mut unknown_base = Vec::new();
     for (name, template) in templates {
         match docker.inspect_image(template.base()).await {
-            Ok(base) => current.push(template::current_tag(name, template, &base.id.unwrap_or_default())),
+            Ok(base) => current.push(current_tag(name, template, &base.id.unwrap_or_default())),
             // Which tag is current cannot be said: keep them all.
             Err(_) => unknown_base.push(name.as_str()),
         }

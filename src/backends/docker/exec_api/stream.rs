@@ -17,10 +17,10 @@ use crate::backends::pumped::{PumpedOutput, StdinOp};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, OutputChunk, StreamKind};
 
-use super::Shared;
-use super::client::sandbox_error;
 use super::exec::{self, KillOnDrop, Launched};
-use super::rt;
+use crate::backends::docker::client::sandbox_error;
+use crate::backends::docker::rt;
+use crate::backends::docker::sandbox::Shared;
 
 pub(super) struct DockerExecStream {
     shared: Arc<Shared>,

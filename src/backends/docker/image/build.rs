@@ -10,9 +10,9 @@ use std::path::{Component, Path, PathBuf};
 use bollard::Docker;
 use bollard::auth::DockerCredentials;
 
-use super::SCHEME;
 use super::dockerignore::Ignore;
 use super::pull::{ImageError, ImageErrorKind};
+use crate::backends::docker::SCHEME;
 use crate::error::{Error, Result};
 
 /// Target of the build log's `tracing` events.
@@ -23,7 +23,7 @@ const TARGET: &str = "sandboxio::docker::build";
 const PIPE_BYTES: usize = 64 * 1024;
 
 /// The build-log callback, called with each line.
-pub(super) type BuildLog = super::callback::Callback<dyn Fn(&str) + Send + Sync>;
+pub(crate) type BuildLog = super::callback::Callback<dyn Fn(&str) + Send + Sync>;
 
 /// An image a build made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub struct BuiltImage {
 }
 
 /// What a build is given.
-pub(super) struct BuildRequest {
+pub(crate) struct BuildRequest {
     pub context: PathBuf,
     pub dockerfile: String,
     pub tag: String,
@@ -72,7 +72,7 @@ fn check(request: &BuildRequest) -> Result<()> {
 
 /// Builds `request.tag`, sending its context as a tar stream and passing each line of
 /// the build's log to `log` (and `tracing`).
-pub(super) async fn build(docker: &Docker, request: BuildRequest, log: &BuildLog) -> Result<BuiltImage> {
+pub(crate) async fn build(docker: &Docker, request: BuildRequest, log: &BuildLog) -> Result<BuiltImage> {
     use futures_lite::StreamExt as _;
     check(&request)?;
     let (reader, writer) = tokio::io::simplex(PIPE_BYTES);
@@ -125,10 +125,9 @@ pub(super) async fn build(docker: &Docker, request: BuildRequest, log: &BuildLog
     if let Some(e) = failure {
         return Err(build_failed(&request.tag, e));
     }
-    let inspected = docker
-        .inspect_image(&request.tag)
-        .await
-        .map_err(|e| super::client::provider(&format!("inspecting the built image {}", request.tag), e))?;
+    let inspected = docker.inspect_image(&request.tag).await.map_err(|e| {
+        crate::backends::docker::client::provider(&format!("inspecting the built image {}", request.tag), e)
+    })?;
     Ok(BuiltImage { id: inspected.id.unwrap_or_default(), tag: request.tag })
 }
 
@@ -139,7 +138,7 @@ fn build_failed(tag: &str, e: bollard::errors::Error) -> Error {
     let text = match &e {
         bollard::errors::Error::DockerStreamError { error } => error.clone(),
         bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
-        _ => return super::client::provider(&format!("building {tag}"), e),
+        _ => return crate::backends::docker::client::provider(&format!("building {tag}"), e),
     };
     let image = super::reference::ImageRef::parse(tag).expect("checked before the build");
     ImageError::new(&image, ImageErrorKind::BuildFailed, text).into_error()

@@ -49,17 +49,17 @@ use crate::exec::{Command, ExecResult, StreamKind};
 
 pub(super) use crate::sandboxd::session::Collected;
 
-use super::Shared;
-use super::client::{provider, sandbox_error, status};
-use super::rt;
+use crate::backends::docker::client::{provider, sandbox_error, status};
+use crate::backends::docker::rt;
+use crate::backends::docker::sandbox::Shared;
 
 /// What the wrapper writes to stderr, with exit code 126, when the working directory is
 /// missing (the command never started, so nothing else is on stderr).
 const NO_CWD: &[u8] = b"sandboxio: no such working directory";
 
 /// The gids commands run with: far above any group an image defines, below runc's limit
-/// (2^31 - 1), and away from the supervisor's id ([`super::SUPERVISOR_ID`]).
-pub(super) const GID_RANGE: std::ops::Range<u32> = 1_000_000_000..2_000_000_000;
+/// (2^31 - 1), and away from the supervisor's id ([`SUPERVISOR_ID`](crate::backends::docker::SUPERVISOR_ID)).
+pub(crate) const GID_RANGE: std::ops::Range<u32> = 1_000_000_000..2_000_000_000;
 
 /// A POSIX `sh` function: `__sbx_sweep <gid>` sends `SIGKILL` to every process whose real
 /// gid is `<gid>` (but the calling shell), and repeats until a pass finds none (a command
@@ -237,10 +237,6 @@ pub(super) async fn run_raw_as(
     user: Option<String>,
     argv: &[&str],
 ) -> Result<(i64, Vec<u8>, Vec<u8>)> {
-    if let Some(session) = shared.session() {
-        let ran = session.run(&Command::new(argv[0]).args(argv[1..].iter().copied()), false).await?;
-        return Ok((ran.exit_code().map_or(-1, i64::from), ran.stdout, ran.stderr));
-    }
     let mut launched =
         start_raw(shared, user, argv.iter().map(|s| (*s).to_owned()).collect(), Vec::new(), false).await?;
     let mut out = Collected::new(usize::MAX);
@@ -417,7 +413,7 @@ pub(super) async fn kill_command(shared: &Shared, gid: u32, exec_id: Option<&str
     }
     tracing::warn!(sandbox = %shared.id, gid, "cannot end a command's processes; removing the sandbox");
     shared.set_gone_reason(REMOVED_UNKILLABLE);
-    super::kill(shared).await?;
+    crate::backends::docker::sandbox::kill(shared).await?;
     Err(Error::SandboxGone { id: shared.id.clone(), message: REMOVED_UNKILLABLE.into() })
 }
 
@@ -589,9 +585,6 @@ pub(super) fn is_no_cwd(stderr: &[u8]) -> bool {
 
 /// `run`: to completion, with the timeout and output cap of `command`.
 pub(super) async fn run(shared: Arc<Shared>, command: Command) -> Result<ExecResult> {
-    if let Some(session) = shared.session() {
-        return session.run(&command, true).await;
-    }
     let started = Instant::now();
     let mut guard = KillOnDrop::new(&shared);
     let stdin = command.stdin_bytes().map(<[u8]>::to_vec);

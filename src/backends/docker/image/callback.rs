@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// An optional callback of type `F` (a `dyn Fn(..) + Send + Sync`).
-pub(super) struct Callback<F: ?Sized>(pub Option<Arc<F>>);
+pub(crate) struct Callback<F: ?Sized>(pub Option<Arc<F>>);
 
 impl<F: ?Sized> Clone for Callback<F> {
     fn clone(&self) -> Self {

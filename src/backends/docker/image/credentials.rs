@@ -14,8 +14,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use bollard::auth::DockerCredentials;
 
-use super::SCHEME;
 use super::reference::ImageRef;
+use crate::backends::docker::SCHEME;
 use crate::error::{Error, Result};
 use crate::secret::SecretString;
 
@@ -24,7 +24,7 @@ use crate::secret::SecretString;
 pub const CREDENTIAL_HELPER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Credentials for one registry, given to
-/// [`DockerBackend::with_registry_auth`](super::DockerBackend::with_registry_auth). `Debug`
+/// [`DockerBackend::with_registry_auth`](crate::backends::docker::DockerBackend::with_registry_auth). `Debug`
 /// prints the user name only.
 #[derive(Clone)]
 pub struct RegistryAuth {
@@ -82,7 +82,7 @@ impl fmt::Debug for RegistryAuth {
 
 /// Where a pull's credentials come from, as configured on the backend.
 #[derive(Clone, Default)]
-pub(super) struct CredentialSources {
+pub(crate) struct CredentialSources {
     /// Typed on the backend, by registry (`host[:port]`, or `docker.io`): these win.
     pub typed: BTreeMap<String, RegistryAuth>,
     /// Docker's config file; `None`: `$DOCKER_CONFIG/config.json`, else
@@ -101,7 +101,7 @@ impl fmt::Debug for CredentialSources {
 
 impl CredentialSources {
     /// The typed credentials, by registry, for a build's `FROM` images.
-    pub(super) fn typed_for_build(&self) -> std::collections::HashMap<String, DockerCredentials> {
+    pub(crate) fn typed_for_build(&self) -> std::collections::HashMap<String, DockerCredentials> {
         self.typed.iter().map(|(registry, auth)| (registry.clone(), auth.to_docker(registry))).collect()
     }
 
@@ -113,7 +113,7 @@ impl CredentialSources {
     /// [`Error::Configuration`] for a config file that is not JSON or an `auth` entry that
     /// is not base64 `user:password`; [`Error::Auth`] when a credential helper fails (other
     /// than "not found") or does not answer within [`CREDENTIAL_HELPER_TIMEOUT`].
-    pub(super) async fn for_image(&self, image: &ImageRef) -> Result<Option<(DockerCredentials, String)>> {
+    pub(crate) async fn for_image(&self, image: &ImageRef) -> Result<Option<(DockerCredentials, String)>> {
         if let Some(auth) = self.typed.get(&image.registry).or_else(|| self.typed.get(image.config_key())) {
             return Ok(Some((auth.to_docker(image.config_key()), "the backend's typed credentials".into())));
         }

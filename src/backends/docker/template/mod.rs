@@ -6,18 +6,22 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bollard::Docker;
-use bollard::models::ContainerConfig;
+mod prepare;
+pub(super) mod prune;
+pub(super) mod setup;
 
-use super::image_build::BuildLog;
-use super::pull::{ImageError, ImageErrorKind};
-use super::reference::ImageRef;
-use super::template_setup;
+use super::backend::{DockerBackend, Inner};
+use super::client::provider;
+use super::{image, rt};
 use crate::error::{Error, Result};
+
 use crate::policy::ResourceLimits;
+pub(super) use prepare::{REPOSITORY, SetupRequest, current_tag, prepare};
+pub use prune::PrunedTemplates;
+pub use setup::TEMPLATE_SETUP_LABEL;
 
 /// The image label holding a template image's full content hash.
 pub const TEMPLATE_HASH_LABEL: &str = "io.sandboxio.template.hash";
@@ -284,205 +288,97 @@ pub(super) type Templates = HashMap<String, Template>;
 /// the same content, so the tag ends on one of two equal images.)
 pub(super) type BuildLocks = Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
 
-/// Makes sure the engine has `template`'s image: found by its content hash, or set up
-/// now. `base` is the engine's view of the base image (already pulled as the policy says).
-pub(super) async fn prepare(
-    docker: &Docker,
-    request: &SetupRequest<'_>,
-    base: &bollard::models::ImageInspect,
-    locks: &BuildLocks,
-) -> Result<PreparedTemplate> {
-    let SetupRequest { name, template, .. } = *request;
-    template.check(name)?;
-    let base_id = base.id.clone().unwrap_or_default();
-    let hash = template.hash(&base_id);
-    let image = image_tag(name, &hash);
-    let lock =
-        Arc::clone(locks.lock().unwrap_or_else(PoisonError::into_inner).entry(image.clone()).or_default());
-    let _building = lock.lock().await;
-    if let Ok(found) = docker.inspect_image(&image).await {
-        match trusted(&found, base, &hash) {
-            Ok(()) => {
-                tracing::info!(target: "sandboxio::docker::template", template = name, image = %image, "cached");
-                return Ok(PreparedTemplate { image, id: found.id.unwrap_or_default(), cached: true });
-            }
-            Err(why) => tracing::warn!(
-                target: "sandboxio::docker::template",
-                template = name, image = %image,
-                "the tag is not this template's image ({why}): setting it up again",
-            ),
-        }
+impl DockerBackend {
+    /// Makes sure the engine has the image of the template registered as `name`: found by
+    /// its content hash (the base image's id, the files, the commands, the setup's network),
+    /// or set up now (the base pulled as the pull policy says, the files written, the
+    /// commands run once as root, the container committed and removed).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Configuration`] for an unknown template, a bad name or file path, or a base
+    /// image the engine lacks under [`PullPolicy::Never`](super::PullPolicy::Never); the pull errors of
+    /// [`DockerBackend::pull`] for the base; [`Error::Provider`] when a setup command
+    /// fails or runs past [`Template::setup_timeout`] (the message ends with the setup's
+    /// output, an [`ImageError`](super::ImageError) of kind [`ImageErrorKind::BuildFailed`](super::ImageErrorKind::BuildFailed) as the source);
+    /// [`Error::Connect`] when the engine cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops at the next engine request; the setup container is
+    /// removed in the background, and no image is committed.
+    pub async fn prepare_template(&self, name: &str) -> Result<PreparedTemplate> {
+        let (inner, name) = (Arc::clone(&self.inner), name.to_owned());
+        rt::spawn(async move { Ok(prepare_named(&inner, &name).await?.0) }).await
     }
-    let started = std::time::Instant::now();
-    let id = set_up(docker, request, base, &image, &hash).await?;
-    tracing::info!(target: "sandboxio::docker::template", template = name, image = %image, elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "built");
-    Ok(PreparedTemplate { image, id, cached: false })
+
+    /// [`DockerBackend::prepare_template`] for synchronous callers (blocks the calling
+    /// thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::prepare_template`].
+    pub fn prepare_template_blocking(&self, name: &str) -> Result<PreparedTemplate> {
+        futures_lite::future::block_on(self.prepare_template(name))
+    }
+
+    /// Removes the old images of the templates registered on this backend: every image
+    /// tagged `sandboxio-template/<name>:…` for a registered `name` but the current one
+    /// (the one its content hash names today), and the untagged images left when two
+    /// processes set up one template at once. For a template whose base image is not in the
+    /// engine, nothing of that name is removed (which image is current cannot be told). An
+    /// image a container still uses (a live sandbox, or a stopped container) is kept, and
+    /// reported so. Images of template names this backend does not know are left alone.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connect`] when the engine cannot be reached; [`Error::Provider`] when
+    /// listing or removing fails otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops between removals; a removal already sent completes on the
+    /// engine.
+    pub async fn prune_templates(&self) -> Result<PrunedTemplates> {
+        let inner = Arc::clone(&self.inner);
+        rt::spawn(async move { prune::prune(&DockerBackend::client(&inner).await?, &inner.templates).await })
+            .await
+    }
+
+    /// [`DockerBackend::prune_templates`] for synchronous callers (blocks the calling
+    /// thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`DockerBackend::prune_templates`].
+    pub fn prune_templates_blocking(&self) -> Result<PrunedTemplates> {
+        futures_lite::future::block_on(self.prune_templates())
+    }
 }
 
-/// Whether `found`, the image the template's tag names, is what a setup of this template
-/// on `base` committed: it carries the content hash the setup labelled it with, and its
-/// layers are the base's plus at most the one a commit adds. A tag re-pointed at another
-/// image (one built elsewhere, or from another base, copying the label or not) fails.
-/// An image made to pass both checks on purpose (the base, one layer, the label) cannot be
-/// told apart; whoever can tag images in the engine controls the engine anyway.
-fn trusted(
-    found: &bollard::models::ImageInspect,
-    base: &bollard::models::ImageInspect,
-    hash: &str,
-) -> std::result::Result<(), String> {
-    let labelled =
-        found.config.as_ref().and_then(|c| c.labels.as_ref()).and_then(|l| l.get(TEMPLATE_HASH_LABEL));
-    if labelled.map(String::as_str) != Some(hash) {
-        return Err(format!("its {TEMPLATE_HASH_LABEL} label is {labelled:?}"));
-    }
-    let layers = |image: &bollard::models::ImageInspect| {
-        image.root_fs.as_ref().and_then(|r| r.layers.clone()).unwrap_or_default()
+/// The template registered as `name`, its image ready in the engine, and the engine's view
+/// of that image.
+pub(super) async fn prepare_named(
+    inner: &Arc<Inner>,
+    name: &str,
+) -> Result<(PreparedTemplate, bollard::models::ImageInspect)> {
+    let Some(template) = inner.templates.get(name) else {
+        let mut known: Vec<_> = inner.templates.keys().collect();
+        known.sort();
+        return Err(Error::configuration(format!(
+            "no docker:// template {name:?}; this backend knows {known:?}"
+        )));
     };
-    let (found, base) = (layers(found), layers(base));
-    if !found.starts_with(&base) || found.len() > base.len() + 1 {
-        return Err(format!(
-            "its {} layers are not the base image's {} plus at most one",
-            found.len(),
-            base.len()
-        ));
-    }
-    Ok(())
-}
-
-/// The repository of every template image.
-pub(super) const REPOSITORY: &str = "sandboxio-template";
-
-/// The tag of template `name`'s image with content hash `hash`:
-/// `sandboxio-template/<name>:<first 16 hex digits>`.
-fn image_tag(name: &str, hash: &str) -> String {
-    format!("{REPOSITORY}/{name}:{}", &hash[..16])
-}
-
-/// The tag `name`'s image has on the base whose image id is `base_id`.
-pub(super) fn current_tag(name: &str, template: &Template, base_id: &str) -> String {
-    image_tag(name, &template.hash(base_id))
-}
-
-/// What a template's setup needs from its backend.
-pub(super) struct SetupRequest<'a> {
-    pub name: &'a str,
-    pub template: &'a Template,
-    /// The backend's OCI runtime (`runsc`): the setup runs under it as sandboxes do.
-    pub runtime: Option<String>,
-    pub log: &'a BuildLog,
-}
-
-/// Runs the setup in a container from the base (`template_setup.rs`: files first, then the
-/// commands as root), pauses it, places sandboxd, and commits it as `image`, labelled with
-/// `hash`. The container is removed whatever happens.
-async fn set_up(
-    docker: &Docker,
-    request: &SetupRequest<'_>,
-    base: &bollard::models::ImageInspect,
-    image: &str,
-    hash: &str,
-) -> Result<String> {
-    let SetupRequest { name, template, log, .. } = *request;
-    let failed = |message: String| {
-        let reference = ImageRef::parse(image).expect("a template tag is a valid reference");
-        ImageError::new(&reference, ImageErrorKind::BuildFailed, format!("template {name:?}: {message}"))
-            .into_error()
-    };
-    let base_id = base.id.clone().unwrap_or_default();
-    let mut running =
-        template_setup::start(docker, name, template, &base_id, request.runtime.clone(), &failed).await?;
-    let id = running.id.clone();
-    let setup = async {
-        tokio::select! {
-            finished = running.finish(docker, log) => Ok(finished),
-            written = template_setup::watch_disk(docker, &id, template.disk_limit()) => Err(written),
-        }
-    };
-    let Ok(finished) = tokio::time::timeout(template.timeout, setup).await else {
-        return Err(failed(format!("the setup ran past its timeout of {:?}", template.timeout)));
-    };
-    let (status, output) = finished.map_err(|written| {
-        Error::too_large(
-            "/",
-            template.disk_limit(),
-            format!(
-                "template {name:?}: its setup wrote {written} bytes to its container's file system; raise Template::setup_disk_mib"
-            ),
-        )
-    })?;
-    match status {
-        Some(0) => {}
-        Some(code) => return Err(failed(format!("a setup command exited with {code}; output: {output}"))),
-        None => {
-            return Err(failed(format!("the setup container ended before the setup did; output: {output}")));
-        }
-    }
-    let mut labels = template_setup::unlabelled();
-    labels.insert(TEMPLATE_HASH_LABEL.to_owned(), hash.to_owned());
-    // Freeze whatever the setup left running, then place this build's sandboxd as a baked
-    // image holds it (`sandboxd_path/baked.rs`): no process can touch the file before the commit, so the
-    // image's label may name it, at the base's layers plus the commit's one, and sandboxes
-    // from it start as fast as from a baked base. (The base's own label, which the image
-    // would inherit, counts the base's layers only, so it never vouches for what the setup,
-    // as root, could have changed.)
-    docker.pause_container(&running.id).await.map_err(|e| failed(format!("pausing it to commit: {e}")))?;
-    let layers = base.root_fs.as_ref().and_then(|r| r.layers.as_ref()).map_or(0, Vec::len) + 1;
-    if let Some(sandboxd) = super::sandboxd_id() {
-        super::sandboxd_path::place(docker, &running.id).await?;
-        labels.insert(super::sandboxd_path::baked::SANDBOXD.to_owned(), format!("{sandboxd}:{layers}"));
-    }
-    // The base's users as built, beside sandboxd where neither the setup (frozen) nor a
-    // sandbox user can write them: the template's sandboxes are resolved against these,
-    // never against the /etc/passwd the setup, as root, may have rewritten.
-    let (passwd, group) = &running.base_users;
-    let archive = super::users::base_archive(passwd.as_deref(), group.as_deref())
-        .map_err(|e| Error::provider(super::SCHEME, "archiving the base image's users", e))?;
-    super::template_setup::unpack_at_root(docker, &running.id, archive)
+    let base = image::resolve_image(Arc::clone(inner), template.base().to_owned()).await?;
+    let docker = DockerBackend::client(inner).await?;
+    let request = SetupRequest { name, template, runtime: inner.runtime.clone(), log: &inner.build_log };
+    let prepared = prepare(&docker, &request, &base, &inner.engine.template_builds).await?;
+    // By id: the tag may be re-pointed meanwhile; the id is the image the checks passed.
+    let inspected = docker
+        .inspect_image(&prepared.id)
         .await
-        .map_err(|e| failed(format!("placing the base image's users: {e}")))?;
-    // Keep what sandboxes see of the base: its user, entrypoint and command.
-    let base_config = base.config.clone().unwrap_or_default();
-    if let Some(recorded) = base_user_label(base_config.user.as_deref(), &running.base_users, layers) {
-        labels.insert(super::sandboxd_path::baked::USER.to_owned(), recorded);
-    }
-    let config = ContainerConfig {
-        user: Some(base_config.user.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| "0".into())),
-        entrypoint: Some(base_config.entrypoint.clone().unwrap_or_default()),
-        cmd: base_config.cmd.clone().or_else(|| Some(vec!["sh".into()])),
-        labels: Some(labels),
-        ..Default::default()
-    };
-    let (repo, tag) = image.rsplit_once(':').expect("a template tag has a tag");
-    let options = bollard::query_parameters::CommitContainerOptions {
-        container: Some(running.id.clone()),
-        repo: Some(repo.into()),
-        tag: Some(tag.into()),
-        comment: Some(format!("{}{name}", super::template_prune::COMMENT_PREFIX)),
-        // Paused above, and removed (paused) after.
-        pause: false,
-        ..Default::default()
-    };
-    let committed =
-        docker.commit_container(options, config).await.map_err(|e| failed(format!("committing: {e}")))?;
-    Ok(committed.id)
-}
-
-/// The [`baked::USER`](super::sandboxd_path::baked::USER) label of a template image with `layers` layers
-/// on a base whose configured user is `user` and whose files are `base_users`: how the base
-/// resolves that user, so a create needs no archive read. None for no user, a `name:group`
-/// (the label names a bare name), or one the base does not resolve (the create then fails
-/// reading the files, with the reason).
-fn base_user_label(
-    user: Option<&str>,
-    (passwd, group): &(Option<Vec<u8>>, Option<Vec<u8>>),
-    layers: usize,
-) -> Option<String> {
-    let user = user.filter(|u| !u.is_empty() && !u.contains(':'))?;
-    let text = |b: &Option<Vec<u8>>| b.as_deref().map(|b| String::from_utf8_lossy(b).into_owned());
-    let source = super::users::Source::TemplateBase;
-    let resolved =
-        super::users::resolve(user, text(passwd).as_deref(), text(group).as_deref(), source).ok()?;
-    Some(format!("{user}:{}:{}:{}:{layers}", resolved.uid, resolved.gid, resolved.home))
+        .map_err(|e| provider(&format!("inspecting the template image {}", prepared.image), e))?;
+    Ok((prepared, inspected))
 }
 
 #[cfg(test)]
@@ -518,53 +414,6 @@ mod tests {
             let e = Template::new("b").file(path, "x").check("ok").unwrap_err();
             assert_eq!(e.code(), crate::ErrorCode::Configuration, "{path}");
         }
-    }
-
-    #[test]
-    fn the_base_user_label_records_only_what_the_base_resolves_without_root() {
-        let files = (Some(b"root:x:0:0::/root:/bin/sh\nsbx:x:1000:1001::/home/sbx:/bin/sh\n".to_vec()), None);
-        assert_eq!(base_user_label(Some("sbx"), &files, 4).as_deref(), Some("sbx:1000:1001:/home/sbx:4"));
-        let baked = super::super::sandboxd_path::baked::Baked::read(
-            &[(super::super::sandboxd_path::baked::USER.to_owned(), "sbx:1000:1001:/home/sbx:4".to_owned())]
-                .into(),
-            4,
-            None,
-        );
-        assert_eq!(baked.user("sbx").map(|r| r.uid), Some(1000));
-        for user in [None, Some(""), Some("sbx:sbx"), Some("nobody-here")] {
-            assert_eq!(base_user_label(user, &files, 4), None, "{user:?}");
-        }
-        let remapped = (Some(b"sbx:x:0:0::/root:/bin/sh\n".to_vec()), None);
-        assert_eq!(base_user_label(Some("sbx"), &remapped, 4), None, "an unasked-for root");
-    }
-
-    #[test]
-    fn the_base_users_archive_holds_both_files_owned_by_the_supervisor() {
-        let archive = super::super::users::base_archive(Some(b"p"), None).unwrap();
-        let mut archive = tar::Archive::new(archive.as_slice());
-        let entries: Vec<(String, u32, u64, u64)> = archive
-            .entries()
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                let h = e.header();
-                (
-                    e.path().unwrap().display().to_string(),
-                    h.mode().unwrap(),
-                    h.uid().unwrap(),
-                    h.size().unwrap(),
-                )
-            })
-            .collect();
-        let id = u64::from(super::super::SUPERVISOR_ID);
-        assert_eq!(
-            entries,
-            [
-                (".sandboxio/".to_owned(), 0o555, id, 0),
-                (".sandboxio/base-passwd".to_owned(), 0o444, id, 1),
-                (".sandboxio/base-group".to_owned(), 0o444, id, 0),
-            ]
-        );
     }
 
     #[test]

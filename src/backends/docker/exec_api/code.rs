@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::backend::{BackendExecStream as _, CellStream};
-use crate::backends::code_runner;
 use crate::error::Result;
 use crate::exec::Code;
 
-use super::{Shared, exec, fs, rt, stream};
+use super::{code_runner, exec, fs, stream};
+use crate::backends::docker::rt;
+use crate::backends::docker::sandbox::Shared;
 
 /// 128 random bits from the kernel, as hex; the clock and a counter where `/dev/urandom`
 /// cannot be read.

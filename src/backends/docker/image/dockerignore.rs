@@ -7,14 +7,14 @@
 
 /// The parsed patterns of one `.dockerignore`.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Ignore {
+pub(crate) struct Ignore {
     /// (segments of the pattern, whether it is an exception `!`).
     patterns: Vec<(Vec<String>, bool)>,
 }
 
 impl Ignore {
     /// Parses the file's text.
-    pub(super) fn parse(text: &str) -> Ignore {
+    pub(crate) fn parse(text: &str) -> Ignore {
         let mut patterns = Vec::new();
         for line in text.lines() {
             let line = line.trim();
@@ -36,12 +36,12 @@ impl Ignore {
 
     /// Whether any pattern is an exception (then an excluded directory must still be
     /// walked: something under it may be re-included).
-    pub(super) fn has_exceptions(&self) -> bool {
+    pub(crate) fn has_exceptions(&self) -> bool {
         self.patterns.iter().any(|(_, exception)| *exception)
     }
 
     /// Whether `path` (relative, `/`-separated) is excluded.
-    pub(super) fn excludes(&self, path: &str) -> bool {
+    pub(crate) fn excludes(&self, path: &str) -> bool {
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         let mut excluded = false;
         for (pattern, exception) in &self.patterns {

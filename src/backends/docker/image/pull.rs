@@ -14,9 +14,9 @@ use bollard::Docker;
 use bollard::errors::Error as BollardError;
 use bollard::models::ImageInspect;
 
-use super::SCHEME;
 use super::credentials::CredentialSources;
 use super::reference::ImageRef;
+use crate::backends::docker::SCHEME;
 use crate::error::{Error, Result};
 
 /// Target of the pull's `tracing` events.
@@ -25,7 +25,7 @@ const TARGET: &str = "sandboxio::docker::pull";
 /// How long a pull may go without a word from the engine before it fails as
 /// [`ImageErrorKind::RegistryDown`]: 120 seconds (a registry that accepts connections but
 /// never answers). Change it with
-/// [`DockerBackend::with_pull_stall_timeout`](super::DockerBackend::with_pull_stall_timeout).
+/// [`DockerBackend::with_pull_stall_timeout`](crate::backends::docker::DockerBackend::with_pull_stall_timeout).
 pub const PULL_STALL_TIMEOUT: Duration = Duration::from_mins(2);
 
 /// Whether `create` pulls its image (DSN option `pull=never|missing|always`).
@@ -93,7 +93,7 @@ pub struct PullProgress {
 }
 
 /// The progress callback, called with every pull's progress.
-pub(super) type Progress = super::callback::Callback<dyn Fn(&PullProgress) + Send + Sync>;
+pub(crate) type Progress = super::callback::Callback<dyn Fn(&PullProgress) + Send + Sync>;
 
 /// An image the engine now has.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +138,7 @@ pub enum ImageErrorKind {
     /// The engine's image does not carry the digest the reference pinned:
     /// [`Error::Provider`].
     DigestMismatch,
-    /// A build ([`DockerBackend::build_image`](super::DockerBackend::build_image)) failed;
+    /// A build ([`DockerBackend::build_image`](crate::backends::docker::DockerBackend::build_image)) failed;
     /// the message is the build's own error text: [`Error::Provider`].
     BuildFailed,
     /// Anything else the engine reported: [`Error::Provider`].
@@ -191,7 +191,7 @@ impl ImageError {
         std::error::Error::source(error)?.downcast_ref::<ImageError>()
     }
 
-    pub(super) fn new(image: &ImageRef, kind: ImageErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(image: &ImageRef, kind: ImageErrorKind, message: impl Into<String>) -> Self {
         ImageError {
             image: image.to_string(),
             registry: image.registry.clone(),
@@ -201,7 +201,7 @@ impl ImageError {
     }
 
     /// The sandboxio error that reports this one (as its source).
-    pub(super) fn into_error(self) -> Error {
+    pub(crate) fn into_error(self) -> Error {
         let message = self.to_string();
         let error = match self.kind {
             ImageErrorKind::NotFound => Error::configuration(message),
@@ -292,7 +292,7 @@ fn pull_failed(image: &ImageRef, e: BollardError) -> Error {
         }
         BollardError::DockerStreamError { error } => (None, error.clone()),
         // Not the registry: the engine's own connection.
-        _ => return super::client::provider(&format!("pulling image {image}"), e),
+        _ => return crate::backends::docker::client::provider(&format!("pulling image {image}"), e),
     };
     ImageError::new(image, classify(status, &message), message).into_error()
 }
@@ -371,7 +371,7 @@ impl Tracker {
 }
 
 /// What a pull needs from the backend.
-pub(super) struct PullSetup<'a> {
+pub(crate) struct PullSetup<'a> {
     pub credentials: &'a CredentialSources,
     pub progress: &'a Progress,
     pub stall: Duration,
@@ -379,7 +379,7 @@ pub(super) struct PullSetup<'a> {
 
 /// Pulls `image` (always: the policy is the caller's business), then inspects what the
 /// engine has under that reference.
-pub(super) async fn pull(
+pub(crate) async fn pull(
     docker: &Docker,
     image: &ImageRef,
     setup: &PullSetup<'_>,

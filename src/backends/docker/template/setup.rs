@@ -25,9 +25,14 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig};
 
-use super::image_build::BuildLog;
-use super::template::Template;
-use super::{RemoveOnDrop, client::provider, labels, unique_suffix};
+use super::Template;
+use crate::backends::docker::client::provider;
+use crate::backends::docker::container::{limited, owner_linked};
+use crate::backends::docker::create::RemoveOnDrop;
+use crate::backends::docker::image::build::BuildLog;
+use crate::backends::docker::owner_link::{AttachOutput, owner_attach};
+use crate::backends::docker::sandbox::unique_suffix;
+use crate::backends::docker::{SCHEME, labels, users};
 use crate::error::{Error, Result};
 use crate::policy::NetworkPolicy;
 
@@ -67,10 +72,10 @@ pub(super) struct Running {
     /// The owner link: PID 1's stdin. Dropping it ends PID 1.
     _link: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
     /// PID 1's output (it writes none): kept with the link, its connection's other half.
-    _attached: super::AttachOutput,
+    _attached: AttachOutput,
     /// The setup's exec, and its output (both streams).
     exec_id: String,
-    output: super::AttachOutput,
+    output: AttachOutput,
     /// The base image's `/etc/passwd` and `/etc/group` as built (`None`: it has none),
     /// read before the template's files or commands could change them.
     pub base_users: (Option<Vec<u8>>, Option<Vec<u8>>),
@@ -108,9 +113,9 @@ fn body(
             security_opt: Some(vec!["no-new-privileges".into()]),
             network_mode: Some(if template.network() { "bridge" } else { "none" }.into()),
             runtime,
-            ..super::limited(&template.limits())
+            ..limited(&template.limits())
         }),
-        ..super::owner_linked()
+        ..owner_linked()
     })
 }
 
@@ -143,14 +148,14 @@ pub(super) async fn start(
         .map_err(|e| provider("creating the template's setup container", e))?;
     let guard = RemoveOnDrop { docker: docker.clone(), id: Some(made.id.clone()) };
     // The base's users, as built: what the template's sandboxes are resolved against.
-    let (passwd, group) = super::users::Source::Image.paths();
+    let (passwd, group) = users::Source::Image.paths();
     let base_users = (
-        super::users::read_small_file(docker, &made.id, passwd).await?,
-        super::users::read_small_file(docker, &made.id, group).await?,
+        users::read_small_file(docker, &made.id, passwd).await?,
+        users::read_small_file(docker, &made.id, group).await?,
     );
     if !template.files().is_empty() {
         let archive = files_archive(template.files())
-            .map_err(|e| Error::provider(super::SCHEME, "archiving the template's files", e))?;
+            .map_err(|e| Error::provider(SCHEME, "archiving the template's files", e))?;
         unpack_at_root(docker, &made.id, archive)
             .await
             .map_err(|e| failed(format!("writing its files: {e}")))?;
@@ -158,7 +163,7 @@ pub(super) async fn start(
     // The link exists before the start: an owner dying at any instant after the start
     // request leaves a PID 1 that reads end-of-file.
     let bollard::container::AttachContainerResults { output, input } = docker
-        .attach_container(&made.id, Some(super::owner_attach()))
+        .attach_container(&made.id, Some(owner_attach()))
         .await
         .map_err(|e| provider("attaching to the template's setup container", e))?;
     docker.start_container(&made.id, None).await.map_err(|e| failed(format!("starting its setup: {e}")))?;
@@ -363,7 +368,7 @@ mod tests {
         assert_eq!(labels.get(TEMPLATE_SETUP_LABEL).map(String::as_str), Some("t"));
         assert!(labels.contains_key(labels::OWNER) && labels.contains_key(labels::EXPIRES));
         let host = body.host_config.unwrap();
-        assert_eq!(host.pids_limit, Some(i64::from(super::super::DEFAULT_PIDS_LIMIT)));
+        assert_eq!(host.pids_limit, Some(i64::from(crate::backends::docker::DEFAULT_PIDS_LIMIT)));
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!((host.init, host.auto_remove), (Some(false), Some(true)));
         assert_eq!(body.stdin_once, Some(true));
