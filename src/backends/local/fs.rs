@@ -16,7 +16,8 @@ use crate::fs::DirEntry;
 use crate::sandboxd::session::Session;
 use crate::sandboxd::session::transfer;
 
-use super::{LocalSandbox, SCHEME, WORKDIR};
+use super::sandbox::LocalSandbox;
+use super::{SCHEME, WORKDIR};
 
 /// The workspace path `path` stands for, or `PermissionDenied` outside the workspace.
 fn workspace_path(path: &str) -> Result<String> {

@@ -27,7 +27,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Child;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::backends::owner::Owner;
 use crate::error::{Error, Result};
@@ -142,7 +142,7 @@ pub(super) async fn start(launch: &Launch<'_>, timeout: Duration) -> Result<Star
         // session's inside end: sandboxd's end must read as the end of its stream.
         drop(command);
         drop(inside);
-        let mut bwrap = spawned.map_err(|e| super::spawn_error(launch.bwrap, e))?;
+        let mut bwrap = spawned.map_err(|e| launch::spawn_error(launch.bwrap, e))?;
         let Some(stderr) = bwrap.stderr.take() else {
             return Err(Error::provider_message(SCHEME, "bwrap's stderr is not piped"));
         };
@@ -295,5 +295,13 @@ pub(super) fn kill(sandboxd: &Owner) {
     // Checked after the pidfd is open: from here the pid cannot be reused under us.
     if Owner::of(sandboxd.pid).as_ref() == Some(sandboxd) {
         let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+    }
+}
+
+/// Waits (at most [`KILL_BOUND`](super::KILL_BOUND)) until `process` is gone.
+pub(super) fn wait_gone(process: &Owner) {
+    let deadline = Instant::now() + super::KILL_BOUND;
+    while process.is_dead_here() == Some(false) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
