@@ -1,17 +1,14 @@
 //! First-party backends, each behind its Cargo feature.
 
 pub mod capabilities;
+/// What the backends whose clients need tokio share: their private runtime and the
+/// consumer's half of a pumped stream.
+#[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
+pub(crate) mod common;
 #[cfg(any(feature = "local", feature = "docker", feature = "modal"))]
 pub(crate) mod fs_scripts;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod owner;
-/// A private tokio runtime for the backends whose clients need tokio.
-#[cfg(any(feature = "e2b", feature = "modal"))]
-pub(crate) mod pgroup;
-#[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
-pub(crate) mod portal;
-#[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
-pub(crate) mod pumped;
 #[cfg(any(feature = "e2b", feature = "modal"))]
 pub(crate) mod remote;
 

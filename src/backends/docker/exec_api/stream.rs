@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::{BackendExecStream, BoxFuture};
-use crate::backends::pumped::{PumpedOutput, StdinOp};
+use crate::backends::common::pumped::{PumpedOutput, StdinOp};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, OutputChunk, StreamKind};
 

@@ -7,6 +7,14 @@
 //! it (an upper bound: a call the particular sandbox cannot serve comes back as the typed
 //! refusal). Every failure is an MCP tool error (`isError: true`) carrying the sandboxio
 //! code and message, never a protocol error or a crash.
+//!
+//! The HTTP transport is in [`http`] (its accept loop in [`accept`], its bearer token in
+//! [`bearer`], its sessions in [`sessions`]).
+
+mod accept;
+mod bearer;
+mod http;
+mod sessions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -472,7 +480,7 @@ pub async fn serve(args: McpArgs) -> i32 {
             );
             return crate::commands::EXIT_ERROR;
         }
-        return crate::mcp_http::serve(server, &args.http, &token).await;
+        return http::serve(server, &args.http, &token).await;
     }
     let session = server.clone();
     // Where stdin and stdout are pipes (as an MCP client starts a server), rmcp reads and

@@ -1,4 +1,5 @@
-//! The async API, re-exported at the crate root. It assumes no particular runtime: every
+//! The async API, re-exported at the crate root (the blocking twin in [`crate::sync`] is
+//! generated from it). It assumes no particular runtime: every
 //! future here can be polled by tokio, smol or any other executor.
 
 pub(crate) mod builder;

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::BoxFuture;
 #[cfg(any(feature = "e2b", feature = "modal"))]
-use crate::backends::portal::Task;
+use crate::backends::common::portal::Task;
 use crate::error::{Error, Result};
 #[cfg(any(feature = "e2b", feature = "modal"))]
 use crate::exec::ExitStatus;

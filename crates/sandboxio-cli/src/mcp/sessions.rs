@@ -4,7 +4,7 @@
 //! session when its worker stops, so an expired one frees its place.
 //!
 //! A session is a conversation of the token's one client, not a principal: the sandboxes
-//! belong to the token (see `mcp_http`), and a session's end kills none of them.
+//! belong to the token (see `http.rs`), and a session's end kills none of them.
 
 use std::cell::Cell;
 use std::future::Future;

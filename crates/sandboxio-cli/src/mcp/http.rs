@@ -4,7 +4,7 @@
 //! line per request to stderr.
 //!
 //! Before rmcp sees a request: at most `--max-connections` connections are served at once
-//! and accept errors back off ([`crate::http_accept`]); a connection that takes longer than
+//! and accept errors back off ([`super::accept`]); a connection that takes longer than
 //! `--header-timeout` to send a request's headers is closed; a request without
 //! `Authorization: Bearer <token>` is refused with 401 ([`BearerToken`]), one with two
 //! `Authorization` headers with 400 (which one counts would be the server's guess); a body is read
@@ -34,12 +34,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tower_service::Service as _;
 
+use super::SandboxServer;
+use super::accept::accept_until;
+use super::bearer::BearerToken;
+use super::sessions::{BoundedSessions, noting_full};
 use crate::args::HttpOpts;
-use crate::bearer::BearerToken;
 use crate::commands::{EXIT_ERROR, EXIT_INTERRUPTED, interrupt};
-use crate::http_accept::accept_until;
-use crate::mcp::SandboxServer;
-use crate::mcp_sessions::{BoundedSessions, noting_full};
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
