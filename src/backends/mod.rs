@@ -5,8 +5,12 @@ pub mod capabilities;
 /// consumer's half of a pumped stream.
 #[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
 pub(crate) mod common;
+/// The errors and bounds of file operations, alike on every path that does them.
 #[cfg(any(feature = "local", feature = "docker", feature = "modal"))]
-pub(crate) mod fs_scripts;
+pub(crate) mod file_errors;
+/// File operations as `sh` scripts, for the paths with no sandboxd to ask.
+#[cfg(any(feature = "docker", feature = "modal"))]
+pub(crate) mod file_scripts;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod owner;
 #[cfg(any(feature = "e2b", feature = "modal"))]

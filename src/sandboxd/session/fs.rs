@@ -19,7 +19,7 @@
 //! most its limit from the descriptor whatever the file does meanwhile; a write that fails
 //! on the host drops its request, so sandboxd removes a new file's temporary file.
 
-use crate::backends::fs_scripts::{self, LIST_LIMIT};
+use crate::backends::file_errors::{self, LIST_LIMIT};
 use crate::error::{Error, Result};
 use crate::fs::{DirEntry, FileKind};
 use crate::sandboxd::client::{Cmd, Event, Passed};
@@ -52,12 +52,12 @@ impl Session {
             (Failure::PermissionDenied, _) => Error::PermissionDenied { path },
             (Failure::IsADirectory, _) => Error::IsADirectory { path },
             (Failure::TooLarge, Op::Read(limit)) => crate::transfer::over_read_limit(abs, limit),
-            (Failure::InvalidInput, Op::Read(_)) => fs_scripts::not_a_regular_file(abs),
-            (Failure::InvalidInput, Op::Write) => fs_scripts::a_special_file(abs),
-            (Failure::InvalidInput, Op::List) => fs_scripts::not_a_directory(abs),
-            (Failure::InvalidInput, Op::Mkdir) => fs_scripts::exists_not_a_directory(abs),
+            (Failure::InvalidInput, Op::Read(_)) => file_errors::not_a_regular_file(abs),
+            (Failure::InvalidInput, Op::Write) => file_errors::a_special_file(abs),
+            (Failure::InvalidInput, Op::List) => file_errors::not_a_directory(abs),
+            (Failure::InvalidInput, Op::Mkdir) => file_errors::exists_not_a_directory(abs),
             (Failure::InvalidInput, Op::Remove) => Error::invalid_input(format!("removing {abs}: {said}")),
-            _ => fs_scripts::failed(self.scheme, abs, said),
+            _ => file_errors::failed(self.scheme, abs, said),
         }
     }
 
@@ -190,7 +190,7 @@ impl Session {
                 Some(Event::Entries(batch)) => {
                     bytes += batch.iter().map(Entry::wire_len).sum::<u64>();
                     if bytes > LIST_LIMIT {
-                        return Err(fs_scripts::over_list_limit(abs));
+                        return Err(file_errors::over_list_limit(abs));
                     }
                     entries.extend(batch.into_iter().map(dir_entry));
                 }
@@ -238,7 +238,7 @@ impl Session {
     /// the executor run in between (a caller's deadline, its other tasks).
     async fn read_handed(&self, abs: &str, file: Passed, size: u64, limit: u64) -> Result<Vec<u8>> {
         use std::io::Read as _;
-        let failed = |e: std::io::Error| fs_scripts::failed(self.scheme, abs, &e.to_string());
+        let failed = |e: std::io::Error| file_errors::failed(self.scheme, abs, &e.to_string());
         let mut file = file.into_file().map_err(failed)?;
         // sandboxd checked `size` against the limit; the host bounds it again all the same.
         let mut data = Vec::with_capacity(usize::try_from(size.min(limit)).unwrap_or(0));
@@ -260,7 +260,7 @@ impl Session {
     /// [`Session::read_handed`]).
     async fn write_handed(&self, abs: &str, file: Passed, data: &[u8]) -> Result<()> {
         use std::io::Write as _;
-        let failed = |e: std::io::Error| fs_scripts::failed(self.scheme, abs, &e.to_string());
+        let failed = |e: std::io::Error| file_errors::failed(self.scheme, abs, &e.to_string());
         let mut file = file.into_file().map_err(failed)?;
         for step in data.chunks(HANDED_STEP) {
             file.write_all(step).map_err(failed)?;

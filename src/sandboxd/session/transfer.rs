@@ -1,5 +1,5 @@
 //! `upload` and `download` as one tar stream through a sandbox's exec stream (`tar -x` or
-//! `tar -c` run by the `fs_scripts`), for every backend whose commands stream (`local://`,
+//! `tar -c`, `crate::transfer`'s scripts), for every backend whose commands stream (`local://`,
 //! and `docker://` over sandboxd): each transfer is one command in the sandbox, as its
 //! user, so links, permissions and mounts are the sandbox's own. Paths arrive absolute and
 //! checked by the backend (which keeps its own rules for its root directories); what the

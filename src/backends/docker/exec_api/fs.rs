@@ -10,8 +10,8 @@
 //! `upload` and `download` stream one tar archive through `tar -x`/`tar -c` in the sandbox
 //! (built with the `tar` crate and read by [`crate::transfer::Unpacker`], on a blocking
 //! thread), so no file is held whole in memory. Everything the host reads from an exec is
-//! bounded (a read by its limit, a listing by [`fs_scripts::LIST_LIMIT`], a download by its
-//! budget and header bound, stderr by [`fs_scripts::STDERR_LIMIT`]): in an image whose user
+//! bounded (a read by its limit, a listing by [`LIST_LIMIT`], a download by its
+//! budget and header bound, stderr by [`STDERR_LIMIT`]): in an image whose user
 //! is root the sandbox can replace `head`, `tar` or `sh`, and gains nothing by it. Paths
 //! reach the scripts as arguments, never spliced into shell text, and are always absolute
 //! (so never mistaken for options).
@@ -29,9 +29,9 @@ use crate::fs::DirEntry;
 
 use super::exec::{self, AbortOnDrop, Collected, KillOnDrop, Launched};
 use crate::backends::docker::sandbox::Shared;
-use crate::backends::fs_scripts::{
-    self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, STDERR_LIMIT, TAR, UNTAR, WRITE,
-};
+use crate::backends::file_errors::{LIST_LIMIT, STDERR_LIMIT, exec_failure};
+use crate::backends::file_scripts::{self, LIST, MKDIR, READ, REMOVE, WRITE};
+use crate::transfer::scripts::{TAR, UNTAR};
 
 fn absolute(shared: &Shared, path: &str) -> String {
     crate::path::resolve(&shared.workdir, path)
@@ -100,7 +100,7 @@ pub(super) async fn read(shared: &Arc<Shared>, path: &str, limit: u64) -> Result
     shared.check_alive()?;
     let take = limit.saturating_add(1).to_string();
     let (code, out, err) = fs_exec(shared, READ, &[&abs, &take], None, limit).await?;
-    fs_scripts::read_outcome(super::SCHEME, abs, limit, code, out, &err)
+    file_scripts::read_outcome(super::SCHEME, abs, limit, code, out, &err)
 }
 
 pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode: Option<u32>) -> Result<()> {
@@ -111,21 +111,21 @@ pub(super) async fn write(shared: &Arc<Shared>, path: &str, data: Vec<u8>, mode:
     shared.check_alive()?;
     let mode = format!("{:o}", mode.unwrap_or(0o644) & 0o777);
     let (code, _, err) = fs_exec(shared, WRITE, &[&abs, &mode], Some(&data), 0).await?;
-    fs_scripts::write_outcome(super::SCHEME, abs, code, &err)
+    file_scripts::write_outcome(super::SCHEME, abs, code, &err)
 }
 
 pub(super) async fn list(shared: &Arc<Shared>, path: &str) -> Result<Vec<DirEntry>> {
     let abs = absolute(shared, path);
     shared.check_alive()?;
     let (code, out, err) = fs_exec(shared, LIST, &[&abs], None, LIST_LIMIT).await?;
-    fs_scripts::list_outcome(super::SCHEME, abs, code, &out, &err)
+    file_scripts::list_outcome(super::SCHEME, abs, code, &out, &err)
 }
 
 pub(super) async fn mkdir(shared: &Arc<Shared>, path: &str) -> Result<()> {
     let abs = absolute(shared, path);
     shared.check_alive()?;
     let (code, _, err) = fs_exec(shared, MKDIR, &[&abs], None, 0).await?;
-    fs_scripts::mkdir_outcome(super::SCHEME, &abs, code, &err)
+    file_scripts::mkdir_outcome(super::SCHEME, &abs, code, &err)
 }
 
 pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) -> Result<()> {
@@ -136,7 +136,7 @@ pub(super) async fn remove(shared: &Arc<Shared>, path: &str, recursive: bool) ->
     shared.check_alive()?;
     let flag = if recursive { "1" } else { "0" };
     let (code, _, err) = fs_exec(shared, REMOVE, &[&abs, flag], None, 0).await?;
-    fs_scripts::remove_outcome(super::SCHEME, abs, code, &err)
+    file_scripts::remove_outcome(super::SCHEME, abs, code, &err)
 }
 
 fn split_parent(abs: &str) -> (String, String) {
@@ -195,7 +195,7 @@ pub(super) async fn upload(
     guard.disarm();
     // A host error explains a broken upload better than what `tar` said of it.
     archived?;
-    if code == 0 { Ok(()) } else { Err(fs_scripts::exec_failure(super::SCHEME, &abs, &out.stderr)) }
+    if code == 0 { Ok(()) } else { Err(exec_failure(super::SCHEME, &abs, &out.stderr)) }
 }
 
 /// `download` as one tar stream from `tar -c` in the sandbox, unpacked as it arrives by
@@ -261,7 +261,7 @@ pub(super) async fn download(
             .await
             .map_err(|e| Error::provider(super::SCHEME, "the unpack task panicked", e))?,
         3 => Err(Error::NotFound { path: abs }),
-        _ => Err(fs_scripts::exec_failure(super::SCHEME, &abs, &said)),
+        _ => Err(exec_failure(super::SCHEME, &abs, &said)),
     }
 }
 
@@ -273,11 +273,11 @@ mod tests {
     #[test]
     fn parents_and_listings() {
         let listing = b"81a4 3\na b\x0041ed 4096\nd\n\x00a1ff 11\nlink\x00";
-        let entries = fs_scripts::parse_listing("docker", "/w", listing).unwrap();
+        let entries = file_scripts::parse_listing("docker", "/w", listing).unwrap();
         assert_eq!(entries[0], DirEntry::new("a b", FileKind::File, 3, 0o644));
         assert_eq!(entries[1], DirEntry::new("d\n", FileKind::Dir, 0, 0o755));
         assert_eq!(entries[2].kind, FileKind::Symlink);
-        assert!(fs_scripts::parse_listing("docker", "/w", b"81a4 3\nno-terminator").is_err());
+        assert!(file_scripts::parse_listing("docker", "/w", b"81a4 3\nno-terminator").is_err());
         assert_eq!(split_parent("/a"), ("/".to_owned(), "a".to_owned()));
         assert_eq!(split_parent("/a/b c"), ("/a".to_owned(), "b c".to_owned()));
     }
