@@ -101,7 +101,7 @@ impl DockerBackend {
         Self::with_endpoint(Endpoint::Socket(path.into()))
     }
 
-    pub(super) fn with_endpoint(endpoint: Endpoint) -> Self {
+    fn with_endpoint(endpoint: Endpoint) -> Self {
         DockerBackend {
             inner: Arc::new(Inner {
                 engine: client::engine(&endpoint),
