@@ -52,7 +52,6 @@
 //! | `modal://` | Modal Sandboxes over Modal's gRPC API (`backends::modal`) | `modal` | available |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[path = "async/mod.rs"]
 mod api;
 mod audit;
 pub mod backend;

@@ -1,28 +1,20 @@
 //! First-party backends, each behind its Cargo feature.
 
-/// The sandboxd side of a sandbox (sandboxd runs in `docker://` containers and `local://`
-/// sandboxes).
-#[cfg(any(feature = "local", feature = "docker"))]
-pub(crate) mod agent;
 pub mod capabilities;
-/// `run_code` on `docker://`'s exec-API path (sandboxd's runner does it elsewhere).
-#[cfg(feature = "docker")]
-pub(crate) mod code_runner;
+/// What the backends whose clients need tokio share: their private runtime and the
+/// consumer's half of a pumped stream.
+#[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
+pub(crate) mod common;
+/// The errors and bounds of file operations, alike on every path that does them.
 #[cfg(any(feature = "local", feature = "docker", feature = "modal"))]
-pub(crate) mod fs_scripts;
+pub(crate) mod file_errors;
+/// File operations as `sh` scripts, for the paths with no sandboxd to ask.
+#[cfg(any(feature = "docker", feature = "modal"))]
+pub(crate) mod file_scripts;
 #[cfg(any(feature = "local", feature = "docker"))]
 pub(crate) mod owner;
-/// A private tokio runtime for the backends whose clients need tokio.
-#[cfg(any(feature = "e2b", feature = "modal"))]
-pub(crate) mod pgroup;
-#[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
-pub(crate) mod portal;
-#[cfg(any(feature = "docker", feature = "e2b", feature = "modal"))]
-pub(crate) mod pumped;
 #[cfg(any(feature = "e2b", feature = "modal"))]
 pub(crate) mod remote;
-#[cfg(any(feature = "local", feature = "docker"))]
-pub(crate) mod script_fs;
 
 #[cfg(feature = "local")]
 #[cfg_attr(docsrs, doc(cfg(feature = "local")))]

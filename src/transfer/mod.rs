@@ -27,6 +27,8 @@ mod pack;
 mod primitives;
 pub(crate) mod progress;
 #[cfg(any(feature = "local", feature = "docker"))]
+pub(crate) mod scripts;
+#[cfg(any(feature = "local", feature = "docker"))]
 mod stream;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod unpack;

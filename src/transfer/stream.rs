@@ -34,14 +34,14 @@ async fn next_chunk(stream: &mut Box<dyn BackendExecStream>) -> Result<Option<cr
 
 /// Drains what a stream has left, keeping at most `stdout_cap` bytes of stdout (more
 /// ends the drain at once, `true` returned: the caller drops the stream, which kills
-/// the process) and [`STDERR_LIMIT`](crate::backends::fs_scripts::STDERR_LIMIT) of stderr.
+/// the process) and [`STDERR_LIMIT`](crate::backends::file_errors::STDERR_LIMIT) of stderr.
 async fn drain(
     stream: &mut Box<dyn BackendExecStream>,
     stdout_cap: u64,
     out: &mut Vec<u8>,
     err: &mut Vec<u8>,
 ) -> Result<bool> {
-    use crate::backends::fs_scripts::STDERR_LIMIT;
+    use crate::backends::file_errors::STDERR_LIMIT;
     while let Some(chunk) = next_chunk(stream).await? {
         if chunk.stream == crate::exec::StreamKind::Stdout {
             let room =
@@ -92,7 +92,7 @@ impl io::Write for StdinSink<'_> {
     }
 }
 
-/// `upload` as one tar stream into [`UNTAR`](crate::backends::fs_scripts::UNTAR) run
+/// `upload` as one tar stream into [`UNTAR`](super::scripts::UNTAR) run
 /// through `sandbox`'s exec stream: the archive is built from the host tree on a
 /// library thread, one [`CHUNK`] at a time, so client memory stays flat whatever the
 /// size. `dir` is where the archive is extracted, `name` its root entry's name; file
@@ -105,7 +105,8 @@ pub(crate) async fn upload_via_stream(
     (dir, name): (&str, &str),
     meter: TransferMeter,
 ) -> Result<()> {
-    use crate::backends::fs_scripts::{UNTAR, exec_failure};
+    use super::scripts::UNTAR;
+    use crate::backends::file_errors::exec_failure;
     let meta = fs::symlink_metadata(host_path).map_err(|e| host_error(host_path, e))?;
     if !(meta.is_dir() || meta.is_file()) {
         return Err(Error::invalid_input(format!(
@@ -144,9 +145,9 @@ pub(crate) async fn upload_via_stream(
 
 /// `download` as one tar stream, unpacked by an [`Unpacker`] on a library thread as it
 /// arrives (the host's disk bounded by `budget`). `paced`: run
-/// [`TAR_PACED`](crate::backends::fs_scripts::TAR_PACED), asking for each next chunk only
+/// [`TAR_PACED`](super::scripts::TAR_PACED), asking for each next chunk only
 /// once the last is on disk, for a transport that queues without limit (client memory
-/// stays flat); else plain [`TAR`](crate::backends::fs_scripts::TAR), for a transport that
+/// stays flat); else plain [`TAR`](super::scripts::TAR), for a transport that
 /// pushes back on its own (sandboxd's output credit), where `TAR_PACED`'s chunk files in a
 /// shared `/tmp` would be a name other commands could plant. File bytes written on the
 /// host are counted into `meter`.
@@ -159,7 +160,8 @@ pub(crate) async fn download_via_stream(
     paced: bool,
     meter: TransferMeter,
 ) -> Result<()> {
-    use crate::backends::fs_scripts::{PACE_CHUNK, STDERR_LIMIT, TAR, TAR_PACED, exec_failure};
+    use super::scripts::{PACE_CHUNK, TAR, TAR_PACED};
+    use crate::backends::file_errors::{STDERR_LIMIT, exec_failure};
     /// How many chunks may be in flight: what the host asks for ahead of what it wrote.
     const WINDOW: usize = 4;
     let script = if paced { TAR_PACED } else { TAR };

@@ -68,7 +68,7 @@ fn public_fns(block: &ItemImpl) -> Vec<&syn::ImplItemFn> {
 }
 
 fn async_impl_blocks() -> Vec<(String, ItemImpl)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/async");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/api");
     let mut blocks = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();

@@ -6,15 +6,11 @@
 //! committed page is out of date).
 
 mod args;
-mod bearer;
 mod bounds;
 mod commands;
-mod http_accept;
 mod image;
 mod inventory;
 mod mcp;
-mod mcp_http;
-mod mcp_sessions;
 #[cfg(test)]
 mod reference;
 

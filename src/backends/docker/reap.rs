@@ -52,7 +52,7 @@ pub(super) async fn reap(docker: &Docker, options: &ReapOptions) -> Result<ReapR
                 .names
                 .unwrap_or_default()
                 .iter()
-                .any(|n| n.trim_start_matches('/').starts_with(super::DETACHED_NAME_PREFIX));
+                .any(|n| n.trim_start_matches('/').starts_with(super::sandbox::DETACHED_NAME_PREFIX));
         let orphaned = options.owner_dead
             && !detached
             && tags.get(labels::OWNER).and_then(|o| Owner::parse(o)).and_then(|o| o.is_dead_here())
@@ -65,7 +65,7 @@ pub(super) async fn reap(docker: &Docker, options: &ReapOptions) -> Result<ReapR
             report.removed.push(id);
             continue;
         }
-        match docker.remove_container(&id, Some(super::force_remove())).await {
+        match docker.remove_container(&id, Some(super::create::force_remove())).await {
             Ok(()) => report.removed.push(id),
             Err(e) if matches!(status(&e), Some(404 | 409)) => {}
             Err(e) => return Err(provider("removing a container", e)),
@@ -123,7 +123,7 @@ pub(super) async fn sweep_unstarted(docker: &Docker) -> Result<usize> {
             .is_some_and(|c| c + 5 <= labels::unix_now());
         if dead == Some(true)
             && settled
-            && docker.remove_container(&id, Some(super::force_remove())).await.is_ok()
+            && docker.remove_container(&id, Some(super::create::force_remove())).await.is_ok()
         {
             removed += 1;
         }

@@ -1,5 +1,5 @@
 //! The private tokio runtime that drives bollard: a [`Portal`] (see
-//! `src/backends/portal.rs`) whose two worker threads are named `sandboxio-docker`.
+//! `src/backends/common/portal.rs`) whose two worker threads are named `sandboxio-docker`.
 //!
 //! bollard (through hyper) needs tokio; sandboxio's callers may run any executor, or none
 //! (the blocking facade). Every Docker operation is spawned onto this runtime and awaited
@@ -9,8 +9,8 @@
 
 use std::future::Future;
 
-use crate::backends::portal::Portal;
-pub(super) use crate::backends::portal::Task;
+use crate::backends::common::portal::Portal;
+pub(super) use crate::backends::common::portal::Task;
 use crate::error::Result;
 
 static PORTAL: Portal = Portal::new(super::SCHEME, "sandboxio-docker");

@@ -25,10 +25,10 @@ use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus, OutputChunk, StreamKind};
 use crate::secret::SecretString;
 
-/// The process-group wrapper every command runs under (see its documentation).
-pub(crate) use crate::backends::pgroup::WRAPPER;
-use crate::backends::pgroup::{KILL_MARKED, MARKER};
 use crate::backends::remote::kill_guard::{KillFuture, KillOnDrop, KillTarget};
+/// The process-group wrapper every command runs under (see its documentation).
+pub(crate) use crate::backends::remote::pgroup::WRAPPER;
+use crate::backends::remote::pgroup::{KILL_MARKED, MARKER};
 
 /// Kills every process group led by a child of pid `$1`, process group `$1` (the
 /// command's, when it leads it), then `$1` itself. The children's groups are found first,
@@ -91,9 +91,9 @@ pub(crate) fn start_request(
 }
 
 /// A new tag: envd's `ProcessSelector` name for the command, and its mark
-/// ([`MARKER`]), unguessable (see [`crate::backends::pgroup::new_mark`]).
+/// ([`MARKER`]), unguessable (see [`crate::backends::remote::pgroup::new_mark`]).
 pub(crate) fn next_tag() -> String {
-    format!("sandboxio-{}", crate::backends::pgroup::new_mark())
+    format!("sandboxio-{}", crate::backends::remote::pgroup::new_mark())
 }
 
 /// Kills the process tree of the command tagged `tag`: by pid `pid` when known
@@ -257,7 +257,7 @@ mod tests {
     use std::time::Duration;
 
     use super::KILL_TREE;
-    use crate::backends::pgroup::host;
+    use crate::backends::remote::pgroup::host;
 
     /// The command's group, and the group a child of it made for itself, both end under
     /// every shell on this host (dash and busybox refused `kill -KILL -- -PGID`, and the

@@ -86,8 +86,8 @@ mod wire;
 const SCHEME: &str = "e2b";
 
 /// The runtime every E2B request runs on (reqwest needs tokio; callers may not have it).
-static PORTAL: crate::backends::portal::Portal =
-    crate::backends::portal::Portal::new(SCHEME, "sandboxio-e2b");
+static PORTAL: crate::backends::common::portal::Portal =
+    crate::backends::common::portal::Portal::new(SCHEME, "sandboxio-e2b");
 
 mod cell;
 mod exec;

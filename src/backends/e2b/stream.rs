@@ -9,7 +9,7 @@ use super::envd::Envd;
 use super::exec;
 use super::process::ProcessEvent;
 use super::{PORTAL, SCHEME};
-use crate::backends::pumped::{ExitPumpEnds, Pumped, StdinOp};
+use crate::backends::common::pumped::{ExitPumpEnds, Pumped, StdinOp};
 use crate::backends::remote::stream::{RemoteExecStream, Terminate};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult};

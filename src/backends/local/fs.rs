@@ -4,19 +4,20 @@
 //! (read-only system directories, its workspace and `/tmp`), never on the host.
 //!
 //! `read`, `write`, `list`, `mkdir` and `remove` are sandboxd's own file requests
-//! ([`Agent`](crate::backends::agent::Agent)'s, bounded there); `upload` and `download`
+//! ([`Session`](crate::sandboxd::session::Session)'s, bounded there); `upload` and `download`
 //! stream one tar archive, one chunk at a time, through a `tar` command in the sandbox, and
 //! dropping one drops its stream, which kills its process.
 
 use std::path::Path;
 
 use crate::backend::{BackendExecStream, TransferMeter};
-use crate::backends::agent::Agent;
-use crate::backends::script_fs;
 use crate::error::{Error, Result};
 use crate::fs::DirEntry;
+use crate::sandboxd::session::Session;
+use crate::sandboxd::session::transfer;
 
-use super::{LocalSandbox, SCHEME, WORKDIR};
+use super::sandbox::LocalSandbox;
+use super::{SCHEME, WORKDIR};
 
 /// The workspace path `path` stands for, or `PermissionDenied` outside the workspace.
 fn workspace_path(path: &str) -> Result<String> {
@@ -28,10 +29,10 @@ fn workspace_path(path: &str) -> Result<String> {
     }
 }
 
-/// The sandbox's agent, once the sandbox is known to be alive (its TTL not passed).
-fn agent(sandbox: &LocalSandbox) -> Result<&Agent> {
+/// The sandbox's session, once the sandbox is known to be alive (its TTL not passed).
+fn session(sandbox: &LocalSandbox) -> Result<&Session> {
     sandbox.state.check_alive()?;
-    Ok(&sandbox.state.agent)
+    Ok(&sandbox.state.session)
 }
 
 /// Starts sandboxio's own commands (the archive scripts) through the session,
@@ -39,14 +40,14 @@ fn agent(sandbox: &LocalSandbox) -> Result<&Agent> {
 fn starter(sandbox: &LocalSandbox) -> impl crate::transfer::StartStream + '_ {
     move |command| {
         sandbox.state.check_alive()?;
-        let stream = sandbox.state.agent.stream_piped(&command, false)?;
+        let stream = sandbox.state.session.stream_piped(&command, false)?;
         Ok(Box::new(stream) as Box<dyn BackendExecStream>)
     }
 }
 
 pub(super) async fn read(sandbox: &LocalSandbox, path: &str, limit: u64) -> Result<Vec<u8>> {
     let abs = workspace_path(path)?;
-    agent(sandbox)?.read_file(&abs, limit).await
+    session(sandbox)?.read_file(&abs, limit).await
 }
 
 pub(super) async fn write(
@@ -59,17 +60,17 @@ pub(super) async fn write(
     if abs == WORKDIR {
         return Err(Error::IsADirectory { path: abs });
     }
-    agent(sandbox)?.write_file(&abs, &data, mode).await
+    session(sandbox)?.write_file(&abs, &data, mode).await
 }
 
 pub(super) async fn list(sandbox: &LocalSandbox, path: &str) -> Result<Vec<DirEntry>> {
     let abs = workspace_path(path)?;
-    agent(sandbox)?.list_dir(&abs).await
+    session(sandbox)?.list_dir(&abs).await
 }
 
 pub(super) async fn mkdir(sandbox: &LocalSandbox, path: &str) -> Result<()> {
     let abs = workspace_path(path)?;
-    agent(sandbox)?.make_dir(&abs).await
+    session(sandbox)?.make_dir(&abs).await
 }
 
 pub(super) async fn remove(sandbox: &LocalSandbox, path: &str, recursive: bool) -> Result<()> {
@@ -77,7 +78,7 @@ pub(super) async fn remove(sandbox: &LocalSandbox, path: &str, recursive: bool) 
     if abs == WORKDIR {
         return Err(Error::PermissionDenied { path: abs });
     }
-    agent(sandbox)?.remove_path(&abs, recursive).await
+    session(sandbox)?.remove_path(&abs, recursive).await
 }
 
 pub(super) async fn upload(
@@ -87,7 +88,7 @@ pub(super) async fn upload(
     meter: TransferMeter,
 ) -> Result<()> {
     let abs = workspace_path(path)?;
-    script_fs::upload(starter(sandbox), SCHEME, host_path, &abs, WORKDIR, meter).await
+    transfer::upload(starter(sandbox), SCHEME, host_path, &abs, WORKDIR, meter).await
 }
 
 pub(super) async fn download(
@@ -99,5 +100,5 @@ pub(super) async fn download(
 ) -> Result<()> {
     let abs = workspace_path(path)?;
     // sandboxd sends output only within the host's credit: no pacing needed.
-    script_fs::download(starter(sandbox), SCHEME, (&abs, WORKDIR), host_path, budget, false, meter).await
+    transfer::download(starter(sandbox), SCHEME, (&abs, WORKDIR), host_path, budget, false, meter).await
 }

@@ -23,7 +23,7 @@
 //!
 //! **The setup window.** bwrap's stdin and stdout are the session's socket (one end of a
 //! Unix socket pair, so that sandboxd can hand files over to the owner; see
-//! `agent/fs.rs`). Nothing runs in
+//! `sandboxd/session/fs.rs`). Nothing runs in
 //! the sandbox before sandboxd reads the owner's `Hello` from them; an owner that dies
 //! during the setup closes them first, and sandboxd, reading end-of-file, ends at once.
 //! Nothing here asks for a parent-death signal: the session is the owner link, and a
@@ -33,9 +33,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command as OsCommand, Stdio};
 use std::time::Duration;
 
+use crate::error::Error;
 use crate::policy::NetworkPolicy;
 
-use super::WORKDIR;
+use super::{SCHEME, WORKDIR};
 
 /// Where sandboxd is bound in every local sandbox.
 pub(super) const SANDBOXD_PATH: &str = "/.sandboxio/sandboxd";
@@ -200,6 +201,21 @@ pub(super) fn processes_in(namespace: u64) -> Vec<String> {
             (comm != "sandboxd").then(|| format!("pid {pid} ({comm})"))
         })
         .collect()
+}
+
+/// The error for a `bwrap` that cannot be started: `Configuration` naming the package when
+/// it is missing.
+pub(super) fn spawn_error(bwrap: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return Error::Configuration {
+            message: format!(
+                "bwrap (bubblewrap) is not installed at {}; install Debian's `bubblewrap` package, or use docker://",
+                bwrap.display()
+            ),
+            source: Some(Box::new(e)),
+        };
+    }
+    Error::provider(SCHEME, format!("cannot start {}", bwrap.display()), e)
 }
 
 #[cfg(test)]

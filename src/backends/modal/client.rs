@@ -448,9 +448,9 @@ fn finished(result: &GenericResult) -> bool {
 }
 
 /// 128 random bits as hex: the idempotency key of one call, and the exec id of a command
-/// (also its mark, [`crate::backends::pgroup::MARKER`]).
+/// (also its mark, [`crate::backends::remote::pgroup::MARKER`]).
 pub(crate) fn idempotency_key() -> String {
-    crate::backends::pgroup::new_mark()
+    crate::backends::remote::pgroup::new_mark()
 }
 
 #[cfg(test)]

@@ -20,9 +20,9 @@ use std::time::Instant;
 
 use super::PORTAL;
 use super::router::{self, Fd, Router};
-use crate::backends::pgroup::WRAPPER;
-pub(crate) use crate::backends::pgroup::{KILL_MARKED, MARKER};
 use crate::backends::remote::kill_guard::{KillFuture, KillOnDrop, KillTarget};
+use crate::backends::remote::pgroup::WRAPPER;
+pub(crate) use crate::backends::remote::pgroup::{KILL_MARKED, MARKER};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, ExitStatus};
 use crate::secret::SecretString;

@@ -1,4 +1,4 @@
-//! Files on `modal://`: the shared file scripts ([`crate::backends::fs_scripts`]) run as
+//! Files on `modal://`: the shared file scripts ([`crate::backends::file_scripts`]) run as
 //! execs through the command router, as the sandbox's user, so links, permissions and
 //! mounts are the sandbox's own. The trimmed protocol carries no file service of its own:
 //! the router's exec is the one path, and every byte it returns is bounded here (a read by
@@ -8,7 +8,8 @@
 use super::SCHEME;
 use super::exec::{WORKDIR, marked_helper};
 use super::router::Router;
-use crate::backends::fs_scripts::{self, LIST, LIST_LIMIT, MKDIR, READ, REMOVE, WRITE};
+use crate::backends::file_errors::LIST_LIMIT;
+use crate::backends::file_scripts::{self, LIST, MKDIR, READ, REMOVE, WRITE};
 use crate::error::{Error, Result};
 use crate::exec::ExitStatus;
 use crate::fs::DirEntry;
@@ -39,7 +40,7 @@ pub(super) async fn read(router: &Router, path: &str, limit: u64) -> Result<Vec<
     let abs = absolute(path);
     let take = limit.saturating_add(1).to_string();
     let (code, out, err) = fs_exec(router, READ, &[&abs, &take], None, limit).await?;
-    fs_scripts::read_outcome(SCHEME, abs, limit, code, out, &err)
+    file_scripts::read_outcome(SCHEME, abs, limit, code, out, &err)
 }
 
 pub(super) async fn write(router: &Router, path: &str, data: Vec<u8>, mode: Option<u32>) -> Result<()> {
@@ -49,19 +50,19 @@ pub(super) async fn write(router: &Router, path: &str, data: Vec<u8>, mode: Opti
     }
     let mode = format!("{:o}", mode.unwrap_or(0o644) & 0o777);
     let (code, _, err) = fs_exec(router, WRITE, &[&abs, &mode], Some(&data), 0).await?;
-    fs_scripts::write_outcome(SCHEME, abs, code, &err)
+    file_scripts::write_outcome(SCHEME, abs, code, &err)
 }
 
 pub(super) async fn list(router: &Router, path: &str) -> Result<Vec<DirEntry>> {
     let abs = absolute(path);
     let (code, out, err) = fs_exec(router, LIST, &[&abs], None, LIST_LIMIT).await?;
-    fs_scripts::list_outcome(SCHEME, abs, code, &out, &err)
+    file_scripts::list_outcome(SCHEME, abs, code, &out, &err)
 }
 
 pub(super) async fn mkdir(router: &Router, path: &str) -> Result<()> {
     let abs = absolute(path);
     let (code, _, err) = fs_exec(router, MKDIR, &[&abs], None, 0).await?;
-    fs_scripts::mkdir_outcome(SCHEME, &abs, code, &err)
+    file_scripts::mkdir_outcome(SCHEME, &abs, code, &err)
 }
 
 pub(super) async fn remove(router: &Router, path: &str, recursive: bool) -> Result<()> {
@@ -71,5 +72,5 @@ pub(super) async fn remove(router: &Router, path: &str, recursive: bool) -> Resu
     }
     let flag = if recursive { "1" } else { "0" };
     let (code, _, err) = fs_exec(router, REMOVE, &[&abs, flag], None, 0).await?;
-    fs_scripts::remove_outcome(SCHEME, abs, code, &err)
+    file_scripts::remove_outcome(SCHEME, abs, code, &err)
 }

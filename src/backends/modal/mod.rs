@@ -109,8 +109,8 @@ use sandbox::{ModalSandbox, Shared};
 const SCHEME: &str = "modal";
 
 /// The runtime every Modal call runs on (tonic needs tokio; callers may not have it).
-static PORTAL: crate::backends::portal::Portal =
-    crate::backends::portal::Portal::new(SCHEME, "sandboxio-modal");
+static PORTAL: crate::backends::common::portal::Portal =
+    crate::backends::common::portal::Portal::new(SCHEME, "sandboxio-modal");
 
 /// What `modal://` declares (see [`crate::backends::capabilities::MODAL`]).
 const CAPABILITIES: Capabilities = crate::backends::capabilities::MODAL;

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::exec::{self, SandboxEnv};
 use super::router::{Fd, Router};
 use super::{PORTAL, SCHEME};
-use crate::backends::pumped::{ExitPumpEnds, Pumped, StdinOp};
+use crate::backends::common::pumped::{ExitPumpEnds, Pumped, StdinOp};
 use crate::backends::remote::stream::{RemoteExecStream, Terminate};
 use crate::error::{Error, Result};
 use crate::exec::{Command, ExecResult, OutputChunk, StreamKind};

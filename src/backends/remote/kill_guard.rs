@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::backends::portal::Portal;
+use crate::backends::common::portal::Portal;
 use crate::error::Result;
 
 /// The longest a kill sent on drop may take; past it, it is given up with a warning.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::backends::portal::{Portal, Task};
+use crate::backends::common::portal::{Portal, Task};
 use crate::error::{Error, Result};
 
 /// The flags and keepalive of one sandbox, shared by all its handles.

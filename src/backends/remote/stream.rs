@@ -6,8 +6,8 @@ use std::task::{Context, Poll};
 
 use super::kill_guard::KillFuture;
 use crate::backend::{BackendExecStream, BoxFuture};
-use crate::backends::portal::Portal;
-use crate::backends::pumped::Pumped;
+use crate::backends::common::portal::Portal;
+use crate::backends::common::pumped::Pumped;
 use crate::error::{Error, Result};
 use crate::exec::{ExecResult, OutputChunk};
 
