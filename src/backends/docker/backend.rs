@@ -25,8 +25,8 @@ use super::{CAPABILITIES, SCHEME, connect, create, reap, rt, sandbox, sandboxd_p
 /// standard library but the parts Debian packages apart: `ensurepip`/`venv`, `lib2to3`,
 /// `idlelib`, `dbm.gnu`) and its numpy, pandas and matplotlib packages, `MPLBACKEND=Agg` in
 /// the environment, user `sandbox` (uid 1000) in `/workspace`. So `run_code` is a code
-/// interpreter out of the box, with sandboxd baked in (see [`sandboxd_id`]); README's
-/// "Docker images" gives its size.
+/// interpreter out of the box, with sandboxd baked in (see [`sandboxd_id`]); `docs/backends/docker.md`
+/// ("Docker images") gives its size.
 pub const DEFAULT_IMAGE: &str = "sandboxio/python:2";
 
 /// `<protocol>:<sha256>` of the sandboxd this build embeds (`None`: it embeds none): the
