@@ -79,7 +79,7 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// An session over `client` (greeted already) for sandbox `id`.
+    /// A session over `client` (greeted already) for sandbox `id`.
     pub(crate) fn new(
         client: Client,
         scheme: &'static str,
