@@ -113,7 +113,12 @@ pub(super) fn install(root: &Path) -> Result<Option<PathBuf>> {
     }
     let write_error = |e| Error::provider(super::SCHEME, "cannot write the seccomp filter", e);
     std::fs::create_dir_all(root).map_err(write_error)?;
-    let tmp = root.join(format!(".seccomp-{}.tmp", std::process::id()));
+    // A name of this call's own: creates that start together in one process each write the
+    // file (the first soak cycle lost a create when two shared `.seccomp-<pid>.tmp` and one
+    // renamed it away under the other).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = root.join(format!(".seccomp-{}-{n}.tmp", std::process::id()));
     std::fs::write(&tmp, &bytes).map_err(write_error)?;
     // Readable by the uid a root caller's sandboxes run as (its `sh` opens the file).
     std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644))
@@ -124,6 +129,20 @@ pub(super) fn install(root: &Path) -> Result<Option<PathBuf>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn creates_that_start_together_each_install_the_filter() {
+        let root = std::env::temp_dir().join(format!("sandboxio-seccomp-race-{}", std::process::id()));
+        for _ in 0..20 {
+            let _ = std::fs::remove_dir_all(&root);
+            std::thread::scope(|s| {
+                for _ in 0..8 {
+                    s.spawn(|| super::install(&root).expect("a create installing the filter"));
+                }
+            });
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn the_filter_compiles_where_there_is_one() {
         if let Some(bytes) = super::program().unwrap() {
