@@ -99,6 +99,9 @@ pub(super) fn program() -> Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
+/// Numbers the temporary files [`install`] writes, so that each call has its own.
+static NEXT_TMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Writes the filter under `root` (once; the content never changes within a version) and
 /// returns its path, or `None` where there is no filter.
 ///
@@ -116,8 +119,7 @@ pub(super) fn install(root: &Path) -> Result<Option<PathBuf>> {
     // A name of this call's own: creates that start together in one process each write the
     // file (the first soak cycle lost a create when two shared `.seccomp-<pid>.tmp` and one
     // renamed it away under the other).
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let n = NEXT_TMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = root.join(format!(".seccomp-{}-{n}.tmp", std::process::id()));
     std::fs::write(&tmp, &bytes).map_err(write_error)?;
     // Readable by the uid a root caller's sandboxes run as (its `sh` opens the file).
