@@ -394,7 +394,8 @@ fn an_owned_sandbox_has_its_ttl_renewed_while_its_handle_lives() {
     let stub = e2b_stub::Stub::start();
     // The real lease (`OWNER_TTL`) renewed every second instead of every `KEEPALIVE_EVERY`
     // (30 s): the same renewal path, without holding the test binary for half a minute.
-    let backend = stub.backend().with_owner_lease(sandboxio::backends::e2b::OWNER_TTL, Duration::from_secs(1));
+    let backend =
+        stub.backend().with_owner_lease(sandboxio::backends::e2b::OWNER_TTL, Duration::from_secs(1));
     block_on(async {
         let sandbox = sandbox(backend).await;
         let held = stub.state.sandbox(sandbox.id()).unwrap();

@@ -8,12 +8,21 @@
 //! refusal). Every failure is an MCP tool error (`isError: true`) carrying the sandboxio
 //! code and message, never a protocol error or a crash.
 //!
+//! What an agent reads is bounded and says so: each stream's head and tail within the
+//! operator's `--output-limit`, with a line saying what was cut and where the whole of it
+//! is ([`output`]); every command and cell has a timeout, the operator's
+//! (`--exec-timeout`, `--cell-timeout`) unless the call asks for less ([`Bounds`]); and
+//! `run_code` keeps its state from call to call in one Python session per sandbox
+//! ([`python`]).
+//!
 //! The HTTP transport is in [`http`] (its accept loop in [`accept`], its bearer token in
 //! [`bearer`], its sessions in [`sessions`]).
 
 mod accept;
 mod bearer;
 mod http;
+pub mod output;
+mod python;
 mod sessions;
 
 use std::collections::BTreeMap;
@@ -26,14 +35,17 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
-use sandboxio::{Capabilities, Code, Command, Error, ExecResult, FileKind, MimeBundle, Sandbox};
+use sandboxio::{
+    Capabilities, Code, Command, Error, ErrorCode, ExitStatus, FileKind, MimeBundle, Sandbox, StreamKind,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use crate::args::{McpArgs, SandboxOpts, Transport, parse_network};
 use crate::bounds::Bounds;
-use crate::commands::{Within as _, create_sandbox};
+use crate::commands::create_sandbox;
+use output::{Capture, Saved};
 
 /// Which capability each tool needs; a tool whose capability the backend lacks is not
 /// registered.
@@ -44,6 +56,8 @@ pub const TOOL_NEEDS: &[(&str, Capabilities)] = &[
     ("extend_sandbox", Capabilities::EXTEND_TTL),
     ("run_command", Capabilities::RUN),
     ("run_code", Capabilities::RUN_CODE),
+    ("interrupt_code", Capabilities::STATEFUL_CODE),
+    ("restart_python", Capabilities::STATEFUL_CODE),
     ("read_file", Capabilities::FILESYSTEM),
     ("write_file", Capabilities::FILESYSTEM),
     ("list_files", Capabilities::FILESYSTEM),
@@ -83,7 +97,8 @@ pub struct RunCommandParams {
     pub sandbox_id: String,
     /// The command, run by `sh -c` in the sandbox.
     pub command: String,
-    /// Kill it after this many seconds (0: at once; over 30 days counts as 30 days).
+    /// Kill it after this many seconds (0: at once). At most the operator's timeout, which
+    /// is also the default (60 s unless the operator set another).
     pub timeout_seconds: Option<u64>,
 }
 
@@ -94,7 +109,8 @@ pub struct RunCodeParams {
     pub sandbox_id: String,
     /// A Python cell; its last expression's value comes back as a rich result.
     pub code: String,
-    /// Interrupt it after this many seconds (0: at once; over 30 days counts as 30 days).
+    /// Interrupt it after this many seconds (0: at once). At most the operator's timeout,
+    /// which is also the default (60 s unless the operator set another).
     pub timeout_seconds: Option<u64>,
 }
 
@@ -118,13 +134,21 @@ pub struct WriteFileParams {
     pub content: String,
 }
 
+/// One of the client's sandboxes and its Python session.
+struct Held {
+    sandbox: Sandbox,
+    python: python::Python,
+}
+
 /// The server: the configured backend and bounds, and the client's sandboxes by id.
 #[derive(Clone)]
 pub struct SandboxServer {
     dsn: Arc<str>,
     opts: Arc<SandboxOpts>,
     bounds: Arc<Bounds>,
-    sandboxes: Arc<Mutex<BTreeMap<String, Arc<Sandbox>>>>,
+    /// Each stream's budget in what a tool returns, in bytes (`--output-limit`).
+    output_limit: usize,
+    sandboxes: Arc<Mutex<BTreeMap<String, Arc<Held>>>>,
     /// Creates under way: they count against the bound, so the map is not held while the
     /// backend creates (a slow create would stall every other call of the session).
     creating: Arc<AtomicUsize>,
@@ -150,25 +174,63 @@ fn tool_error(e: &Error) -> CallToolResult {
     result
 }
 
-/// Output under a header naming its stream: `--- stdout ---\nhi\n`.
-fn labelled(stream: &str, bytes: &[u8]) -> String {
-    format!("--- {stream} ---\n{}", String::from_utf8_lossy(bytes))
-}
-
-fn exec_text(result: &ExecResult) -> String {
-    let status = match (result.status.code(), result.status.signal()) {
+/// A command's end as the first line of its answer.
+fn status_text(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit code {code}"),
         (None, Some(signal)) => format!("killed by signal {signal}"),
         (None, None) => "ended".to_owned(),
-    };
-    let mut text = status;
-    for (name, bytes) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
-        if !bytes.is_empty() {
-            text.push('\n');
-            text.push_str(&labelled(name, bytes));
+    }
+}
+
+/// stdout and stderr of a command or a cell, each within its budget.
+struct Outputs {
+    stdout: Capture,
+    stderr: Capture,
+}
+
+impl Outputs {
+    fn new(limit: usize) -> Self {
+        Outputs { stdout: Capture::new(limit), stderr: Capture::new(limit) }
+    }
+
+    fn push(&mut self, chunk: &sandboxio::OutputChunk) {
+        match chunk.stream {
+            StreamKind::Stdout => self.stdout.push(&chunk.data),
+            StreamKind::Stderr => self.stderr.push(&chunk.data),
         }
     }
-    text
+
+    /// Each non-empty stream under its header; the whole of a cut one is first copied into
+    /// the sandbox, and its marker says where.
+    async fn render(&self, sandbox: &Sandbox) -> Vec<String> {
+        let mut texts = Vec::new();
+        for (name, capture) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            if capture.total() == 0 {
+                continue;
+            }
+            let saved = match capture.spool() {
+                Some(spool) => Some(save(sandbox, name, spool).await),
+                None => None,
+            };
+            texts.push(output::render(name, capture, saved.as_ref()));
+        }
+        texts
+    }
+}
+
+/// Copies a spooled stream into the sandbox, under [`output::SAVED_DIR`].
+async fn save(sandbox: &Sandbox, stream: &str, spool: &output::Spool) -> Saved {
+    let path = output::saved_path(stream);
+    let copied = async {
+        sandbox.fs().mkdir(output::SAVED_DIR).await?;
+        sandbox.fs().upload(spool.path(), &path).await
+    };
+    match (copied.await, spool.stopped()) {
+        (Ok(()), None) => Saved::Whole(path),
+        (Ok(()), Some(why)) => Saved::Part { path, bytes: spool.written(), why: why.to_owned() },
+        (Err(e), _) => Saved::Nowhere(format!("copying it into the sandbox failed: {e}")),
+    }
 }
 
 /// A rich result as MCP content: images as image content, HTML and other text as text.
@@ -219,11 +281,14 @@ impl SandboxServer {
             max_ttl,
             max_sandboxes,
             max_read: crate::bounds::DEFAULT_MAX_READ,
+            exec_timeout: Duration::from_secs(crate::bounds::DEFAULT_TIMEOUT_SECS),
+            cell_timeout: Duration::from_secs(crate::bounds::DEFAULT_TIMEOUT_SECS),
         };
         Ok(SandboxServer {
             dsn: Arc::from(dsn),
             opts: Arc::new(opts),
             bounds: Arc::new(bounds),
+            output_limit: 1024 * usize::try_from(output::DEFAULT_OUTPUT_LIMIT_KIB).unwrap_or(32),
             sandboxes: Arc::new(Mutex::new(BTreeMap::new())),
             creating: Arc::new(AtomicUsize::new(0)),
             tool_router,
@@ -237,6 +302,23 @@ impl SandboxServer {
         self
     }
 
+    /// The same server giving commands and cells at most these timeouts, and these when a
+    /// call gives none.
+    #[must_use]
+    pub fn with_timeouts(mut self, exec: Duration, cell: Duration) -> Self {
+        let bounds = Arc::make_mut(&mut self.bounds);
+        (bounds.exec_timeout, bounds.cell_timeout) = (exec, cell);
+        self
+    }
+
+    /// The same server returning at most `bytes` of each stream of a command or a cell
+    /// (head and tail; the rest is copied into the sandbox and the answer says where).
+    #[must_use]
+    pub fn with_output_limit(mut self, bytes: usize) -> Self {
+        self.output_limit = bytes.max(2);
+        self
+    }
+
     /// The names of the registered tools, in order.
     #[cfg(test)]
     pub fn tool_names(&self) -> Vec<String> {
@@ -246,8 +328,8 @@ impl SandboxServer {
         names
     }
 
-    /// The client's sandbox `id`.
-    async fn sandbox(&self, id: &str) -> sandboxio::Result<Arc<Sandbox>> {
+    /// The client's sandbox `id`, with its Python session.
+    async fn held(&self, id: &str) -> sandboxio::Result<Arc<Held>> {
         self.sandboxes.lock().await.get(id).cloned().ok_or_else(|| {
             Error::sandbox_gone(id, "it is not one of this session's sandboxes (list_sandboxes names them)")
         })
@@ -256,8 +338,8 @@ impl SandboxServer {
     /// Kills every sandbox of the client.
     pub async fn end_session(&self) {
         let sandboxes = std::mem::take(&mut *self.sandboxes.lock().await);
-        for (id, sandbox) in sandboxes {
-            if let Err(e) = sandbox.kill().await {
+        for (id, held) in sandboxes {
+            if let Err(e) = held.sandbox.kill().await {
                 eprintln!("sandboxio mcp: killing sandbox {}: {e}", sandboxio::text::escape(&id));
             }
         }
@@ -288,7 +370,7 @@ impl SandboxServer {
             let sandbox = create_sandbox(&self.dsn, &opts, false, Some(ttl)).await?;
             let id = sandbox.id().to_owned();
             let mut sandboxes = self.sandboxes.lock().await;
-            sandboxes.insert(id.clone(), Arc::new(sandbox));
+            sandboxes.insert(id.clone(), Arc::new(Held { sandbox, python: python::Python::default() }));
             drop(slot);
             Ok::<_, Error>((id, ttl))
         };
@@ -306,8 +388,8 @@ impl SandboxServer {
     #[tool(description = "Kill one of this session's sandboxes by id.")]
     async fn kill_sandbox(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
         let kill = async {
-            let sandbox = self.sandbox(&p.sandbox_id).await?;
-            sandbox.kill().await?;
+            let held = self.held(&p.sandbox_id).await?;
+            held.sandbox.kill().await?;
             self.sandboxes.lock().await.remove(&p.sandbox_id);
             Ok::<_, Error>(())
         };
@@ -331,7 +413,7 @@ impl SandboxServer {
     async fn extend_sandbox(&self, Parameters(p): Parameters<ExtendParams>) -> CallToolResult {
         let extend = async {
             let ttl = self.bounds.ttl(Some(p.ttl_seconds))?;
-            self.sandbox(&p.sandbox_id).await?.extend_ttl(ttl).await
+            self.held(&p.sandbox_id).await?.sandbox.extend_ttl(ttl).await
         };
         match extend.await {
             Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!(
@@ -343,45 +425,127 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Run a shell command (sh -c) in one of this session's sandboxes. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error."
+        description = "Run a shell command (sh -c) in one of this session's sandboxes. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error. Each stream shows at most its first and last few KiB: a longer one says how much was cut and the file in the sandbox that holds all of it. The command is killed after timeout_seconds (default and most: the operator's, 60 s unless set), and then the answer says so and shows the output so far."
     )]
     async fn run_command(&self, Parameters(p): Parameters<RunCommandParams>) -> CallToolResult {
         let run = async {
-            self.sandbox(&p.sandbox_id).await?.run(Command::shell(p.command).within(p.timeout_seconds)).await
+            let held = self.held(&p.sandbox_id).await?;
+            let timeout = self.bounds.exec_timeout(p.timeout_seconds)?;
+            let mut stream = held.sandbox.stream(Command::shell(p.command).timeout(timeout))?;
+            let mut outputs = Outputs::new(self.output_limit);
+            // The stream's one error item ends it; `wait` then gives that error again.
+            while let Some(Ok(chunk)) = stream.next_chunk().await {
+                outputs.push(&chunk);
+            }
+            let ended = stream.wait().await;
+            Ok::<_, Error>((held, ended, outputs))
         };
-        match run.await {
-            Ok(result) => CallToolResult::success(vec![ContentBlock::text(exec_text(&result))]),
-            Err(e) => tool_error(&e),
+        let (held, ended, outputs) = match run.await {
+            Ok(ran) => ran,
+            Err(e) => return tool_error(&e),
+        };
+        let first = match &ended {
+            Ok(result) => status_text(result.status),
+            Err(e) if e.code() == ErrorCode::ExecutionTimeout => {
+                format!("timed out: {e}; the command was killed. Its output until then:")
+            }
+            Err(e) => return tool_error(e),
+        };
+        let mut text = first;
+        for part in outputs.render(&held.sandbox).await {
+            text.push('\n');
+            text.push_str(&part);
+        }
+        match ended {
+            Ok(_) => CallToolResult::success(vec![ContentBlock::text(text)]),
+            Err(e) => {
+                let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+                result.structured_content =
+                    Some(serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }));
+                result
+            }
         }
     }
 
     #[tool(
-        description = "Run a Python cell in one of this session's sandboxes. Returns stdout and stderr as text, and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback."
+        description = "Run a Python cell in one of this session's sandboxes. The sandbox keeps one Python session: variables, imports and definitions persist from one run_code call to the next, as in a notebook, until restart_python (on backends without stateful code each cell runs alone, and the answer says so). Returns stdout and stderr as text (each at most its first and last few KiB; a longer one says how much was cut and the file in the sandbox that holds all of it), and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback. A cell running past timeout_seconds (default and most: the operator's, 60 s unless set) is interrupted (KeyboardInterrupt) and the session keeps its state; if the interpreter had to be killed, the answer says the state is lost."
     )]
     async fn run_code(&self, Parameters(p): Parameters<RunCodeParams>) -> CallToolResult {
         let run = async {
-            // The cell keeps at most --max-read of output and rich results: the answer holds
-            // them two or three times over (content, then its JSON).
+            let held = self.held(&p.sandbox_id).await?;
+            let timeout = self.bounds.cell_timeout(p.timeout_seconds)?;
+            // Rich results keep at most --max-read: the answer holds them two or three times
+            // over (content, then its JSON).
             let limit = usize::try_from(self.bounds.max_read).unwrap_or(usize::MAX);
-            let code = Code::new(p.code).within(p.timeout_seconds).output_limit(limit);
-            self.sandbox(&p.sandbox_id).await?.run_code(code).await
+            let cell = held.python.cell(&held.sandbox).await?;
+            let mut code = Code::new(p.code).timeout(timeout).output_limit(limit);
+            if let python::Cell::InContext(ctx) = &cell {
+                code = code.in_context(ctx);
+            }
+            let mut stream = held.sandbox.run_code_stream(code)?;
+            let mut outputs = Outputs::new(self.output_limit);
+            while let Some(Ok(chunk)) = stream.next_chunk().await {
+                outputs.push(&chunk);
+            }
+            let ended = stream.wait().await;
+            Ok::<_, Error>((held, cell, ended, outputs))
         };
-        let result = match run.await {
-            Ok(result) => result,
+        let (held, cell, ended, outputs) = match run.await {
+            Ok(ran) => ran,
             Err(e) => return tool_error(&e),
         };
         let mut content = Vec::new();
-        for (name, bytes) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
-            if !bytes.is_empty() {
-                content.push(ContentBlock::text(labelled(name, bytes)));
-            }
+        if let python::Cell::Alone = cell {
+            content.push(ContentBlock::text(
+                "(this backend keeps no Python state between cells: this cell ran on its own)",
+            ));
         }
+        let timed_out = match (&ended, &cell) {
+            (Err(e), python::Cell::InContext(ctx)) if e.code() == ErrorCode::ExecutionTimeout => {
+                let kept = held.python.survived(&held.sandbox, ctx).await;
+                Some(if kept {
+                    format!(
+                        "timed out: {e}; the cell was interrupted and the Python session keeps its state. Its output until then:"
+                    )
+                } else {
+                    format!(
+                        "timed out: {e}; the interpreter did not stop on the interrupt and was killed, so the Python session's state is lost: call restart_python for a fresh one. Its output until then:"
+                    )
+                })
+            }
+            (Err(e), python::Cell::Alone) if e.code() == ErrorCode::ExecutionTimeout => {
+                Some(format!("timed out: {e}. Its output until then:"))
+            }
+            (Err(e), python::Cell::InContext(ctx)) => {
+                if held.python.after(ctx, Some(e)).await {
+                    return tool_error(&python::lost_error(&e.to_string()));
+                }
+                return tool_error(e);
+            }
+            (Err(e), python::Cell::Alone) => return tool_error(e),
+            (Ok(_), _) => None,
+        };
+        if let Some(said) = &timed_out {
+            content.push(ContentBlock::text(said.clone()));
+        }
+        for part in outputs.render(&held.sandbox).await {
+            content.push(ContentBlock::text(part));
+        }
+        let result = match ended {
+            Ok(result) => result,
+            Err(e) => {
+                let mut result = CallToolResult::error(content);
+                result.structured_content =
+                    Some(serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }));
+                return result;
+            }
+        };
         for bundle in &result.results {
             content.extend(bundle_content(bundle));
         }
         if result.truncated {
             content.push(ContentBlock::text(format!(
-                "[truncated: the cell's output and rich results past the server's {} bytes (--max-read) were dropped]",
+                "[truncated: the cell's rich results past the server's {} bytes (--max-read) were dropped]",
                 self.bounds.max_read
             )));
         }
@@ -400,18 +564,66 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Read a file of one of this session's sandboxes. Text comes back as text; other bytes as base64."
+        description = "Interrupt the Python cell running in one of this session's sandboxes (as Ctrl-C would: the cell gets KeyboardInterrupt, its run_code returns with it, and the session keeps its state). With no cell running, nothing happens."
+    )]
+    async fn interrupt_code(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
+        let interrupt = async {
+            let held = self.held(&p.sandbox_id).await?;
+            held.python.interrupt(&held.sandbox).await
+        };
+        match interrupt.await {
+            Ok(said) => CallToolResult::success(vec![ContentBlock::text(said)]),
+            Err(e) => tool_error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Start a fresh Python session in one of this session's sandboxes: every variable, import and definition of earlier cells is dropped (files stay). Needed after a session was lost; the next run_code runs in the fresh one."
+    )]
+    async fn restart_python(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
+        let restart = async {
+            let held = self.held(&p.sandbox_id).await?;
+            held.python.restart(&held.sandbox).await
+        };
+        match restart.await {
+            Ok(()) => CallToolResult::success(vec![ContentBlock::text(
+                "a fresh Python session is ready: earlier variables and imports are gone",
+            )]),
+            Err(e) => tool_error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Read a file of one of this session's sandboxes. Text comes back as text, at most its first and last few KiB: a longer file says how much was cut (read parts of it with run_command: sed -n, grep, head -c, tail -c). Bytes that are not UTF-8 come back as base64, said so on the first line."
     )]
     async fn read_file(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
         let read = async {
-            self.sandbox(&p.sandbox_id).await?.fs().read_limit(self.bounds.max_read).read(&p.path).await
+            self.held(&p.sandbox_id).await?.sandbox.fs().read_limit(self.bounds.max_read).read(&p.path).await
         };
         match read.await {
             Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+                Ok(text) if text.len() <= self.output_limit => {
+                    CallToolResult::success(vec![ContentBlock::text(text)])
+                }
+                Ok(text) => {
+                    let mut capture = Capture::unspooled(self.output_limit);
+                    capture.push(text.as_bytes());
+                    let shown = output::render(&p.path, &capture, Some(&Saved::Whole(p.path.clone())));
+                    CallToolResult::success(vec![ContentBlock::text(shown)])
+                }
                 Err(e) => {
                     let bytes = e.into_bytes();
                     let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                    if encoded.len() > self.output_limit {
+                        return CallToolResult::success(vec![ContentBlock::text(format!(
+                            "(not UTF-8: {} bytes, whose base64 ({} bytes) is over this server's output limit of {} bytes: \
+                             look at parts of it with run_command, e.g. od -A d -t x1 -N 256 {path} or base64 {path} | head -c 4000)",
+                            bytes.len(),
+                            encoded.len(),
+                            self.output_limit,
+                            path = p.path
+                        ))]);
+                    }
                     CallToolResult::success(vec![ContentBlock::text(format!(
                         "(not UTF-8: {} bytes, base64)\n{encoded}",
                         bytes.len()
@@ -425,7 +637,7 @@ impl SandboxServer {
     #[tool(description = "Write a text file in this session's sandbox, creating or replacing it.")]
     async fn write_file(&self, Parameters(p): Parameters<WriteFileParams>) -> CallToolResult {
         let len = p.content.len();
-        let write = async { self.sandbox(&p.sandbox_id).await?.fs().write(&p.path, p.content).await };
+        let write = async { self.held(&p.sandbox_id).await?.sandbox.fs().write(&p.path, p.content).await };
         match write.await {
             Ok(()) => {
                 CallToolResult::success(vec![ContentBlock::text(format!("wrote {len} bytes to {}", p.path))])
@@ -438,7 +650,7 @@ impl SandboxServer {
         description = "List a directory of this session's sandbox: one entry a line, directories with a trailing slash, files with their size."
     )]
     async fn list_files(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
-        let list = async { self.sandbox(&p.sandbox_id).await?.fs().list(&p.path).await };
+        let list = async { self.held(&p.sandbox_id).await?.sandbox.fs().list(&p.path).await };
         match list.await {
             Ok(entries) => {
                 let lines: Vec<String> = entries
@@ -459,7 +671,7 @@ impl SandboxServer {
 #[tool_handler(
     router = self.tool_router,
     name = "sandboxio",
-    instructions = "Runs commands and Python code in sandboxes: create_sandbox returns an id that every other tool takes; the session's sandboxes are removed when it ends. The operator chose the backend and the widest network policy, TTL and number of sandboxes."
+    instructions = "Runs commands and Python code in sandboxes: create_sandbox returns an id that every other tool takes; the session's sandboxes are removed when it ends. Each sandbox keeps one Python session: run_code cells share variables and imports until restart_python. Long output comes back as its head and tail, with a line naming the file in the sandbox that holds all of it. Commands and cells end at the operator's timeout unless the call asks for less. The operator chose the backend and the widest network policy, TTL and number of sandboxes."
 )]
 impl ServerHandler for SandboxServer {}
 
@@ -468,7 +680,10 @@ impl ServerHandler for SandboxServer {}
 pub async fn serve(args: McpArgs) -> i32 {
     let max_ttl = Duration::from_secs(args.max_ttl);
     let server = match SandboxServer::new(&args.dsn, args.sandbox, max_ttl, args.max_sandboxes) {
-        Ok(server) => server.with_max_read(args.max_read.saturating_mul(1024 * 1024)),
+        Ok(server) => server
+            .with_max_read(args.max_read.saturating_mul(1024 * 1024))
+            .with_timeouts(Duration::from_secs(args.exec_timeout), Duration::from_secs(args.cell_timeout))
+            .with_output_limit(usize::try_from(args.output_limit.saturating_mul(1024)).unwrap_or(usize::MAX)),
         Err(e) => return crate::commands::fail(false, &e),
     };
     if args.transport == Transport::Http {
@@ -535,7 +750,7 @@ mod tests {
         let mut every: Vec<&str> = super::TOOL_NEEDS.iter().map(|(name, _)| *name).collect();
         every.sort_unstable();
         assert_eq!(all.tool_names(), every, "the fake serves every tool");
-        assert_eq!(every.len(), 9);
+        assert_eq!(every.len(), 11);
         sandboxio::dsn::register_scheme("clitestrun", run_only).unwrap();
         let narrow = server("clitestrun://").unwrap();
         assert_eq!(narrow.tool_names(), ["create_sandbox", "kill_sandbox", "list_sandboxes", "run_command"]);
@@ -585,7 +800,7 @@ mod tests {
         let client = ().serve(client_io).await.unwrap();
         let tools: Vec<String> =
             client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
-        assert_eq!(tools.len(), 9, "{tools:?}");
+        assert_eq!(tools.len(), 11, "{tools:?}");
         let call = async |tool: &'static str, args: serde_json::Value| {
             let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
             client.call_tool(params).await.unwrap()
