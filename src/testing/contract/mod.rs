@@ -50,10 +50,10 @@
 //! # Reading this documentation from a copied adapter crate
 //!
 //! This module is behind the `contract` feature, so docs.rs and a plain `cargo doc` of an
-//! adapter leave it out. From the adapter crate (with sandboxio as a dev-dependency with
-//! `features = ["contract"]`, as the template has it), run
-//! `cargo doc -p sandboxio --features sandboxio/contract --no-deps --open`: `-p sandboxio`
-//! documents the dependency itself, and the feature is named through it.
+//! adapter leave it out. From the adapter crate's directory, run
+//! `cargo doc -p <your crate> -p sandboxio --features sandboxio/contract --no-deps` and open
+//! `target/doc/sandboxio/testing/contract/index.html` (cargo refuses `--features` when the
+//! only package selected is outside your workspace, so name your own crate too).
 
 mod cases;
 mod ctx;
