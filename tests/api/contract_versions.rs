@@ -44,7 +44,7 @@ struct Flawed {
 }
 
 impl Backend for Flawed {
-    fn scheme(&self) -> &str {
+    fn scheme(&self) -> &'static str {
         "flawed"
     }
 

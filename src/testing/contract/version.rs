@@ -80,7 +80,9 @@ impl FromStr for ContractVersion {
 pub(crate) fn from_env() -> Result<ContractVersion, String> {
     match std::env::var(CONTRACT_VERSION_ENV) {
         Err(std::env::VarError::NotPresent) => Ok(ContractVersion::LATEST),
-        Err(std::env::VarError::NotUnicode(v)) => Err(format!("{CONTRACT_VERSION_ENV}={v:?} is not text")),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(format!("{CONTRACT_VERSION_ENV}={} is not text", v.display()))
+        }
         Ok(v) => v.parse().map_err(|e| format!("{CONTRACT_VERSION_ENV}: {e}")),
     }
 }
