@@ -23,7 +23,7 @@ pub enum ContractVersion {
     /// The first contract: the 87 clauses of the suite as it stood when the first
     /// third-party adapter was written against it.
     V1,
-    /// Everything since: 38 clauses (signal deaths as `Signal(n)`, streamed cells, `mkdir`
+    /// Everything since: 39 clauses (signal deaths as `Signal(n)`, streamed cells, `mkdir`
     /// through a file, writes as the sandbox user, paths named as written, bounded reads and
     /// downloads, listing and TTLs, command secrets, the allowlist's ports, addresses and
     /// test network, and the refusals of the capabilities added with them).
