@@ -129,6 +129,11 @@ pub struct CommandLine {
     /// Kill the command after this many seconds.
     #[arg(long, value_name = "S")]
     pub timeout: Option<u64>,
+    /// Forward this process's stdin to the command (closed at its end). Without it, the
+    /// command's stdin is closed at once: it reads end-of-file, as under `docker exec`
+    /// without `-i`.
+    #[arg(short, long)]
+    pub interactive: bool,
     /// The command and its arguments (argv, no shell).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
