@@ -361,3 +361,32 @@ w(b"error %d\n" % len(p) + p)
     client.cancel().await.unwrap();
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// Issue #30 item 6: a client that hangs up with a cell still running leaves nothing
+/// behind (3 of 3 such runs left their sandboxes' records).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_with_a_cell_pending_leaves_nothing() {
+    let (client, tmp) = start("pending", &[]).await;
+    let made = call(&client, "create_sandbox", serde_json::json!({})).await;
+    let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    assert_eq!(workspaces(&tmp), 1);
+    let params = CallToolRequestParams::new("run_code").with_arguments(
+        serde_json::json!({ "sandbox_id": id, "code": "import time\ntime.sleep(50)" })
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let peer = client.peer().clone();
+    let pending = tokio::spawn(async move { peer.call_tool(params).await });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    client.cancel().await.unwrap();
+    pending.abort();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while workspaces(&tmp) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(workspaces(&tmp), 0, "the sandbox of a client that left with a cell pending");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.file_name()).collect();
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(left.len() <= 1, "{left:?}");
+}

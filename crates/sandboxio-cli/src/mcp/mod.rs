@@ -138,6 +138,35 @@ pub struct WriteFileParams {
 struct Held {
     sandbox: Sandbox,
     python: python::Python,
+    /// When its TTL ends it (moved by `extend_sandbox`): past it, the sandbox no longer
+    /// counts against `--max-sandboxes` and is no longer listed.
+    ends_at: std::sync::Mutex<std::time::Instant>,
+}
+
+impl Held {
+    fn new(sandbox: Sandbox, ttl: Duration) -> Self {
+        Held {
+            sandbox,
+            python: python::Python::default(),
+            ends_at: std::sync::Mutex::new(std::time::Instant::now() + ttl),
+        }
+    }
+
+    fn expired(&self, now: std::time::Instant) -> bool {
+        *self.ends_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) <= now
+    }
+}
+
+/// Drops the sandboxes whose TTL has ended from `sandboxes`, remembering their ids in
+/// `ended` (a later `kill_sandbox` of one succeeds: it is gone, as asked).
+fn prune(sandboxes: &mut BTreeMap<String, Arc<Held>>, ended: &mut std::collections::BTreeSet<String>) {
+    let now = std::time::Instant::now();
+    let gone: Vec<String> =
+        sandboxes.iter().filter(|(_, h)| h.expired(now)).map(|(id, _)| id.clone()).collect();
+    for id in gone {
+        sandboxes.remove(&id);
+        ended.insert(id);
+    }
 }
 
 /// The server: the configured backend and bounds, and the client's sandboxes by id.
@@ -149,6 +178,9 @@ pub struct SandboxServer {
     /// Each stream's budget in what a tool returns, in bytes (`--output-limit`).
     output_limit: usize,
     sandboxes: Arc<Mutex<BTreeMap<String, Arc<Held>>>>,
+    /// Ids of the client's sandboxes that were killed or reached their TTL: killing one
+    /// again is the success the library's idempotent `kill` gives.
+    ended: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
     /// Creates under way: they count against the bound, so the map is not held while the
     /// backend creates (a slow create would stall every other call of the session).
     creating: Arc<AtomicUsize>,
@@ -290,6 +322,7 @@ impl SandboxServer {
             bounds: Arc::new(bounds),
             output_limit: 1024 * usize::try_from(output::DEFAULT_OUTPUT_LIMIT_KIB).unwrap_or(32),
             sandboxes: Arc::new(Mutex::new(BTreeMap::new())),
+            ended: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
             creating: Arc::new(AtomicUsize::new(0)),
             tool_router,
         })
@@ -328,11 +361,22 @@ impl SandboxServer {
         names
     }
 
+    /// The ids of the client's sandboxes that ended.
+    fn ended(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<String>> {
+        self.ended.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The client's sandbox `id`, with its Python session.
     async fn held(&self, id: &str) -> sandboxio::Result<Arc<Held>> {
-        self.sandboxes.lock().await.get(id).cloned().ok_or_else(|| {
-            Error::sandbox_gone(id, "it is not one of this session's sandboxes (list_sandboxes names them)")
-        })
+        if let Some(held) = self.sandboxes.lock().await.get(id).cloned() {
+            return Ok(held);
+        }
+        let why = if self.ended().contains(id) {
+            "it was killed or its TTL ran out: create_sandbox makes a new one"
+        } else {
+            "it is not one of this session's sandboxes (list_sandboxes names them)"
+        };
+        Err(Error::sandbox_gone(id, why))
     }
 
     /// Kills every sandbox of the client.
@@ -356,7 +400,8 @@ impl SandboxServer {
             // A place is taken under the map's lock (live and under way together), so that
             // concurrent calls cannot pass the bound together; the create runs without it.
             let slot = {
-                let sandboxes = self.sandboxes.lock().await;
+                let mut sandboxes = self.sandboxes.lock().await;
+                prune(&mut sandboxes, &mut self.ended());
                 let held = sandboxes.len() + self.creating.load(Ordering::SeqCst);
                 if held >= self.bounds.max_sandboxes {
                     return Err(Error::invalid_input(format!(
@@ -370,7 +415,7 @@ impl SandboxServer {
             let sandbox = create_sandbox(&self.dsn, &opts, false, Some(ttl)).await?;
             let id = sandbox.id().to_owned();
             let mut sandboxes = self.sandboxes.lock().await;
-            sandboxes.insert(id.clone(), Arc::new(Held { sandbox, python: python::Python::default() }));
+            sandboxes.insert(id.clone(), Arc::new(Held::new(sandbox, ttl)));
             drop(slot);
             Ok::<_, Error>((id, ttl))
         };
@@ -388,20 +433,37 @@ impl SandboxServer {
     #[tool(description = "Kill one of this session's sandboxes by id.")]
     async fn kill_sandbox(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
         let kill = async {
+            if self.ended().contains(&p.sandbox_id) {
+                return Ok("had ended already (killed, or its TTL ran out)");
+            }
             let held = self.held(&p.sandbox_id).await?;
-            held.sandbox.kill().await?;
+            let said = match held.sandbox.kill().await {
+                Ok(()) => "killed",
+                // Gone on its own (its TTL, or killed outside this session): what was asked.
+                Err(e) if e.code() == ErrorCode::SandboxGone => {
+                    "had ended already (its TTL ran out); removed"
+                }
+                Err(e) => return Err(e),
+            };
             self.sandboxes.lock().await.remove(&p.sandbox_id);
-            Ok::<_, Error>(())
+            self.ended().insert(p.sandbox_id.clone());
+            Ok::<_, Error>(said)
         };
         match kill.await {
-            Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!("killed {}", p.sandbox_id))]),
+            Ok(said) => {
+                CallToolResult::success(vec![ContentBlock::text(format!("{}: {said}", p.sandbox_id))])
+            }
             Err(e) => tool_error(&e),
         }
     }
 
     #[tool(description = "List this session's sandboxes: one id a line.")]
     async fn list_sandboxes(&self) -> CallToolResult {
-        let ids: Vec<String> = self.sandboxes.lock().await.keys().cloned().collect();
+        let ids: Vec<String> = {
+            let mut sandboxes = self.sandboxes.lock().await;
+            prune(&mut sandboxes, &mut self.ended());
+            sandboxes.keys().cloned().collect()
+        };
         let mut result = CallToolResult::success(vec![ContentBlock::text(ids.join("\n"))]);
         result.structured_content = Some(serde_json::json!({ "sandbox_ids": ids }));
         result
@@ -413,7 +475,11 @@ impl SandboxServer {
     async fn extend_sandbox(&self, Parameters(p): Parameters<ExtendParams>) -> CallToolResult {
         let extend = async {
             let ttl = self.bounds.ttl(Some(p.ttl_seconds))?;
-            self.held(&p.sandbox_id).await?.sandbox.extend_ttl(ttl).await
+            let held = self.held(&p.sandbox_id).await?;
+            held.sandbox.extend_ttl(ttl).await?;
+            *held.ends_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                std::time::Instant::now() + ttl;
+            Ok::<_, Error>(())
         };
         match extend.await {
             Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!(
@@ -851,5 +917,45 @@ mod tests {
         assert_eq!(session.sandboxes.lock().await.len(), 1, "the second is still there");
         session.end_session().await;
         assert!(session.sandboxes.lock().await.is_empty());
+    }
+
+    /// Issue #30 item 6: a sandbox past its TTL no longer counts against `--max-sandboxes`
+    /// nor is listed; `kill_sandbox` twice succeeds, as the library's `kill` does (the
+    /// second was SBX-007).
+    #[tokio::test]
+    async fn ended_sandboxes_free_their_place_and_killing_twice_succeeds() {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = server("fake://").unwrap();
+        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
+        let client = ().serve(client_io).await.unwrap();
+        let call = async |tool: &'static str, args: serde_json::Value| {
+            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+            client.call_tool(params).await.unwrap()
+        };
+        let id_of = |out: &rmcp::model::CallToolResult| {
+            out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned()
+        };
+        let short = id_of(&call("create_sandbox", serde_json::json!({ "ttl_seconds": 1 })).await);
+        let long = id_of(&call("create_sandbox", serde_json::json!({})).await);
+        let out = call("create_sandbox", serde_json::json!({})).await;
+        assert_eq!(out.is_error, Some(true), "control: a third is over the bound of 2: {out:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        let out = call("list_sandboxes", serde_json::json!({})).await;
+        assert_eq!(out.structured_content.as_ref().unwrap()["sandbox_ids"], serde_json::json!([long]));
+        let out = call("create_sandbox", serde_json::json!({})).await;
+        assert_eq!(out.is_error, Some(false), "the expired one's place is free: {out:?}");
+        for _ in 0..2 {
+            let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": long })).await;
+            assert_eq!(out.is_error, Some(false), "{out:?}");
+        }
+        let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": short })).await;
+        assert_eq!(out.is_error, Some(false), "an expired one: {out:?}");
+        let out = call("run_command", serde_json::json!({ "sandbox_id": long, "command": "true" })).await;
+        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+        assert!(text.text.contains("was killed or its TTL ran out"), "{out:?}");
+        let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": "never-made" })).await;
+        assert_eq!(out.is_error, Some(true), "an id this session never had: {out:?}");
+        client.cancel().await.unwrap();
+        serving.await.unwrap().unwrap();
     }
 }
