@@ -65,6 +65,7 @@ pub const TOOL_NEEDS: &[(&str, Capabilities)] = &[
 
 /// `create_sandbox`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateParams {
     /// Network policy: `deny`, `allow`, or `allow=HOST,..`; within the operator's (the
     /// operator's own when absent).
@@ -76,6 +77,7 @@ pub struct CreateParams {
 
 /// The arguments of the tools that take only a sandbox.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct IdParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
@@ -83,6 +85,7 @@ pub struct IdParams {
 
 /// `extend_sandbox`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExtendParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
@@ -92,6 +95,7 @@ pub struct ExtendParams {
 
 /// `run_command`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunCommandParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
@@ -104,6 +108,7 @@ pub struct RunCommandParams {
 
 /// `run_code`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunCodeParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
@@ -116,6 +121,7 @@ pub struct RunCodeParams {
 
 /// `read_file`'s and `list_files`' arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PathParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
@@ -125,13 +131,17 @@ pub struct PathParams {
 
 /// `write_file`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WriteFileParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
     /// A path in the sandbox (relative ones are under its working directory).
     pub path: String,
-    /// The file's new content, as text.
+    /// The file's new content: text, or base64 with `encoding: "base64"` (for bytes that
+    /// are not UTF-8).
     pub content: String,
+    /// `text` (the default) or `base64`.
+    pub encoding: Option<String>,
 }
 
 /// One of the client's sandboxes and its Python session.
@@ -278,7 +288,8 @@ fn bundle_content(bundle: &MimeBundle) -> Vec<ContentBlock> {
             content.push(ContentBlock::text(String::from_utf8_lossy(data)));
         }
     }
-    if content.is_empty()
+    // A plain form beside HTML (a DataFrame's text table), or alone when nothing richer came.
+    if (content.is_empty() || bundle.contains_key("text/html"))
         && let Some(text) = bundle.get("text/plain")
     {
         content.push(ContentBlock::text(String::from_utf8_lossy(text)));
@@ -390,7 +401,13 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Create a sandbox for this session and return its id, which every other tool takes. Optional: network (deny, allow, or allow=HOST,..; within what the operator allows) and ttl_seconds."
+        description = "Create a sandbox for this session and return its id, which every other tool takes. Optional: network (deny, allow, or allow=HOST,..; within what the operator allows) and ttl_seconds.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn create_sandbox(&self, Parameters(p): Parameters<CreateParams>) -> CallToolResult {
         let create = async {
@@ -430,7 +447,15 @@ impl SandboxServer {
         }
     }
 
-    #[tool(description = "Kill one of this session's sandboxes by id.")]
+    #[tool(
+        description = "Kill one of this session's sandboxes by id.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn kill_sandbox(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
         let kill = async {
             if self.ended().contains(&p.sandbox_id) {
@@ -457,7 +482,10 @@ impl SandboxServer {
         }
     }
 
-    #[tool(description = "List this session's sandboxes: one id a line.")]
+    #[tool(
+        description = "List this session's sandboxes: one id a line.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
     async fn list_sandboxes(&self) -> CallToolResult {
         let ids: Vec<String> = {
             let mut sandboxes = self.sandboxes.lock().await;
@@ -470,7 +498,13 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Make one of this session's sandboxes live ttl_seconds from now (within the operator's bound)."
+        description = "Make one of this session's sandboxes live ttl_seconds from now (within the operator's bound).",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn extend_sandbox(&self, Parameters(p): Parameters<ExtendParams>) -> CallToolResult {
         let extend = async {
@@ -491,7 +525,8 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Run a shell command (sh -c) in one of this session's sandboxes. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error. Each stream shows at most its first and last few KiB: a longer one says how much was cut and the file in the sandbox that holds all of it. The command is killed after timeout_seconds (default and most: the operator's, 60 s unless set), and then the answer says so and shows the output so far."
+        description = "Run a shell command (sh -c) in one of this session's sandboxes. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error. Each stream shows at most its first and last few KiB: a longer one says how much was cut and the file in the sandbox that holds all of it. The command is killed after timeout_seconds (default and most: the operator's, 60 s unless set), and then the answer says so and shows the output so far.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false)
     )]
     async fn run_command(&self, Parameters(p): Parameters<RunCommandParams>) -> CallToolResult {
         let run = async {
@@ -534,7 +569,8 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Run a Python cell in one of this session's sandboxes. The sandbox keeps one Python session: variables, imports and definitions persist from one run_code call to the next, as in a notebook, until restart_python (on backends without stateful code each cell runs alone, and the answer says so). Returns stdout and stderr as text (each at most its first and last few KiB; a longer one says how much was cut and the file in the sandbox that holds all of it), and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback. A cell running past timeout_seconds (default and most: the operator's, 60 s unless set) is interrupted (KeyboardInterrupt) and the session keeps its state; if the interpreter had to be killed, the answer says the state is lost."
+        description = "Run a Python cell in one of this session's sandboxes. The sandbox keeps one Python session: variables, imports and definitions persist from one run_code call to the next, as in a notebook, until restart_python (on backends without stateful code each cell runs alone, and the answer says so). Returns stdout and stderr as text (each at most its first and last few KiB; a longer one says how much was cut and the file in the sandbox that holds all of it), and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback. A cell running past timeout_seconds (default and most: the operator's, 60 s unless set) is interrupted (KeyboardInterrupt) and the session keeps its state; if the interpreter had to be killed, the answer says the state is lost.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false)
     )]
     async fn run_code(&self, Parameters(p): Parameters<RunCodeParams>) -> CallToolResult {
         let run = async {
@@ -630,7 +666,13 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Interrupt the Python cell running in one of this session's sandboxes (as Ctrl-C would: the cell gets KeyboardInterrupt, its run_code returns with it, and the session keeps its state). With no cell running, nothing happens."
+        description = "Interrupt the Python cell running in one of this session's sandboxes (as Ctrl-C would: the cell gets KeyboardInterrupt, its run_code returns with it, and the session keeps its state). With no cell running, nothing happens.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn interrupt_code(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
         let interrupt = async {
@@ -644,7 +686,13 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Start a fresh Python session in one of this session's sandboxes: every variable, import and definition of earlier cells is dropped (files stay). Needed after a session was lost; the next run_code runs in the fresh one."
+        description = "Start a fresh Python session in one of this session's sandboxes: every variable, import and definition of earlier cells is dropped (files stay). Needed after a session was lost; the next run_code runs in the fresh one.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn restart_python(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
         let restart = async {
@@ -660,7 +708,8 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Read a file of one of this session's sandboxes. Text comes back as text, at most its first and last few KiB: a longer file says how much was cut (read parts of it with run_command: sed -n, grep, head -c, tail -c). Bytes that are not UTF-8 come back as base64, said so on the first line."
+        description = "Read a file of one of this session's sandboxes. Text comes back as text, at most its first and last few KiB: a longer file says how much was cut (read parts of it with run_command: sed -n, grep, head -c, tail -c). Bytes that are not UTF-8 come back as base64, said so on the first line.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn read_file(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
         let read = async {
@@ -679,7 +728,7 @@ impl SandboxServer {
                 }
                 Err(e) => {
                     let bytes = e.into_bytes();
-                    let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                    let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bytes);
                     if encoded.len() > self.output_limit {
                         return CallToolResult::success(vec![ContentBlock::text(format!(
                             "(not UTF-8: {} bytes, whose base64 ({} bytes) is over this server's output limit of {} bytes: \
@@ -700,12 +749,34 @@ impl SandboxServer {
         }
     }
 
-    #[tool(description = "Write a text file in this session's sandbox, creating or replacing it.")]
+    #[tool(
+        description = "Write a file in one of this session's sandboxes, creating or replacing it (and its missing parent directories). content is text, or base64 with encoding \"base64\" for bytes that are not UTF-8.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn write_file(&self, Parameters(p): Parameters<WriteFileParams>) -> CallToolResult {
-        let len = p.content.len();
-        let write = async { self.held(&p.sandbox_id).await?.sandbox.fs().write(&p.path, p.content).await };
+        let write = async {
+            let bytes = match p.encoding.as_deref() {
+                None | Some("text") => p.content.into_bytes(),
+                Some("base64") => base64::engine::general_purpose::STANDARD
+                    .decode(p.content.trim())
+                    .map_err(|e| Error::invalid_input(format!("content is not valid base64: {e}")))?,
+                Some(other) => {
+                    return Err(Error::invalid_input(format!(
+                        "encoding {other:?} is neither \"text\" nor \"base64\""
+                    )));
+                }
+            };
+            let len = bytes.len();
+            self.held(&p.sandbox_id).await?.sandbox.fs().write(&p.path, bytes).await?;
+            Ok::<_, Error>(len)
+        };
         match write.await {
-            Ok(()) => {
+            Ok(len) => {
                 CallToolResult::success(vec![ContentBlock::text(format!("wrote {len} bytes to {}", p.path))])
             }
             Err(e) => tool_error(&e),
@@ -713,7 +784,8 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "List a directory of this session's sandbox: one entry a line, directories with a trailing slash, files with their size."
+        description = "List a directory of this session's sandbox: one entry a line, directories with a trailing slash, files with their size.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn list_files(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
         let list = async { self.held(&p.sandbox_id).await?.sandbox.fs().list(&p.path).await };
@@ -739,7 +811,40 @@ impl SandboxServer {
     name = "sandboxio",
     instructions = "Runs commands and Python code in sandboxes: create_sandbox returns an id that every other tool takes; the session's sandboxes are removed when it ends. Each sandbox keeps one Python session: run_code cells share variables and imports until restart_python. Long output comes back as its head and tail, with a line naming the file in the sandbox that holds all of it. Commands and cells end at the operator's timeout unless the call asks for less. The operator chose the backend and the widest network policy, TTL and number of sandboxes."
 )]
-impl ServerHandler for SandboxServer {}
+impl ServerHandler for SandboxServer {
+    /// The router's call, with rmcp's own refusal of malformed arguments (a missing or
+    /// unknown field, a wrong type) given the SBX code and shape of every other tool error.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        let response = self.tool_router.call(call).await?;
+        Ok(match response {
+            rmcp::model::CallToolResponse::Complete(result) => argument_error(result).into(),
+            other => other,
+        })
+    }
+}
+
+/// rmcp answers arguments that do not deserialize with a bare text error; this gives it the
+/// SBX code (`InvalidInput`) and structured content of the others.
+fn argument_error(result: CallToolResult) -> CallToolResult {
+    if result.is_error != Some(true) || result.structured_content.is_some() {
+        return result;
+    }
+    let said = match result.content.as_slice() {
+        [ContentBlock::Text(text)] if text.text.starts_with("failed to deserialize parameters:") => {
+            &text.text
+        }
+        _ => return result,
+    };
+    tool_error(&Error::invalid_input(format!(
+        "the tool's arguments: {}; its input schema (tools/list) names the fields it takes",
+        said.trim_start_matches("failed to deserialize parameters:").trim()
+    )))
+}
 
 /// `sandboxio mcp`: over stdio, serves until the client closes stdin (or Ctrl-C); over
 /// HTTP, until SIGINT or SIGTERM. Then kills the client's sandboxes.
@@ -957,5 +1062,82 @@ mod tests {
         assert_eq!(out.is_error, Some(true), "an id this session never had: {out:?}");
         client.cancel().await.unwrap();
         serving.await.unwrap().unwrap();
+    }
+
+    /// Issue #30 item 7: every tool says what it does to the world (MCP annotations);
+    /// malformed arguments, unknown ones included, are tool errors with an SBX code (they
+    /// were bare text, and unknown ones were ignored); `write_file` takes base64, which
+    /// `read_file` gives back; a `DataFrame`'s plain table comes beside its HTML.
+    #[tokio::test]
+    async fn tools_are_annotated_arguments_are_checked_and_bytes_round_trip() {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = server("fake://").unwrap();
+        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
+        let client = ().serve(client_io).await.unwrap();
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools.iter().all(|t| t.annotations.is_some()), "every tool is annotated");
+        let hint = |name: &str| {
+            let tool = tools.iter().find(|t| t.name == name).unwrap();
+            let a = tool.annotations.as_ref().unwrap();
+            (a.read_only_hint, a.destructive_hint, a.idempotent_hint)
+        };
+        assert_eq!(hint("read_file"), (Some(true), None, None));
+        assert_eq!(hint("kill_sandbox"), (Some(false), Some(true), Some(true)));
+        assert_eq!(hint("run_command"), (Some(false), Some(true), Some(false)));
+        let call = async |tool: &'static str, args: serde_json::Value| {
+            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+            client.call_tool(params).await.unwrap()
+        };
+        let code =
+            |out: &rmcp::model::CallToolResult| out.structured_content.as_ref().map(|c| c["code"].clone());
+        let made = call("create_sandbox", serde_json::json!({})).await;
+        let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+        let out =
+            call("run_command", serde_json::json!({ "sandbox_id": id, "command": "true", "timeout": 5 }))
+                .await;
+        assert_eq!(
+            (out.is_error, code(&out)),
+            (Some(true), Some("SBX-013".into())),
+            "an unknown argument: {out:?}"
+        );
+        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+        assert!(text.text.contains("unknown field `timeout`"), "{out:?}");
+        let out = call("run_command", serde_json::json!({ "command": "true" })).await;
+        assert_eq!(
+            (out.is_error, code(&out)),
+            (Some(true), Some("SBX-013".into())),
+            "a missing one: {out:?}"
+        );
+        let bytes: Vec<u8> = vec![0, 159, 146, 150, 255];
+        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bytes);
+        let out = call(
+            "write_file",
+            serde_json::json!({ "sandbox_id": id, "path": "/b.bin", "content": encoded, "encoding": "base64" }),
+        )
+        .await;
+        assert_eq!(out.is_error, Some(false), "{out:?}");
+        let out = call("read_file", serde_json::json!({ "sandbox_id": id, "path": "/b.bin" })).await;
+        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+        assert_eq!(text.text, format!("(not UTF-8: 5 bytes, base64)\n{encoded}"));
+        let out = call(
+            "write_file",
+            serde_json::json!({ "sandbox_id": id, "path": "/c.bin", "content": "!!", "encoding": "base64" }),
+        )
+        .await;
+        assert_eq!(code(&out), Some("SBX-013".into()), "not base64: {out:?}");
+        client.cancel().await.unwrap();
+        serving.await.unwrap().unwrap();
+
+        let mut frame = sandboxio::MimeBundle::new();
+        frame.insert("text/html".into(), b"<table></table>".to_vec());
+        frame.insert("text/plain".into(), b"   a\n0  1".to_vec());
+        let shown: Vec<String> = super::bundle_content(&frame)
+            .into_iter()
+            .map(|c| match c {
+                ContentBlock::Text(t) => t.text.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(shown, ["<table></table>", "   a\n0  1"], "the plain table beside the HTML");
     }
 }
