@@ -81,6 +81,11 @@ fn authority(url: &str) -> &str {
 
 /// The status line of a plain HTTP POST of `body` to the server with `headers`.
 fn raw_post(url: &str, headers: &[(&str, &str)], body: &str) -> String {
+    raw_exchange(url, headers, body).lines().next().unwrap_or_default().to_owned()
+}
+
+/// The whole response to a plain HTTP POST of `body` to the server with `headers`.
+fn raw_exchange(url: &str, headers: &[(&str, &str)], body: &str) -> String {
     let authority = authority(url);
     let mut stream = TcpStream::connect(authority).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -97,7 +102,7 @@ fn raw_post(url: &str, headers: &[(&str, &str)], body: &str) -> String {
     // A server that closes with the request unread resets the connection (a 503 past the
     // cap): what was read by then, possibly nothing, is the answer.
     let _ = stream.read_to_string(&mut response);
-    response.lines().next().unwrap_or_default().to_owned()
+    response
 }
 
 /// The status line of a bare POST without a token (plain HTTP: the refusal comes before MCP).
@@ -235,11 +240,46 @@ async fn mcp_over_streamable_http_on_local() {
     assert!(log.iter().any(|l| l.contains(" POST /mcp 401")), "{log:?}");
     assert!(
         log.iter()
-            .filter(|l| l.starts_with("sandboxio mcp: audit 127.0.0.1:") && l.ends_with(" 200"))
+            .filter(|l| l.starts_with("sandboxio mcp: audit 127.0.0.1:") && l.contains(" POST /mcp 200"))
             .count()
             >= 4,
         "{log:?}"
     );
+    // Issue #30 item 7: an audit line names the tool a call ran; a session's end is 204
+    // (rmcp's 202 made MCP's own client log "Session termination failed: 202").
+    assert!(log.iter().any(|l| l.ends_with(" POST /mcp 200 tools/call run_command")), "{log:?}");
+    assert!(log.iter().any(|l| l.contains(" DELETE /mcp 204")), "{log:?}");
+    assert!(!log.iter().any(|l| l.contains(" DELETE /mcp 202")), "{log:?}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Issue #30 item 7: a wrong token is told apart from a missing one (both 401; the wrong one
+/// with RFC 6750's `invalid_token`), and a body that is not JSON is 400 with JSON-RPC's
+/// parse error; control: the same request with JSON and the token is served (200).
+#[test]
+fn refusals_say_what_was_wrong() {
+    let tmp = scratch("refusals");
+    let (child, url, _stderr) = start(&tmp);
+    let _child = KillOnDrop(child);
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let missing = raw_exchange(&url, &[], list);
+    assert!(missing.starts_with("HTTP/1.1 401"), "{missing}");
+    assert!(missing.contains("a bearer token is required"), "{missing}");
+    let wrong = raw_exchange(&url, &[("Authorization", "Bearer not-the-token-0123456789")], list);
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    assert!(
+        wrong.to_ascii_lowercase().contains("www-authenticate: bearer error=\"invalid_token\""),
+        "{wrong}"
+    );
+    assert!(wrong.contains("the bearer token is not this server's"), "{wrong}");
+    let auth = format!("Bearer {TOKEN}");
+    let headers = [("Authorization", auth.as_str()), ("MCP-Protocol-Version", "2026-07-28")];
+    let malformed = raw_exchange(&url, &headers, "{not json");
+    assert!(malformed.starts_with("HTTP/1.1 400"), "{malformed}");
+    assert!(malformed.contains("-32700"), "{malformed}");
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let served = raw_exchange(&url, &[("Authorization", auth.as_str())], init);
+    assert!(served.starts_with("HTTP/1.1 200"), "control: {served}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
 

@@ -104,10 +104,13 @@ fn refusal(status: StatusCode, text: &'static str) -> Response<Body> {
 async fn read_body(
     req: Request<Incoming>,
     deadline: Duration,
-) -> Result<Request<Full<Bytes>>, Response<Body>> {
+) -> Result<(Request<Full<Bytes>>, Bytes), Response<Body>> {
     let (parts, body) = req.into_parts();
     match tokio::time::timeout(deadline, http_body_util::Limited::new(body, MAX_BODY_BYTES).collect()).await {
-        Ok(Ok(collected)) => Ok(Request::from_parts(parts, Full::new(collected.to_bytes()))),
+        Ok(Ok(collected)) => {
+            let bytes = collected.to_bytes();
+            Ok((Request::from_parts(parts, Full::new(bytes.clone())), bytes))
+        }
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
             Err(refusal(StatusCode::PAYLOAD_TOO_LARGE, "the request body is over 4 MiB\n"))
         }
@@ -119,10 +122,63 @@ async fn read_body(
     }
 }
 
-fn unauthorized() -> Response<Body> {
+/// 401 for a request without a bearer token, or with one that is not the server's: told
+/// apart (RFC 6750 section 3.1: `invalid_token` for a wrong one), so that a client that
+/// sent a stale token is not told to send one.
+fn unauthorized(authorization: Option<&[u8]>) -> Response<Body> {
     // A client without the token gets one answer per connection.
-    let mut response = refusal(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
-    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    let bearer = authorization.is_some_and(|v| v.starts_with(b"Bearer "));
+    let (text, challenge) = if bearer {
+        (
+            "the bearer token is not this server's (it reads the token from --token-env at start)\n",
+            "Bearer error=\"invalid_token\"",
+        )
+    } else {
+        ("a bearer token is required: Authorization: Bearer <token>\n", "Bearer")
+    };
+    let mut response = refusal(StatusCode::UNAUTHORIZED, text);
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static(challenge));
+    response
+}
+
+/// What a POST body asks, for the audit line (`tools/call run_code`), or why it cannot be
+/// served: a body that is not JSON is answered 400 with JSON-RPC's parse error here (rmcp
+/// answered it otherwise).
+fn asked(method: &hyper::Method, body: &[u8]) -> Result<String, Box<Response<Body>>> {
+    if method != hyper::Method::POST {
+        return Ok(String::new());
+    }
+    let Ok(message) = serde_json::from_slice::<serde_json::Value>(body) else {
+        let mut response = refusal(
+            StatusCode::BAD_REQUEST,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the body is not JSON"}}"#,
+        );
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+        return Err(Box::new(response));
+    };
+    let one = |m: &serde_json::Value| {
+        let method = m["method"].as_str().unwrap_or("");
+        match m["params"]["name"].as_str() {
+            Some(tool) if method == "tools/call" => format!("{method} {}", sandboxio::text::escape(tool)),
+            _ => sandboxio::text::escape(method).into_owned(),
+        }
+    };
+    Ok(match &message {
+        serde_json::Value::Array(batch) => batch.iter().map(one).collect::<Vec<_>>().join(", "),
+        single => one(single),
+    })
+}
+
+/// A session's end (`DELETE`) answered 204: rmcp answers 202, which MCP's own client logs
+/// as "Session termination failed: 202" (the spec's clients expect a 2xx with no body; 202
+/// says the work is still to be done, and the session is already gone).
+fn session_closed(method: &hyper::Method, mut response: Response<Body>) -> Response<Body> {
+    if method == hyper::Method::DELETE && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        *response.body_mut() = Full::new(Bytes::new()).boxed();
+    }
     response
 }
 
@@ -151,6 +207,7 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
         );
         return EXIT_ERROR;
     }
+    let server = server.over_http();
     let session = server.clone();
     let session_idle = seconds(opts.session_idle);
     let sessions = BoundedSessions::new(opts.max_sessions, session_idle);
@@ -178,24 +235,35 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
                     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
                     let mut authorizations = req.headers().get_all(header::AUTHORIZATION).iter();
                     let authorization = authorizations.next().map(header::HeaderValue::as_bytes);
+                    let mut what = String::new();
                     let response = if authorizations.next().is_some() {
                         ambiguous_authorization()
                     } else if token.admits(authorization) {
                         match read_body(req, body_timeout).await {
-                            Ok(req) => match noting_full(service.call(req)).await {
-                                (Ok(response), true)
-                                    if response.status() == StatusCode::INTERNAL_SERVER_ERROR =>
-                                {
-                                    sessions_full(session_idle)
+                            Ok((req, body)) => match asked(&method, &body) {
+                                Err(refused) => *refused,
+                                Ok(asked) => {
+                                    what = asked;
+                                    match noting_full(service.call(req)).await {
+                                        (Ok(response), true)
+                                            if response.status() == StatusCode::INTERNAL_SERVER_ERROR =>
+                                        {
+                                            sessions_full(session_idle)
+                                        }
+                                        (response, _) => session_closed(&method, response?),
+                                    }
                                 }
-                                (response, _) => response?,
                             },
                             Err(refused) => refused,
                         }
                     } else {
-                        unauthorized()
+                        unauthorized(authorization)
                     };
-                    eprintln!("sandboxio mcp: audit {peer} {method} {path} {}", response.status().as_u16());
+                    let what = if what.is_empty() { String::new() } else { format!(" {what}") };
+                    eprintln!(
+                        "sandboxio mcp: audit {peer} {method} {path} {}{what}",
+                        response.status().as_u16()
+                    );
                     Ok::<_, Infallible>(response)
                 }
             });

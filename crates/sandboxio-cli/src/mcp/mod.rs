@@ -187,6 +187,8 @@ pub struct SandboxServer {
     bounds: Arc<Bounds>,
     /// Each stream's budget in what a tool returns, in bytes (`--output-limit`).
     output_limit: usize,
+    /// Served over HTTP: the sandboxes belong to the token and outlive sessions.
+    over_http: bool,
     sandboxes: Arc<Mutex<BTreeMap<String, Arc<Held>>>>,
     /// Ids of the client's sandboxes that were killed or reached their TTL: killing one
     /// again is the success the library's idempotent `kill` gives.
@@ -332,6 +334,7 @@ impl SandboxServer {
             opts: Arc::new(opts),
             bounds: Arc::new(bounds),
             output_limit: 1024 * usize::try_from(output::DEFAULT_OUTPUT_LIMIT_KIB).unwrap_or(32),
+            over_http: false,
             sandboxes: Arc::new(Mutex::new(BTreeMap::new())),
             ended: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
             creating: Arc::new(AtomicUsize::new(0)),
@@ -343,6 +346,14 @@ impl SandboxServer {
     #[must_use]
     pub fn with_max_read(mut self, bytes: u64) -> Self {
         Arc::make_mut(&mut self.bounds).max_read = bytes;
+        self
+    }
+
+    /// The same server, telling agents that its sandboxes outlive their MCP sessions (they
+    /// belong to the HTTP transport's token).
+    #[must_use]
+    pub fn over_http(mut self) -> Self {
+        self.over_http = true;
         self
     }
 
@@ -806,12 +817,17 @@ impl SandboxServer {
     }
 }
 
-#[tool_handler(
-    router = self.tool_router,
-    name = "sandboxio",
-    instructions = "Runs commands and Python code in sandboxes: create_sandbox returns an id that every other tool takes; the session's sandboxes are removed when it ends. Each sandbox keeps one Python session: run_code cells share variables and imports until restart_python. Long output comes back as its head and tail, with a line naming the file in the sandbox that holds all of it. Commands and cells end at the operator's timeout unless the call asks for less. The operator chose the backend and the widest network policy, TTL and number of sandboxes."
-)]
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for SandboxServer {
+    /// The server's name and what an agent should know before its first call: the lifetime
+    /// it states is the transport's (over stdio a client's sandboxes end with its session;
+    /// over HTTP they belong to the token and outlive every session).
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(rmcp::model::ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(rmcp::model::Implementation::new("sandboxio", env!("CARGO_PKG_VERSION")))
+            .with_instructions(instructions(self.over_http))
+    }
+
     /// The router's call, with rmcp's own refusal of malformed arguments (a missing or
     /// unknown field, a wrong type) given the SBX code and shape of every other tool error.
     async fn call_tool(
@@ -826,6 +842,22 @@ impl ServerHandler for SandboxServer {
             other => other,
         })
     }
+}
+
+/// What `initialize` tells the agent (see [`SandboxServer::get_info`]).
+fn instructions(over_http: bool) -> String {
+    let lifetime = if over_http {
+        "Sandboxes belong to this server's token, not to an MCP session: every session of the token sees and may use them, and they outlive the session; they end by kill_sandbox, by their TTL, or when the server stops."
+    } else {
+        "The sandboxes of this session are removed when it ends."
+    };
+    format!(
+        "Runs commands and Python code in sandboxes: create_sandbox returns an id that every other tool takes. {lifetime} \
+         Each sandbox keeps one Python session: run_code cells share variables and imports until restart_python. \
+         Long output comes back as its head and tail, with a line naming the file in the sandbox that holds all of it. \
+         Commands and cells end at the operator's timeout unless the call asks for less. \
+         The operator chose the backend and the widest network policy, TTL and number of sandboxes."
+    )
 }
 
 /// rmcp answers arguments that do not deserialize with a bare text error; this gives it the
