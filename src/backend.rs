@@ -35,6 +35,11 @@ use crate::fs::DirEntry;
 use crate::policy::{Capabilities, IsolationTier, NetworkEnforcement, NetworkPolicy, ResourceLimits};
 use crate::secret::SecretString;
 
+/// The backend named in the refusals of [`BackendSandbox`]'s default methods, which do not
+/// know their scheme; [`Sandbox`](crate::Sandbox) puts the scheme in its place before the
+/// caller sees the error (it read "the this backend backend does not support `RUN_CODE`").
+pub(crate) const UNNAMED_BACKEND: &str = "this backend";
+
 mod blocking;
 mod blocking_stream;
 pub(crate) mod cell_stream;
@@ -209,6 +214,14 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// `python3` has no `RUN_CODE`).
     fn capabilities(&self) -> Capabilities;
 
+    /// Why this sandbox lacks `capability` when its backend declares it, in a few words the
+    /// caller's [`Error::CapabilityNotSupported`] carries (`docker://`: "its image has no
+    /// python3 ..."). The default says nothing more.
+    fn narrowed_because(&self, capability: Capabilities) -> Option<String> {
+        let _ = capability;
+        None
+    }
+
     /// The network policy in effect, when the backend knows it (a connected handle may not).
     fn network_policy(&self) -> Option<NetworkPolicy> {
         None
@@ -231,7 +244,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// Cancellation: if the returned future is dropped, the process must be killed.
     fn run(&self, command: Command) -> BoxFuture<'_, Result<ExecResult>> {
         let _ = command;
-        Box::pin(async { Err(Error::unsupported("this backend", "RUN")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "RUN")) })
     }
 
     /// Starts a command and returns its stream at once; the remote start may finish in the
@@ -242,7 +255,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// Errors found before any remote work starts.
     fn stream(&self, command: Command) -> Result<Box<dyn BackendExecStream>> {
         let _ = command;
-        Err(Error::unsupported("this backend", "STREAM"))
+        Err(Error::unsupported(UNNAMED_BACKEND, "STREAM"))
     }
 
     /// Runs a code cell (in `code.context_id()` when set).
@@ -250,7 +263,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// Cancellation: if the returned future is dropped, the cell must be interrupted.
     fn run_code(&self, code: Code) -> BoxFuture<'_, Result<CodeResult>> {
         let _ = code;
-        Box::pin(async { Err(Error::unsupported("this backend", "RUN_CODE")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "RUN_CODE")) })
     }
 
     /// Runs a code cell like [`BackendSandbox::run_code`] and returns its output as it is
@@ -274,13 +287,13 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// ([`CellEvent::Ended`]).
     fn run_code_stream(&self, code: Code) -> Result<Box<dyn BackendCodeStream>> {
         let _ = code;
-        Err(Error::unsupported("this backend", "RUN_CODE (streamed)"))
+        Err(Error::unsupported(UNNAMED_BACKEND, "RUN_CODE (streamed)"))
     }
 
     /// Creates a code context for `language`.
     fn create_context(&self, language: &str) -> BoxFuture<'_, Result<CodeContext>> {
         let _ = language;
-        Box::pin(async { Err(Error::unsupported("this backend", "STATEFUL_CODE")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "STATEFUL_CODE")) })
     }
 
     /// Interrupts the cell running in context `context_id` (a `KeyboardInterrupt` in
@@ -288,7 +301,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// when [`Capabilities::STATEFUL_CODE`] is declared.
     fn interrupt(&self, context_id: &str) -> BoxFuture<'_, Result<()>> {
         let _ = context_id;
-        Box::pin(async { Err(Error::unsupported("this backend", "STATEFUL_CODE")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "STATEFUL_CODE")) })
     }
 
     /// Reads a whole file of at most `limit` bytes, links followed inside the sandbox.
@@ -301,7 +314,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// killed (the core drops it at the operation's deadline).
     fn read(&self, path: &str, limit: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         let _ = (path, limit);
-        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "FILESYSTEM")) })
     }
 
     /// Writes a whole file as the sandbox user's own write would: parent directories are
@@ -317,7 +330,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// killed; the file may be partly written.
     fn write(&self, path: &str, data: Vec<u8>, mode: Option<u32>) -> BoxFuture<'_, Result<()>> {
         let _ = (path, data, mode);
-        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "FILESYSTEM")) })
     }
 
     /// Lists a directory. Bound what is read from the sandbox (the core's contract:
@@ -325,19 +338,19 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// [`Error::TooLarge`]).
     fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
         let _ = path;
-        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "FILESYSTEM")) })
     }
 
     /// Creates a directory and its parents; an existing directory is not an error.
     fn mkdir(&self, path: &str) -> BoxFuture<'_, Result<()>> {
         let _ = path;
-        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "FILESYSTEM")) })
     }
 
     /// Removes a file, or a directory (its contents too when `recursive`).
     fn remove(&self, path: &str, recursive: bool) -> BoxFuture<'_, Result<()>> {
         let _ = (path, recursive);
-        Box::pin(async { Err(Error::unsupported("this backend", "FILESYSTEM")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "FILESYSTEM")) })
     }
 
     /// Copies a host file or directory tree into the sandbox. The default walks the host
@@ -390,7 +403,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// Lets go of ownership: after this, the sandbox lives until its TTL even if the owner
     /// process dies. Called only when [`Capabilities::DETACH`] is declared.
     fn detach(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async { Err(Error::unsupported("this backend", "DETACH")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "DETACH")) })
     }
 
     /// Moves the end of the sandbox's life to `ttl` from now (which may shorten it).
@@ -398,7 +411,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// checked to be non-zero and at most [`MAX_TTL`](crate::MAX_TTL).
     fn extend_ttl(&self, ttl: Duration) -> BoxFuture<'_, Result<()>> {
         let _ = ttl;
-        Box::pin(async { Err(Error::unsupported("this backend", "EXTEND_TTL")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "EXTEND_TTL")) })
     }
 }
 
@@ -440,12 +453,12 @@ pub trait BackendExecStream: Send + fmt::Debug {
     /// Writes to the process's stdin (needs [`Capabilities::STDIN`]).
     fn write_stdin<'a>(&'a mut self, data: &'a [u8]) -> BoxFuture<'a, Result<()>> {
         let _ = data;
-        Box::pin(async { Err(Error::unsupported("this backend", "STDIN")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "STDIN")) })
     }
 
     /// Closes the process's stdin, delivering end-of-file.
     fn close_stdin(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async { Err(Error::unsupported("this backend", "STDIN")) })
+        Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "STDIN")) })
     }
 
     /// Drains what output is left (discarding it) and returns how the process ended. The

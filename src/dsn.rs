@@ -335,16 +335,30 @@ fn unknown_scheme(scheme: &str) -> String {
         .collect();
     let planned: Vec<&str> = FIRST_PARTY.iter().filter(|s| !s.released).map(|s| s.name).collect();
     let off = if off.is_empty() { String::new() } else { format!("; with a feature: {}", off.join(", ")) };
-    format!(
-        "unknown DSN scheme {scheme:?}; schemes in this build: {}{off} (planned for later versions: {})",
-        usable.join(", "),
-        planned.join(", ")
-    )
+    // Nothing planned is said as nothing, not as an empty list.
+    let planned = if planned.is_empty() {
+        String::new()
+    } else {
+        format!(" (planned for later versions: {})", planned.join(", "))
+    };
+    format!("unknown DSN scheme {scheme:?}; schemes in this build: {}{off}{planned}", usable.join(", "))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #30 item 8: with no scheme planned, the message ended in "(planned for later
+    /// versions: )".
+    #[test]
+    fn an_unknown_scheme_names_no_empty_list() {
+        let said = unknown_scheme("nosuch");
+        assert!(said.starts_with("unknown DSN scheme \"nosuch\"; schemes in this build: "), "{said}");
+        assert!(!said.contains(": )") && !said.ends_with(": "), "{said}");
+        if FIRST_PARTY.iter().all(|s| s.released) {
+            assert!(!said.contains("planned"), "{said}");
+        }
+    }
 
     #[test]
     fn parses_parts() {

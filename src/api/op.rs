@@ -22,6 +22,19 @@ pub(crate) struct OpContext {
 }
 
 impl OpContext {
+    /// `e` with this sandbox's scheme where a backend's default refusal could not name it
+    /// ([`crate::backend::UNNAMED_BACKEND`]).
+    pub(crate) fn named(&self, e: crate::Error) -> crate::Error {
+        match e {
+            crate::Error::CapabilityNotSupported { backend, capability }
+                if backend == crate::backend::UNNAMED_BACKEND =>
+            {
+                crate::Error::CapabilityNotSupported { backend: self.backend.to_string(), capability }
+            }
+            other => other,
+        }
+    }
+
     pub(crate) fn record_template(&self, kind: OperationKind) -> OperationRecord {
         OperationRecord {
             kind,
@@ -75,7 +88,7 @@ impl OpContext {
         ok_outcome: impl FnOnce(&T) -> Outcome,
     ) -> Result<T> {
         let guard = self.start(kind);
-        let result = fut.instrument(self.span(kind)).await;
+        let result = fut.instrument(self.span(kind)).await.map_err(|e| self.named(e));
         guard.finish(match &result {
             Ok(v) => ok_outcome(v),
             Err(e) => Outcome::Error(e.code()),

@@ -353,9 +353,15 @@ impl Sandbox {
 
     pub(crate) fn require(&self, capability: Capabilities) -> Result<()> {
         if self.capabilities().contains(capability) {
-            Ok(())
-        } else {
-            Err(Error::missing_capability(self.backend.scheme(), capability))
+            return Ok(());
+        }
+        // A capability the backend has and this sandbox lost says why, when it can.
+        match self.handle.narrowed_because(capability) {
+            Some(why) => Err(Error::unsupported(
+                self.backend.scheme(),
+                format!("{} in this sandbox ({why})", capability.names()),
+            )),
+            None => Err(Error::missing_capability(self.backend.scheme(), capability)),
         }
     }
 
@@ -458,6 +464,7 @@ impl Sandbox {
                 Ok(ExecStream::new(inner, self.capabilities(), self.ctx.clone()))
             }
             Err(e) => {
+                let e = self.ctx.named(e);
                 guard.finish(Outcome::Error(e.code()));
                 Err(e)
             }
@@ -562,6 +569,7 @@ impl Sandbox {
                 Ok(CodeStream::new(inner, rich, self.ctx.clone()))
             }
             Err(e) => {
+                let e = self.ctx.named(e);
                 guard.finish(Outcome::Error(e.code()));
                 Err(e)
             }

@@ -375,3 +375,56 @@ fn streaming__blocking_lines_are_an_iterator() {
     assert_eq!(texts, ["café ok", "oops!", "last"]);
     assert!(stream.wait().unwrap().success());
 }
+
+/// An adapter that declares `RUN` and `RUN_CODE` and implements neither (the trait's
+/// default refusals), as a half-written one would.
+mod lazy {
+    use sandboxio::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
+    use sandboxio::{Capabilities, Result};
+
+    #[derive(Debug)]
+    pub struct Lazy;
+
+    impl Backend for Lazy {
+        fn scheme(&self) -> &'static str {
+            "lazy"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::RUN | Capabilities::RUN_CODE
+        }
+        fn create(&self, _: CreateSpec) -> BoxFuture<'_, Result<Box<dyn BackendSandbox>>> {
+            Box::pin(async { Ok(Box::new(Sbx) as Box<dyn BackendSandbox>) })
+        }
+    }
+
+    #[derive(Debug)]
+    struct Sbx;
+
+    impl BackendSandbox for Sbx {
+        fn id(&self) -> &'static str {
+            "lazy-1"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::RUN | Capabilities::RUN_CODE
+        }
+        fn kill(&self) -> BoxFuture<'_, Result<KillOutcome>> {
+            Box::pin(async { Ok(KillOutcome::Killed) })
+        }
+    }
+}
+
+/// Issue #30 item 9: a default refusal names the adapter's scheme (it read "the this backend
+/// backend does not support `RUN_CODE`"), from a call and from a stream alike.
+#[test]
+fn errors__an_adapters_default_refusal_names_its_scheme() {
+    let sbx =
+        block_on(Sandbox::builder_with(lazy::Lazy).network(NetworkPolicy::allow_all()).create()).unwrap();
+    let run = block_on(sbx.run_code("1")).unwrap_err();
+    let said = run.to_string();
+    assert_eq!(run.code(), ErrorCode::CapabilityNotSupported);
+    assert!(said.contains("lazy") && !said.contains("this backend"), "{said}");
+    let streamed = sbx.run_code_stream("1").expect_err("a refusal").to_string();
+    assert!(streamed.contains("lazy") && !streamed.contains("this backend"), "{streamed}");
+    let ran = block_on(sbx.run(Command::new("true"))).unwrap_err().to_string();
+    assert!(ran.contains("lazy") && !ran.contains("this backend"), "{ran}");
+}

@@ -904,3 +904,18 @@ fn docker__no_command_is_lost_at_any_concurrency() {
     support::no_command_lost_at_any_concurrency(&sbx, "docker://");
     support::block_on(std::sync::Arc::into_inner(sbx).unwrap().close()).unwrap();
 }
+
+/// Issue #30 item 8: a code cell on an image without `python3` says so (it said "the docker
+/// backend does not support `RUN_CODE`", which the backend does); control: the same sandbox
+/// runs commands.
+#[tokio::test]
+async fn docker__a_cell_on_an_image_without_python_names_the_missing_interpreter() {
+    let test = "docker__a_cell_on_an_image_without_python_names_the_missing_interpreter";
+    let Some(sandbox) = busybox_if_ready(test).await else { return };
+    let out = sandbox.run(Command::new("true")).await.unwrap();
+    assert!(out.success(), "control: {out:?}");
+    let err = sandbox.run_code("1 + 1").await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);
+    assert!(err.to_string().contains("its image has no python3"), "{err}");
+    let _ = sandbox.kill().await;
+}

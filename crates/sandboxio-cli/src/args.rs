@@ -486,8 +486,12 @@ pub fn parse_upload(s: &str) -> Result<Upload, String> {
 /// absolute); anything else is a host path.
 #[must_use]
 pub fn parse_endpoint(s: &str) -> Endpoint {
+    // As `docker cp`: `ID:PATH` is in the sandbox whatever PATH is (relative ones under its
+    // working directory, `ID:` the directory itself); a host name with a colon is written
+    // `./a:b`, since an id has no slash.
     match s.split_once(':') {
-        Some((id, path)) if !id.is_empty() && !id.contains('/') && path.starts_with('/') => {
+        Some((id, path)) if !id.is_empty() && !id.contains('/') => {
+            let path = if path.is_empty() { "." } else { path };
             Endpoint::Sandbox { id: id.to_owned(), path: path.to_owned() }
         }
         _ => Endpoint::Host(PathBuf::from(s)),
@@ -584,7 +588,11 @@ mod tests {
         assert_eq!(parse_endpoint("abc:/w/x"), Endpoint::Sandbox { id: "abc".into(), path: "/w/x".into() });
         assert_eq!(parse_endpoint("./abc:/w"), Endpoint::Host(PathBuf::from("./abc:/w")));
         assert_eq!(parse_endpoint("out.txt"), Endpoint::Host(PathBuf::from("out.txt")));
-        assert_eq!(parse_endpoint("c:rel"), Endpoint::Host(PathBuf::from("c:rel")));
+        // Issue #30 item 8: a relative sandbox path was taken for a host path, and cp said
+        // "exactly one side must be a sandbox path".
+        assert_eq!(parse_endpoint("c:rel"), Endpoint::Sandbox { id: "c".into(), path: "rel".into() });
+        assert_eq!(parse_endpoint("abc:"), Endpoint::Sandbox { id: "abc".into(), path: ".".into() });
+        assert_eq!(parse_endpoint("./c:rel"), Endpoint::Host(PathBuf::from("./c:rel")));
     }
 
     #[test]

@@ -32,6 +32,15 @@ pub(crate) async fn create_sandbox(
     detached: bool,
     ttl: Option<Duration>,
 ) -> sandboxio::Result<Sandbox> {
+    if opts.memory.is_some()
+        && !Sandbox::capabilities_of(dsn)?.contains(sandboxio::Capabilities::LIMIT_MEMORY)
+    {
+        // Said in the CLI's words: the library's refusal speaks of `.limits(..)`.
+        let scheme = dsn.split("://").next().unwrap_or(dsn);
+        return Err(Error::configuration(format!(
+            "the {scheme} backend cannot limit a sandbox's memory: drop --memory, or use a backend that can (docker://)"
+        )));
+    }
     let limits = opts.memory.map(|mib| ResourceLimits::new().memory_mib(mib));
     let mut builder = Sandbox::builder(dsn)?.network(opts.network.clone()).limits(limits).detached(detached);
     for (key, value) in &opts.label {
@@ -244,6 +253,14 @@ fn command_of(line: &CommandLine) -> Command {
     Command::new(&argv[0]).args(&argv[1..]).within(line.timeout)
 }
 
+/// Says on stderr that the command was killed for memory: without it an OOM kill printed
+/// nothing and exited 137, as any `kill -9` would.
+fn say_oom(result: &ExecResult) {
+    if result.oom_killed {
+        eprintln!("sandboxio: the command was killed: out of memory (the sandbox's memory limit, --memory)");
+    }
+}
+
 /// The last `--json` line of `run` and `exec`, after one line per output chunk.
 fn exec_report(sandbox_id: &str, result: &ExecResult, downloaded: &[PathBuf]) -> Value {
     json!({
@@ -251,6 +268,7 @@ fn exec_report(sandbox_id: &str, result: &ExecResult, downloaded: &[PathBuf]) ->
         "exit_code": result.status.code(),
         "signal": result.status.signal(),
         "duration_ms": u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
+        "oom_killed": result.oom_killed,
         "downloaded": downloaded.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
     })
 }
@@ -315,6 +333,8 @@ pub async fn run(args: RunArgs) -> i32 {
         }
         if json {
             println!("{}", exec_report(sandbox.id(), &result, &downloaded));
+        } else {
+            say_oom(&result);
         }
         exit_code(result.status)
     })
@@ -331,6 +351,8 @@ pub async fn exec(args: ExecArgs) -> i32 {
             stream_command(&sandbox, command_of(&args.line), &mut sink, args.line.interactive).await?;
         if json {
             println!("{}", exec_report(sandbox.id(), &result, &[]));
+        } else {
+            say_oom(&result);
         }
         Ok::<_, Error>(exit_code(result.status))
     };
@@ -498,18 +520,31 @@ pub async fn cp(args: CpArgs) -> i32 {
         match (parse_endpoint(&args.src), parse_endpoint(&args.dst)) {
             (Endpoint::Host(src), Endpoint::Sandbox { id, path }) => {
                 let sandbox = Sandbox::connect(&args.common.dsn, &id).await?;
+                // Into a directory (an existing one, or a path ending in `/`), under the
+                // source's own name, as `cp` and `docker cp` do.
+                let is_dir = path.ends_with('/') || sandbox.fs().list(&path).await.is_ok();
+                let path = match (is_dir, src.file_name()) {
+                    (true, Some(name)) => {
+                        format!("{}/{}", path.trim_end_matches('/'), name.to_string_lossy())
+                    }
+                    _ => path,
+                };
                 let bar = TransferBar::new(Direction::Upload, "uploading");
                 let report = |p| bar.report(p);
                 sandbox.fs().on_progress(&report).upload(&src, &path).await
             }
             (Endpoint::Sandbox { id, path }, Endpoint::Host(dst)) => {
                 let sandbox = Sandbox::connect(&args.common.dsn, &id).await?;
+                let dst = match download_name(&path) {
+                    Ok(name) if dst.is_dir() => dst.join(name),
+                    _ => dst,
+                };
                 let bar = TransferBar::new(Direction::Download, "downloading");
                 let report = |p| bar.report(p);
                 sandbox.fs().on_progress(&report).download(&path, &dst).await
             }
             _ => Err(Error::invalid_input(
-                "exactly one side of cp must be a sandbox path, as in ID:/workspace/file",
+                "exactly one side of cp must be a sandbox path, ID:PATH (a relative PATH is under the sandbox's working directory; a host path with a colon is written ./a:b)",
             )),
         }
     };

@@ -91,6 +91,17 @@ fn stdin_is_forwarded_with_dash_i_and_closed_without() {
     assert_eq!(s.leftovers(), Vec::<String>::new());
 }
 
+/// Issue #30 item 8: `--memory` on a backend that cannot limit memory is refused in the
+/// CLI's words (it told a CLI user to remove `.limits(..)`).
+#[test]
+fn memory_on_a_backend_without_limits_names_the_flag() {
+    let s = Scratch::new("memory");
+    let out = s.run(&["run", "--memory", "64", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let said = text(&out.stderr);
+    assert!(said.contains("drop --memory") && !said.contains(".limits("), "{said}");
+}
+
 #[test]
 fn run_json_shape_uploads_and_downloads() {
     let s = Scratch::new("json");
@@ -221,6 +232,23 @@ fn create_detach_exec_cp_kill() {
     let src = format!("{id}:/workspace/copy.txt");
     assert_eq!(s.run(&["cp", &src, "back.txt"]).status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(s.0.join("back.txt")).unwrap(), "hello\n");
+    // Issue #30 item 8: a relative sandbox path, and a directory on either side (cp took
+    // `ID:rel` for a host path, and refused to copy into a directory).
+    let rel = format!("{id}:rel.txt");
+    let out = s.run(&["cp", "in.txt", &rel]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = s.run(&["exec", &id, "--", "sh", "-c", "mkdir -p sub; cat rel.txt"]);
+    assert_eq!(text(&out.stdout), "hello\n", "{out:?}");
+    for into in [format!("{id}:sub"), format!("{id}:/workspace/sub/")] {
+        let out = s.run(&["cp", "in.txt", &into]);
+        assert_eq!(out.status.code(), Some(0), "into {into}: {out:?}");
+    }
+    let out = s.run(&["exec", &id, "--", "cat", "sub/in.txt"]);
+    assert_eq!(text(&out.stdout), "hello\n", "{out:?}");
+    std::fs::create_dir_all(s.0.join("here")).unwrap();
+    let out = s.run(&["cp", &rel, "here"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(std::fs::read_to_string(s.0.join("here/rel.txt")).unwrap(), "hello\n");
     let out = s.run(&["kill", "--json", &id, "local-0000000000000000"]);
     assert_eq!(out.status.code(), Some(125), "one id is unknown");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -138,3 +138,22 @@ fn image_build_escapes_what_the_build_prints() {
     assert!(err.contains(r"\x1b]0;pwned\x07\x1b[2J"), "control: the build printed the escapes: {err:?}");
     docker(&["rmi", &tag]);
 }
+
+/// Issue #30 item 8: a command killed for memory says so on stderr (it printed nothing and
+/// exited 137, as any `kill -9`), and `--json` carries `oom_killed`; control: the same
+/// command without the limit succeeds.
+#[test]
+fn an_out_of_memory_kill_is_said() {
+    let Some((s, _)) = scratch_and_tag("oom") else { return };
+    let dsn = "docker://?image=sandboxio/busybox:1";
+    // A shell variable of 100 MB, far over a 32-MiB limit.
+    let hog = "x=$(head -c 100000000 /dev/zero | tr '\\0' a); echo ${#x}";
+    let out = s.run(&["run", "--dsn", dsn, "--memory", "32", "--", "sh", "-c", hog]);
+    assert_eq!(out.status.code(), Some(137), "{out:?}");
+    assert!(text(&out.stderr).contains("killed: out of memory"), "{out:?}");
+    let out = s.run(&["run", "--dsn", dsn, "--json", "--memory", "32", "--", "sh", "-c", hog]);
+    let last: serde_json::Value = serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(last["oom_killed"], true, "{last}");
+    let out = s.run(&["run", "--dsn", dsn, "--", "sh", "-c", hog]);
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "100000000\n"), "control: {out:?}");
+}

@@ -196,6 +196,30 @@ impl Shared {
         capabilities
     }
 
+    /// Why this sandbox lacks `capability` that `docker://` declares: its image has no
+    /// `python3` (code cells), or the exec-API path has no runner (contexts, rich results).
+    pub(super) fn narrowed_because(&self, capability: Capabilities, runner: bool) -> Option<String> {
+        let code = Capabilities::RUN_CODE | Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS;
+        if code.intersects(capability) && !self.python.load(Ordering::Acquire) {
+            return Some(
+                "its image has no python3, which code cells need: use an image with python3, such as sandboxio/python:2"
+                    .to_owned(),
+            );
+        }
+        if !runner && (Capabilities::STATEFUL_CODE | Capabilities::RICH_OUTPUTS).intersects(capability) {
+            return Some(
+                "the exec-API path has no code runner: use the sandboxd path (the default)".to_owned(),
+            );
+        }
+        if capability.contains(Capabilities::COMMAND_SECRETS) && self.root_user.load(Ordering::Acquire) {
+            return Some(
+                "it runs as root, which could rewrite the shell that decodes a later command's secrets"
+                    .to_owned(),
+            );
+        }
+        None
+    }
+
     /// How the sandbox's network policy is enforced.
     pub(super) fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
         // `network_mode: none` under deny-all and an allowlist, whose one way out is the gate.

@@ -156,6 +156,10 @@ impl BackendSandbox for ExecApiSandbox {
         self.shared.capabilities(false)
     }
 
+    fn narrowed_because(&self, capability: Capabilities) -> Option<String> {
+        self.shared.narrowed_because(capability, false)
+    }
+
     fn network_policy(&self) -> Option<NetworkPolicy> {
         self.shared.network.clone()
     }

@@ -44,6 +44,10 @@ impl BackendSandbox for SandboxdSandbox {
         self.shared.capabilities(true)
     }
 
+    fn narrowed_because(&self, capability: Capabilities) -> Option<String> {
+        self.shared.narrowed_because(capability, true)
+    }
+
     fn network_policy(&self) -> Option<NetworkPolicy> {
         self.shared.network.clone()
     }
