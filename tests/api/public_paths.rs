@@ -29,6 +29,8 @@ struct Crate {
     reexports: Vec<(String, String)>,
     /// Paths of `pub` items defined at a module's top level.
     items: BTreeSet<String>,
+    /// Those of them that are not modules (a function may share a private module's name).
+    non_modules: BTreeSet<String>,
     /// Problems the scan cannot judge (glob re-exports), reported as failures.
     refused: Vec<String>,
 }
@@ -168,6 +170,7 @@ impl Crate {
                     let name: String =
                         after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
                     self.items.insert(format!("{path}::{name}"));
+                    self.non_modules.insert(format!("{path}::{name}"));
                     break;
                 }
             }
@@ -259,6 +262,52 @@ impl Crate {
         }
         paths.retain(|_, p| p.len() > 1);
         paths
+    }
+}
+
+/// The public surface in figures (issue #29's measure; `scripts/count-public-items` prints
+/// them): the names the crate root exports, the public modules, and the items reachable at a
+/// public path (each item once, wherever it is reachable; modules not counted). Items behind
+/// every feature count, as under `--all-features`; methods and fields are not items here.
+#[derive(Debug)]
+struct Surface {
+    root_reexports: BTreeSet<String>,
+    root_modules: BTreeSet<String>,
+    modules: BTreeSet<String>,
+    items: BTreeSet<String>,
+}
+
+impl Crate {
+    fn surface(&self) -> Surface {
+        let mut paths: BTreeSet<String> =
+            self.items.iter().filter(|item| self.module_public(item)).cloned().collect();
+        paths.extend(
+            self.reexports.iter().filter(|(alias, _)| self.module_public(alias)).map(|(a, _)| a.clone()),
+        );
+        let root = |p: &&String| p.strip_prefix("crate::").is_some_and(|name| !name.contains("::"));
+        let is_module = |p: &String| {
+            let target = self.resolve(p);
+            self.modules.contains_key(&target) && !self.non_modules.contains(&target)
+        };
+        Surface {
+            root_reexports: self
+                .reexports
+                .iter()
+                .map(|(alias, _)| alias)
+                .filter(root)
+                .map(|p| p["crate::".len()..].to_owned())
+                .collect(),
+            root_modules: self
+                .items
+                .iter()
+                .filter(root)
+                .filter(|p| is_module(p))
+                .map(|p| p["crate::".len()..].to_owned())
+                .collect(),
+            // Public modules at the paths a user writes (a re-exported module at its alias).
+            modules: paths.iter().filter(|p| is_module(p)).cloned().collect(),
+            items: paths.iter().filter(|p| !is_module(p)).map(|p| self.resolve(p)).collect(),
+        }
     }
 }
 
@@ -383,4 +432,24 @@ fn the_check_follows_chains_paths_and_inline_modules() {
     assert!(krate.refused.is_empty());
     let glob = scan_tree(&[("src/lib.rs", "mod a;\npub use a::*;\n"), ("src/a.rs", "pub struct X;\n")]);
     assert_eq!(glob.refused.len(), 1, "{glob:?}");
+}
+
+/// Prints the surface's figures (`scripts/count-public-items` runs it with `--nocapture`).
+#[test]
+fn surface_figures() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let krate = Crate::scan(&|p: &Path| std::fs::read_to_string(p).ok(), &root.join("src/lib.rs"));
+    let surface = krate.surface();
+    println!("root re-exports ({}): {}", surface.root_reexports.len(), join(&surface.root_reexports));
+    println!("root modules ({}): {}", surface.root_modules.len(), join(&surface.root_modules));
+    println!("public modules ({}): {}", surface.modules.len(), join(&surface.modules));
+    println!("public items ({}), each once:", surface.items.len());
+    for item in &surface.items {
+        println!("  {item}");
+    }
+    assert!(surface.items.contains("crate::api::sandbox::Sandbox"), "{surface:#?}");
+}
+
+fn join(names: &BTreeSet<String>) -> String {
+    names.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
 }
