@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::process::{Command as OsCommand, ExitCode};
 use std::time::{Duration, Instant};
 
-use sandboxio::backends::docker::{DockerBackend, ExecPath, container_labels};
+use sandboxio::backends::docker::{DockerBackend, ExecPath};
 use sandboxio::testing::contract::{
     Canary, CancellationPoints, ContractSuite, ProbeFuture, ProbeKind, Probes, python_egress_probe,
 };
@@ -151,7 +151,7 @@ impl Probes for DockerProbes {
     fn provider_labels(&self, sandbox_id: &str) -> Option<ProbeFuture<BTreeMap<String, String>>> {
         let (backend, id) = (self.backend.clone(), sandbox_id.to_owned());
         Some(Box::pin(async move {
-            let labels = container_labels(&backend, &id).await.map_err(|e| e.to_string())?;
+            let labels = backend.container_labels(&id).await.map_err(|e| e.to_string())?;
             Ok(labels.into_iter().collect())
         }))
     }

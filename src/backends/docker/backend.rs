@@ -2,7 +2,7 @@
 //! engine client it connects on first use, and [`Backend`] (create, connect, list, reap).
 //! Pulls and builds add their methods in `image/`, templates in `template/`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::policy::{Capabilities, IsolationTier};
 use crate::{ReapOptions, ReapReport};
 
-use super::client::{self, Endpoint, sandbox_error};
+use super::client::{self, Endpoint};
 use super::exec_path::ExecPath;
 use super::image::{PULL_STALL_TIMEOUT, PullPolicy, PullProgress, RegistryAuth, build, credentials, pull};
 use super::template::{self, Template};
@@ -435,26 +435,4 @@ impl Backend for DockerBackend {
     fn reap(&self, options: ReapOptions) -> BoxFuture<'_, Result<ReapReport>> {
         Box::pin(DockerBackend::reap(self, options))
     }
-}
-
-/// The labels of a container (sandboxio's `io.sandboxio.*` ones and the user's metadata),
-/// as the engine reports them, for tests and operators.
-///
-/// # Errors
-///
-/// As [`DockerBackend::reap`], and [`Error::SandboxGone`]
-/// for a container that no longer exists.
-///
-/// # Cancel safety
-///
-/// Cancel safe: it only reads.
-pub async fn container_labels(backend: &DockerBackend, id: &str) -> Result<HashMap<String, String>> {
-    let (inner, id) = (Arc::clone(&backend.inner), id.to_owned());
-    rt::spawn(async move {
-        let docker = DockerBackend::client(&inner).await?;
-        let inspected =
-            docker.inspect_container(&id, None).await.map_err(|e| sandbox_error(&id, "inspecting", e))?;
-        Ok(inspected.config.and_then(|c| c.labels).unwrap_or_default())
-    })
-    .await
 }

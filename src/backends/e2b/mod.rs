@@ -91,6 +91,8 @@ static PORTAL: crate::backends::common::portal::Portal =
 
 mod cell;
 mod exec;
+#[cfg(feature = "contract")]
+mod hooks;
 mod sandbox;
 mod stream;
 
@@ -203,49 +205,6 @@ impl E2bBackend {
                 http: OnceLock::new(),
             }),
         }
-    }
-
-    /// Test support (feature `contract`): the backend of a protocol stub that serves
-    /// every host under `domain_host` at `addr`, over TLS with a certificate signed by the
-    /// PEM `ca_pem`, which is trusted besides the built-in roots. TLS stays on: there is no
-    /// plaintext mode. `api_key` stands for `E2B_API_KEY`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Configuration`] for a malformed domain.
-    #[cfg(feature = "contract")]
-    pub fn for_stub(
-        domain_host: &str,
-        addr: std::net::SocketAddr,
-        ca_pem: &[u8],
-        api_key: &str,
-    ) -> Result<Self> {
-        let dsn = Dsn::parse(&format!("e2b://?domain={domain_host}:{}", addr.port()))?;
-        let key = api_key.to_owned();
-        let config = E2bConfig::parse(&dsn, |k| (k == config::API_KEY_ENV).then(|| key.clone()))?;
-        let stub = http::StubTrust { domain_host: domain_host.to_owned(), addr, ca_pem: ca_pem.to_vec() };
-        Ok(Self::with_config(config, Some(stub)))
-    }
-
-    /// Test support (feature `contract`): the same backend keeping owned sandboxes alive
-    /// with a TTL of at most `ttl`, renewed every `every`, instead of [`OWNER_TTL`] and
-    /// [`KEEPALIVE_EVERY`], so that a test can watch a sandbox outlive several leases while
-    /// its owner lives and end within one after the owner dies.
-    #[cfg(feature = "contract")]
-    #[must_use]
-    pub fn with_owner_lease(self, ttl: std::time::Duration, every: std::time::Duration) -> Self {
-        self.rebuilt(self.inner.audit.clone(), Lease { ttl, every }, self.inner.stream_keepalive)
-    }
-
-    /// Test support (feature `contract`): the same backend asking envd for a keepalive
-    /// every `every` (whole seconds, at least one) on a quiet command stream instead of
-    /// every 30 s, and taking a stream silent for twice that as dead, so
-    /// that a test can watch both within seconds.
-    #[cfg(feature = "contract")]
-    #[must_use]
-    pub fn with_stream_keepalive(self, every: std::time::Duration) -> Self {
-        let every = std::time::Duration::from_secs(every.as_secs().max(1));
-        self.rebuilt(self.inner.audit.clone(), self.inner.lease, every)
     }
 
     /// Kills every running or paused sandbox of this account whose metadata holds all of

@@ -1,21 +1,20 @@
 //! The `local://` backend value: where its sandboxes live on the host, which `bwrap` it
-//! runs, the sandboxes this process holds, the operator and test hooks that read them, and
-//! [`Backend`] (create and connect in `create.rs`, list and reap in `reap.rs`).
+//! runs, the sandboxes this process holds, and [`Backend`] (create and connect in
+//! `create.rs`, list and reap in `reap.rs`, the test hooks that read the sandboxes in
+//! `hooks.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec};
-use crate::backends::owner::Owner;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::policy::{Capabilities, IsolationTier};
 
 use super::dirs::{current_gid, current_uid, run_as};
 use super::sandbox::State;
-use super::{CAPABILITIES, SCHEME, launch, record};
+use super::{CAPABILITIES, SCHEME};
 
 /// The `local://` backend. Cheap to clone; clones share their sandboxes.
 #[derive(Debug, Clone)]
@@ -101,58 +100,6 @@ impl LocalBackend {
 
     pub(super) fn sandboxes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<State>>> {
         self.inner.sandboxes.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Descriptions (`pid N (comm)`) of the processes of a sandbox still running on this
-    /// host, found by the sandbox's PID namespace, wherever they were re-parented, and after
-    /// the sandbox was killed (the contract suite's orphan probe): empty means none.
-    /// sandboxd's own processes (named `sandboxd`) are not listed. Reads `/proc`: processes
-    /// of another user are not seen.
-    #[must_use]
-    pub fn running_processes(&self, sandbox_id: &str) -> Vec<String> {
-        let known = self.sandboxes().get(sandbox_id).and_then(|s| s.pid_namespace);
-        let namespace = known.or_else(|| {
-            let sandboxd = record::sandboxd(&record::read(&self.inner.root.join(sandbox_id))?)?;
-            let namespace = launch::pid_namespace(sandboxd.pid)?;
-            // Read after the namespace: the pid was still the sandbox's sandboxd then.
-            (Owner::of(sandboxd.pid)? == sandboxd).then_some(namespace)
-        });
-        namespace.map(launch::processes_in).unwrap_or_default()
-    }
-
-    /// Ids of this backend's live sandboxes whose metadata has `key` = `value`.
-    #[must_use]
-    pub fn live_sandboxes_labelled(&self, key: &str, value: &str) -> Vec<String> {
-        self.sandboxes()
-            .values()
-            .filter(|s| s.is_alive() && s.metadata.get(key).is_some_and(|v| v == value))
-            .map(|s| s.id.clone())
-            .collect()
-    }
-
-    /// Everything the backend stores about a sandbox, as text (secret values appear only as
-    /// `[redacted]`).
-    #[must_use]
-    pub fn stored_config(&self, sandbox_id: &str) -> Option<String> {
-        self.sandboxes().get(sandbox_id).map(|s| s.config.clone())
-    }
-
-    /// Ends a sandbox's TTL now, as if it had expired (its commands are killed and its
-    /// next operation raises `SandboxGone`). Returns whether it was alive. Operators use it
-    /// to cut a sandbox short; the contract suite's `expire_sandbox` probe uses it too.
-    #[expect(clippy::must_use_candidate, reason = "expiring is the point; the answer is optional")]
-    pub fn expire(&self, sandbox_id: &str) -> bool {
-        let Some(state) = self.sandboxes().get(sandbox_id).cloned() else { return false };
-        let was = state.is_alive();
-        state.expired_early.store(true, Ordering::Release);
-        let _ = state.check_alive();
-        was
-    }
-
-    /// The labels recorded with a sandbox.
-    #[must_use]
-    pub fn labels(&self, sandbox_id: &str) -> Option<BTreeMap<String, String>> {
-        self.sandboxes().get(sandbox_id).map(|s| s.metadata.clone())
     }
 
     /// The uid and gid of the sandbox user, as the host and the sandbox both see them (the

@@ -48,12 +48,15 @@
 //! `backend.rs` (the backend value and [`Backend`](crate::backend::Backend)), `create.rs`
 //! (create and connect), `sandbox.rs` (a handle and its state), `reap.rs` (list and
 //! reap), `launch.rs` (the `bwrap` command line), `session/` (sandboxd's binary, the link
-//! and socket), `reactor.rs`, `seccomp.rs`, `dirs.rs`, `record.rs`, `fs.rs`.
+//! and socket), `reactor.rs`, `seccomp.rs`, `dirs.rs`, `record.rs`, `fs.rs`, and
+//! `hooks.rs` (the test hooks the contract suite's probes use, feature `contract`).
 
 mod backend;
 mod create;
 mod dirs;
 mod fs;
+#[cfg(feature = "contract")]
+mod hooks;
 mod launch;
 mod reactor;
 mod reap;

@@ -79,6 +79,8 @@ mod client;
 mod errors;
 mod exec;
 mod files;
+#[cfg(feature = "contract")]
+mod hooks;
 #[cfg(test)]
 mod live;
 mod proto;
@@ -195,35 +197,6 @@ impl ModalBackend {
                 control: OnceLock::new(),
             }),
         }
-    }
-
-    /// Test support (feature `contract`): the backend of a protocol stub serving the control
-    /// plane at `server_url` (`https://host:port`) over TLS with a certificate for `domain`
-    /// signed by the PEM `ca_pem`, which is then the only authority trusted (for the
-    /// routers it hands out too). TLS stays on: there is no plaintext mode. `token_id` and
-    /// `token_secret` stand for `MODAL_TOKEN_ID` and `MODAL_TOKEN_SECRET` (an empty one is
-    /// missing); no profile file is read. `dsn` carries the usual options.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Configuration`] for a malformed DSN.
-    #[cfg(feature = "contract")]
-    pub fn for_stub(
-        dsn: &str,
-        server_url: &str,
-        ca_pem: &[u8],
-        domain: &str,
-        token_id: &str,
-        token_secret: &str,
-    ) -> Result<Self> {
-        let env = |k: &str| match k {
-            config::SERVER_URL_ENV => Some(server_url.to_owned()),
-            config::TOKEN_ID_ENV => Some(token_id.to_owned()),
-            config::TOKEN_SECRET_ENV => Some(token_secret.to_owned()),
-            _ => None,
-        };
-        let config = ModalConfig::parse(&Dsn::parse(dsn)?, env)?;
-        Ok(Self::with_config(config, Some(Trust { ca_pem: ca_pem.to_vec(), domain: domain.to_owned() })))
     }
 
     fn trust(&self) -> Option<(&[u8], &str)> {
