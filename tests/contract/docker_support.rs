@@ -236,12 +236,12 @@ pub fn run(path: ExecPath, name: &str) -> ExitCode {
             drop(conn);
         }
     });
-    let sink = sandboxio::RecordingSink::new();
+    let sink = sandboxio::audit::RecordingSink::new();
     let backend = DockerBackend::from_env()
         .expect("DOCKER_HOST")
         .with_image(IMAGE)
         .with_exec_path(path)
-        .with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
+        .with_audit(sandboxio::audit::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
     let network = sandboxio::testing::TestNetwork::load();
     let backend = match &network {
         Ok(net) => backend.with_egress_resolver(net.resolver().expect("a documentation range")),

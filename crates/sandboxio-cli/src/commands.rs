@@ -8,7 +8,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sandboxio::{
-    Code, CodeResult, Command, Error, ErrorCode, ExecResult, OutputChunk, ResourceLimits, Sandbox, StreamKind,
+    Code, CodeResult, Command, Error, ErrorCode, ExecResult, ResourceLimits, Sandbox,
+    exec::{OutputChunk, StreamKind},
 };
 use serde_json::{Value, json};
 

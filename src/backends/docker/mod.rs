@@ -8,7 +8,7 @@
 //! - `docker:///path/to/docker.sock` — an explicit socket; `docker://host:2375` — plain TCP;
 //! - options: `image=<name:tag>` (default [`DEFAULT_IMAGE`]; the builder's `.image()` wins),
 //!   `pull=never|missing|always` ([`PullPolicy`], default `never`; see [Images](#images)),
-//!   `runtime=runsc` (gVisor; reports [`IsolationTier::UserspaceKernel`](crate::IsolationTier::UserspaceKernel)), `user=<name|uid>`
+//!   `runtime=runsc` (gVisor; reports [`IsolationTier::UserspaceKernel`](crate::policy::IsolationTier::UserspaceKernel)), `user=<name|uid>`
 //!   (default: the image's configured user), `exec=sandboxd|api` (how commands run, below;
 //!   default `sandboxd`).
 //!

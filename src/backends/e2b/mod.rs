@@ -61,7 +61,7 @@
 //! allowlist contract's bypass tests defeat; it is offered as
 //! [`NetworkPolicy::provider_allowlist`](crate::NetworkPolicy::provider_allowlist) instead,
 //! sent as `network.allowOut` over a `denyOut` of `0.0.0.0/0`, and reported as
-//! [`EgressMechanism::ProviderNameFilter`](crate::EgressMechanism::ProviderNameFilter)),
+//! [`EgressMechanism::ProviderNameFilter`](crate::policy::EgressMechanism::ProviderNameFilter)),
 //! resource limits (they come from the template: `limits(..)` is a
 //! configuration error), command-scoped secrets. Isolation tier: micro-VM.
 //!
@@ -126,7 +126,7 @@ pub struct E2bBackend {
 struct Inner {
     config: E2bConfig,
     stub: Option<http::StubTrust>,
-    audit: crate::AuditConfig,
+    audit: crate::audit::AuditConfig,
     lease: Lease,
     /// How often envd is asked for a keepalive on a quiet stream ([`envd::KEEPALIVE`]).
     stream_keepalive: std::time::Duration,
@@ -162,7 +162,7 @@ impl E2bBackend {
             inner: Arc::new(Inner {
                 config,
                 stub,
-                audit: crate::AuditConfig::new(),
+                audit: crate::audit::AuditConfig::new(),
                 lease: Lease::DEFAULT,
                 stream_keepalive: envd::KEEPALIVE,
                 http: OnceLock::new(),
@@ -182,7 +182,7 @@ impl E2bBackend {
 
     /// The same backend writing to `audit`'s sinks as well.
     #[must_use]
-    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+    pub fn with_audit(self, audit: crate::audit::AuditConfig) -> Self {
         self.rebuilt(audit, self.inner.lease, self.inner.stream_keepalive)
     }
 
@@ -190,7 +190,7 @@ impl E2bBackend {
     /// (a new HTTP client).
     fn rebuilt(
         &self,
-        audit: crate::AuditConfig,
+        audit: crate::audit::AuditConfig,
         lease: Lease,
         stream_keepalive: std::time::Duration,
     ) -> Self {
@@ -341,7 +341,7 @@ impl Backend for E2bBackend {
         option == BackendOption::Template
     }
 
-    fn audit(&self) -> crate::AuditConfig {
+    fn audit(&self) -> crate::audit::AuditConfig {
         self.inner.audit.clone()
     }
 
@@ -377,7 +377,10 @@ impl Backend for E2bBackend {
     /// The account's running and paused sandboxes (at most 100 pages of 100), with ages and
     /// TTLs from E2B's `startedAt` and `endAt`. E2B records no owner process and no
     /// detachment: `owner_alive` and `detached` are `None`.
-    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<crate::SandboxInfo>>> {
+    fn list(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> BoxFuture<'_, Result<Vec<crate::inventory::SandboxInfo>>> {
         let (backend, labels) = (self.clone(), labels.clone());
         Box::pin(PORTAL.spawn(async move {
             let now = unix_now();
@@ -385,7 +388,7 @@ impl Backend for E2bBackend {
             Ok(listed
                 .into_iter()
                 .map(|l| {
-                    let mut info = crate::SandboxInfo::new(l.sandbox_id, SCHEME);
+                    let mut info = crate::inventory::SandboxInfo::new(l.sandbox_id, SCHEME);
                     let at = |stamp: &str| client::unix_seconds(stamp);
                     info.age = at(&l.started_at).map(|t| Duration::from_secs(now.saturating_sub(t)));
                     info.ttl_left = at(&l.end_at).map(|t| Duration::from_secs(t.saturating_sub(now)));
@@ -400,11 +403,14 @@ impl Backend for E2bBackend {
     /// Nothing to remove: E2B ends a sandbox at its TTL itself, and an owned sandbox's TTL
     /// is never set more than [`OWNER_TTL`] ahead, so it ends soon after its owner stops
     /// renewing it. Every listed sandbox is kept; [`E2bBackend::sweep`] kills by metadata.
-    fn reap(&self, options: crate::ReapOptions) -> BoxFuture<'_, Result<crate::ReapReport>> {
+    fn reap(
+        &self,
+        options: crate::inventory::ReapOptions,
+    ) -> BoxFuture<'_, Result<crate::inventory::ReapReport>> {
         let _ = options;
         Box::pin(async move {
             let kept = Backend::list(self, &BTreeMap::new()).await?.len();
-            Ok(crate::ReapReport { kept, ..Default::default() })
+            Ok(crate::inventory::ReapReport { kept, ..Default::default() })
         })
     }
 }

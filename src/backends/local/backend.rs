@@ -24,9 +24,9 @@ pub struct LocalBackend {
 
 #[derive(Debug)]
 pub(super) struct Inner {
-    pub(super) audit: crate::AuditConfig,
+    pub(super) audit: crate::audit::AuditConfig,
     /// How the egress gates of this backend's allowlisted sandboxes resolve names.
-    pub(super) resolver: crate::EgressResolver,
+    pub(super) resolver: crate::policy::EgressResolver,
     pub(super) bwrap: PathBuf,
     pub(super) root: PathBuf,
     pub(super) sandboxes: Mutex<HashMap<String, Arc<State>>>,
@@ -46,8 +46,8 @@ impl LocalBackend {
             .unwrap_or_else(|| PathBuf::from("/usr/bin/bwrap"));
         LocalBackend {
             inner: Arc::new(Inner {
-                audit: crate::AuditConfig::new(),
-                resolver: crate::EgressResolver::system(),
+                audit: crate::audit::AuditConfig::new(),
+                resolver: crate::policy::EgressResolver::system(),
                 bwrap,
                 root: std::env::temp_dir().join(format!("sandboxio-local-{}", current_uid())),
                 sandboxes: Mutex::new(HashMap::new()),
@@ -59,20 +59,20 @@ impl LocalBackend {
     /// The same backend writing every sandbox's audit records to `audit` as well (the
     /// contract suite's recording sink, for one). Call it before creating sandboxes.
     #[must_use]
-    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+    pub fn with_audit(self, audit: crate::audit::AuditConfig) -> Self {
         self.rebuilt(audit, self.inner.resolver.clone())
     }
 
     /// The same backend resolving the names its allowlisted sandboxes ask for through
-    /// `resolver` (default: [`EgressResolver::system`](crate::EgressResolver::system)), in the
+    /// `resolver` (default: [`EgressResolver::system`](crate::policy::EgressResolver::system)), in the
     /// egress gate on the host. Call it before creating sandboxes.
     #[must_use]
-    pub fn with_egress_resolver(self, resolver: crate::EgressResolver) -> Self {
+    pub fn with_egress_resolver(self, resolver: crate::policy::EgressResolver) -> Self {
         self.rebuilt(self.inner.audit.clone(), resolver)
     }
 
     /// A backend with these settings and the same `bwrap` and root, owning no sandbox yet.
-    fn rebuilt(&self, audit: crate::AuditConfig, resolver: crate::EgressResolver) -> Self {
+    fn rebuilt(&self, audit: crate::audit::AuditConfig, resolver: crate::policy::EgressResolver) -> Self {
         LocalBackend {
             inner: Arc::new(Inner {
                 audit,
@@ -128,7 +128,7 @@ impl Backend for LocalBackend {
         IsolationTier::Process
     }
 
-    fn audit(&self) -> crate::AuditConfig {
+    fn audit(&self) -> crate::audit::AuditConfig {
         self.inner.audit.clone()
     }
 
@@ -141,12 +141,18 @@ impl Backend for LocalBackend {
         Box::pin(async move { Ok(Box::new(self.connect_sandbox(&id).await?) as Box<dyn BackendSandbox>) })
     }
 
-    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<crate::SandboxInfo>>> {
+    fn list(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> BoxFuture<'_, Result<Vec<crate::inventory::SandboxInfo>>> {
         let labels = labels.clone();
         Box::pin(async move { self.list_recorded(&labels).await })
     }
 
-    fn reap(&self, options: crate::ReapOptions) -> BoxFuture<'_, Result<crate::ReapReport>> {
+    fn reap(
+        &self,
+        options: crate::inventory::ReapOptions,
+    ) -> BoxFuture<'_, Result<crate::inventory::ReapReport>> {
         Box::pin(LocalBackend::reap(self, options))
     }
 }

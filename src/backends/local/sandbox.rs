@@ -197,11 +197,11 @@ impl BackendSandbox for LocalSandbox {
         self.state.network.clone()
     }
 
-    fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+    fn network_enforcement(&self) -> Option<crate::policy::NetworkEnforcement> {
         Some(match self.state.network.as_ref()? {
-            NetworkPolicy::AllowAll => crate::NetworkEnforcement::unrestricted(),
-            NetworkPolicy::Allowlist(_) => crate::NetworkEnforcement::egress_gate(),
-            _ => crate::NetworkEnforcement::no_route(),
+            NetworkPolicy::AllowAll => crate::policy::NetworkEnforcement::unrestricted(),
+            NetworkPolicy::Allowlist(_) => crate::policy::NetworkEnforcement::egress_gate(),
+            _ => crate::policy::NetworkEnforcement::no_route(),
         })
     }
 

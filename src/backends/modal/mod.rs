@@ -135,7 +135,7 @@ pub struct ModalBackend {
 struct Inner {
     config: ModalConfig,
     trust: Option<Trust>,
-    audit: crate::AuditConfig,
+    audit: crate::audit::AuditConfig,
     /// The settings and the client, made once.
     control: OnceLock<(Settings, Control)>,
 }
@@ -169,7 +169,7 @@ impl ModalBackend {
             inner: Arc::new(Inner {
                 config,
                 trust,
-                audit: crate::AuditConfig::new(),
+                audit: crate::audit::AuditConfig::new(),
                 control: OnceLock::new(),
             }),
         }
@@ -187,7 +187,7 @@ impl ModalBackend {
 
     /// The same backend writing to `audit`'s sinks as well.
     #[must_use]
-    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+    pub fn with_audit(self, audit: crate::audit::AuditConfig) -> Self {
         let inner = &self.inner;
         ModalBackend {
             inner: Arc::new(Inner {
@@ -328,7 +328,7 @@ impl Backend for ModalBackend {
         option == BackendOption::Image
     }
 
-    fn audit(&self) -> crate::AuditConfig {
+    fn audit(&self) -> crate::audit::AuditConfig {
         self.inner.audit.clone()
     }
 

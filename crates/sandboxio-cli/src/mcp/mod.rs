@@ -26,7 +26,9 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
-use sandboxio::{Capabilities, Code, Command, Error, ExecResult, FileKind, MimeBundle, Sandbox};
+use sandboxio::{
+    Code, Command, Error, ExecResult, Sandbox, exec::MimeBundle, fs::FileKind, policy::Capabilities,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::Mutex;
@@ -511,7 +513,7 @@ mod tests {
     use rmcp::model::{CallToolRequestParams, ContentBlock};
     use sandboxio::backend::Backend;
     use sandboxio::testing::FakeBackend;
-    use sandboxio::{Capabilities, NetworkPolicy};
+    use sandboxio::{NetworkPolicy, policy::Capabilities};
 
     use super::SandboxServer;
     use crate::args::SandboxOpts;
