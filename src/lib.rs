@@ -34,7 +34,7 @@
 //!   [`fs::Fs`].
 //! - [`Sandbox::kill`] (idempotent), [`Sandbox::close`], [`Sandbox::detach`]; dropping an
 //!   owned sandbox tears it down in the background, and [`runtime::shutdown`] waits for that.
-//! - [`sync`]: the blocking twin of every type and method, generated from the async API.
+//! - [`sync`] holds the blocking twin of every type and method, generated from the async API.
 //! - Errors: one [`Error`] with a stable [`ErrorCode`] and a page per code in
 //!   `docs/errors/`.
 //! - Backends implement [`backend::Backend`]; [`testing::FakeBackend`] is the in-memory one.
@@ -46,21 +46,21 @@
 //! [`ResourceLimits`], [`Error`], [`ErrorCode`], [`Result`]. Every other item has one path,
 //! in its module:
 //!
-//! - [`exec`]: streams, their chunks and lines, code contexts and what cells return, the
+//! - [`exec`] holds streams, their chunks and lines, code contexts and what cells return, the
 //!   output and argument limits;
-//! - [`fs`]: [`fs::Fs`], directory entries, transfer progress, the file limits;
-//! - [`policy`]: allowlist entries, [`policy::Capabilities`], [`policy::IsolationTier`], how
+//! - [`fs`] holds [`fs::Fs`], directory entries, transfer progress, the file limits;
+//! - [`policy`] holds allowlist entries, [`policy::Capabilities`], [`policy::IsolationTier`], how
 //!   a policy is enforced, the egress resolver;
-//! - [`builder`]: the builder's typestates, [`builder::IntoBackend`], the TTL and
+//! - [`builder`] holds the builder's typestates, [`builder::IntoBackend`], the TTL and
 //!   create-timeout defaults and bounds;
-//! - [`audit`]: [`audit::AuditConfig`], the records and the sinks;
-//! - [`inventory`]: what `Sandbox::list` and `Sandbox::reap` take and report;
-//! - [`runtime`]: [`runtime::shutdown`] and the background-teardown grace;
-//! - [`secret`]: [`secret::SecretString`];
-//! - [`sync`]: the blocking facade;
-//! - [`backend`], [`backends`], [`dsn`], [`path`], [`text`]: the adapter interface, the
+//! - [`audit`] holds [`audit::AuditConfig`], the records and the sinks;
+//! - [`inventory`] holds what `Sandbox::list` and `Sandbox::reap` take and report;
+//! - [`runtime`] holds [`runtime::shutdown`] and the background-teardown grace;
+//! - [`secret`] holds [`secret::SecretString`], a value that never prints;
+//! - [`sync`] is the blocking facade;
+//! - [`backend`], [`backends`], [`dsn`], [`path`], [`text`] hold the adapter interface, the
 //!   first-party backends, DSNs and schemes, helpers for adapters;
-//! - [`testing`]: the fake backend and the contract suite.
+//! - [`testing`] holds the fake backend and the contract suite.
 //!
 //! ## Features
 //!

@@ -5,6 +5,8 @@ use std::fmt;
 
 use crate::error::Result;
 
+#[cfg(doc)]
+use super::ALLOWLIST_DEFAULT_PORT;
 use super::{AllowlistEntry, Capabilities, ProviderAllowlist};
 
 /// The egress policy of a sandbox. There is no default: the builder's `create()` compiles
