@@ -15,7 +15,8 @@
 //!
 //! An item then counts one public path for its definition (if its module is public) and one
 //! for each `pub use` of it in a public module; two or more fail the test. Items generated
-//! by macros are invisible at their definition, so they count only their re-exports.
+//! by macros are invisible at their definition (but a `bitflags!` struct), so they count
+//! only their re-exports.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -142,6 +143,19 @@ impl Crate {
                 continue;
             }
             attr_path = None;
+            if text.starts_with("bitflags::bitflags! {") {
+                // The one macro-defined item type of the crate: its `pub struct` is one level in.
+                let inner = format!("{pad}    pub struct ");
+                let end =
+                    lines[i..].iter().position(|l| *l == format!("{pad}}}")).map_or(lines.len(), |p| i + p);
+                if let Some(name) = lines[i..end].iter().find_map(|l| l.strip_prefix(&inner)) {
+                    let name: String =
+                        name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    self.items.insert(format!("{path}::{name}"));
+                    self.non_modules.insert(format!("{path}::{name}"));
+                }
+                continue;
+            }
             if !is_pub {
                 continue;
             }
@@ -379,8 +393,8 @@ fn no_public_item_is_reachable_at_two_paths() {
     let duplicates = krate.duplicates();
     assert!(
         duplicates.is_empty(),
-        "items reachable at more than one public path (keep one: the crate root for the everyday API, \
-         the module for the adapter interface):\n{duplicates:#?}"
+        "items reachable at more than one public path (keep one: the crate root for what a first \
+         program names, the item's module for the rest):\n{duplicates:#?}"
     );
 }
 
@@ -432,6 +446,34 @@ fn the_check_follows_chains_paths_and_inline_modules() {
     assert!(krate.refused.is_empty());
     let glob = scan_tree(&[("src/lib.rs", "mod a;\npub use a::*;\n"), ("src/a.rs", "pub struct X;\n")]);
     assert_eq!(glob.refused.len(), 1, "{glob:?}");
+}
+
+/// The crate root exports what a first program names and nothing else (issue #29): the rest
+/// of the API is at its module (`sandboxio::exec`, `fs`, `policy`, …). A name added here is
+/// a decision about the first page of the docs, not a side effect of a `pub use`.
+#[test]
+fn the_root_exports_what_a_first_program_names() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let krate = Crate::scan(&|p: &Path| std::fs::read_to_string(p).ok(), &root.join("src/lib.rs"));
+    let surface = krate.surface();
+    let names: Vec<&str> = surface.root_reexports.iter().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "Code",
+            "CodeResult",
+            "Command",
+            "Error",
+            "ErrorCode",
+            "ExecResult",
+            "ExitStatus",
+            "NetworkPolicy",
+            "ResourceLimits",
+            "Result",
+            "Sandbox",
+            "SandboxBuilder",
+        ]
+    );
 }
 
 /// Prints the surface's figures (`scripts/count-public-items` runs it with `--nocapture`).
