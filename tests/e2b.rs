@@ -392,11 +392,15 @@ fn neither_the_key_nor_the_access_token_shows_in_debug_output() {
 #[test]
 fn an_owned_sandbox_has_its_ttl_renewed_while_its_handle_lives() {
     let stub = e2b_stub::Stub::start();
+    // The real lease (`OWNER_TTL`) renewed every second instead of every `KEEPALIVE_EVERY`
+    // (30 s): the same renewal path, without holding the test binary for half a minute.
+    let backend =
+        stub.backend().with_owner_lease(sandboxio::backends::e2b::OWNER_TTL, Duration::from_secs(1));
     block_on(async {
-        let sandbox = sandbox(stub.backend()).await;
+        let sandbox = sandbox(backend).await;
         let held = stub.state.sandbox(sandbox.id()).unwrap();
         let first_end = *held.end_at.lock().unwrap();
-        futures_timer::Delay::new(sandboxio::backends::e2b::KEEPALIVE_EVERY + Duration::from_secs(2)).await;
+        futures_timer::Delay::new(Duration::from_secs(3)).await;
         let renewed = *held.end_at.lock().unwrap();
         assert!(renewed > first_end, "the keepalive moved the TTL on");
         let ahead = renewed.saturating_duration_since(Instant::now());

@@ -29,19 +29,26 @@ for pid in victims:
     if pfd < 0:
         say("pidfd_open", pid, os.strerror(ctypes.get_errno())); continue
     chan = None
-    for fd in range(3, 64):
-        r = libc.syscall(438, pfd, fd, 0)
-        if r < 0:
-            e = ctypes.get_errno()
-            if e == 9:
-                continue
-            say("pidfd_getfd", pid, fd, os.strerror(e))
+    # A decoy is seen by its argv from its exec on, but has its socket only once Python has
+    # started (slow on a loaded machine): look again until it has one. A runner is looked at
+    # once, as an attacker that found it would.
+    for attempt in range(100 if mode == "decoy" else 1):
+        for fd in range(3, 64):
+            r = libc.syscall(438, pfd, fd, 0)
+            if r < 0:
+                e = ctypes.get_errno()
+                if e == 9:
+                    continue
+                say("pidfd_getfd", pid, fd, os.strerror(e))
+                break
+            if stat.S_ISSOCK(os.fstat(r).st_mode) or stat.S_ISFIFO(os.fstat(r).st_mode):
+                chan = r  # the last one: the runner's moved channel
+                say("fd", fd, os.readlink("/proc/self/fd/%d" % r))
+            else:
+                os.close(r)
+        if chan is not None:
             break
-        if stat.S_ISSOCK(os.fstat(r).st_mode) or stat.S_ISFIFO(os.fstat(r).st_mode):
-            chan = r  # the last one: the runner's moved channel
-            say("fd", fd, os.readlink("/proc/self/fd/%d" % r))
-        else:
-            os.close(r)
+        time.sleep(0.1)
     if chan is None:
         continue
     if mode == "decoy":

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use sandboxio::testing::contract::{Row, cases};
+use sandboxio::testing::contract::{ContractVersion, Row, cases};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -17,6 +17,11 @@ fn doc() -> String {
 
 /// (area, clause, test names) of each row of the clause table.
 fn table() -> Vec<(String, String, Vec<String>)> {
+    table_with_versions().into_iter().map(|(area, clause, _, names)| (area, clause, names)).collect()
+}
+
+/// (area, clause, since, test names) of each row of the clause table.
+fn table_with_versions() -> Vec<(String, String, String, Vec<String>)> {
     // The clause table: from its `| area | clause |` header to the first line that is not a
     // table row (the page's other tables list capabilities, codes, controls and probes).
     doc()
@@ -26,8 +31,13 @@ fn table() -> Vec<(String, String, Vec<String>)> {
         .filter(|l| l.starts_with("| ") && !l.starts_with("| area ") && !l.starts_with("|---"))
         .map(|l| {
             let cols: Vec<&str> = l.split(" | ").collect();
-            assert_eq!(cols.len(), 3, "a clause row has three columns: {l}");
-            (cols[0].trim_start_matches("| ").to_owned(), cols[1].to_owned(), code_spans(cols[2]))
+            assert_eq!(cols.len(), 4, "a clause row has four columns (area, clause, since, tests): {l}");
+            (
+                cols[0].trim_start_matches("| ").to_owned(),
+                cols[1].to_owned(),
+                cols[2].to_owned(),
+                code_spans(cols[3]),
+            )
         })
         .collect()
 }
@@ -111,6 +121,50 @@ fn contract_docs__the_page_check_catches_a_name_that_is_not_a_test() {
     assert!(names_a_real_test("streaming_cleanup__*", &suite).is_ok());
     assert!(looks_like_a_test_name("run__exit_codes_are_data_not_errors"));
     assert!(!looks_like_a_test_name("ExecResult::stdout"));
+}
+
+#[test]
+fn contract_docs__every_clause_shows_the_version_its_tests_arrived_in() {
+    let versions: Vec<String> = ContractVersion::ALL.iter().map(ToString::to_string).collect();
+    let rows = table_with_versions();
+    for (area, clause, since, names) in &rows {
+        assert!(versions.contains(since), "{area} / {clause}: since {since:?} is not one of {versions:?}");
+        for name in names.iter().filter(|n| !n.starts_with("ui: ") && !n.starts_with("unit: ")) {
+            let case = cases().into_iter().find(|c| c.name == name.as_str()).unwrap();
+            assert_eq!(
+                case.since.to_string(),
+                *since,
+                "{name} arrived in {} but docs/contract.md lists it under {area} / {clause} as {since}",
+                case.since
+            );
+        }
+    }
+    // Every version has its clauses on the page, and the check above sees a mismatch.
+    for version in &versions {
+        assert!(rows.iter().any(|(_, _, since, _)| since == version), "no clause of {version} on the page");
+    }
+    assert!(
+        cases().iter().any(|c| c.since.to_string() != "v1"),
+        "every clause is v1: the check proves nothing"
+    );
+}
+
+#[test]
+fn contract_docs__the_changelog_lists_every_clause_of_each_version_after_the_first() {
+    let changelog = std::fs::read_to_string(format!("{ROOT}/CHANGELOG.md")).unwrap();
+    for version in ContractVersion::ALL.iter().filter(|v| **v != ContractVersion::V1) {
+        let heading = format!("#### Contract {version}: the clauses it adds");
+        let start = changelog.find(&heading).unwrap_or_else(|| panic!("CHANGELOG.md has no {heading:?}"));
+        let section = &changelog[start..];
+        let section =
+            &section[..section[heading.len()..].find("\n#").map_or(section.len(), |e| e + heading.len())];
+        let missing: Vec<&str> = cases()
+            .iter()
+            .filter(|c| c.since == *version && !section.contains(&format!("`{}`", c.name)))
+            .map(|c| c.name)
+            .collect();
+        assert!(missing.is_empty(), "CHANGELOG.md's {heading:?} misses {missing:?}");
+    }
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod cancellation;
 mod capabilities;
 mod contract_docs;
 mod contract_strict;
+mod contract_versions;
 mod dsn;
 mod errors;
 mod fake;

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use sandboxio::backends::docker::{DockerBackend, ExecPath};
 use sandboxio::testing::contract::{
-    Canary, CancellationPoints, ContractSuite, ProbeFuture, ProbeKind, Probes, python_egress_probe,
+    Canary, CancellationPoints, ContractSuite, Inapplicable, ProbeFuture, ProbeKind, Probes,
+    python_egress_probe,
 };
 use sandboxio::{Command, ResourceLimits};
 
@@ -170,12 +171,10 @@ impl Probes for DockerProbes {
         )
     }
 
-    fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
-        (probe == ProbeKind::SimulateKillHang).then(|| {
-            "docker:// has no hook to make the engine's remove hang; the orphan warning on grace \
-             expiry is the core's, held by the fake's runs"
-                .to_owned()
-        })
+    fn not_applicable(&self, probe: ProbeKind) -> Option<Inapplicable> {
+        // docker:// has no hook to make the engine's remove hang; the orphan warning on grace
+        // expiry is the core's, held by the fake's runs.
+        (probe == ProbeKind::SimulateKillHang).then_some(Inapplicable::KillCannotHang)
     }
 
     fn cancellation_points(&self) -> CancellationPoints {

@@ -7,7 +7,7 @@ use sandboxio::Command;
 use sandboxio::backends::local::LocalBackend;
 use sandboxio::testing::TestNetwork;
 use sandboxio::testing::contract::{
-    Canary, CancellationPoints, ContractSuite, ProbeFuture, ProbeKind, ProbeResult, Probes,
+    Canary, CancellationPoints, ContractSuite, Inapplicable, ProbeFuture, ProbeKind, ProbeResult, Probes,
     python_egress_probe,
 };
 
@@ -66,12 +66,10 @@ impl Probes for LocalProbes {
         Some("local:// runs on this host through bubblewrap: there is no account or key".to_owned())
     }
 
-    fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
-        (probe == ProbeKind::SimulateKillHang).then(|| {
-            "local:// has no hook to make its kill of the bwrap process hang; the orphan warning on \
-             grace expiry is the core's, held by the fake's runs"
-                .to_owned()
-        })
+    fn not_applicable(&self, probe: ProbeKind) -> Option<Inapplicable> {
+        // local:// has no hook to make its kill of the bwrap process hang; the orphan warning
+        // on grace expiry is the core's, held by the fake's runs.
+        (probe == ProbeKind::SimulateKillHang).then_some(Inapplicable::KillCannotHang)
     }
 
     fn cancellation_points(&self) -> CancellationPoints {

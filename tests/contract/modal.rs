@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use sandboxio::Command;
 use sandboxio::testing::contract::{
-    Canary, CancellationPoints, ContractSuite, ProbeFuture, ProbeKind, Probes, python_egress_probe,
+    Canary, CancellationPoints, ContractSuite, Inapplicable, ProbeFuture, ProbeKind, Probes,
+    python_egress_probe,
 };
 
 #[path = "../support/modal_stub/mod.rs"]
@@ -92,12 +93,11 @@ impl Probes for StubProbes {
         Some((Arc::new(backend), "MODAL_TOKEN_SECRET".to_owned()))
     }
 
-    fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
-        // The stub plays Modal's API faithfully and has no hook to make a kill request hang;
-        // the orphan warning on grace expiry is the core's, held by the fake's runs.
-        (probe == ProbeKind::SimulateKillHang).then(|| {
-            "the Modal protocol stub (tests/support/modal_stub) cannot make its kill hang".to_owned()
-        })
+    fn not_applicable(&self, probe: ProbeKind) -> Option<Inapplicable> {
+        // The stub (tests/support/modal_stub) plays Modal's API faithfully and has no hook to
+        // make a kill request hang; the orphan warning on grace expiry is the core's, held by
+        // the fake's runs.
+        (probe == ProbeKind::SimulateKillHang).then_some(Inapplicable::KillCannotHang)
     }
 
     fn cancellation_points(&self) -> CancellationPoints {

@@ -129,6 +129,11 @@ pub struct CommandLine {
     /// Kill the command after this many seconds.
     #[arg(long, value_name = "S")]
     pub timeout: Option<u64>,
+    /// Forward this process's stdin to the command (closed at its end). Without it, the
+    /// command's stdin is closed at once: it reads end-of-file, as under `docker exec`
+    /// without `-i`.
+    #[arg(short, long)]
+    pub interactive: bool,
     /// The command and its arguments (argv, no shell).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -307,6 +312,21 @@ pub struct McpArgs {
     /// per concurrent call.
     #[arg(long, value_name = "MIB", default_value_t = 4)]
     pub max_read: u64,
+    /// The longest a `run_command` may run, in seconds: its timeout when the call gives
+    /// none, and the most a call may ask for (an agent's command never runs unbounded).
+    #[arg(long, value_name = "S", default_value_t = crate::bounds::DEFAULT_TIMEOUT_SECS)]
+    pub exec_timeout: u64,
+    /// The longest a `run_code` cell may run, in seconds, as `--exec-timeout` for commands.
+    /// A cell past it is interrupted (`KeyboardInterrupt`) and its Python session kept where
+    /// the interpreter stops.
+    #[arg(long, value_name = "S", default_value_t = crate::bounds::DEFAULT_TIMEOUT_SECS)]
+    pub cell_timeout: u64,
+    /// How much of each stream (stdout, stderr) of a command or a cell a tool returns, in
+    /// KiB: its head and its tail, with a line saying what was cut between them and the file
+    /// in the sandbox that holds all of it.
+    #[arg(long, value_name = "KIB", default_value_t = crate::mcp::output::DEFAULT_OUTPUT_LIMIT_KIB,
+          value_parser = clap::value_parser!(u64).range(1..=1024 * 1024))]
+    pub output_limit: u64,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub http: HttpOpts,

@@ -1,6 +1,6 @@
 //! The bounds the operator of `sandboxio mcp` sets and a client cannot widen: the widest
-//! network policy, the longest TTL, and how many live sandboxes one client may hold. Pure
-//! rules, tested on values alone.
+//! network policy, the longest TTL, how many live sandboxes one client may hold, and the
+//! longest a command or a cell may run. Pure rules, tested on values alone.
 
 use std::time::Duration;
 
@@ -17,7 +17,14 @@ pub struct Bounds {
     pub max_sandboxes: usize,
     /// The largest file `read_file` returns, and the most of a `run_code` cell kept, in bytes.
     pub max_read: u64,
+    /// The longest a `run_command` may run, and its timeout when the call gives none.
+    pub exec_timeout: Duration,
+    /// The longest a `run_code` cell may run, and its timeout when the call gives none.
+    pub cell_timeout: Duration,
 }
+
+/// `--exec-timeout`'s and `--cell-timeout`'s default, in seconds.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 
 /// `--max-read`'s default, in bytes.
 pub const DEFAULT_MAX_READ: u64 = 4 * 1024 * 1024;
@@ -71,6 +78,39 @@ impl Bounds {
             ))),
         }
     }
+
+    /// A command's timeout: `asked` seconds if within [`Bounds::exec_timeout`], the bound
+    /// itself without one.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` naming the bound.
+    pub fn exec_timeout(&self, asked: Option<u64>) -> sandboxio::Result<Duration> {
+        within(asked, self.exec_timeout, "a command", "--exec-timeout")
+    }
+
+    /// A cell's timeout: `asked` seconds if within [`Bounds::cell_timeout`], the bound
+    /// itself without one.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` naming the bound.
+    pub fn cell_timeout(&self, asked: Option<u64>) -> sandboxio::Result<Duration> {
+        within(asked, self.cell_timeout, "a cell", "--cell-timeout")
+    }
+}
+
+/// `asked` seconds if at most `bound`, `bound` without one.
+fn within(asked: Option<u64>, bound: Duration, what: &str, flag: &str) -> sandboxio::Result<Duration> {
+    match asked {
+        None => Ok(bound),
+        Some(secs) if Duration::from_secs(secs) <= bound => Ok(Duration::from_secs(secs)),
+        Some(secs) => Err(Error::invalid_input(format!(
+            "a timeout of {secs} s is above the operator's bound for {what}, {} s ({flag}): ask for {} or less",
+            bound.as_secs(),
+            bound.as_secs()
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -78,7 +118,30 @@ mod tests {
     use super::*;
 
     fn bounds(network: NetworkPolicy) -> Bounds {
-        Bounds { network, max_ttl: Duration::from_mins(10), max_sandboxes: 2, max_read: DEFAULT_MAX_READ }
+        Bounds {
+            network,
+            max_ttl: Duration::from_mins(10),
+            max_sandboxes: 2,
+            max_read: DEFAULT_MAX_READ,
+            exec_timeout: Duration::from_mins(1),
+            cell_timeout: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn a_timeout_defaults_to_the_operators_bound_and_cannot_pass_it() {
+        let b = bounds(NetworkPolicy::deny_all());
+        assert_eq!(b.exec_timeout(None).unwrap(), Duration::from_mins(1));
+        assert_eq!(b.exec_timeout(Some(0)).unwrap(), Duration::ZERO);
+        assert_eq!(b.exec_timeout(Some(60)).unwrap(), Duration::from_mins(1));
+        let over = b.exec_timeout(Some(61)).unwrap_err();
+        assert_eq!(over.code(), sandboxio::ErrorCode::InvalidInput);
+        assert!(
+            over.to_string().contains("above the operator's bound for a command, 60 s (--exec-timeout)"),
+            "{over}"
+        );
+        assert_eq!(b.cell_timeout(None).unwrap(), Duration::from_secs(30));
+        assert!(b.cell_timeout(Some(31)).unwrap_err().to_string().contains("--cell-timeout"));
     }
 
     #[test]

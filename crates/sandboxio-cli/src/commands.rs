@@ -146,17 +146,72 @@ fn chunk_json(chunk: &OutputChunk) -> Value {
     }
 }
 
-/// Runs `command` in `sandbox` with its output streamed into `sink`.
+/// Runs `command` in `sandbox` with its output streamed into `sink`. With `interactive`
+/// (`-i`), this process's stdin is forwarded to the command and closed at its end;
+/// without, the command's stdin is closed at once, so a command that reads it sees
+/// end-of-file instead of waiting until its timeout or the sandbox's TTL (as `docker exec`
+/// without `-i`).
 async fn stream_command(
     sandbox: &Sandbox,
     command: Command,
     sink: &mut Sink,
+    interactive: bool,
 ) -> sandboxio::Result<ExecResult> {
     let mut stream = sandbox.stream(command)?;
-    while let Some(chunk) = stream.next_chunk().await {
-        sink.take(&chunk?);
+    let mut input = if interactive {
+        if !sandbox.capabilities().contains(sandboxio::policy::Capabilities::STDIN) {
+            return Err(Error::missing_capability(sandbox.backend(), sandboxio::policy::Capabilities::STDIN));
+        }
+        Some(forward_stdin())
+    } else {
+        // A backend without stdin gives its commands none: nothing to close there.
+        let _ = stream.close_stdin().await;
+        None
+    };
+    loop {
+        // `next_chunk` is cancel safe, so reading stdin beside it loses no output; the
+        // branch not taken is dropped before the one taken runs, which may then write.
+        tokio::select! {
+            chunk = stream.next_chunk() => match chunk {
+                Some(chunk) => sink.take(&chunk?),
+                None => break,
+            },
+            read = async { input.as_mut()?.recv().await }, if input.is_some() => {
+                if let Some(data) = read {
+                    // The command may have closed its stdin (`head -1`): its output goes on.
+                    if stream.write_stdin(&data).await.is_err() {
+                        input = None;
+                    }
+                } else {
+                    input = None;
+                    let _ = stream.close_stdin().await;
+                }
+            }
+        }
     }
     stream.wait().await
+}
+
+/// This process's stdin, read on a task of its own, in chunks; the channel closes at its
+/// end (or on a read error).
+fn forward_stdin() -> tokio::sync::mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt as _;
+        let mut stdin = tokio::io::stdin();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if tx.send(buf[..n].to_vec()).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
 }
 
 /// A command or a cell with an optional timeout in whole seconds.
@@ -240,10 +295,11 @@ pub async fn run(args: RunArgs) -> i32 {
             }
         }
         let mut sink = Sink::new(json);
-        let result = match stream_command(sandbox, command_of(&args.line), &mut sink).await {
-            Ok(result) => result,
-            Err(e) => return fail(json, &e),
-        };
+        let result =
+            match stream_command(sandbox, command_of(&args.line), &mut sink, args.line.interactive).await {
+                Ok(result) => result,
+                Err(e) => return fail(json, &e),
+            };
         let mut downloaded = Vec::new();
         for path in &args.download {
             let host = match download_name(path) {
@@ -272,7 +328,8 @@ pub async fn exec(args: ExecArgs) -> i32 {
     let work = async {
         let sandbox = Sandbox::connect(&args.common.dsn, &args.id).await?;
         let mut sink = Sink::new(json);
-        let result = stream_command(&sandbox, command_of(&args.line), &mut sink).await?;
+        let result =
+            stream_command(&sandbox, command_of(&args.line), &mut sink, args.line.interactive).await?;
         if json {
             println!("{}", exec_report(sandbox.id(), &result, &[]));
         }

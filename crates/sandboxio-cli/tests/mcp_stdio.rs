@@ -55,10 +55,12 @@ async fn mcp_over_stdio_on_local() {
         tools,
         [
             "create_sandbox",
+            "interrupt_code",
             "kill_sandbox",
             "list_files",
             "list_sandboxes",
             "read_file",
+            "restart_python",
             "run_code",
             "run_command",
             "write_file"
@@ -146,19 +148,31 @@ async fn mcp_over_stdio_on_local() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
-/// Class 21 through MCP: a `run_code` and a `run_command` with `timeout_seconds` of
-/// `u64::MAX` answer (the cell's timeout panicked a worker, and the tool call never
-/// answered); control: the same calls with a timeout of 0 s answer with a timeout error.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn extreme_timeouts_answer() {
-    let tmp = std::env::temp_dir().join(format!("sandboxio-cli-mcp-extreme-{}", std::process::id()));
+/// Starts `sandboxio mcp` on `local://` with `extra` flags, in a temporary directory of
+/// its own (removed by the caller).
+async fn start(name: &str, extra: &[&str]) -> (RunningService<RoleClient, ()>, std::path::PathBuf) {
+    let tmp = std::env::temp_dir().join(format!("sandboxio-cli-mcp-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sandboxio"));
-    cmd.args(["mcp", "--dsn", "local://", "--network", "deny"]).env("TMPDIR", &tmp);
-    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    cmd.args(["mcp", "--dsn", "local://", "--network", "deny"]).args(extra).env("TMPDIR", &tmp);
+    (().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap(), tmp)
+}
+
+/// Class 21 through MCP: a `run_code` and a `run_command` with `timeout_seconds` of
+/// `u64::MAX`, under an operator bound of `u64::MAX` seconds, answer (the cell's timeout
+/// panicked a worker, and the tool call never answered); under the default bound the same
+/// call is refused at once, naming the bound; control: the same calls with a timeout of
+/// 0 s answer with a timeout error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extreme_timeouts_answer() {
+    let max = u64::MAX.to_string();
+    let (client, tmp) = start("extreme", &["--exec-timeout", &max, "--cell-timeout", &max]).await;
+    let (bounded, bounded_tmp) = start("extreme-bounded", &[]).await;
     let made = call(&client, "create_sandbox", serde_json::json!({})).await;
     let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    let made = call(&bounded, "create_sandbox", serde_json::json!({})).await;
+    let bounded_id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
     let within = Duration::from_mins(1);
     for (tool, key, source, zero_source) in [
         ("run_code", "code", "6 * 7", "import time\ntime.sleep(5)"),
@@ -170,12 +184,124 @@ async fn extreme_timeouts_answer() {
             .unwrap_or_else(|_| panic!("{tool} with timeout_seconds u64::MAX never answered"));
         assert_eq!(out.is_error, Some(false), "{tool}: {out:?}");
         assert!(texts(&out).concat().contains("42"), "{tool}: {out:?}");
+        let big = serde_json::json!({ "sandbox_id": bounded_id, key: source, "timeout_seconds": u64::MAX });
+        let out = tokio::time::timeout(within, call(&bounded, tool, big)).await.expect("a refusal answers");
+        assert_eq!(out.is_error, Some(true), "{tool}: above the operator's 60 s: {out:?}");
+        assert!(texts(&out).concat().contains("above the operator's bound"), "{tool}: {out:?}");
         let zero = serde_json::json!({ "sandbox_id": id, key: zero_source, "timeout_seconds": 0 });
         let out =
             tokio::time::timeout(within, call(&client, tool, zero)).await.expect("a zero timeout answers");
         assert_eq!(out.is_error, Some(true), "control: {tool} with a zero timeout times out: {out:?}");
         assert!(texts(&out).concat().contains("SBX-006"), "control: {tool}: {out:?}");
     }
+    client.cancel().await.unwrap();
+    bounded.cancel().await.unwrap();
+    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_dir_all(&bounded_tmp);
+}
+
+/// Issue #30, items 1 to 3, as an agent meets them: `run_code` keeps its state from call to
+/// call (it gave `NameError` on the second cell); a long output comes back as its head and
+/// tail with a line saying what was cut and the file in the sandbox that holds all of it
+/// (it came back whole, up to 16 MiB, then cut without a word); a command and a cell
+/// without a timeout end at the operator's (they ran until the client gave up); a timed-out
+/// or interrupted cell keeps the session's state; a lost session says so until
+/// `restart_python`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_gets_a_python_session_bounded_output_and_timeouts() {
+    let (client, tmp) =
+        start("agent", &["--exec-timeout", "3", "--cell-timeout", "20", "--output-limit", "4"]).await;
+    let made = call(&client, "create_sandbox", serde_json::json!({})).await;
+    let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    let code = |source: &str| serde_json::json!({ "sandbox_id": id, "code": source });
+    let within = Duration::from_secs(30);
+
+    // State persists from call to call.
+    let out = call(&client, "run_code", code("x = 41\nimport math")).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+    let out = call(&client, "run_code", code("print(x + 1, math.floor(2.5))")).await;
+    assert_eq!((out.is_error, texts(&out)), (Some(false), vec!["--- stdout ---\n42 2\n"]), "{out:?}");
+
+    // A long output: head and tail within 4 KiB, the marker, and all of it in the sandbox.
+    let long = "seq 1 20000; echo tail-end >&2";
+    let out = call(&client, "run_command", serde_json::json!({ "sandbox_id": id, "command": long })).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+    let text = texts(&out).concat();
+    assert!(text.starts_with("exit code 0\n--- stdout ---\n1\n2\n3\n"), "{text}");
+    assert!(text.len() < 6 * 1024, "{} bytes came back for a 4-KiB budget", text.len());
+    assert!(
+        text.contains("bytes cut here: stdout was 108894 bytes, of which the first 2048 and the last 2048"),
+        "{text}"
+    );
+    assert!(text.contains("\n19999\n20000\n\n--- stderr ---\ntail-end\n"), "the tail is kept: {text}");
+    let saved =
+        text.split("All of it is in ").nth(1).and_then(|r| r.split(' ').next()).expect(&text).to_owned();
+    let out = call(
+        &client,
+        "run_command",
+        serde_json::json!({ "sandbox_id": id, "command": format!("wc -c < {saved}; tail -n 1 {saved}") }),
+    )
+    .await;
+    assert_eq!(
+        texts(&out).concat(),
+        "exit code 0\n--- stdout ---\n108894\n20000\n",
+        "the saved file holds all of it"
+    );
+
+    // No timeout given: the operator's 3 s ends the command, and the output so far comes back.
+    let started = Instant::now();
+    let slow = serde_json::json!({ "sandbox_id": id, "command": "echo before; sleep 60" });
+    let out = tokio::time::timeout(within, call(&client, "run_command", slow))
+        .await
+        .expect("the operator's timeout");
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    let text = texts(&out).concat();
+    assert_eq!(out.is_error, Some(true), "{out:?}");
+    assert!(text.starts_with("timed out: [SBX-006]") && text.contains("--- stdout ---\nbefore\n"), "{text}");
+    let over = serde_json::json!({ "sandbox_id": id, "command": "true", "timeout_seconds": 4 });
+    let out = call(&client, "run_command", over).await;
+    assert!(texts(&out).concat().contains("above the operator's bound for a command, 3 s"), "{out:?}");
+
+    // A cell past its timeout is interrupted; the session keeps its state.
+    let sleepy =
+        serde_json::json!({ "sandbox_id": id, "code": "import time\ntime.sleep(60)", "timeout_seconds": 1 });
+    let out =
+        tokio::time::timeout(within, call(&client, "run_code", sleepy)).await.expect("the cell's timeout");
+    assert_eq!(out.is_error, Some(true), "{out:?}");
+    assert!(
+        texts(&out).concat().contains("the cell was interrupted and the Python session keeps its state"),
+        "{out:?}"
+    );
+    let out = call(&client, "run_code", code("print(x)")).await;
+    assert_eq!(texts(&out), ["--- stdout ---\n41\n"], "{out:?}");
+
+    // interrupt_code stops a running cell; the state stays.
+    let long_cell = call(&client, "run_code", code("import time\nfor i in range(600): time.sleep(0.1)"));
+    let interrupt = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        call(&client, "interrupt_code", serde_json::json!({ "sandbox_id": id })).await
+    };
+    let (cell, interrupted) =
+        Box::pin(tokio::time::timeout(within, async { tokio::join!(long_cell, interrupt) }))
+            .await
+            .expect("an interrupted cell answers");
+    assert_eq!(interrupted.is_error, Some(false), "{interrupted:?}");
+    assert_eq!(cell.is_error, Some(true), "{cell:?}");
+    assert!(texts(&cell).concat().contains("KeyboardInterrupt"), "{cell:?}");
+    let out = call(&client, "run_code", code("print(x)")).await;
+    assert_eq!(texts(&out), ["--- stdout ---\n41\n"], "{out:?}");
+
+    // A cell that ends its interpreter loses the session, which says so until restarted.
+    let out = call(&client, "run_code", code("import os\nos._exit(3)")).await;
+    assert_eq!(out.is_error, Some(true), "{out:?}");
+    assert!(texts(&out).concat().contains("Python session was lost"), "{out:?}");
+    let out = call(&client, "run_code", code("print(1)")).await;
+    assert!(texts(&out).concat().contains("Call restart_python"), "still lost: {out:?}");
+    let out = call(&client, "restart_python", serde_json::json!({ "sandbox_id": id })).await;
+    assert_eq!(out.is_error, Some(false), "{out:?}");
+    let out = call(&client, "run_code", code("print('x' in globals())")).await;
+    assert_eq!(texts(&out), ["--- stdout ---\nFalse\n"], "a fresh session: {out:?}");
+
     client.cancel().await.unwrap();
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -234,4 +360,33 @@ w(b"error %d\n" % len(p) + p)
     assert!(peak < 64, "a cell's error took the MCP server to {peak} MiB");
     client.cancel().await.unwrap();
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Issue #30 item 6: a client that hangs up with a cell still running leaves nothing
+/// behind (3 of 3 such runs left their sandboxes' records).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_with_a_cell_pending_leaves_nothing() {
+    let (client, tmp) = start("pending", &[]).await;
+    let made = call(&client, "create_sandbox", serde_json::json!({})).await;
+    let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    assert_eq!(workspaces(&tmp), 1);
+    let params = CallToolRequestParams::new("run_code").with_arguments(
+        serde_json::json!({ "sandbox_id": id, "code": "import time\ntime.sleep(50)" })
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let peer = client.peer().clone();
+    let pending = tokio::spawn(async move { peer.call_tool(params).await });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    client.cancel().await.unwrap();
+    pending.abort();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while workspaces(&tmp) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(workspaces(&tmp), 0, "the sandbox of a client that left with a cell pending");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.file_name()).collect();
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(left.len() <= 1, "{left:?}");
 }

@@ -46,6 +46,10 @@ impl Lease {
     pub(super) const DEFAULT: Lease = Lease { ttl: OWNER_TTL, every: KEEPALIVE_EVERY };
 }
 
+// Several renewals fit in one lease, so one lost or late renewal never ends a live owner's
+// sandbox (the tests run the renewal path with a 1-s period; this keeps the real pair sane).
+const _: () = assert!(KEEPALIVE_EVERY.as_secs() * 3 <= OWNER_TTL.as_secs());
+
 /// What every handle of one sandbox shares.
 pub(super) struct Shared {
     pub(super) id: String,

@@ -43,6 +43,11 @@ pub(crate) struct SessionExecStream {
     timed_out: bool,
     /// How the command ended, once it has.
     outcome: Option<(ExitStatus, bool)>,
+    /// When the command was asked for, and when its end was seen: its duration, whenever
+    /// `wait` is called (it was measured from `wait`'s own start, about 1 µs after a
+    /// stream read to its end).
+    started: std::time::Instant,
+    ended_at: Option<std::time::Instant>,
     /// Whether the stream has yielded its end (`None` or an error).
     over: bool,
     stdin_closed: bool,
@@ -71,6 +76,8 @@ impl SessionExecStream {
             deadline: command.timeout_duration().map(|d| (d, Box::pin(futures_timer::Delay::new(d)))),
             timed_out: false,
             outcome: None,
+            started: std::time::Instant::now(),
+            ended_at: None,
             over: false,
             stdin_closed: false,
         }
@@ -92,6 +99,9 @@ impl SessionExecStream {
     }
 
     fn end(&mut self, outcome: Option<(ExitStatus, bool)>) {
+        if outcome.is_some() && self.ended_at.is_none() {
+            self.ended_at = Some(std::time::Instant::now());
+        }
         self.outcome = outcome.or(self.outcome);
         self.cmd = None;
         self.stat = None;
@@ -248,16 +258,16 @@ impl BackendExecStream for SessionExecStream {
 
     fn wait(&mut self) -> BoxFuture<'_, Result<ExecResult>> {
         Box::pin(async move {
-            let started = std::time::Instant::now();
             while let Some(chunk) = std::future::poll_fn(|cx| self.poll_next_chunk(cx)).await {
                 chunk?;
             }
             let (status, oom_killed) = self.finish()?;
             self.session.check_alive()?;
+            let ended = self.ended_at.unwrap_or_else(std::time::Instant::now);
             Ok(ExecResult::new(0, "", "")
                 .with_status(status)
                 .with_oom_killed(oom_killed)
-                .with_duration(started.elapsed()))
+                .with_duration(ended.saturating_duration_since(self.started)))
         })
     }
 

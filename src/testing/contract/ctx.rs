@@ -12,6 +12,7 @@ use crate::{Error, Sandbox, SandboxBuilder};
 
 use super::facade::{AnyBuilder, AnySandbox, Facade};
 use super::probes::{ProbeFuture, Probes};
+use super::version::ContractVersion;
 
 /// The metadata key the suite puts on every sandbox it creates, with a value unique to the
 /// test, so that orphan probes can find exactly that test's sandboxes.
@@ -30,6 +31,8 @@ pub(crate) struct Ctx {
     pub(crate) caps: Capabilities,
     /// The API this run drives: every sandbox operation of a test goes through it.
     pub(crate) facade: Facade,
+    /// The contract version this run holds the backend to.
+    pub(crate) version: ContractVersion,
     /// Unique per test run: the value of [`LABEL_KEY`].
     pub(crate) token: String,
     /// Set when a positive control could not run: the test is then reported skipped with
@@ -45,6 +48,7 @@ impl Ctx {
         probes: Arc<dyn Probes>,
         audit: Option<Arc<RecordingSink>>,
         facade: Facade,
+        version: ContractVersion,
         case: &'static str,
     ) -> Self {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -55,7 +59,7 @@ impl Ctx {
             .bytes()
             .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
         let token = format!("t{:08x}-{}-{n}", hash & 0xffff_ffff, std::process::id());
-        Ctx { backend, probes, audit, caps, facade, token, control_skip: Mutex::new(None) }
+        Ctx { backend, probes, audit, caps, facade, version, token, control_skip: Mutex::new(None) }
     }
 
     /// A builder of this run's facade, with the probes' configuration and this test's label.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use crate::policy::ResourceLimits;
 use crate::testing::FakeBackend;
 
+use super::inapplicable::Inapplicable;
 use super::probes::{Canary, ProbeFuture, ProbeKind, Probes};
 
 /// Every behaviour probe of the [`FakeBackend`]. Its canary is simulated (the fake's egress
@@ -32,18 +33,14 @@ impl Probes for FakeProbes {
         None
     }
 
-    fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
+    fn not_applicable(&self, probe: ProbeKind) -> Option<Inapplicable> {
         match probe {
-            ProbeKind::CodeGated => Some(
-                "the fake simulates a cell to its end before it replays the output: a cell cannot wait \
-                 for a file the test writes after its first chunk"
-                    .to_owned(),
-            ),
-            ProbeKind::TestNetwork => Some(
-                "the fake simulates a policy by the name a command asks for and reaches no network: \
-                 resolved addresses, TLS, DNS and UDP cannot be tested on it"
-                    .to_owned(),
-            ),
+            // The fake simulates a cell to its end before it replays the output: a cell
+            // cannot wait for a file the test writes after its first chunk.
+            ProbeKind::CodeGated => Some(Inapplicable::CellsSimulatedWhole),
+            // It simulates a policy by the name a command asks for and reaches no network:
+            // resolved addresses, TLS, DNS and UDP cannot be tested on it.
+            ProbeKind::TestNetwork => Some(Inapplicable::NoTestNetwork),
             _ => None,
         }
     }

@@ -40,24 +40,42 @@
 //! a blocking call, and the few tests of async-only behaviour (cancellation by dropping a
 //! future at its k-th poll) are reported `n/a`, with the reason, in the test list and in
 //! the summary.
+//!
+//! Each test is a clause of a [`ContractVersion`]: the version it arrived in. A run holds
+//! the backend to the latest version unless [`ContractSuite::contract_version`] (or
+//! `SANDBOXIO_CONTRACT_VERSION=1`, [`CONTRACT_VERSION_ENV`]) selects an older one; the
+//! clauses added after it are then listed as not yet promised, with the version each
+//! arrived in, neither passed nor skipped (`--include-ignored` runs them).
+//!
+//! # Reading this documentation from a copied adapter crate
+//!
+//! This module is behind the `contract` feature, so docs.rs and a plain `cargo doc` of an
+//! adapter leave it out. From the adapter crate's directory, run
+//! `cargo doc -p <your crate> -p sandboxio --features sandboxio/contract --no-deps` and open
+//! `target/doc/sandboxio/testing/contract/index.html` (cargo refuses `--features` when the
+//! only package selected is outside your workspace, so name your own crate too).
 
 mod cases;
 mod ctx;
 mod facade;
+mod inapplicable;
 mod net_scripts;
 mod probes;
 mod rules;
 mod runner;
+mod version;
 
 use std::fmt;
 
 pub use ctx::LABEL_KEY;
 pub use facade::Facade;
+pub use inapplicable::Inapplicable;
 pub use probes::{
     Canary, CancellationPoints, DefaultProbes, PROBE_CHECK_ID, ProbeFuture, ProbeKind, ProbeResult, Probes,
     python_egress_probe,
 };
 pub use runner::{ContractSuite, DEFAULT_TEST_TIMEOUT, Executor, STRICT_ENV};
+pub use version::{CONTRACT_VERSION_ENV, ContractVersion};
 
 /// The command-line arguments [`ContractSuite::run_with`] takes (`libtest-mimic`'s), for
 /// running the suite from code with a filter of your own.
@@ -165,6 +183,8 @@ pub struct CaseInfo {
     /// The clause of `docs/contract.md` the test checks (its clause table's text; several
     /// joined with ` / `), as a failure reports it; `None` if the page does not list it.
     pub clause: Option<String>,
+    /// The contract version the clause arrived in.
+    pub since: ContractVersion,
 }
 
 /// Every test of the suite, in order.
@@ -177,6 +197,7 @@ pub fn cases() -> Vec<CaseInfo> {
             row: c.row,
             async_only: c.async_only,
             clause: rules::clause_of(c.name),
+            since: c.since,
         })
         .collect()
 }

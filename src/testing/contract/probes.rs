@@ -9,8 +9,8 @@
 //!   and sandboxes, a hanging kill, expiry, a canary host for egress, the limits in effect,
 //!   provider-native labels. They default to `None`: *not implemented*, and every test that
 //!   needs one is reported as skipped, with the probe's name, never as passed (and failed
-//!   in a strict run), unless [`Probes::not_applicable`] gives the reason the probe cannot
-//!   apply to the backend: then the test is `n/a` with that reason.
+//!   in a strict run), unless [`Probes::not_applicable`] gives one of the reasons the
+//!   contract accepts ([`Inapplicable`]) for that probe: then the test is `n/a` with it.
 //!
 //! A behaviour probe must not act until its future is polled: the suite calls each one
 //! once with the placeholder [`PROBE_CHECK_ID`] (`"sandboxio-contract-probe-check"`) in
@@ -29,6 +29,7 @@ use crate::exec::{Code, Command};
 use crate::policy::ResourceLimits;
 use crate::testing::TestNetwork;
 
+use super::inapplicable::Inapplicable;
 use super::net_scripts;
 
 /// The result of a behaviour probe: a description of what went wrong on failure.
@@ -427,16 +428,21 @@ pub trait Probes: Send + Sync + 'static {
     }
 
     /// `Some(reason)` when the behaviour probe `probe`, which this `Probes` does not
-    /// implement, cannot apply to the backend at all (a provider with no way to make a
-    /// kill hang, a backend that reaches no network): the tests that need it are then
-    /// reported `n/a` with the reason. Without a reason, a test whose probe is not
-    /// implemented is `skip`, and a strict run ([`ContractSuite::strict`](super::ContractSuite::strict),
+    /// implement, cannot apply to the backend: the tests that need it are then reported
+    /// `n/a` with the reason. The reason is one the contract states ([`Inapplicable`]), and
+    /// the suite accepts it only for its own probe and where the backend does not declare
+    /// what the probe would prove; the probes that prove a MUST of every backend
+    /// (`running_processes`, `live_sandboxes`, `limits_in_effect`, `provider_labels`,
+    /// `provider_config_text`, `missing_credentials`) have no reason at all. A refused
+    /// declaration fails every test it would have excused, strict run or not, saying what
+    /// to do instead. Without a declaration, a test whose probe is not implemented is
+    /// `skip`, and a strict run ([`ContractSuite::strict`](super::ContractSuite::strict),
     /// `SANDBOXIO_STRICT=1`, any `SANDBOXIO_REQUIRE_*=1`) fails it: a strict run passes
-    /// only when every test ran or was declared inapplicable with a reason. Asked only for
-    /// a probe that is not implemented (an implemented probe always runs). For
-    /// [`ProbeKind::MissingCredentials`], [`Probes::no_credentials`] says the same.
-    /// Default `None`.
-    fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
+    /// only when every test ran or was declared inapplicable for an accepted reason. Asked
+    /// only for a probe that is not implemented (an implemented probe always runs). For
+    /// [`ProbeKind::MissingCredentials`], [`Probes::no_credentials`] says the backend takes
+    /// none. Default `None`.
+    fn not_applicable(&self, probe: ProbeKind) -> Option<Inapplicable> {
         None
     }
 

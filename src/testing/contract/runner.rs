@@ -19,6 +19,7 @@ use super::cases::{self, Case};
 use super::ctx::Ctx;
 use super::facade::Facade;
 use super::probes::{DefaultProbes, ProbeKind, Probes};
+use super::version::{self, ContractVersion};
 
 /// Runs a test's future to completion. The default is `futures_lite::future::block_on`;
 /// supply your own to run the suite inside tokio (either flavour) or smol.
@@ -34,6 +35,9 @@ pub struct ContractSuite {
     test_timeout: Duration,
     facade: Facade,
     strict: bool,
+    /// The version the run holds the backend to, or why the environment's choice is not one
+    /// (reported when the run starts).
+    version: Result<ContractVersion, String>,
 }
 
 /// The environment variables sandboxio's own runs use to make a run strict unless
@@ -67,6 +71,7 @@ impl std::fmt::Debug for ContractSuite {
             .field("known_failures", &self.known_failures)
             .field("facade", &self.facade)
             .field("strict", &self.strict)
+            .field("version", &self.version)
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +89,11 @@ enum Skip {
     Skipped(String),
     /// Listed by the adapter as a known failure, with its note.
     KnownFailure(String),
+    /// A clause of a contract version newer than the one the run holds the backend to.
+    NotYetPromised(ContractVersion),
+    /// The adapter declared a probe not applicable for a reason the contract refuses: a
+    /// failure, strict run or not, saying what to do instead.
+    Refused(String),
 }
 
 /// The tests that did not run, each with its reason, printed after the summary.
@@ -94,6 +104,10 @@ struct Listed {
     /// Not applicable, whether for a capability, a probe declared inapplicable or the
     /// blocking facade.
     not_applicable: Vec<String>,
+    /// Clauses newer than the selected contract version, with the version of each.
+    not_yet: Vec<(ContractVersion, &'static str)>,
+    /// Tests failed for a refused not-applicable declaration, with the refusal.
+    refused: Vec<String>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -103,6 +117,8 @@ struct Counts {
     skipped: usize,
     not_applicable: usize,
     known: usize,
+    /// Clauses of a newer contract version than the run's: not yet promised.
+    later: usize,
 }
 
 impl ContractSuite {
@@ -119,7 +135,28 @@ impl ContractSuite {
             test_timeout: DEFAULT_TEST_TIMEOUT,
             facade: Facade::Async,
             strict: strict_from_env(),
+            version: version::from_env(),
         }
+    }
+
+    /// Holds the backend to the contract as of `version`: the clauses that arrived in it or
+    /// before run as usual; those added after it are reported ignored (kind `vN`, the
+    /// version each arrived in), counted in the summary's `later` column and listed after
+    /// it as not yet promised, never as passed, skipped or failed, strict run or not
+    /// (`--include-ignored` runs them, to see how the backend fares). Default: the
+    /// version `SANDBOXIO_CONTRACT_VERSION` names ([`CONTRACT_VERSION_ENV`](super::CONTRACT_VERSION_ENV):
+    /// `1`, `v2`, `latest`), else [`ContractVersion::LATEST`]; a value of that variable that
+    /// names no version fails the run before any test starts.
+    ///
+    /// Pin the version your adapter was written against, and move up when you have met
+    /// the clauses the newer one adds (`CHANGELOG.md` lists them per version with what an
+    /// adapter must do). A declared capability whose every test is newer than the selected
+    /// version fails `capability_honesty__every_declared_capability_has_a_runnable_test`:
+    /// select the version that tests it.
+    #[must_use]
+    pub fn contract_version(mut self, version: ContractVersion) -> Self {
+        self.version = Ok(version);
+        self
     }
 
     /// Whether a test that cannot run fails (`true`) or skips visibly (`false`): a test
@@ -227,6 +264,10 @@ impl ContractSuite {
     #[must_use]
     pub fn run_with(self, args: &Arguments) -> ExitCode {
         let all = cases::all();
+        if let Err(why) = &self.version {
+            eprintln!("contract suite: {why}");
+            return ExitCode::FAILURE;
+        }
         let unknown: Vec<&String> =
             self.known_failures.keys().filter(|k| !all.iter().any(|c| c.name == *k)).collect();
         if !unknown.is_empty() {
@@ -282,6 +323,14 @@ impl ContractSuite {
                 counts.known += 1;
                 listed.skips.push(format!("{} (known failure): {note}", case.name));
             }
+            Skip::NotYetPromised(since) => {
+                counts.later += 1;
+                listed.not_yet.push((*since, case.name));
+            }
+            Skip::Refused(why) => {
+                counts.failed += 1;
+                listed.refused.push(format!("{}: {why}", case.name));
+            }
         }
     }
 
@@ -317,6 +366,14 @@ impl ContractSuite {
         if let Some(why) = case.not_applicable.and_then(|decide| decide(&*self.backend)) {
             return Some(Skip::NotApplicable(why));
         }
+        // After the capability checks (a newer clause the backend's declarations make n/a
+        // is not one it would have to meet), before the probe checks (a newer clause's
+        // missing probe is no failure of the version selected).
+        if let Ok(version) = self.version
+            && case.since > version
+        {
+            return Some(Skip::NotYetPromised(case.since));
+        }
         if case.probes.contains(&ProbeKind::MissingCredentials)
             && let Some(why) = self.probes.no_credentials()
         {
@@ -324,7 +381,10 @@ impl ContractSuite {
         }
         if let Some(probe) = case.probes.iter().find(|p| !super::probes::implemented(&*self.probes, **p)) {
             return Some(match self.probes.not_applicable(*probe) {
-                Some(why) => Skip::NotApplicable(format!("probe {} does not apply: {why}", probe.name())),
+                Some(reason) => match super::inapplicable::refusal(*probe, reason, &*self.backend) {
+                    Some(refused) => Skip::Refused(refused),
+                    None => Skip::NotApplicable(format!("probe {} does not apply: {reason}", probe.name())),
+                },
                 None => Skip::Skipped(format!(
                     "probe {} is not implemented (implement it, or give Probes::not_applicable a reason)",
                     probe.name()
@@ -343,8 +403,25 @@ impl ContractSuite {
             Skip::AsyncOnly(why) => ("n/a", async_only_reason(why)),
             Skip::Skipped(why) => ("skip", why.clone()),
             Skip::KnownFailure(note) => ("known failure", note.clone()),
+            Skip::NotYetPromised(since) => ("", format!("a clause of contract {since}")),
+            Skip::Refused(why) => ("refused n/a", why.clone()),
         };
         let scheme = self.label();
+        if let Skip::Refused(_) = skip {
+            // Not ignored, strict run or not: the declaration is the adapter's error.
+            let advice = super::rules::advice(case.name, case.row);
+            return Trial::test(case.name, move || {
+                Err(format!("[{scheme}] {} ({} row): cannot run: {why}{advice}", case.name, case.row).into())
+            })
+            .with_kind(kind);
+        }
+        if let Skip::NotYetPromised(since) = skip {
+            // Run on request (`--include-ignored`), to see how the backend fares on it.
+            return self
+                .trial(case, Arc::default(), Arc::default())
+                .with_kind(since.to_string())
+                .with_ignored_flag(true);
+        }
         if let Skip::Skipped(_) = skip
             && self.strict
         {
@@ -382,9 +459,10 @@ impl ContractSuite {
         let limit = self.test_timeout;
         let facade = self.facade;
         let strict = self.strict;
+        let version = self.version.clone().unwrap_or(ContractVersion::LATEST);
         let scheme = self.label();
         Trial::ignorable_test(case.name, move || {
-            let ctx = Arc::new(Ctx::new(backend, probes, audit, facade, case.name));
+            let ctx = Arc::new(Ctx::new(backend, probes, audit, facade, version, case.name));
             let bounded = futures_lite::future::or((case.run)(Arc::clone(&ctx)), async move {
                 futures_timer::Delay::new(limit).await;
                 Err(format!("did not finish within {limit:?}: a hang (ContractSuite::test_timeout)"))
@@ -443,8 +521,13 @@ impl ContractSuite {
             Facade::Async => "",
             Facade::Blocking => " through the blocking facade (sandboxio::sync)",
         };
+        let version = match &self.version {
+            Ok(v) if *v == ContractVersion::LATEST => format!("contract {v}, the latest"),
+            Ok(v) => format!("contract {v}; the latest is {}", ContractVersion::LATEST),
+            Err(why) => why.clone(),
+        };
         let mut out = format!(
-            "\ncontract summary for {}://{through} (tier {}, declares {}){}\n",
+            "\ncontract summary for {}://{through} ({version}; tier {}, declares {}){}\n",
             self.backend.scheme(),
             self.backend.isolation(),
             self.backend.capabilities() & Capabilities::all(),
@@ -452,33 +535,47 @@ impl ContractSuite {
         );
         let _ = writeln!(
             out,
-            "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6}",
-            "row", "passed", "failed", "skipped", "n/a", "known"
+            "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6} {:>6}",
+            "row", "passed", "failed", "skipped", "n/a", "known", "later"
         );
         let mut total = Counts::default();
         for row in Row::ALL {
             let c = results.get(row).copied().unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6}",
+                "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6} {:>6}",
                 row.title(),
                 c.passed,
                 c.failed,
                 c.skipped,
                 c.not_applicable,
-                c.known
+                c.known,
+                c.later
             );
             total.passed += c.passed;
             total.failed += c.failed;
             total.skipped += c.skipped;
             total.not_applicable += c.not_applicable;
             total.known += c.known;
+            total.later += c.later;
         }
         let _ = writeln!(
             out,
-            "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6}",
-            "total", total.passed, total.failed, total.skipped, total.not_applicable, total.known
+            "{:<24} {:>6} {:>6} {:>7} {:>4} {:>6} {:>6}",
+            "total",
+            total.passed,
+            total.failed,
+            total.skipped,
+            total.not_applicable,
+            total.known,
+            total.later
         );
+        if !listed.refused.is_empty() {
+            let _ = writeln!(out, "refused not-applicable declarations (each a failure, strict run or not):");
+            for s in &listed.refused {
+                let _ = writeln!(out, "  - {s}");
+            }
+        }
         if !listed.skips.is_empty() {
             let _ = writeln!(out, "skipped (never counted as passed):");
             for s in &listed.skips {
@@ -491,8 +588,34 @@ impl ContractSuite {
                 let _ = writeln!(out, "  - {s}");
             }
         }
+        out.push_str(&not_yet_promised(&listed.not_yet));
         out
     }
+}
+
+/// The list of clauses newer than the selected version, per version: "not yet promised: N
+/// clauses added in v2: …", or nothing.
+fn not_yet_promised(not_yet: &[(ContractVersion, &'static str)]) -> String {
+    let mut out = String::new();
+    if not_yet.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "not yet promised (newer than the contract version selected; neither passed nor skipped; \
+         --include-ignored runs them):"
+    );
+    for version in ContractVersion::ALL {
+        let names: Vec<&str> = not_yet.iter().filter(|(v, _)| v == version).map(|(_, n)| *n).collect();
+        if names.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "  {} clauses added in {version}:", names.len());
+        for name in names {
+            let _ = writeln!(out, "  - {name}");
+        }
+    }
+    out
 }
 
 /// Why an async-only test is n/a under the blocking facade, as the test list and the
@@ -521,7 +644,7 @@ fn is_selected(name: &str, args: &Arguments) -> bool {
 mod tests {
     use super::*;
     use crate::testing::FakeBackend;
-    use crate::testing::contract::FakeProbes;
+    use crate::testing::contract::{FakeProbes, Inapplicable};
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
         pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
@@ -573,11 +696,11 @@ mod tests {
     }
 
     /// The fake's probes without `expire_sandbox`, optionally declaring it inapplicable.
-    struct NoExpiry(FakeProbes, Option<&'static str>);
+    struct NoExpiry(FakeProbes, Option<Inapplicable>);
 
     impl Probes for NoExpiry {
-        fn not_applicable(&self, probe: ProbeKind) -> Option<String> {
-            (probe == ProbeKind::ExpireSandbox).then(|| self.1.map(str::to_owned)).flatten()
+        fn not_applicable(&self, probe: ProbeKind) -> Option<Inapplicable> {
+            (probe == ProbeKind::ExpireSandbox).then_some(self.1).flatten()
         }
 
         fn live_sandboxes(
@@ -616,8 +739,8 @@ mod tests {
         let fake = FakeBackend::new();
         let case = expiry_case();
         for facade in [Facade::Async, Facade::Blocking] {
-            let suite = ContractSuite::new(fake.clone())
-                .probes(NoExpiry(FakeProbes::new(fake.clone()), Some("the provider has no TTL")))
+            let suite = ContractSuite::new(fake.clone().with_capabilities(Capabilities::RUN))
+                .probes(NoExpiry(FakeProbes::new(fake.clone()), Some(Inapplicable::ExpiryCannotBeForced)))
                 .strict(true)
                 .facade(facade);
             let skip = suite.skip_reason(case).unwrap();
@@ -627,8 +750,9 @@ mod tests {
             let summary = suite.summary(&BTreeMap::new(), &listed);
             assert!(
                 summary.contains(&format!(
-                    "  - {}: probe expire_sandbox does not apply: the provider has no TTL",
-                    case.name
+                    "  - {}: probe expire_sandbox does not apply: {}",
+                    case.name,
+                    Inapplicable::ExpiryCannotBeForced
                 )),
                 "{facade:?}: {summary}"
             );

@@ -4,7 +4,9 @@
 //! `cargo test --test contract` runs it; `SANDBOXIO_STRICT=1` makes every test that cannot
 //! run (a positive control that fails, a behaviour probe not implemented) a failure instead
 //! of a skip (run your CI strict). A probe that cannot apply to your provider is declared
-//! with `Probes::not_applicable` and its reason, and reported `n/a`.
+//! with `Probes::not_applicable` and one of the reasons the contract accepts for it
+//! (`Inapplicable`; `docs/contract.md`, "Probes that may be declared not applicable"), and
+//! reported `n/a`. Add `.contract_version(..)` to hold the adapter to an older contract.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;

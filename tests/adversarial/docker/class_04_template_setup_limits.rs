@@ -112,7 +112,7 @@ fn class_04__template_setup_endless_line_child() {
     let count = Arc::clone(&logged);
     let stamp = format!("{}-{:?}", std::process::id(), Instant::now());
     let template =
-        Template::new(BASE).file("/stamp", stamp).run("head -c 1073741824 /dev/zero").setup_disk_mib(64);
+        Template::new(BASE).file("/stamp", stamp).run("head -c 268435456 /dev/zero").setup_disk_mib(64);
     let backend = DockerBackend::from_env()
         .unwrap()
         .with_docker_config("/nonexistent/sandboxio/config.json")
@@ -125,10 +125,11 @@ fn class_04__template_setup_endless_line_child() {
     println!("RESULT {} {}", logged.load(std::sync::atomic::Ordering::Relaxed), support::peak_rss_mib());
 }
 
-/// A setup's output is passed to the build log line by line, and a line with no end (1 GiB
+/// A setup's output is passed to the build log line by line, and a line with no end (256 MiB
 /// of zeros, no newline) was gathered whole in host memory first: the host's RSS grew by
 /// what the setup printed. Measured in a child process (this binary re-run). Positive
-/// control: the whole GiB reached the build log.
+/// control: all of it reached the build log. (256 MiB, twice the RSS bound, catches the old
+/// code as 1 GiB did, in a quarter of the time: 1 GiB took 94 s of a 157-s binary under load.)
 #[test]
 fn class_04__a_template_setup_printing_an_endless_line_keeps_host_memory_flat() {
     const TEST: &str = "class_04__a_template_setup_printing_an_endless_line_keeps_host_memory_flat";
@@ -141,6 +142,6 @@ fn class_04__a_template_setup_printing_an_endless_line_keeps_host_memory_flat() 
     );
     let (logged, peak) = (figures[0], figures[1]);
     println!("{TEST}: {logged} bytes logged, peak RSS {peak} MiB");
-    assert_eq!(logged, 1 << 30, "control: the setup's GiB did not reach the build log");
+    assert_eq!(logged, 1 << 28, "control: the setup's 256 MiB did not reach the build log");
     assert!(peak < 128, "a setup's endless line took the host to {peak} MiB");
 }

@@ -8,12 +8,21 @@
 //! refusal). Every failure is an MCP tool error (`isError: true`) carrying the sandboxio
 //! code and message, never a protocol error or a crash.
 //!
+//! What an agent reads is bounded and says so: each stream's head and tail within the
+//! operator's `--output-limit`, with a line saying what was cut and where the whole of it
+//! is ([`output`]); every command and cell has a timeout, the operator's
+//! (`--exec-timeout`, `--cell-timeout`) unless the call asks for less ([`Bounds`]); and
+//! `run_code` keeps its state from call to call in one Python session per sandbox
+//! ([`python`]).
+//!
 //! The HTTP transport is in [`http`] (its accept loop in [`accept`], its bearer token in
 //! [`bearer`], its sessions in [`sessions`]).
 
 mod accept;
 mod bearer;
 mod http;
+pub mod output;
+mod python;
 mod sessions;
 
 use std::collections::BTreeMap;
@@ -27,7 +36,10 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use sandboxio::{
-    Code, Command, Error, ExecResult, Sandbox, exec::MimeBundle, fs::FileKind, policy::Capabilities,
+    Code, Command, Error, ErrorCode, ExitStatus, Sandbox,
+    exec::{MimeBundle, StreamKind},
+    fs::FileKind,
+    policy::Capabilities,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -35,7 +47,8 @@ use tokio::sync::Mutex;
 
 use crate::args::{McpArgs, SandboxOpts, Transport, parse_network};
 use crate::bounds::Bounds;
-use crate::commands::{Within as _, create_sandbox};
+use crate::commands::create_sandbox;
+use output::{Capture, Saved};
 
 /// Which capability each tool needs; a tool whose capability the backend lacks is not
 /// registered.
@@ -46,6 +59,8 @@ pub const TOOL_NEEDS: &[(&str, Capabilities)] = &[
     ("extend_sandbox", Capabilities::EXTEND_TTL),
     ("run_command", Capabilities::RUN),
     ("run_code", Capabilities::RUN_CODE),
+    ("interrupt_code", Capabilities::STATEFUL_CODE),
+    ("restart_python", Capabilities::STATEFUL_CODE),
     ("read_file", Capabilities::FILESYSTEM),
     ("write_file", Capabilities::FILESYSTEM),
     ("list_files", Capabilities::FILESYSTEM),
@@ -53,6 +68,7 @@ pub const TOOL_NEEDS: &[(&str, Capabilities)] = &[
 
 /// `create_sandbox`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateParams {
     /// Network policy: `deny`, `allow`, or `allow=HOST,..`; within the operator's (the
     /// operator's own when absent).
@@ -64,6 +80,7 @@ pub struct CreateParams {
 
 /// The arguments of the tools that take only a sandbox.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct IdParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
@@ -71,6 +88,7 @@ pub struct IdParams {
 
 /// `extend_sandbox`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExtendParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
@@ -80,28 +98,33 @@ pub struct ExtendParams {
 
 /// `run_command`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunCommandParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
     /// The command, run by `sh -c` in the sandbox.
     pub command: String,
-    /// Kill it after this many seconds (0: at once; over 30 days counts as 30 days).
+    /// Kill it after this many seconds (0: at once). At most the operator's timeout, which
+    /// is also the default (60 s unless the operator set another).
     pub timeout_seconds: Option<u64>,
 }
 
 /// `run_code`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunCodeParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
     /// A Python cell; its last expression's value comes back as a rich result.
     pub code: String,
-    /// Interrupt it after this many seconds (0: at once; over 30 days counts as 30 days).
+    /// Interrupt it after this many seconds (0: at once). At most the operator's timeout,
+    /// which is also the default (60 s unless the operator set another).
     pub timeout_seconds: Option<u64>,
 }
 
 /// `read_file`'s and `list_files`' arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PathParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
@@ -111,13 +134,52 @@ pub struct PathParams {
 
 /// `write_file`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WriteFileParams {
     /// The id `create_sandbox` returned.
     pub sandbox_id: String,
     /// A path in the sandbox (relative ones are under its working directory).
     pub path: String,
-    /// The file's new content, as text.
+    /// The file's new content: text, or base64 with `encoding: "base64"` (for bytes that
+    /// are not UTF-8).
     pub content: String,
+    /// `text` (the default) or `base64`.
+    pub encoding: Option<String>,
+}
+
+/// One of the client's sandboxes and its Python session.
+struct Held {
+    sandbox: Sandbox,
+    python: python::Python,
+    /// When its TTL ends it (moved by `extend_sandbox`): past it, the sandbox no longer
+    /// counts against `--max-sandboxes` and is no longer listed.
+    ends_at: std::sync::Mutex<std::time::Instant>,
+}
+
+impl Held {
+    fn new(sandbox: Sandbox, ttl: Duration) -> Self {
+        Held {
+            sandbox,
+            python: python::Python::default(),
+            ends_at: std::sync::Mutex::new(std::time::Instant::now() + ttl),
+        }
+    }
+
+    fn expired(&self, now: std::time::Instant) -> bool {
+        *self.ends_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) <= now
+    }
+}
+
+/// Drops the sandboxes whose TTL has ended from `sandboxes`, remembering their ids in
+/// `ended` (a later `kill_sandbox` of one succeeds: it is gone, as asked).
+fn prune(sandboxes: &mut BTreeMap<String, Arc<Held>>, ended: &mut std::collections::BTreeSet<String>) {
+    let now = std::time::Instant::now();
+    let gone: Vec<String> =
+        sandboxes.iter().filter(|(_, h)| h.expired(now)).map(|(id, _)| id.clone()).collect();
+    for id in gone {
+        sandboxes.remove(&id);
+        ended.insert(id);
+    }
 }
 
 /// The server: the configured backend and bounds, and the client's sandboxes by id.
@@ -126,7 +188,12 @@ pub struct SandboxServer {
     dsn: Arc<str>,
     opts: Arc<SandboxOpts>,
     bounds: Arc<Bounds>,
-    sandboxes: Arc<Mutex<BTreeMap<String, Arc<Sandbox>>>>,
+    /// Each stream's budget in what a tool returns, in bytes (`--output-limit`).
+    output_limit: usize,
+    sandboxes: Arc<Mutex<BTreeMap<String, Arc<Held>>>>,
+    /// Ids of the client's sandboxes that were killed or reached their TTL: killing one
+    /// again is the success the library's idempotent `kill` gives.
+    ended: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
     /// Creates under way: they count against the bound, so the map is not held while the
     /// backend creates (a slow create would stall every other call of the session).
     creating: Arc<AtomicUsize>,
@@ -152,25 +219,63 @@ fn tool_error(e: &Error) -> CallToolResult {
     result
 }
 
-/// Output under a header naming its stream: `--- stdout ---\nhi\n`.
-fn labelled(stream: &str, bytes: &[u8]) -> String {
-    format!("--- {stream} ---\n{}", String::from_utf8_lossy(bytes))
-}
-
-fn exec_text(result: &ExecResult) -> String {
-    let status = match (result.status.code(), result.status.signal()) {
+/// A command's end as the first line of its answer.
+fn status_text(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit code {code}"),
         (None, Some(signal)) => format!("killed by signal {signal}"),
         (None, None) => "ended".to_owned(),
-    };
-    let mut text = status;
-    for (name, bytes) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
-        if !bytes.is_empty() {
-            text.push('\n');
-            text.push_str(&labelled(name, bytes));
+    }
+}
+
+/// stdout and stderr of a command or a cell, each within its budget.
+struct Outputs {
+    stdout: Capture,
+    stderr: Capture,
+}
+
+impl Outputs {
+    fn new(limit: usize) -> Self {
+        Outputs { stdout: Capture::new(limit), stderr: Capture::new(limit) }
+    }
+
+    fn push(&mut self, chunk: &sandboxio::exec::OutputChunk) {
+        match chunk.stream {
+            StreamKind::Stdout => self.stdout.push(&chunk.data),
+            StreamKind::Stderr => self.stderr.push(&chunk.data),
         }
     }
-    text
+
+    /// Each non-empty stream under its header; the whole of a cut one is first copied into
+    /// the sandbox, and its marker says where.
+    async fn render(&self, sandbox: &Sandbox) -> Vec<String> {
+        let mut texts = Vec::new();
+        for (name, capture) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            if capture.total() == 0 {
+                continue;
+            }
+            let saved = match capture.spool() {
+                Some(spool) => Some(save(sandbox, name, spool).await),
+                None => None,
+            };
+            texts.push(output::render(name, capture, saved.as_ref()));
+        }
+        texts
+    }
+}
+
+/// Copies a spooled stream into the sandbox, under [`output::SAVED_DIR`].
+async fn save(sandbox: &Sandbox, stream: &str, spool: &output::Spool) -> Saved {
+    let path = output::saved_path(stream);
+    let copied = async {
+        sandbox.fs().mkdir(output::SAVED_DIR).await?;
+        sandbox.fs().upload(spool.path(), &path).await
+    };
+    match (copied.await, spool.stopped()) {
+        (Ok(()), None) => Saved::Whole(path),
+        (Ok(()), Some(why)) => Saved::Part { path, bytes: spool.written(), why: why.to_owned() },
+        (Err(e), _) => Saved::Nowhere(format!("copying it into the sandbox failed: {e}")),
+    }
 }
 
 /// A rich result as MCP content: images as image content, HTML and other text as text.
@@ -186,7 +291,8 @@ fn bundle_content(bundle: &MimeBundle) -> Vec<ContentBlock> {
             content.push(ContentBlock::text(String::from_utf8_lossy(data)));
         }
     }
-    if content.is_empty()
+    // A plain form beside HTML (a DataFrame's text table), or alone when nothing richer came.
+    if (content.is_empty() || bundle.contains_key("text/html"))
         && let Some(text) = bundle.get("text/plain")
     {
         content.push(ContentBlock::text(String::from_utf8_lossy(text)));
@@ -221,12 +327,16 @@ impl SandboxServer {
             max_ttl,
             max_sandboxes,
             max_read: crate::bounds::DEFAULT_MAX_READ,
+            exec_timeout: Duration::from_secs(crate::bounds::DEFAULT_TIMEOUT_SECS),
+            cell_timeout: Duration::from_secs(crate::bounds::DEFAULT_TIMEOUT_SECS),
         };
         Ok(SandboxServer {
             dsn: Arc::from(dsn),
             opts: Arc::new(opts),
             bounds: Arc::new(bounds),
+            output_limit: 1024 * usize::try_from(output::DEFAULT_OUTPUT_LIMIT_KIB).unwrap_or(32),
             sandboxes: Arc::new(Mutex::new(BTreeMap::new())),
+            ended: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
             creating: Arc::new(AtomicUsize::new(0)),
             tool_router,
         })
@@ -239,6 +349,23 @@ impl SandboxServer {
         self
     }
 
+    /// The same server giving commands and cells at most these timeouts, and these when a
+    /// call gives none.
+    #[must_use]
+    pub fn with_timeouts(mut self, exec: Duration, cell: Duration) -> Self {
+        let bounds = Arc::make_mut(&mut self.bounds);
+        (bounds.exec_timeout, bounds.cell_timeout) = (exec, cell);
+        self
+    }
+
+    /// The same server returning at most `bytes` of each stream of a command or a cell
+    /// (head and tail; the rest is copied into the sandbox and the answer says where).
+    #[must_use]
+    pub fn with_output_limit(mut self, bytes: usize) -> Self {
+        self.output_limit = bytes.max(2);
+        self
+    }
+
     /// The names of the registered tools, in order.
     #[cfg(test)]
     pub fn tool_names(&self) -> Vec<String> {
@@ -248,25 +375,42 @@ impl SandboxServer {
         names
     }
 
-    /// The client's sandbox `id`.
-    async fn sandbox(&self, id: &str) -> sandboxio::Result<Arc<Sandbox>> {
-        self.sandboxes.lock().await.get(id).cloned().ok_or_else(|| {
-            Error::sandbox_gone(id, "it is not one of this session's sandboxes (list_sandboxes names them)")
-        })
+    /// The ids of the client's sandboxes that ended.
+    fn ended(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<String>> {
+        self.ended.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The client's sandbox `id`, with its Python session.
+    async fn held(&self, id: &str) -> sandboxio::Result<Arc<Held>> {
+        if let Some(held) = self.sandboxes.lock().await.get(id).cloned() {
+            return Ok(held);
+        }
+        let why = if self.ended().contains(id) {
+            "it was killed or its TTL ran out: create_sandbox makes a new one"
+        } else {
+            "it is not one of this session's sandboxes (list_sandboxes names them)"
+        };
+        Err(Error::sandbox_gone(id, why))
     }
 
     /// Kills every sandbox of the client.
     pub async fn end_session(&self) {
         let sandboxes = std::mem::take(&mut *self.sandboxes.lock().await);
-        for (id, sandbox) in sandboxes {
-            if let Err(e) = sandbox.kill().await {
+        for (id, held) in sandboxes {
+            if let Err(e) = held.sandbox.kill().await {
                 eprintln!("sandboxio mcp: killing sandbox {}: {e}", sandboxio::text::escape(&id));
             }
         }
     }
 
     #[tool(
-        description = "Create a sandbox for this session and return its id, which every other tool takes. Optional: network (deny, allow, or allow=HOST,..; within what the operator allows) and ttl_seconds."
+        description = "Create a sandbox for this session and return its id, which every other tool takes. Optional: network (deny, allow, or allow=HOST,..; within what the operator allows) and ttl_seconds.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn create_sandbox(&self, Parameters(p): Parameters<CreateParams>) -> CallToolResult {
         let create = async {
@@ -276,7 +420,8 @@ impl SandboxServer {
             // A place is taken under the map's lock (live and under way together), so that
             // concurrent calls cannot pass the bound together; the create runs without it.
             let slot = {
-                let sandboxes = self.sandboxes.lock().await;
+                let mut sandboxes = self.sandboxes.lock().await;
+                prune(&mut sandboxes, &mut self.ended());
                 let held = sandboxes.len() + self.creating.load(Ordering::SeqCst);
                 if held >= self.bounds.max_sandboxes {
                     return Err(Error::invalid_input(format!(
@@ -290,7 +435,7 @@ impl SandboxServer {
             let sandbox = create_sandbox(&self.dsn, &opts, false, Some(ttl)).await?;
             let id = sandbox.id().to_owned();
             let mut sandboxes = self.sandboxes.lock().await;
-            sandboxes.insert(id.clone(), Arc::new(sandbox));
+            sandboxes.insert(id.clone(), Arc::new(Held::new(sandbox, ttl)));
             drop(slot);
             Ok::<_, Error>((id, ttl))
         };
@@ -305,35 +450,73 @@ impl SandboxServer {
         }
     }
 
-    #[tool(description = "Kill one of this session's sandboxes by id.")]
+    #[tool(
+        description = "Kill one of this session's sandboxes by id.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn kill_sandbox(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
         let kill = async {
-            let sandbox = self.sandbox(&p.sandbox_id).await?;
-            sandbox.kill().await?;
+            if self.ended().contains(&p.sandbox_id) {
+                return Ok("had ended already (killed, or its TTL ran out)");
+            }
+            let held = self.held(&p.sandbox_id).await?;
+            let said = match held.sandbox.kill().await {
+                Ok(()) => "killed",
+                // Gone on its own (its TTL, or killed outside this session): what was asked.
+                Err(e) if e.code() == ErrorCode::SandboxGone => {
+                    "had ended already (its TTL ran out); removed"
+                }
+                Err(e) => return Err(e),
+            };
             self.sandboxes.lock().await.remove(&p.sandbox_id);
-            Ok::<_, Error>(())
+            self.ended().insert(p.sandbox_id.clone());
+            Ok::<_, Error>(said)
         };
         match kill.await {
-            Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!("killed {}", p.sandbox_id))]),
+            Ok(said) => {
+                CallToolResult::success(vec![ContentBlock::text(format!("{}: {said}", p.sandbox_id))])
+            }
             Err(e) => tool_error(&e),
         }
     }
 
-    #[tool(description = "List this session's sandboxes: one id a line.")]
+    #[tool(
+        description = "List this session's sandboxes: one id a line.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
     async fn list_sandboxes(&self) -> CallToolResult {
-        let ids: Vec<String> = self.sandboxes.lock().await.keys().cloned().collect();
+        let ids: Vec<String> = {
+            let mut sandboxes = self.sandboxes.lock().await;
+            prune(&mut sandboxes, &mut self.ended());
+            sandboxes.keys().cloned().collect()
+        };
         let mut result = CallToolResult::success(vec![ContentBlock::text(ids.join("\n"))]);
         result.structured_content = Some(serde_json::json!({ "sandbox_ids": ids }));
         result
     }
 
     #[tool(
-        description = "Make one of this session's sandboxes live ttl_seconds from now (within the operator's bound)."
+        description = "Make one of this session's sandboxes live ttl_seconds from now (within the operator's bound).",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     async fn extend_sandbox(&self, Parameters(p): Parameters<ExtendParams>) -> CallToolResult {
         let extend = async {
             let ttl = self.bounds.ttl(Some(p.ttl_seconds))?;
-            self.sandbox(&p.sandbox_id).await?.extend_ttl(ttl).await
+            let held = self.held(&p.sandbox_id).await?;
+            held.sandbox.extend_ttl(ttl).await?;
+            *held.ends_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                std::time::Instant::now() + ttl;
+            Ok::<_, Error>(())
         };
         match extend.await {
             Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!(
@@ -345,45 +528,129 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Run a shell command (sh -c) in one of this session's sandboxes. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error."
+        description = "Run a shell command (sh -c) in one of this session's sandboxes. Returns the exit code, stdout and stderr; a non-zero exit is a result, not an error. Each stream shows at most its first and last few KiB: a longer one says how much was cut and the file in the sandbox that holds all of it. The command is killed after timeout_seconds (default and most: the operator's, 60 s unless set), and then the answer says so and shows the output so far.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false)
     )]
     async fn run_command(&self, Parameters(p): Parameters<RunCommandParams>) -> CallToolResult {
         let run = async {
-            self.sandbox(&p.sandbox_id).await?.run(Command::shell(p.command).within(p.timeout_seconds)).await
+            let held = self.held(&p.sandbox_id).await?;
+            let timeout = self.bounds.exec_timeout(p.timeout_seconds)?;
+            let mut stream = held.sandbox.stream(Command::shell(p.command).timeout(timeout))?;
+            let mut outputs = Outputs::new(self.output_limit);
+            // The stream's one error item ends it; `wait` then gives that error again.
+            while let Some(Ok(chunk)) = stream.next_chunk().await {
+                outputs.push(&chunk);
+            }
+            let ended = stream.wait().await;
+            Ok::<_, Error>((held, ended, outputs))
         };
-        match run.await {
-            Ok(result) => CallToolResult::success(vec![ContentBlock::text(exec_text(&result))]),
-            Err(e) => tool_error(&e),
+        let (held, ended, outputs) = match run.await {
+            Ok(ran) => ran,
+            Err(e) => return tool_error(&e),
+        };
+        let first = match &ended {
+            Ok(result) => status_text(result.status),
+            Err(e) if e.code() == ErrorCode::ExecutionTimeout => {
+                format!("timed out: {e}; the command was killed. Its output until then:")
+            }
+            Err(e) => return tool_error(e),
+        };
+        let mut text = first;
+        for part in outputs.render(&held.sandbox).await {
+            text.push('\n');
+            text.push_str(&part);
+        }
+        match ended {
+            Ok(_) => CallToolResult::success(vec![ContentBlock::text(text)]),
+            Err(e) => {
+                let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+                result.structured_content =
+                    Some(serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }));
+                result
+            }
         }
     }
 
     #[tool(
-        description = "Run a Python cell in one of this session's sandboxes. Returns stdout and stderr as text, and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback."
+        description = "Run a Python cell in one of this session's sandboxes. The sandbox keeps one Python session: variables, imports and definitions persist from one run_code call to the next, as in a notebook, until restart_python (on backends without stateful code each cell runs alone, and the answer says so). Returns stdout and stderr as text (each at most its first and last few KiB; a longer one says how much was cut and the file in the sandbox that holds all of it), and rich results: images (PNG plots) as image content, HTML and other text as text. A cell that raised is an error result with its traceback. A cell running past timeout_seconds (default and most: the operator's, 60 s unless set) is interrupted (KeyboardInterrupt) and the session keeps its state; if the interpreter had to be killed, the answer says the state is lost.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false)
     )]
     async fn run_code(&self, Parameters(p): Parameters<RunCodeParams>) -> CallToolResult {
         let run = async {
-            // The cell keeps at most --max-read of output and rich results: the answer holds
-            // them two or three times over (content, then its JSON).
+            let held = self.held(&p.sandbox_id).await?;
+            let timeout = self.bounds.cell_timeout(p.timeout_seconds)?;
+            // Rich results keep at most --max-read: the answer holds them two or three times
+            // over (content, then its JSON).
             let limit = usize::try_from(self.bounds.max_read).unwrap_or(usize::MAX);
-            let code = Code::new(p.code).within(p.timeout_seconds).output_limit(limit);
-            self.sandbox(&p.sandbox_id).await?.run_code(code).await
+            let cell = held.python.cell(&held.sandbox).await?;
+            let mut code = Code::new(p.code).timeout(timeout).output_limit(limit);
+            if let python::Cell::InContext(ctx) = &cell {
+                code = code.in_context(ctx);
+            }
+            let mut stream = held.sandbox.run_code_stream(code)?;
+            let mut outputs = Outputs::new(self.output_limit);
+            while let Some(Ok(chunk)) = stream.next_chunk().await {
+                outputs.push(&chunk);
+            }
+            let ended = stream.wait().await;
+            Ok::<_, Error>((held, cell, ended, outputs))
         };
-        let result = match run.await {
-            Ok(result) => result,
+        let (held, cell, ended, outputs) = match run.await {
+            Ok(ran) => ran,
             Err(e) => return tool_error(&e),
         };
         let mut content = Vec::new();
-        for (name, bytes) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
-            if !bytes.is_empty() {
-                content.push(ContentBlock::text(labelled(name, bytes)));
-            }
+        if let python::Cell::Alone = cell {
+            content.push(ContentBlock::text(
+                "(this backend keeps no Python state between cells: this cell ran on its own)",
+            ));
         }
+        let timed_out = match (&ended, &cell) {
+            (Err(e), python::Cell::InContext(ctx)) if e.code() == ErrorCode::ExecutionTimeout => {
+                let kept = held.python.survived(&held.sandbox, ctx).await;
+                Some(if kept {
+                    format!(
+                        "timed out: {e}; the cell was interrupted and the Python session keeps its state. Its output until then:"
+                    )
+                } else {
+                    format!(
+                        "timed out: {e}; the interpreter did not stop on the interrupt and was killed, so the Python session's state is lost: call restart_python for a fresh one. Its output until then:"
+                    )
+                })
+            }
+            (Err(e), python::Cell::Alone) if e.code() == ErrorCode::ExecutionTimeout => {
+                Some(format!("timed out: {e}. Its output until then:"))
+            }
+            (Err(e), python::Cell::InContext(ctx)) => {
+                if held.python.after(ctx, Some(e)).await {
+                    return tool_error(&python::lost_error(&e.to_string()));
+                }
+                return tool_error(e);
+            }
+            (Err(e), python::Cell::Alone) => return tool_error(e),
+            (Ok(_), _) => None,
+        };
+        if let Some(said) = &timed_out {
+            content.push(ContentBlock::text(said.clone()));
+        }
+        for part in outputs.render(&held.sandbox).await {
+            content.push(ContentBlock::text(part));
+        }
+        let result = match ended {
+            Ok(result) => result,
+            Err(e) => {
+                let mut result = CallToolResult::error(content);
+                result.structured_content =
+                    Some(serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }));
+                return result;
+            }
+        };
         for bundle in &result.results {
             content.extend(bundle_content(bundle));
         }
         if result.truncated {
             content.push(ContentBlock::text(format!(
-                "[truncated: the cell's output and rich results past the server's {} bytes (--max-read) were dropped]",
+                "[truncated: the cell's rich results past the server's {} bytes (--max-read) were dropped]",
                 self.bounds.max_read
             )));
         }
@@ -402,18 +669,79 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Read a file of one of this session's sandboxes. Text comes back as text; other bytes as base64."
+        description = "Interrupt the Python cell running in one of this session's sandboxes (as Ctrl-C would: the cell gets KeyboardInterrupt, its run_code returns with it, and the session keeps its state). With no cell running, nothing happens.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn interrupt_code(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
+        let interrupt = async {
+            let held = self.held(&p.sandbox_id).await?;
+            held.python.interrupt(&held.sandbox).await
+        };
+        match interrupt.await {
+            Ok(said) => CallToolResult::success(vec![ContentBlock::text(said)]),
+            Err(e) => tool_error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Start a fresh Python session in one of this session's sandboxes: every variable, import and definition of earlier cells is dropped (files stay). Needed after a session was lost; the next run_code runs in the fresh one.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn restart_python(&self, Parameters(p): Parameters<IdParams>) -> CallToolResult {
+        let restart = async {
+            let held = self.held(&p.sandbox_id).await?;
+            held.python.restart(&held.sandbox).await
+        };
+        match restart.await {
+            Ok(()) => CallToolResult::success(vec![ContentBlock::text(
+                "a fresh Python session is ready: earlier variables and imports are gone",
+            )]),
+            Err(e) => tool_error(&e),
+        }
+    }
+
+    #[tool(
+        description = "Read a file of one of this session's sandboxes. Text comes back as text, at most its first and last few KiB: a longer file says how much was cut (read parts of it with run_command: sed -n, grep, head -c, tail -c). Bytes that are not UTF-8 come back as base64, said so on the first line.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn read_file(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
         let read = async {
-            self.sandbox(&p.sandbox_id).await?.fs().read_limit(self.bounds.max_read).read(&p.path).await
+            self.held(&p.sandbox_id).await?.sandbox.fs().read_limit(self.bounds.max_read).read(&p.path).await
         };
         match read.await {
             Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+                Ok(text) if text.len() <= self.output_limit => {
+                    CallToolResult::success(vec![ContentBlock::text(text)])
+                }
+                Ok(text) => {
+                    let mut capture = Capture::unspooled(self.output_limit);
+                    capture.push(text.as_bytes());
+                    let shown = output::render(&p.path, &capture, Some(&Saved::Whole(p.path.clone())));
+                    CallToolResult::success(vec![ContentBlock::text(shown)])
+                }
                 Err(e) => {
                     let bytes = e.into_bytes();
-                    let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                    let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bytes);
+                    if encoded.len() > self.output_limit {
+                        return CallToolResult::success(vec![ContentBlock::text(format!(
+                            "(not UTF-8: {} bytes, whose base64 ({} bytes) is over this server's output limit of {} bytes: \
+                             look at parts of it with run_command, e.g. od -A d -t x1 -N 256 {path} or base64 {path} | head -c 4000)",
+                            bytes.len(),
+                            encoded.len(),
+                            self.output_limit,
+                            path = p.path
+                        ))]);
+                    }
                     CallToolResult::success(vec![ContentBlock::text(format!(
                         "(not UTF-8: {} bytes, base64)\n{encoded}",
                         bytes.len()
@@ -424,12 +752,34 @@ impl SandboxServer {
         }
     }
 
-    #[tool(description = "Write a text file in this session's sandbox, creating or replacing it.")]
+    #[tool(
+        description = "Write a file in one of this session's sandboxes, creating or replacing it (and its missing parent directories). content is text, or base64 with encoding \"base64\" for bytes that are not UTF-8.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn write_file(&self, Parameters(p): Parameters<WriteFileParams>) -> CallToolResult {
-        let len = p.content.len();
-        let write = async { self.sandbox(&p.sandbox_id).await?.fs().write(&p.path, p.content).await };
+        let write = async {
+            let bytes = match p.encoding.as_deref() {
+                None | Some("text") => p.content.into_bytes(),
+                Some("base64") => base64::engine::general_purpose::STANDARD
+                    .decode(p.content.trim())
+                    .map_err(|e| Error::invalid_input(format!("content is not valid base64: {e}")))?,
+                Some(other) => {
+                    return Err(Error::invalid_input(format!(
+                        "encoding {other:?} is neither \"text\" nor \"base64\""
+                    )));
+                }
+            };
+            let len = bytes.len();
+            self.held(&p.sandbox_id).await?.sandbox.fs().write(&p.path, bytes).await?;
+            Ok::<_, Error>(len)
+        };
         match write.await {
-            Ok(()) => {
+            Ok(len) => {
                 CallToolResult::success(vec![ContentBlock::text(format!("wrote {len} bytes to {}", p.path))])
             }
             Err(e) => tool_error(&e),
@@ -437,10 +787,11 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "List a directory of this session's sandbox: one entry a line, directories with a trailing slash, files with their size."
+        description = "List a directory of this session's sandbox: one entry a line, directories with a trailing slash, files with their size.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn list_files(&self, Parameters(p): Parameters<PathParams>) -> CallToolResult {
-        let list = async { self.sandbox(&p.sandbox_id).await?.fs().list(&p.path).await };
+        let list = async { self.held(&p.sandbox_id).await?.sandbox.fs().list(&p.path).await };
         match list.await {
             Ok(entries) => {
                 let lines: Vec<String> = entries
@@ -461,16 +812,52 @@ impl SandboxServer {
 #[tool_handler(
     router = self.tool_router,
     name = "sandboxio",
-    instructions = "Runs commands and Python code in sandboxes: create_sandbox returns an id that every other tool takes; the session's sandboxes are removed when it ends. The operator chose the backend and the widest network policy, TTL and number of sandboxes."
+    instructions = "Runs commands and Python code in sandboxes: create_sandbox returns an id that every other tool takes; the session's sandboxes are removed when it ends. Each sandbox keeps one Python session: run_code cells share variables and imports until restart_python. Long output comes back as its head and tail, with a line naming the file in the sandbox that holds all of it. Commands and cells end at the operator's timeout unless the call asks for less. The operator chose the backend and the widest network policy, TTL and number of sandboxes."
 )]
-impl ServerHandler for SandboxServer {}
+impl ServerHandler for SandboxServer {
+    /// The router's call, with rmcp's own refusal of malformed arguments (a missing or
+    /// unknown field, a wrong type) given the SBX code and shape of every other tool error.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        let response = self.tool_router.call(call).await?;
+        Ok(match response {
+            rmcp::model::CallToolResponse::Complete(result) => argument_error(result).into(),
+            other => other,
+        })
+    }
+}
+
+/// rmcp answers arguments that do not deserialize with a bare text error; this gives it the
+/// SBX code (`InvalidInput`) and structured content of the others.
+fn argument_error(result: CallToolResult) -> CallToolResult {
+    if result.is_error != Some(true) || result.structured_content.is_some() {
+        return result;
+    }
+    let said = match result.content.as_slice() {
+        [ContentBlock::Text(text)] if text.text.starts_with("failed to deserialize parameters:") => {
+            &text.text
+        }
+        _ => return result,
+    };
+    tool_error(&Error::invalid_input(format!(
+        "the tool's arguments: {}; its input schema (tools/list) names the fields it takes",
+        said.trim_start_matches("failed to deserialize parameters:").trim()
+    )))
+}
 
 /// `sandboxio mcp`: over stdio, serves until the client closes stdin (or Ctrl-C); over
 /// HTTP, until SIGINT or SIGTERM. Then kills the client's sandboxes.
 pub async fn serve(args: McpArgs) -> i32 {
     let max_ttl = Duration::from_secs(args.max_ttl);
     let server = match SandboxServer::new(&args.dsn, args.sandbox, max_ttl, args.max_sandboxes) {
-        Ok(server) => server.with_max_read(args.max_read.saturating_mul(1024 * 1024)),
+        Ok(server) => server
+            .with_max_read(args.max_read.saturating_mul(1024 * 1024))
+            .with_timeouts(Duration::from_secs(args.exec_timeout), Duration::from_secs(args.cell_timeout))
+            .with_output_limit(usize::try_from(args.output_limit.saturating_mul(1024)).unwrap_or(usize::MAX)),
         Err(e) => return crate::commands::fail(false, &e),
     };
     if args.transport == Transport::Http {
@@ -537,7 +924,7 @@ mod tests {
         let mut every: Vec<&str> = super::TOOL_NEEDS.iter().map(|(name, _)| *name).collect();
         every.sort_unstable();
         assert_eq!(all.tool_names(), every, "the fake serves every tool");
-        assert_eq!(every.len(), 9);
+        assert_eq!(every.len(), 11);
         sandboxio::dsn::register_scheme("clitestrun", run_only).unwrap();
         let narrow = server("clitestrun://").unwrap();
         assert_eq!(narrow.tool_names(), ["create_sandbox", "kill_sandbox", "list_sandboxes", "run_command"]);
@@ -587,7 +974,7 @@ mod tests {
         let client = ().serve(client_io).await.unwrap();
         let tools: Vec<String> =
             client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
-        assert_eq!(tools.len(), 9, "{tools:?}");
+        assert_eq!(tools.len(), 11, "{tools:?}");
         let call = async |tool: &'static str, args: serde_json::Value| {
             let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
             client.call_tool(params).await.unwrap()
@@ -638,5 +1025,122 @@ mod tests {
         assert_eq!(session.sandboxes.lock().await.len(), 1, "the second is still there");
         session.end_session().await;
         assert!(session.sandboxes.lock().await.is_empty());
+    }
+
+    /// Issue #30 item 6: a sandbox past its TTL no longer counts against `--max-sandboxes`
+    /// nor is listed; `kill_sandbox` twice succeeds, as the library's `kill` does (the
+    /// second was SBX-007).
+    #[tokio::test]
+    async fn ended_sandboxes_free_their_place_and_killing_twice_succeeds() {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = server("fake://").unwrap();
+        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
+        let client = ().serve(client_io).await.unwrap();
+        let call = async |tool: &'static str, args: serde_json::Value| {
+            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+            client.call_tool(params).await.unwrap()
+        };
+        let id_of = |out: &rmcp::model::CallToolResult| {
+            out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned()
+        };
+        let short = id_of(&call("create_sandbox", serde_json::json!({ "ttl_seconds": 1 })).await);
+        let long = id_of(&call("create_sandbox", serde_json::json!({})).await);
+        let out = call("create_sandbox", serde_json::json!({})).await;
+        assert_eq!(out.is_error, Some(true), "control: a third is over the bound of 2: {out:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        let out = call("list_sandboxes", serde_json::json!({})).await;
+        assert_eq!(out.structured_content.as_ref().unwrap()["sandbox_ids"], serde_json::json!([long]));
+        let out = call("create_sandbox", serde_json::json!({})).await;
+        assert_eq!(out.is_error, Some(false), "the expired one's place is free: {out:?}");
+        for _ in 0..2 {
+            let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": long })).await;
+            assert_eq!(out.is_error, Some(false), "{out:?}");
+        }
+        let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": short })).await;
+        assert_eq!(out.is_error, Some(false), "an expired one: {out:?}");
+        let out = call("run_command", serde_json::json!({ "sandbox_id": long, "command": "true" })).await;
+        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+        assert!(text.text.contains("was killed or its TTL ran out"), "{out:?}");
+        let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": "never-made" })).await;
+        assert_eq!(out.is_error, Some(true), "an id this session never had: {out:?}");
+        client.cancel().await.unwrap();
+        serving.await.unwrap().unwrap();
+    }
+
+    /// Issue #30 item 7: every tool says what it does to the world (MCP annotations);
+    /// malformed arguments, unknown ones included, are tool errors with an SBX code (they
+    /// were bare text, and unknown ones were ignored); `write_file` takes base64, which
+    /// `read_file` gives back; a `DataFrame`'s plain table comes beside its HTML.
+    #[tokio::test]
+    async fn tools_are_annotated_arguments_are_checked_and_bytes_round_trip() {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = server("fake://").unwrap();
+        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
+        let client = ().serve(client_io).await.unwrap();
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools.iter().all(|t| t.annotations.is_some()), "every tool is annotated");
+        let hint = |name: &str| {
+            let tool = tools.iter().find(|t| t.name == name).unwrap();
+            let a = tool.annotations.as_ref().unwrap();
+            (a.read_only_hint, a.destructive_hint, a.idempotent_hint)
+        };
+        assert_eq!(hint("read_file"), (Some(true), None, None));
+        assert_eq!(hint("kill_sandbox"), (Some(false), Some(true), Some(true)));
+        assert_eq!(hint("run_command"), (Some(false), Some(true), Some(false)));
+        let call = async |tool: &'static str, args: serde_json::Value| {
+            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+            client.call_tool(params).await.unwrap()
+        };
+        let code =
+            |out: &rmcp::model::CallToolResult| out.structured_content.as_ref().map(|c| c["code"].clone());
+        let made = call("create_sandbox", serde_json::json!({})).await;
+        let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+        let out =
+            call("run_command", serde_json::json!({ "sandbox_id": id, "command": "true", "timeout": 5 }))
+                .await;
+        assert_eq!(
+            (out.is_error, code(&out)),
+            (Some(true), Some("SBX-013".into())),
+            "an unknown argument: {out:?}"
+        );
+        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+        assert!(text.text.contains("unknown field `timeout`"), "{out:?}");
+        let out = call("run_command", serde_json::json!({ "command": "true" })).await;
+        assert_eq!(
+            (out.is_error, code(&out)),
+            (Some(true), Some("SBX-013".into())),
+            "a missing one: {out:?}"
+        );
+        let bytes: Vec<u8> = vec![0, 159, 146, 150, 255];
+        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bytes);
+        let out = call(
+            "write_file",
+            serde_json::json!({ "sandbox_id": id, "path": "/b.bin", "content": encoded, "encoding": "base64" }),
+        )
+        .await;
+        assert_eq!(out.is_error, Some(false), "{out:?}");
+        let out = call("read_file", serde_json::json!({ "sandbox_id": id, "path": "/b.bin" })).await;
+        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+        assert_eq!(text.text, format!("(not UTF-8: 5 bytes, base64)\n{encoded}"));
+        let out = call(
+            "write_file",
+            serde_json::json!({ "sandbox_id": id, "path": "/c.bin", "content": "!!", "encoding": "base64" }),
+        )
+        .await;
+        assert_eq!(code(&out), Some("SBX-013".into()), "not base64: {out:?}");
+        client.cancel().await.unwrap();
+        serving.await.unwrap().unwrap();
+
+        let mut frame = sandboxio::exec::MimeBundle::new();
+        frame.insert("text/html".into(), b"<table></table>".to_vec());
+        frame.insert("text/plain".into(), b"   a\n0  1".to_vec());
+        let shown: Vec<String> = super::bundle_content(&frame)
+            .into_iter()
+            .map(|c| match c {
+                ContentBlock::Text(t) => t.text.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(shown, ["<table></table>", "   a\n0  1"], "the plain table beside the HTML");
     }
 }

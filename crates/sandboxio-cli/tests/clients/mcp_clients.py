@@ -88,6 +88,11 @@ async def exercise(call, names, label):
     images = images_of(cell.content)
     check(len(images) == 1 and images[0].mimeType == "image/png", f"{label}: cell image {cell}")
     check(base64.b64decode(images[0].data).startswith(b"\x89PNG"), f"{label}: PNG bytes")
+    # One Python session per sandbox: a cell sees what the one before it defined.
+    first = await call("run_code", {"sandbox_id": sandbox, "code": "x = 41"})
+    check(not first.isError, f"{label}: state cell {first}")
+    second = await call("run_code", {"sandbox_id": sandbox, "code": "print(x + 1)"})
+    check(text_of(second.content) == "--- stdout ---\n42\n", f"{label}: state kept {second}")
     wrote = await call("write_file", {"sandbox_id": sandbox, "path": "notes/a.txt", "content": label})
     check(not wrote.isError, f"{label}: write {wrote}")
     read = await call("read_file", {"sandbox_id": sandbox, "path": "notes/a.txt"})

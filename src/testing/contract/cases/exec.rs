@@ -97,6 +97,10 @@ pub(super) fn cases() -> Vec<Case> {
             |cx| Box::pin(stream_wait(cx)),
         )
         .requires(C::STREAM),
+        Case::new(Row::Streaming, "streaming__wait_reports_how_long_the_command_ran", |cx| {
+            Box::pin(stream_duration(cx))
+        })
+        .requires(C::STREAM),
         Case::new(Row::Streaming, "streaming__stdin_can_be_written_and_closed", |cx| {
             Box::pin(stream_stdin(cx))
         })
@@ -460,6 +464,23 @@ async fn stream_wait(cx: Arc<Ctx>) -> Verdict {
         expect_eq(first.status, ExitStatus::Code(3), "status")?;
         let second = stream.wait().await.map_err(|e| cx.unexpected("second wait()", &e))?;
         expect_eq(second, first, "a second wait()")
+    })
+}
+
+/// `wait().duration` is how long the command ran (`paced_output` sleeps two seconds), not
+/// how long `wait` itself took after the stream was read to its end (about 1 µs on
+/// `local://` and `docker://` once).
+async fn stream_duration(cx: Arc<Ctx>) -> Verdict {
+    with_sandbox!(cx, |sandbox| {
+        let mut stream = sandbox.stream(cx.probes.paced_output()).map_err(|e| cx.unexpected("stream", &e))?;
+        collect(&mut stream).await.map_err(|e| cx.unexpected("iterating", &e))?;
+        let done = stream.wait().await.map_err(|e| cx.unexpected("wait", &e))?;
+        expect(done.duration >= Duration::from_millis(1900) && done.duration < Duration::from_mins(5), || {
+            format!(
+                "expected the duration of a command that sleeps 2 s (at least 1.9 s), observed {:?}",
+                done.duration
+            )
+        })
     })
 }
 

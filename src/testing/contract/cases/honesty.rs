@@ -48,6 +48,7 @@ pub(super) fn cases() -> Vec<Case> {
 async fn every_declared_flag_tested(cx: Arc<Ctx>) -> Verdict {
     let runnable = |case: &super::Case| {
         case.pending.is_none()
+            && case.since <= cx.version
             && !(cx.facade == Facade::Blocking && case.async_only.is_some())
             && case.requires_absent.is_empty()
             && cx.caps.contains(case.requires)
@@ -65,7 +66,8 @@ async fn every_declared_flag_tested(cx: Arc<Ctx>) -> Verdict {
     }
     expect(untested.is_empty(), || {
         format!(
-            "expected every declared capability proven by a test that can run, observed none runnable for {untested:?} (implement the probes their tests need)"
+            "expected every declared capability proven by a test that can run, observed none runnable for {untested:?} in contract {} (implement the probes their tests need, or select the contract version their tests arrived in)",
+            cx.version
         )
     })
 }

@@ -37,11 +37,14 @@ use super::Row;
 use super::ctx::{Ctx, Verdict};
 use super::facade::AnySandbox;
 use super::probes::{CancellationPoints, ProbeKind};
+use super::version::{self, ContractVersion};
 
 /// One contract test.
 pub(crate) struct Case {
     pub(crate) name: &'static str,
     pub(crate) row: Row,
+    /// The contract version the clause arrived in (from the frozen lists of `version.rs`).
+    pub(crate) since: ContractVersion,
     /// Every one of these must be declared.
     pub(crate) requires: Capabilities,
     /// At least one of these must be declared (empty: no condition).
@@ -71,6 +74,7 @@ impl Case {
         Case {
             name,
             row,
+            since: version::since(name),
             requires: Capabilities::empty(),
             requires_any: Capabilities::empty(),
             requires_absent: Capabilities::empty(),

@@ -69,9 +69,12 @@ pub(super) fn cases() -> Vec<Case> {
         }),
         Case::new(Row::Errors, "errors__auth_error_names_the_missing_env_var", |cx| Box::pin(auth(cx)))
             .probes(&[P::MissingCredentials]),
+        // Its control and its check ask `live_sandboxes`: without the probe it must skip, not
+        // run and fail on the missing probe.
         Case::new(Row::Timeouts, "timeouts__create_timeout_raises_create_timeout", |cx| {
             Box::pin(create_timeout(cx))
-        }),
+        })
+        .probes(&[P::LiveSandboxes]),
         Case::new(Row::Timeouts, "timeouts__expired_sandbox_raises_sandbox_gone", |cx| Box::pin(expired(cx)))
             .requires(C::RUN)
             .probes(&[P::ExpireSandbox]),
