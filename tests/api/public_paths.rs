@@ -144,16 +144,7 @@ impl Crate {
             }
             attr_path = None;
             if text.starts_with("bitflags::bitflags! {") {
-                // The one macro-defined item type of the crate: its `pub struct` is one level in.
-                let inner = format!("{pad}    pub struct ");
-                let end =
-                    lines[i..].iter().position(|l| *l == format!("{pad}}}")).map_or(lines.len(), |p| i + p);
-                if let Some(name) = lines[i..end].iter().find_map(|l| l.strip_prefix(&inner)) {
-                    let name: String =
-                        name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                    self.items.insert(format!("{path}::{name}"));
-                    self.non_modules.insert(format!("{path}::{name}"));
-                }
+                self.bitflags(&lines[i..], &pad, path);
                 continue;
             }
             if !is_pub {
@@ -188,6 +179,18 @@ impl Crate {
                     break;
                 }
             }
+        }
+    }
+
+    /// The `pub struct` of a `bitflags!` block (`lines` after its opening line): the one
+    /// macro-defined item type of the crate, one level in, up to the block's closing brace.
+    fn bitflags(&mut self, lines: &[&str], pad: &str, path: &str) {
+        let inner = format!("{pad}    pub struct ");
+        let end = lines.iter().position(|l| *l == format!("{pad}}}")).unwrap_or(lines.len());
+        if let Some(name) = lines[..end].iter().find_map(|l| l.strip_prefix(&inner)) {
+            let name: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            self.items.insert(format!("{path}::{name}"));
+            self.non_modules.insert(format!("{path}::{name}"));
         }
     }
 
