@@ -89,7 +89,7 @@ fn upload_progress(c: &mut Criterion) {
     group.bench_function("baseline: Fs::upload without a callback", |b| {
         b.iter(|| block_on(sandbox.fs().upload(&host, "up")).unwrap());
     });
-    let report = |p: sandboxio::TransferProgress| {
+    let report = |p: sandboxio::fs::TransferProgress| {
         black_box(p);
     };
     group.bench_function("Fs::upload with Fs::on_progress", |b| {

@@ -59,7 +59,7 @@ fn run() -> Result<(), sandboxio::Error> {
         println!("exit status: {}", shell.status);
 
         sandbox.close().await?;
-        sandboxio::shutdown(Duration::from_secs(5)).await;
+        sandboxio::runtime::shutdown(Duration::from_secs(5)).await;
         Ok(())
     })
 }

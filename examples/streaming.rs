@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use futures_lite::StreamExt;
-use sandboxio::{Command, NetworkPolicy, Sandbox, StreamKind};
+use sandboxio::{Command, NetworkPolicy, Sandbox, exec::StreamKind};
 
 fn main() -> ExitCode {
     let Err(e) = run() else { return ExitCode::SUCCESS };

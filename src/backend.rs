@@ -44,6 +44,7 @@ mod blocking;
 mod blocking_stream;
 pub(crate) mod cell_stream;
 
+pub use crate::error::BoxError;
 pub use crate::transfer::TransferMeter;
 pub use blocking::{Blocking, CancelToken, run_blocking};
 pub use blocking_stream::{BlockingChunks, blocking_chunks};
@@ -106,8 +107,8 @@ pub struct CreateSpec {
 
 impl CreateSpec {
     /// A spec with `network` and the library defaults for everything else (no limits, no
-    /// env, no metadata, [`DEFAULT_TTL`](crate::DEFAULT_TTL),
-    /// [`DEFAULT_CREATE_TIMEOUT`](crate::DEFAULT_CREATE_TIMEOUT), owned, no typed options).
+    /// env, no metadata, [`DEFAULT_TTL`](crate::builder::DEFAULT_TTL),
+    /// [`DEFAULT_CREATE_TIMEOUT`](crate::builder::DEFAULT_CREATE_TIMEOUT), owned, no typed options).
     /// For adapter unit tests and benchmarks; `SandboxBuilder::create` builds the real one.
     #[must_use]
     pub fn new(network: NetworkPolicy) -> Self {
@@ -117,8 +118,8 @@ impl CreateSpec {
             env: Vec::new(),
             secret_env: Vec::new(),
             metadata: BTreeMap::new(),
-            ttl: crate::DEFAULT_TTL,
-            create_timeout: crate::DEFAULT_CREATE_TIMEOUT,
+            ttl: crate::builder::DEFAULT_TTL,
+            create_timeout: crate::builder::DEFAULT_CREATE_TIMEOUT,
             detached: false,
             image: None,
             audit: AuditConfig::new(),
@@ -181,18 +182,24 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// this account) whose labels hold every pair of `labels`, past their TTL or not.
     /// The default refuses with [`Error::CapabilityNotSupported`]: a backend that cannot
     /// enumerate its sandboxes says so rather than returning an empty list.
-    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<crate::SandboxInfo>>> {
+    fn list(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> BoxFuture<'_, Result<Vec<crate::inventory::SandboxInfo>>> {
         let _ = labels;
         let scheme = self.scheme().to_owned();
         Box::pin(async move { Err(Error::unsupported(scheme, "listing sandboxes")) })
     }
 
     /// Removes this backend's sandboxes past their TTL and, with
-    /// [`ReapOptions::owner_dead`](crate::ReapOptions::owner_dead), the owned ones whose
+    /// [`ReapOptions::owner_dead`](crate::inventory::ReapOptions::owner_dead), the owned ones whose
     /// owner process on this host is gone; with
-    /// [`ReapOptions::dry_run`](crate::ReapOptions::dry_run), only reports them. The
+    /// [`ReapOptions::dry_run`](crate::inventory::ReapOptions::dry_run), only reports them. The
     /// default refuses with [`Error::CapabilityNotSupported`].
-    fn reap(&self, options: crate::ReapOptions) -> BoxFuture<'_, Result<crate::ReapReport>> {
+    fn reap(
+        &self,
+        options: crate::inventory::ReapOptions,
+    ) -> BoxFuture<'_, Result<crate::inventory::ReapReport>> {
         let _ = options;
         let scheme = self.scheme().to_owned();
         Box::pin(async move { Err(Error::unsupported(scheme, "reaping sandboxes")) })
@@ -334,7 +341,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     }
 
     /// Lists a directory. Bound what is read from the sandbox (the core's contract:
-    /// [`DEFAULT_READ_LIMIT`](crate::DEFAULT_READ_LIMIT) bytes of listing at most, else
+    /// [`DEFAULT_READ_LIMIT`](crate::fs::DEFAULT_READ_LIMIT) bytes of listing at most, else
     /// [`Error::TooLarge`]).
     fn list(&self, path: &str) -> BoxFuture<'_, Result<Vec<DirEntry>>> {
         let _ = path;
@@ -361,7 +368,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     ///
     /// Count the bytes of host file contents sent into `meter` as they go
     /// ([`TransferMeter::add`]; directories, headers and skipped links count nothing):
-    /// it feeds the caller's [`Fs::on_progress`](crate::Fs::on_progress). The default
+    /// it feeds the caller's [`Fs::on_progress`](crate::fs::Fs::on_progress). The default
     /// counts each file once it is written.
     fn upload<'a>(
         &'a self,
@@ -383,7 +390,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     ///
     /// Count the bytes of file contents written on the host into `meter` as they land
     /// ([`TransferMeter::add`]), a hard-link copy included: it feeds the caller's
-    /// [`Fs::on_progress`](crate::Fs::on_progress). The default counts each file once it
+    /// [`Fs::on_progress`](crate::fs::Fs::on_progress). The default counts each file once it
     /// is on disk.
     fn download<'a>(
         &'a self,
@@ -408,7 +415,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
 
     /// Moves the end of the sandbox's life to `ttl` from now (which may shorten it).
     /// Called only when [`Capabilities::EXTEND_TTL`] is declared, with `ttl` already
-    /// checked to be non-zero and at most [`MAX_TTL`](crate::MAX_TTL).
+    /// checked to be non-zero and at most [`MAX_TTL`](crate::builder::MAX_TTL).
     fn extend_ttl(&self, ttl: Duration) -> BoxFuture<'_, Result<()>> {
         let _ = ttl;
         Box::pin(async { Err(Error::unsupported(UNNAMED_BACKEND, "EXTEND_TTL")) })
@@ -438,7 +445,7 @@ pub trait BackendCodeStream: Send + fmt::Debug {
     /// The budget the cell's rich results are kept within, which [`collect_cell`] shares
     /// for the output it keeps ([`CellStream`] has one). The default, `None`, gives the
     /// collected output a budget of its own
-    /// ([`DEFAULT_CELL_OUTPUT_LIMIT`](crate::DEFAULT_CELL_OUTPUT_LIMIT)); the stream then
+    /// ([`DEFAULT_CELL_OUTPUT_LIMIT`](crate::exec::DEFAULT_CELL_OUTPUT_LIMIT)); the stream then
     /// bounds its results itself.
     fn output_budget(&self) -> Option<OutputBudget> {
         None

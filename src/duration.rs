@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-/// The longest timeout that means anything: 30 days, as long as [`MAX_TTL`](crate::MAX_TTL)
+/// The longest timeout that means anything: 30 days, as long as [`MAX_TTL`](crate::builder::MAX_TTL)
 /// (no sandbox lives longer on one TTL). Longer timeouts (up to `Duration::MAX`) saturate
 /// at it: a command, cell, file operation, `create()`, template setup or teardown given one
 /// is treated exactly as if given 30 days.

@@ -5,7 +5,7 @@
 //! variant, so a code without a page does not compile, and a test fails on a page without
 //! a code. The provider's own error (bollard, reqwest, tonic, …) is kept as
 //! [`std::error::Error::source`], never as a public type. Messages never contain a secret:
-//! secret values are [`SecretString`](crate::SecretString)s, which print as `[redacted]`.
+//! secret values are [`SecretString`](crate::secret::SecretString)s, which print as `[redacted]`.
 
 use std::fmt;
 use std::time::Duration;

@@ -29,14 +29,38 @@
 //!
 //! - [`Sandbox::builder`] / [`Sandbox::builder_with`] → [`SandboxBuilder`] (typestate:
 //!   `network(..)` before `create()`, `limits(..)` at most once) → [`Sandbox`].
-//! - [`Sandbox::run`] → [`ExecResult`]; [`Sandbox::stream`] → [`ExecStream`] (a `Stream`,
-//!   never a future); [`Sandbox::run_code`] → [`CodeResult`]; [`Sandbox::fs`] → [`Fs`].
+//! - [`Sandbox::run`] → [`ExecResult`]; [`Sandbox::stream`] → [`exec::ExecStream`] (a
+//!   `Stream`, never a future); [`Sandbox::run_code`] → [`CodeResult`]; [`Sandbox::fs`] →
+//!   [`fs::Fs`].
 //! - [`Sandbox::kill`] (idempotent), [`Sandbox::close`], [`Sandbox::detach`]; dropping an
-//!   owned sandbox tears it down in the background, and [`shutdown`] waits for that.
-//! - [`sync`]: the blocking twin of every type and method, generated from the async API.
+//!   owned sandbox tears it down in the background, and [`runtime::shutdown`] waits for that.
+//! - [`sync`] holds the blocking twin of every type and method, generated from the async API.
 //! - Errors: one [`Error`] with a stable [`ErrorCode`] and a page per code in
 //!   `docs/errors/`.
 //! - Backends implement [`backend::Backend`]; [`testing::FakeBackend`] is the in-memory one.
+//!
+//! ## Where things live
+//!
+//! The crate root holds what a first program names: [`Sandbox`], [`SandboxBuilder`],
+//! [`Command`], [`ExecResult`], [`ExitStatus`], [`Code`], [`CodeResult`], [`NetworkPolicy`],
+//! [`ResourceLimits`], [`Error`], [`ErrorCode`], [`Result`]. Every other item has one path,
+//! in its module:
+//!
+//! - [`exec`] holds streams, their chunks and lines, code contexts and what cells return, the
+//!   output and argument limits;
+//! - [`fs`] holds [`fs::Fs`], directory entries, transfer progress, the file limits;
+//! - [`policy`] holds allowlist entries, [`policy::Capabilities`], [`policy::IsolationTier`], how
+//!   a policy is enforced, the egress resolver;
+//! - [`builder`] holds the builder's typestates, [`builder::IntoBackend`], the TTL and
+//!   create-timeout defaults and bounds;
+//! - [`audit`] holds [`audit::AuditConfig`], the records and the sinks;
+//! - [`inventory`] holds what `Sandbox::list` and `Sandbox::reap` take and report;
+//! - [`runtime`] holds [`runtime::shutdown`] and the background-teardown grace;
+//! - [`secret`] holds [`secret::SecretString`], a value that never prints;
+//! - [`sync`] is the blocking facade;
+//! - [`backend`], [`backends`], [`dsn`], [`path`], [`text`] hold the adapter interface, the
+//!   first-party backends, DSNs and schemes, helpers for adapters;
+//! - [`testing`] holds the fake backend and the contract suite.
 //!
 //! ## Features
 //!
@@ -53,57 +77,38 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod api;
-mod audit;
+pub mod audit;
 pub mod backend;
 pub mod backends;
+pub mod builder;
 pub mod dsn;
 mod duration;
 #[cfg(feature = "egress")]
 mod egress;
 mod error;
-mod exec;
-mod fs;
-mod inventory;
+pub mod exec;
+pub mod fs;
+pub mod inventory;
 pub mod path;
-mod policy;
-mod runtime;
+pub mod policy;
+pub mod runtime;
 #[cfg(any(feature = "local", feature = "docker"))]
 mod sandboxd;
-mod secret;
+pub mod secret;
 pub mod sync;
 pub mod testing;
 pub mod text;
 mod transfer;
 
-pub use api::builder::{DEFAULT_CREATE_TIMEOUT, DEFAULT_TTL, IntoBackend, MAX_TTL, SandboxBuilder, state};
-pub use api::code_stream::CodeStream;
-pub use api::fs::Fs;
-pub use api::lines::{DEFAULT_MAX_LINE, ExecLines, OutputLine};
+// What a first program names; everything else at its one path in the modules above.
+pub use api::builder::SandboxBuilder;
 pub use api::sandbox::Sandbox;
-pub use api::stream::ExecStream;
-pub use audit::{
-    AuditConfig, AuditSink, EgressRecord, JsonLinesSink, OperationKind, OperationRecord, Outcome,
-    RecordingSink, TracingSink,
-};
-pub use duration::MAX_TIMEOUT;
-pub use error::{BoxError, Error, ErrorCode, Result};
-pub use exec::{
-    Code, CodeContext, CodeError, CodeResult, Command, DEFAULT_CELL_OUTPUT_LIMIT, DEFAULT_OUTPUT_LIMIT,
-    ExecResult, ExitStatus, MAX_ARG_STRLEN, MAX_ARG_TOTAL, MimeBundle, OutputChunk, StreamKind,
-};
-pub use fs::{DEFAULT_DOWNLOAD_LIMIT, DEFAULT_FS_TIMEOUT, DEFAULT_READ_LIMIT, DirEntry, FileKind};
-pub use inventory::{ReapOptions, ReapReport, SandboxInfo};
-#[cfg(feature = "egress")]
-#[cfg_attr(docsrs, doc(cfg(feature = "egress")))]
-pub use policy::EgressResolver;
-pub use policy::{
-    ALLOWLIST_DEFAULT_PORT, AllowlistEntry, AllowlistPorts, AllowlistTarget, Capabilities, EgressMechanism,
-    IsolationTier, NetworkEnforcement, NetworkPolicy, PROVIDER_ALLOWLIST_MAX, ProviderAllowlist,
-    ResourceLimits,
-};
-pub use runtime::{TEARDOWN_GRACE, pending_teardowns, set_teardown_grace, shutdown, teardown_grace};
-pub use secret::SecretString;
-pub use transfer::TransferProgress;
+pub use error::{Error, ErrorCode, Result};
+pub use exec::code::Code;
+pub use exec::command::Command;
+pub use exec::result::{CodeResult, ExecResult, ExitStatus};
+pub use policy::limits::ResourceLimits;
+pub use policy::network::NetworkPolicy;
 
 /// Compiles and runs the code blocks of README.md as doc tests.
 #[cfg(doctest)]

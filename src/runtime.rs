@@ -23,7 +23,7 @@ static GRACE_MILLIS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 /// Sets the process-wide grace bound of background teardowns (default
 /// [`TEARDOWN_GRACE`]). Teardowns already running keep the bound they started with.
 /// Zero reports a teardown that has not finished at once; a grace above
-/// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days) saturates at it. Kept in whole
+/// [`MAX_TIMEOUT`](crate::exec::MAX_TIMEOUT) (30 days) saturates at it. Kept in whole
 /// milliseconds (rounded down).
 pub fn set_teardown_grace(grace: Duration) {
     let millis = u64::try_from(crate::duration::saturate(grace).as_millis()).unwrap_or(u64::MAX);

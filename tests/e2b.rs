@@ -489,7 +489,10 @@ fn a_provider_allowlist_goes_to_e2bs_own_filter_and_says_what_it_checks() {
         let report = sandbox.network_enforcement().expect("e2b:// reports a provider allowlist");
         assert_eq!(
             report.mechanisms,
-            [sandboxio::EgressMechanism::ProviderNameFilter, sandboxio::EgressMechanism::Cidr]
+            [
+                sandboxio::policy::EgressMechanism::ProviderNameFilter,
+                sandboxio::policy::EgressMechanism::Cidr
+            ]
         );
         assert!(report.dns_from_inside && report.domain_fronting_possible, "{report}");
         sandbox.close().await.unwrap();

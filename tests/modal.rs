@@ -81,7 +81,7 @@ fn a_provider_allowlist_goes_to_modals_domain_allowlist_and_says_what_it_checks(
         let sandbox = Sandbox::builder_with(stub.backend()).network(policy.clone()).create().await.unwrap();
         assert_eq!(sandbox.network_policy(), Some(&policy));
         let report = sandbox.network_enforcement().expect("modal:// reports a provider allowlist");
-        assert_eq!(report.mechanisms, [sandboxio::EgressMechanism::ProviderNameFilter], "{report}");
+        assert_eq!(report.mechanisms, [sandboxio::policy::EgressMechanism::ProviderNameFilter], "{report}");
         assert!(report.dns_from_inside && report.domain_fronting_possible, "{report}");
         sandbox.close().await.unwrap();
         // sandboxio's own allowlist is refused before anything reaches Modal.
@@ -242,9 +242,10 @@ fn a_refused_token_is_auth_and_a_missing_one_names_its_variable() {
 #[test]
 fn neither_the_token_secret_nor_the_router_token_shows_anywhere() {
     let stub = modal_stub::Stub::start();
-    let sink = sandboxio::RecordingSink::new();
-    let backend =
-        stub.backend().with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
+    let sink = sandboxio::audit::RecordingSink::new();
+    let backend = stub
+        .backend()
+        .with_audit(sandboxio::audit::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
     let shown = format!("{backend:?}");
     assert!(!shown.contains(modal_stub::TOKEN_SECRET), "{shown}");
     block_on(async {

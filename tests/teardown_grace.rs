@@ -8,7 +8,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandboxio::{AuditConfig, OperationKind, RecordingSink};
+use sandboxio::audit::{AuditConfig, OperationKind, RecordingSink};
 use support::block_on;
 
 /// Captures `tracing` events on target `sandboxio::orphan`.
@@ -54,7 +54,7 @@ fn cancellation_identity__grace_expiry_emits_an_orphan_warning_and_record() {
     fake.simulate_kill_hang(&id, true);
     drop(sbx); // never blocks, even though the kill will hang
     assert_eq!(
-        block_on(sandboxio::shutdown(Duration::from_secs(10))),
+        block_on(sandboxio::runtime::shutdown(Duration::from_secs(10))),
         0,
         "the grace bound ends the teardown"
     );

@@ -180,7 +180,7 @@ async fn soak(args: &Args, names: &[String], backends: &[Arc<Soaked>]) -> bool {
     for w in workers {
         let _ = w.await;
     }
-    let left = sandboxio::shutdown(Duration::from_secs(30)).await;
+    let left = sandboxio::runtime::shutdown(Duration::from_secs(30)).await;
     // Teardown ends asynchronously on the engine (auto-removal) and in /proc (reaping): give
     // what should go a bounded moment to go, then take the last sample.
     let mut end = sample("end", backends, &local_root).await;

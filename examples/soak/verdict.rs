@@ -25,7 +25,7 @@
 //! (a CI run failed on a median of 61 MiB against 46 MiB whose floors were 39.9 and
 //! 38.3). What leaks is never freed, so it lifts every sample, the lowest included.
 //!
-//! **Nothing left behind.** After the last close (and `sandboxio::shutdown`), the
+//! **Nothing left behind.** After the last close (and `sandboxio::runtime::shutdown`), the
 //! descendant processes, sandbox directories and containers are back to their counts
 //! before the first create.
 //!

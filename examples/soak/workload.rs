@@ -6,7 +6,8 @@ use std::fmt::{Debug, Write as _};
 use std::time::Duration;
 
 use sandboxio::{
-    Capabilities, Code, Command, Error, ExitStatus, FileKind, NetworkPolicy, Sandbox, StreamKind,
+    Code, Command, Error, ExitStatus, NetworkPolicy, Sandbox, exec::StreamKind, fs::FileKind,
+    policy::Capabilities,
 };
 
 /// What one cycle did, for the per-backend totals.

@@ -12,6 +12,16 @@ use syn::{
 /// The async handle types and the module of their blocking twins.
 pub const HANDLES: &[&str] = &["Sandbox", "ExecStream", "ExecLines", "CodeStream", "Fs", "SandboxBuilder"];
 
+/// The one public path of an async handle, for the twin's doc link: the crate root holds
+/// `Sandbox` and `SandboxBuilder`, the streams live in `exec`, `Fs` in `fs`.
+fn async_path(handle: &str) -> String {
+    match handle {
+        "ExecStream" | "ExecLines" | "CodeStream" => format!("crate::exec::{handle}"),
+        "Fs" => format!("crate::fs::{handle}"),
+        _ => format!("crate::{handle}"),
+    }
+}
+
 /// Expands `#[blocking_facade]` on `item`.
 ///
 /// # Errors
@@ -294,7 +304,8 @@ fn blocking_method(f: &ImplItemFn, async_ty: &Type, handle: &str) -> syn::Result
     let docs = docs_for_the_twin(&f.attrs);
     let shared = shared_attributes(&f.attrs);
     let twin = format!(
-        "Blocking twin of [`crate::{handle}::{name}`]{}: it runs on the calling thread and needs no runtime.",
+        "Blocking twin of [`{}::{name}`]{}: it runs on the calling thread and needs no runtime.",
+        async_path(handle),
         if sig.asyncness.is_some() { ", which it drives to completion" } else { "" }
     );
     Ok(quote! {

@@ -302,7 +302,7 @@ impl<N, L> SandboxBuilder<N, L> {
 
     /// How long `create()` may take ([`DEFAULT_CREATE_TIMEOUT`], 2 minutes, unless set).
     /// Zero makes `create()` fail with [`Error::CreateTimeout`] (leaving nothing behind);
-    /// a timeout above [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days) saturates at it,
+    /// a timeout above [`MAX_TIMEOUT`](crate::exec::MAX_TIMEOUT) (30 days) saturates at it,
     /// `Duration::MAX` included.
     pub fn create_timeout(mut self, timeout: Duration) -> Self {
         self.create_timeout = crate::duration::saturate(timeout);
@@ -325,8 +325,8 @@ impl<N, L> SandboxBuilder<N, L> {
     /// How long the background teardown of this sandbox may take when its handle is
     /// dropped without `close()`, before it is reported orphaned (a `tracing` warning on
     /// target `sandboxio::orphan` and an `OrphanedSandbox` audit record). Default: the
-    /// process-wide [`teardown_grace`](crate::teardown_grace), 30 s. A grace above
-    /// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days) saturates at it.
+    /// process-wide [`teardown_grace`](crate::runtime::teardown_grace), 30 s. A grace above
+    /// [`MAX_TIMEOUT`](crate::exec::MAX_TIMEOUT) (30 days) saturates at it.
     pub fn teardown_grace(mut self, grace: Duration) -> Self {
         self.teardown_grace = Some(crate::duration::saturate(grace));
         self

@@ -16,7 +16,7 @@ use super::op::{LateRecord, OpContext};
 /// A running code cell, from [`Sandbox::run_code_stream`](crate::Sandbox::run_code_stream).
 ///
 /// It is a [`futures_core::Stream`] of [`OutputChunk`]s, the same chunks as an
-/// [`ExecStream`](crate::ExecStream)'s: the bytes the cell writes to stdout and stderr,
+/// [`ExecStream`](crate::exec::ExecStream)'s: the bytes the cell writes to stdout and stderr,
 /// each stream in order, delivered as the cell prints them (a chunk can arrive while the
 /// cell is still running). It is not a future: `.await` on it does not compile. Iterate it
 /// with [`CodeStream::next_chunk`] (no extra crate needed) or a `StreamExt::next`, then call
@@ -24,7 +24,7 @@ use super::op::{LateRecord, OpContext};
 /// duration, out-of-memory mark).
 ///
 /// The chunks carry the output; the result does not repeat it: its `stdout` and `stderr`
-/// are empty and [`CodeResult::streamed`] is set, as an [`ExecStream`](crate::ExecStream)'s
+/// are empty and [`CodeResult::streamed`] is set, as an [`ExecStream`](crate::exec::ExecStream)'s
 /// `wait` does for a command. [`Sandbox::run_code`](crate::Sandbox::run_code) is this
 /// stream collected, with the output put back in the result.
 ///

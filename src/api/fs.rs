@@ -102,7 +102,7 @@ impl<'a> Fs<'a> {
     /// [`DEFAULT_FS_TIMEOUT`], 120 s). Past it, the call's work in the sandbox is stopped
     /// and the call fails with [`Error::ExecutionTimeout`].
     /// Zero times every call out at once; a timeout above
-    /// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days) saturates at it, `Duration::MAX`
+    /// [`MAX_TIMEOUT`](crate::exec::MAX_TIMEOUT) (30 days) saturates at it, `Duration::MAX`
     /// included.
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
@@ -139,7 +139,7 @@ impl<'a> Fs<'a> {
     /// std::fs::create_dir_all(&host).unwrap();
     /// std::fs::write(host.join("data.bin"), vec![0u8; 300_000]).unwrap();
     /// let last = AtomicU64::new(0);
-    /// let report = |p: sandboxio::TransferProgress| {
+    /// let report = |p: sandboxio::fs::TransferProgress| {
     ///     last.store(p.bytes, Ordering::Relaxed);
     ///     eprintln!("{} of {:?} bytes", p.bytes, p.total);
     /// };

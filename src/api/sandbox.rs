@@ -24,7 +24,7 @@ use super::stream::ExecStream;
 ///
 /// The handle returned by `create()` owns the sandbox: [`Sandbox::close`] destroys it and
 /// waits; dropping the handle without closing hands the teardown to a library thread (it
-/// never blocks and never panics; [`shutdown`](crate::shutdown) waits for it). A handle from
+/// never blocks and never panics; [`shutdown`](crate::runtime::shutdown) waits for it). A handle from
 /// [`Sandbox::connect`], or one given up with [`Sandbox::detach`], does not own the sandbox.
 ///
 /// Methods take `&self`, so one sandbox can run several commands at once.
@@ -84,7 +84,7 @@ impl Sandbox {
     /// [`backends::capabilities`](crate::backends::capabilities), which need no feature.
     ///
     /// ```
-    /// use sandboxio::{Capabilities, Sandbox};
+    /// use sandboxio::{Sandbox, policy::Capabilities};
     /// let caps = Sandbox::capabilities_of("fake://")?;
     /// assert!(caps.contains(Capabilities::RUN | Capabilities::FILESYSTEM));
     /// # Ok::<(), sandboxio::Error>(())
@@ -303,7 +303,7 @@ impl Sandbox {
     /// # Examples
     ///
     /// ```
-    /// use sandboxio::{EgressMechanism, NetworkPolicy, Sandbox};
+    /// use sandboxio::{NetworkPolicy, Sandbox, policy::EgressMechanism};
     ///
     /// # futures_lite::future::block_on(async {
     /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
@@ -312,7 +312,7 @@ impl Sandbox {
     /// # Ok::<(), sandboxio::Error>(()) }).unwrap();
     /// ```
     #[must_use]
-    pub fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+    pub fn network_enforcement(&self) -> Option<crate::policy::NetworkEnforcement> {
         self.handle.network_enforcement()
     }
 
@@ -432,7 +432,7 @@ impl Sandbox {
     ///
     /// ```
     /// use futures_lite::StreamExt;
-    /// use sandboxio::{Command, StreamKind};
+    /// use sandboxio::{Command, exec::StreamKind};
     ///
     /// # futures_lite::future::block_on(async {
     /// let sandbox = sandboxio::testing::sbx_fake().sandbox;
@@ -518,7 +518,7 @@ impl Sandbox {
 
     /// Runs a code cell as [`Sandbox::run_code`] does, and returns its output as the cell
     /// prints it, at once: this is not an async method, and the stream is not a future.
-    /// Chunks are [`OutputChunk`](crate::OutputChunk)s, as [`Sandbox::stream`]'s;
+    /// Chunks are [`OutputChunk`](crate::exec::OutputChunk)s, as [`Sandbox::stream`]'s;
     /// [`CodeStream::wait`] then gives the [`CodeResult`] without the output (see
     /// [`CodeStream`]). Dropping the stream interrupts the cell as dropping `run_code`'s
     /// future does (a context's interpreter is killed and the context is lost).
@@ -638,7 +638,7 @@ impl Sandbox {
 
     /// Destroys the sandbox now, whoever owns it. Idempotent: a second call does nothing
     /// and is recorded as a no-op. Works from synchronous code too (`Drop` tears down in
-    /// the background; [`crate::shutdown`] waits for that).
+    /// the background; [`crate::runtime::shutdown`] waits for that).
     ///
     /// # Errors
     ///
@@ -735,7 +735,7 @@ impl Sandbox {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] for a zero `ttl` or one above [`MAX_TTL`](crate::MAX_TTL);
+    /// [`Error::InvalidInput`] for a zero `ttl` or one above [`MAX_TTL`](crate::builder::MAX_TTL);
     /// [`Error::CapabilityNotSupported`] without `EXTEND_TTL` (a backend whose TTL is fixed
     /// when the sandbox starts); [`Error::SandboxGone`] once it is killed or expired;
     /// [`Error::Provider`] when the provider refuses.

@@ -123,11 +123,11 @@ impl ExecStream {
 
     /// The rest of the output as lines, each tagged with its stream (see [`ExecLines`]:
     /// lines split on `\n`, UTF-8 kept whole across chunks, over-long lines cut into
-    /// pieces of at most [`DEFAULT_MAX_LINE`](crate::DEFAULT_MAX_LINE) bytes). After the
+    /// pieces of at most [`DEFAULT_MAX_LINE`](crate::exec::DEFAULT_MAX_LINE) bytes). After the
     /// lines, [`ExecStream::wait`] gives the exit status.
     ///
     /// ```
-    /// use sandboxio::{Command, NetworkPolicy, Sandbox, StreamKind};
+    /// use sandboxio::{Command, NetworkPolicy, Sandbox, exec::StreamKind};
     /// # futures_lite::future::block_on(async {
     /// let sandbox = Sandbox::builder("fake://")?.network(NetworkPolicy::deny_all()).create().await?;
     /// let mut stream = sandbox.stream(Command::shell("echo one; echo two >&2"))?;

@@ -44,7 +44,7 @@ use super::blocking::{Blocking, CancelToken, run_blocking};
 ///
 /// ```
 /// use sandboxio::backend::blocking_chunks;
-/// use sandboxio::{OutputChunk, StreamKind};
+/// use sandboxio::exec::{OutputChunk, StreamKind};
 /// # futures_lite::future::block_on(async {
 /// let mut chunks = blocking_chunks("fly", |cancel| {
 ///     cancel.on_cancel(|| { /* the SDK's kill call */ });

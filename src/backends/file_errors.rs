@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 
-/// The most a listing may take: [`DEFAULT_READ_LIMIT`](crate::DEFAULT_READ_LIMIT) bytes.
+/// The most a listing may take: [`DEFAULT_READ_LIMIT`](crate::fs::DEFAULT_READ_LIMIT) bytes.
 pub(crate) const LIST_LIMIT: u64 = crate::fs::DEFAULT_READ_LIMIT;
 
 /// The most of a file exec's stderr the host keeps (only its first words are ever read).

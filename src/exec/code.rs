@@ -10,7 +10,7 @@ use crate::error::Error;
 /// The most bytes the host keeps of a cell unless its [`Code::output_limit`] says otherwise:
 /// 8 MiB of stdout, stderr and rich results together. A cell then costs the host at most
 /// about three times that: what is kept, the transport's own window (8 MiB on sandboxd) and
-/// the copy a [`CodeStream::wait`](crate::CodeStream::wait) hands out, which keeps a
+/// the copy a [`CodeStream::wait`](crate::exec::CodeStream::wait) hands out, which keeps a
 /// flooding cell's host under 64 MiB.
 pub const DEFAULT_CELL_OUTPUT_LIMIT: usize = 8 * 1024 * 1024;
 
@@ -45,7 +45,7 @@ impl Code {
     }
 
     /// Runs the cell in `context`, where state from earlier cells is kept (needs
-    /// [`Capabilities::STATEFUL_CODE`](crate::Capabilities::STATEFUL_CODE)).
+    /// [`Capabilities::STATEFUL_CODE`](crate::policy::Capabilities::STATEFUL_CODE)).
     #[must_use]
     pub fn in_context(mut self, context: &CodeContext) -> Self {
         self.context = Some(context.id.clone());
@@ -56,7 +56,7 @@ impl Code {
     /// [`Error::ExecutionTimeout`].
     ///
     /// Any `Duration` is accepted: zero interrupts the cell as soon as it starts, and
-    /// anything above [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days, the longest TTL)
+    /// anything above [`MAX_TIMEOUT`](crate::exec::MAX_TIMEOUT) (30 days, the longest TTL)
     /// saturates at it, `Duration::MAX` included.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
@@ -74,7 +74,7 @@ impl Code {
     /// one is kept; a stream keeps what fitted of the chunk that did not, and nothing after
     /// it), the cell runs on to its end, its context keeps its state, and the result is
     /// marked [`CodeResult::truncated`](crate::CodeResult::truncated). The cell's error
-    /// is kept whatever the budget, up to 1 MiB. A [`CodeStream`](crate::CodeStream)'s
+    /// is kept whatever the budget, up to 1 MiB. A [`CodeStream`](crate::exec::CodeStream)'s
     /// chunks are the reader's, not counted here: only its results are.
     #[must_use]
     pub fn output_limit(mut self, bytes: usize) -> Self {

@@ -107,7 +107,7 @@ impl Command {
     /// Sets a secret environment variable for this command only. Its value never reaches a
     /// log, audit record, label or error message, and no other command of the sandbox can
     /// read it: backends that cannot guarantee that do not declare
-    /// [`Capabilities::COMMAND_SECRETS`](crate::Capabilities::COMMAND_SECRETS), and there
+    /// [`Capabilities::COMMAND_SECRETS`](crate::policy::Capabilities::COMMAND_SECRETS), and there
     /// `run` and `stream` refuse the command with
     /// [`Error::CapabilityNotSupported`](crate::Error::CapabilityNotSupported)
     /// before anything starts. A sandbox-wide secret (the builder's `secret_env`) works
@@ -146,7 +146,7 @@ impl Command {
     /// command is bounded only by the sandbox's TTL.
     ///
     /// Any `Duration` is accepted: zero times the command out as soon as it starts, and
-    /// anything above [`MAX_TIMEOUT`](crate::MAX_TIMEOUT) (30 days, the longest TTL)
+    /// anything above [`MAX_TIMEOUT`](crate::exec::MAX_TIMEOUT) (30 days, the longest TTL)
     /// saturates at it, `Duration::MAX` included.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {

@@ -1,10 +1,13 @@
-//! What runs in a sandbox and what comes back: [`Command`], [`ExecResult`], [`OutputChunk`],
-//! [`Code`], [`CodeResult`].
+//! What runs in a sandbox and what comes back, beyond the types a first program names at
+//! the crate root ([`Command`], [`ExecResult`], [`ExitStatus`], [`Code`], [`CodeResult`]):
+//! streamed output ([`ExecStream`], [`OutputChunk`], [`StreamKind`], [`ExecLines`],
+//! [`OutputLine`]), code cells ([`CodeContext`], [`CodeStream`], [`CodeError`],
+//! [`MimeBundle`]), and the limits commands and cells run under.
 
 mod chunk;
-mod code;
-mod command;
-mod result;
+pub(crate) mod code;
+pub(crate) mod command;
+pub(crate) mod result;
 
 pub use chunk::{OutputChunk, StreamKind};
 #[cfg(test)]
@@ -18,6 +21,14 @@ pub(crate) use code::MAX_TRACEBACK_LINES;
     allow(dead_code, unused_imports, reason = "used by the backends with code cells: local, docker, e2b")
 )]
 pub(crate) use code::traceback_of;
-pub use code::{Code, CodeContext, CodeError, DEFAULT_CELL_OUTPUT_LIMIT, MimeBundle};
-pub use command::{Command, DEFAULT_OUTPUT_LIMIT, MAX_ARG_STRLEN, MAX_ARG_TOTAL, validate_env_name};
-pub use result::{CodeResult, ExecResult, ExitStatus};
+pub use code::{CodeContext, CodeError, DEFAULT_CELL_OUTPUT_LIMIT, MimeBundle};
+pub use command::{DEFAULT_OUTPUT_LIMIT, MAX_ARG_STRLEN, MAX_ARG_TOTAL};
+// Exported at the crate root, their one public path; the crate names them here too.
+pub(crate) use code::Code;
+pub(crate) use command::{Command, validate_env_name};
+pub(crate) use result::{CodeResult, ExecResult, ExitStatus};
+
+pub use crate::api::code_stream::CodeStream;
+pub use crate::api::lines::{DEFAULT_MAX_LINE, ExecLines, OutputLine};
+pub use crate::api::stream::ExecStream;
+pub use crate::duration::MAX_TIMEOUT;

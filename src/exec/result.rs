@@ -63,7 +63,7 @@ pub struct ExecResult {
     pub stderr: Vec<u8>,
     /// Whether output beyond the cap was dropped.
     pub truncated: bool,
-    /// Whether the output was delivered through an [`ExecStream`](crate::ExecStream), in which
+    /// Whether the output was delivered through an [`ExecStream`](crate::exec::ExecStream), in which
     /// case `stdout` and `stderr` are empty here.
     pub streamed: bool,
     /// Wall time from start to exit.
@@ -75,7 +75,7 @@ pub struct ExecResult {
     /// main process was the one killed, [`ExecResult::status`] is
     /// [`ExitStatus::Signal`]`(9)`; when a child was, the status is whatever the main
     /// process made of it (a shell exits 137). `false` on backends that cannot tell, which
-    /// then do not declare [`Capabilities::LIMIT_MEMORY`](crate::Capabilities).
+    /// then do not declare [`Capabilities::LIMIT_MEMORY`](crate::policy::Capabilities).
     pub oom_killed: bool,
 }
 
@@ -126,7 +126,7 @@ pub struct CodeResult {
     /// What the cell printed to stderr.
     pub stderr: Vec<u8>,
     /// Rich results, only from backends declaring
-    /// [`Capabilities::RICH_OUTPUTS`](crate::Capabilities::RICH_OUTPUTS).
+    /// [`Capabilities::RICH_OUTPUTS`](crate::policy::Capabilities::RICH_OUTPUTS).
     pub results: Vec<MimeBundle>,
     /// The syntax or runtime error, if the cell failed, with its traceback. Where a cell runs
     /// in a one-shot interpreter (`docker://` with `exec=api`) the traceback is also in
@@ -138,7 +138,7 @@ pub struct CodeResult {
     /// Whether the out-of-memory killer killed the cell's interpreter or a process it
     /// started; as [`ExecResult::oom_killed`].
     pub oom_killed: bool,
-    /// Whether the output was delivered through a [`CodeStream`](crate::CodeStream), in
+    /// Whether the output was delivered through a [`CodeStream`](crate::exec::CodeStream), in
     /// which case `stdout` and `stderr` are empty here.
     pub streamed: bool,
     /// Whether the host dropped some of the cell's output or rich results to stay within

@@ -14,7 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 /// # Examples
 ///
 /// ```
-/// use sandboxio::EgressResolver;
+/// use sandboxio::policy::EgressResolver;
 ///
 /// let resolver = EgressResolver::dns_server("192.0.2.53:53".parse().unwrap());
 /// assert_eq!(resolver.server(), Some("192.0.2.53:53".parse().unwrap()));
@@ -66,7 +66,7 @@ impl EgressResolver {
     /// # Examples
     ///
     /// ```
-    /// use sandboxio::EgressResolver;
+    /// use sandboxio::policy::EgressResolver;
     ///
     /// let resolver = EgressResolver::dns_server("198.51.100.53:53".parse().unwrap())
     ///     .treat_as_public("198.51.100.0/24")?;

@@ -56,81 +56,81 @@ impl From<crate::Sandbox> for Sandbox {
     }
 }
 
-/// A running command: the blocking twin of [`crate::ExecStream`], an [`Iterator`] of
+/// A running command: the blocking twin of [`crate::exec::ExecStream`], an [`Iterator`] of
 /// output chunks. Dropping it terminates the remote process.
 #[derive(Debug)]
 #[must_use = "a stream runs its command until it is dropped: iterate it, wait() or close() it"]
 pub struct ExecStream {
-    pub(crate) inner: crate::ExecStream,
+    pub(crate) inner: crate::exec::ExecStream,
 }
 
-impl From<crate::ExecStream> for ExecStream {
-    fn from(inner: crate::ExecStream) -> Self {
+impl From<crate::exec::ExecStream> for ExecStream {
+    fn from(inner: crate::exec::ExecStream) -> Self {
         ExecStream { inner }
     }
 }
 
 impl Iterator for ExecStream {
-    type Item = crate::Result<crate::OutputChunk>;
+    type Item = crate::Result<crate::exec::OutputChunk>;
 
     fn next(&mut self) -> Option<Self::Item> {
         self.next_chunk()
     }
 }
 
-/// A running code cell: the blocking twin of [`crate::CodeStream`], an [`Iterator`] of the
+/// A running code cell: the blocking twin of [`crate::exec::CodeStream`], an [`Iterator`] of the
 /// chunks the cell prints, then [`CodeStream::wait`] for its result. Dropping it interrupts
 /// the cell (a context's interpreter is killed and the context is lost).
 #[derive(Debug)]
 #[must_use = "a code stream runs its cell until it is dropped: iterate it or wait() for it"]
 pub struct CodeStream {
-    pub(crate) inner: crate::CodeStream,
+    pub(crate) inner: crate::exec::CodeStream,
 }
 
-impl From<crate::CodeStream> for CodeStream {
-    fn from(inner: crate::CodeStream) -> Self {
+impl From<crate::exec::CodeStream> for CodeStream {
+    fn from(inner: crate::exec::CodeStream) -> Self {
         CodeStream { inner }
     }
 }
 
 impl Iterator for CodeStream {
-    type Item = crate::Result<crate::OutputChunk>;
+    type Item = crate::Result<crate::exec::OutputChunk>;
 
     fn next(&mut self) -> Option<Self::Item> {
         self.next_chunk()
     }
 }
 
-/// A running command's output as lines: the blocking twin of [`crate::ExecLines`], an
+/// A running command's output as lines: the blocking twin of [`crate::exec::ExecLines`], an
 /// [`Iterator`] of lines, from [`ExecStream::lines`].
 #[derive(Debug)]
 #[must_use = "lines are read only when the iterator is advanced"]
 pub struct ExecLines<'a> {
-    pub(crate) inner: crate::ExecLines<'a>,
+    pub(crate) inner: crate::exec::ExecLines<'a>,
 }
 
-impl<'a> From<crate::ExecLines<'a>> for ExecLines<'a> {
-    fn from(inner: crate::ExecLines<'a>) -> Self {
+impl<'a> From<crate::exec::ExecLines<'a>> for ExecLines<'a> {
+    fn from(inner: crate::exec::ExecLines<'a>) -> Self {
         ExecLines { inner }
     }
 }
 
 impl Iterator for ExecLines<'_> {
-    type Item = crate::Result<crate::OutputLine>;
+    type Item = crate::Result<crate::exec::OutputLine>;
 
     fn next(&mut self) -> Option<Self::Item> {
         self.next_line()
     }
 }
 
-/// The file system of a sandbox: the blocking twin of [`crate::Fs`].
+/// The file system of a sandbox: the blocking twin of [`crate::fs::Fs`].
 #[derive(Debug, Clone, Copy)]
 pub struct Fs<'a> {
-    pub(crate) inner: crate::Fs<'a>,
+    pub(crate) inner: crate::fs::Fs<'a>,
 }
 
-impl<'a> From<crate::Fs<'a>> for Fs<'a> {
-    fn from(inner: crate::Fs<'a>) -> Self {
+impl<'a> From<crate::fs::Fs<'a>> for Fs<'a> {
+    fn from(inner: crate::fs::Fs<'a>) -> Self {
         Fs { inner }
     }
 }
@@ -150,8 +150,8 @@ impl<N, L> From<crate::SandboxBuilder<N, L>> for SandboxBuilder<N, L> {
 }
 
 /// Waits until every background teardown has finished, or for at most `deadline`: the
-/// blocking twin of [`crate::shutdown`]. Returns how many are still running.
+/// blocking twin of [`crate::runtime::shutdown`]. Returns how many are still running.
 #[must_use = "a non-zero count means sandboxes may still be running"]
 pub fn shutdown(deadline: Duration) -> usize {
-    block_on(crate::shutdown(deadline))
+    block_on(crate::runtime::shutdown(deadline))
 }

@@ -70,7 +70,7 @@ impl Deref for FakeHarness {
 /// does, plus limits, connect, detach, code contexts and rich outputs), so what this fake
 /// refuses no real backend offers: a test that needs an allowlist must say so with
 /// `sbx_fake_like("fake")`. Only capabilities and options are mirrored: the
-/// isolation tier stays [`IsolationTier::None`](crate::IsolationTier::None), because the
+/// isolation tier stays [`IsolationTier::None`](crate::policy::IsolationTier::None), because the
 /// fake isolates nothing.
 ///
 /// # Panics
@@ -89,7 +89,7 @@ pub fn sbx_fake() -> FakeHarness {
 ///
 /// ```
 /// use sandboxio::testing::sbx_fake_like;
-/// use sandboxio::{Capabilities, ErrorCode};
+/// use sandboxio::{ErrorCode, policy::Capabilities};
 ///
 /// let local = sbx_fake_like("local");
 /// assert!(!local.sandbox.capabilities().contains(Capabilities::COMMAND_SECRETS));

@@ -133,8 +133,8 @@ impl TestNetwork {
     /// When the description's block is outside the documentation ranges.
     #[cfg(feature = "egress")]
     #[cfg_attr(docsrs, doc(cfg(feature = "egress")))]
-    pub fn resolver(&self) -> crate::Result<crate::EgressResolver> {
-        crate::EgressResolver::dns_server(self.dns).treat_as_public(&self.public_block)
+    pub fn resolver(&self) -> crate::Result<crate::policy::EgressResolver> {
+        crate::policy::EgressResolver::dns_server(self.dns).treat_as_public(&self.public_block)
     }
 
     /// How many queries for `name` (any case, without a trailing dot) the DNS server has

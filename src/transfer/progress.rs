@@ -17,7 +17,7 @@ use crate::error::Result;
 pub(crate) const REPORT_EVERY: Duration = Duration::from_millis(50);
 
 /// How far an upload or a download has got, handed to the callback set with
-/// [`Fs::on_progress`](crate::Fs::on_progress).
+/// [`Fs::on_progress`](crate::fs::Fs::on_progress).
 ///
 /// What is counted is the same on every backend: the bytes of regular-file contents moved
 /// so far (an upload: read from host files and sent; a download: written to host files,
@@ -85,7 +85,7 @@ impl TransferMeter {
     }
 }
 
-/// A progress callback as [`Fs`](crate::Fs) keeps it: borrowed, so the handle stays `Copy`
+/// A progress callback as [`Fs`](crate::fs::Fs) keeps it: borrowed, so the handle stays `Copy`
 /// and the callback needs no `'static`; `Sync`, so the call's future stays `Send`.
 #[derive(Clone, Copy)]
 pub(crate) struct OnProgress<'a>(pub(crate) &'a (dyn Fn(TransferProgress) + Sync));

@@ -170,7 +170,7 @@ fn hook_is_live(sbx: &Sandbox) -> bool {
 
 /// Asserts that `1/0` reports its own `ZeroDivisionError` and no result, on a cell of its
 /// own, in a context made now, and in `ctx` (made before the plant).
-fn later_cells_report_their_own(sbx: &Sandbox, ctx: &sandboxio::CodeContext, how: &str) {
+fn later_cells_report_their_own(sbx: &Sandbox, ctx: &sandboxio::exec::CodeContext, how: &str) {
     let fresh = block_on(sbx.create_context("python")).unwrap();
     for (where_, code) in [
         ("a cell of its own", Code::new("1/0")),

@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures_lite::future::block_on;
 use proptest::prelude::*;
 use sandboxio::testing::{FakeBackend, sbx_fake_like, sbx_fake_with};
-use sandboxio::{Code, Command, ErrorCode, MAX_TIMEOUT, MAX_TTL, NetworkPolicy, Sandbox};
+use sandboxio::{Code, Command, ErrorCode, NetworkPolicy, Sandbox, builder::MAX_TTL, exec::MAX_TIMEOUT};
 
 /// The values the property test always tries, besides random ones.
 const EXTREMES: &[Duration] = &[
@@ -120,7 +120,10 @@ fn drive_the_fake(d: Duration) {
     let latent = FakeBackend::new().with_create_latency(d);
     match block_on(Sandbox::builder_with(latent).network(NetworkPolicy::deny_all()).create()) {
         Ok(s) => {
-            assert!(d <= sandboxio::DEFAULT_CREATE_TIMEOUT, "a create of {d:?} within the default timeout");
+            assert!(
+                d <= sandboxio::builder::DEFAULT_CREATE_TIMEOUT,
+                "a create of {d:?} within the default timeout"
+            );
             block_on(s.close()).unwrap();
         }
         Err(e) => assert_eq!(e.code(), ErrorCode::CreateTimeout, "create latency {d:?}: {e}"),
@@ -141,7 +144,7 @@ fn drive_the_fake(d: Duration) {
     clocked.advance_clock(d);
     if let Err(e) = block_on(clocked.sandbox.run(Command::new("true"))) {
         assert_eq!(e.code(), ErrorCode::SandboxGone, "after advancing {d:?} twice: {e}");
-        assert!(d >= sandboxio::DEFAULT_TTL / 2, "gone after {d:?} twice");
+        assert!(d >= sandboxio::builder::DEFAULT_TTL / 2, "gone after {d:?} twice");
     }
 }
 

@@ -16,7 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use sandboxio::{AuditConfig, Command, NetworkPolicy, OperationKind, RecordingSink, Sandbox};
+use sandboxio::{
+    Command, NetworkPolicy, Sandbox,
+    audit::{AuditConfig, OperationKind, RecordingSink},
+};
 
 use crate::support::block_on;
 

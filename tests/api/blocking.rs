@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sandboxio::sync::Sandbox;
 use sandboxio::testing::{Failure, FakeBackend};
-use sandboxio::{Command, Error, ErrorCode, NetworkPolicy, StreamKind};
+use sandboxio::{Command, Error, ErrorCode, NetworkPolicy, exec::StreamKind};
 
 fn sandbox_on(fake: &FakeBackend) -> Sandbox {
     Sandbox::builder_with(fake.clone()).network(NetworkPolicy::deny_all()).create().unwrap()
@@ -76,7 +76,7 @@ fn sync_parity__errors_are_the_same_type_code_and_source_chain() {
     let err = sandbox.fs().download("sub", dir.join("file").join("nested")).unwrap_err();
     let source = err.source().map(ToString::to_string);
     assert!(source.is_some(), "the host I/O error is kept as the source: {err}");
-    let fake_min = FakeBackend::new().with_capabilities(sandboxio::Capabilities::NETWORK_DENY);
+    let fake_min = FakeBackend::new().with_capabilities(sandboxio::policy::Capabilities::NETWORK_DENY);
     let plain = sandbox_on(&fake_min);
     let err = plain.stream(Command::new("echo")).unwrap_err();
     assert_eq!(err.code(), ErrorCode::CapabilityNotSupported);

@@ -7,7 +7,10 @@ use crate::support;
 use std::time::Duration;
 
 use sandboxio::testing::FakeBackend;
-use sandboxio::{Code, Command, NetworkPolicy, OperationKind, Outcome, Sandbox};
+use sandboxio::{
+    Code, Command, NetworkPolicy, Sandbox,
+    audit::{OperationKind, Outcome},
+};
 use support::{block_on, fake_sandbox, poll_k_times};
 
 /// Runs `op` cancelled after k polls for k = 0, 1, … until it completes; `check` runs after
@@ -82,7 +85,7 @@ fn cancellation__mid_create_leaves_no_orphan() {
         |k| {
             // A create dropped before completion leaves nothing; a completed one is closed,
             // and one dropped between create and close is torn down in the background.
-            assert_eq!(block_on(sandboxio::shutdown(Duration::from_secs(5))), 0);
+            assert_eq!(block_on(sandboxio::runtime::shutdown(Duration::from_secs(5))), 0);
             assert!(fake.live_sandboxes().is_empty(), "orphan sandbox after {k} polls");
         },
     );

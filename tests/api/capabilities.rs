@@ -4,7 +4,7 @@
 
 use sandboxio::backends::capabilities::{self, DOCKER, FAKE, LOCAL};
 use sandboxio::testing::{FakeBackend, sbx_fake, sbx_fake_like};
-use sandboxio::{Capabilities, ErrorCode, NetworkPolicy, ResourceLimits, Sandbox};
+use sandboxio::{ErrorCode, NetworkPolicy, ResourceLimits, Sandbox, policy::Capabilities};
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
     futures_lite::future::block_on(f)

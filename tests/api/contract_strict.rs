@@ -10,7 +10,7 @@ use sandboxio::testing::FakeBackend;
 use sandboxio::testing::contract::{
     Arguments, Canary, ContractSuite, Facade, FakeProbes, Inapplicable, ProbeKind, Probes,
 };
-use sandboxio::{Capabilities, Command};
+use sandboxio::{Command, policy::Capabilities};
 
 const DENY: &str = "policy__deny_actually_denies_egress_to_the_canary";
 

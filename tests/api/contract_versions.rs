@@ -24,7 +24,9 @@ use sandboxio::testing::contract::{
     Arguments, Canary, ContractSuite, ContractVersion, FakeProbes, Inapplicable, ProbeFuture, ProbeKind,
     Probes, cases,
 };
-use sandboxio::{AuditConfig, Capabilities, Command, ExecResult, ExitStatus, ResourceLimits, Result};
+use sandboxio::{
+    Command, ExecResult, ExitStatus, ResourceLimits, Result, audit::AuditConfig, policy::Capabilities,
+};
 
 /// What the wrapped adapter gets wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

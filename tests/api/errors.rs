@@ -104,7 +104,10 @@ fn errors__auth_error_names_the_missing_env_var() {
 /// code, fields and source the constructor promises.
 #[test]
 fn errors__every_variant_has_a_constructor() {
-    use sandboxio::{Capabilities, ExecResult, IsolationTier};
+    use sandboxio::{
+        ExecResult,
+        policy::{Capabilities, IsolationTier},
+    };
     use std::time::Duration;
     let io = || std::io::Error::other("engine said no");
     let built = [

@@ -7,7 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use sandboxio::testing::{Failure, FakeBackend, sbx_fake};
-use sandboxio::{CodeResult, Command, ErrorCode, ExecResult, NetworkPolicy, OperationKind, Sandbox};
+use sandboxio::{CodeResult, Command, ErrorCode, ExecResult, NetworkPolicy, Sandbox, audit::OperationKind};
 use support::{block_on, fake_sandbox};
 
 /// `docs/testing.md`'s example: a tool under test, a scripted answer, assertions on calls.
@@ -162,9 +162,9 @@ fn observability__one_operation_record_per_call() {
         kinds,
         [K::Create, K::Run, K::Run, K::RunCode, K::Stream, K::FsWrite, K::FsRead, K::Kill, K::Kill, K::Close]
     );
-    assert_eq!(records[2].outcome, sandboxio::Outcome::Error(ErrorCode::InvalidInput));
-    assert_eq!(records[6].outcome, sandboxio::Outcome::Error(ErrorCode::NotFound));
-    assert_eq!(records[8].outcome, sandboxio::Outcome::NoOp);
+    assert_eq!(records[2].outcome, sandboxio::audit::Outcome::Error(ErrorCode::InvalidInput));
+    assert_eq!(records[6].outcome, sandboxio::audit::Outcome::Error(ErrorCode::NotFound));
+    assert_eq!(records[8].outcome, sandboxio::audit::Outcome::NoOp);
     for r in &records {
         assert_eq!(r.backend, "fake");
         assert_eq!(r.sandbox_id.as_deref(), Some(records[0].sandbox_id.as_deref().unwrap()));
@@ -245,7 +245,7 @@ fn observability__a_sink_given_twice_sees_each_record_once() {
     let sbx = block_on(
         Sandbox::builder_with(fake.clone())
             .network(NetworkPolicy::deny_all())
-            .audit(sandboxio::AuditConfig::new().with_sink(fake.audit_sink()))
+            .audit(sandboxio::audit::AuditConfig::new().with_sink(fake.audit_sink()))
             .create(),
     )
     .unwrap();

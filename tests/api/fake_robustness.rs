@@ -87,7 +87,7 @@ fn fake__huge_ttls_are_refused_and_shutdown_accepts_any_deadline() {
     )
     .unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidInput);
-    assert_eq!(block_on(sandboxio::shutdown(Duration::MAX)), 0);
+    assert_eq!(block_on(sandboxio::runtime::shutdown(Duration::MAX)), 0);
 }
 
 #[test]

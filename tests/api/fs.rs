@@ -5,7 +5,7 @@ use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 
-use sandboxio::{Command, ErrorCode, FileKind};
+use sandboxio::{Command, ErrorCode, fs::FileKind};
 use support::{block_on, fake_sandbox};
 
 fn scratch(name: &str) -> std::path::PathBuf {
@@ -87,7 +87,7 @@ fn filesystem__upload_and_download_trees_keep_bytes_and_modes() {
 
 #[test]
 fn filesystem__calls_name_uploads_and_downloads_as_the_audit_log_does() {
-    use sandboxio::OperationKind as K;
+    use sandboxio::audit::OperationKind as K;
     let (fake, sbx) = fake_sandbox();
     let src = scratch("calls");
     std::fs::create_dir_all(src.join("sub")).unwrap();
@@ -151,7 +151,11 @@ fn filesystem__download_drops_setuid_setgid_and_sticky_bits() {
 mod hostile {
     //! A backend whose listing tries to escape the host target.
     use sandboxio::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
-    use sandboxio::{Capabilities, DirEntry, FileKind, Result};
+    use sandboxio::{
+        Result,
+        fs::{DirEntry, FileKind},
+        policy::Capabilities,
+    };
 
     #[derive(Debug)]
     pub struct Hostile;
@@ -254,7 +258,7 @@ fn filesystem__every_operation_has_a_deadline_and_is_dropped_at_it() {
     assert_eq!(blocking.fs().read_limit(1).read("x").unwrap(), b"x");
     // Extreme knobs are values, not panics.
     assert_eq!(blocking.fs().timeout(std::time::Duration::MAX).read_limit(u64::MAX).read("x").unwrap(), b"x");
-    assert_eq!(sandboxio::DEFAULT_FS_TIMEOUT, std::time::Duration::from_mins(2));
+    assert_eq!(sandboxio::fs::DEFAULT_FS_TIMEOUT, std::time::Duration::from_mins(2));
 }
 
 #[test]

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use sandboxio::testing::FakeBackend;
 use sandboxio::{
-    Capabilities, Command, Error, ErrorCode, IsolationTier, NetworkPolicy, OperationKind, Outcome,
-    ResourceLimits, Sandbox,
+    Command, Error, ErrorCode, NetworkPolicy, ResourceLimits, Sandbox,
+    audit::{OperationKind, Outcome},
+    policy::{Capabilities, IsolationTier},
 };
 use support::{block_on, fake_sandbox};
 
@@ -44,7 +45,7 @@ fn lifecycle__close_kills_and_consumes_the_handle() {
 fn lifecycle__dropping_an_owned_sandbox_tears_it_down_in_the_background() {
     let (fake, sbx) = fake_sandbox();
     drop(sbx);
-    assert_eq!(block_on(sandboxio::shutdown(Duration::from_secs(5))), 0);
+    assert_eq!(block_on(sandboxio::runtime::shutdown(Duration::from_secs(5))), 0);
     assert!(fake.live_sandboxes().is_empty());
     assert_eq!(fake.audit_sink().records_of(OperationKind::DropTeardown).len(), 1);
 }
@@ -78,7 +79,7 @@ fn lifecycle__connect_attaches_without_owning() {
 fn lifecycle__detach_gives_up_ownership_and_returns_the_id() {
     let (fake, sbx) = fake_sandbox();
     let id = block_on(sbx.detach()).unwrap();
-    assert_eq!(block_on(sandboxio::shutdown(Duration::from_secs(5))), 0);
+    assert_eq!(block_on(sandboxio::runtime::shutdown(Duration::from_secs(5))), 0);
     assert_eq!(fake.live_sandboxes(), vec![id.clone()], "a detached sandbox lives until its TTL");
     let again = block_on(Sandbox::connect_with(fake.clone(), &id)).unwrap();
     block_on(again.kill()).unwrap();
@@ -106,7 +107,7 @@ fn lifecycle__detached_sandboxes_expire_at_their_ttl() {
 #[test]
 fn lifecycle__every_sandbox_gets_the_default_ttl() {
     let (fake, sbx) = fake_sandbox();
-    fake.advance_clock(sandboxio::DEFAULT_TTL);
+    fake.advance_clock(sandboxio::builder::DEFAULT_TTL);
     let err = block_on(sbx.run(Command::new("true"))).unwrap_err();
     assert!(matches!(err, Error::SandboxGone { .. }), "{err}");
 }

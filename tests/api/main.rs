@@ -3,7 +3,7 @@
 //! (each module was its own until issue #29: one link instead of twenty-one).
 //!
 //! Tests that count the process's threads or sockets, or change process-wide state
-//! (`sandboxio::shutdown`, a global `tracing` subscriber), keep binaries of their own:
+//! (`sandboxio::runtime::shutdown`, a global `tracing` subscriber), keep binaries of their own:
 //! `tests/blocking_threads.rs`, `tests/no_io_on_construction.rs`, `tests/teardown_grace.rs`.
 
 mod blocking;

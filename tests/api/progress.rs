@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sandboxio::{ErrorCode, NetworkPolicy, Sandbox, TransferProgress};
+use sandboxio::{ErrorCode, NetworkPolicy, Sandbox, fs::TransferProgress};
 
 use crate::support;
 

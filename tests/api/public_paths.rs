@@ -15,7 +15,8 @@
 //!
 //! An item then counts one public path for its definition (if its module is public) and one
 //! for each `pub use` of it in a public module; two or more fail the test. Items generated
-//! by macros are invisible at their definition, so they count only their re-exports.
+//! by macros are invisible at their definition (but a `bitflags!` struct), so they count
+//! only their re-exports.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -29,6 +30,8 @@ struct Crate {
     reexports: Vec<(String, String)>,
     /// Paths of `pub` items defined at a module's top level.
     items: BTreeSet<String>,
+    /// Those of them that are not modules (a function may share a private module's name).
+    non_modules: BTreeSet<String>,
     /// Problems the scan cannot judge (glob re-exports), reported as failures.
     refused: Vec<String>,
 }
@@ -140,6 +143,10 @@ impl Crate {
                 continue;
             }
             attr_path = None;
+            if text.starts_with("bitflags::bitflags! {") {
+                self.bitflags(&lines[i..], &pad, path);
+                continue;
+            }
             if !is_pub {
                 continue;
             }
@@ -168,9 +175,22 @@ impl Crate {
                     let name: String =
                         after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
                     self.items.insert(format!("{path}::{name}"));
+                    self.non_modules.insert(format!("{path}::{name}"));
                     break;
                 }
             }
+        }
+    }
+
+    /// The `pub struct` of a `bitflags!` block (`lines` after its opening line): the one
+    /// macro-defined item type of the crate, one level in, up to the block's closing brace.
+    fn bitflags(&mut self, lines: &[&str], pad: &str, path: &str) {
+        let inner = format!("{pad}    pub struct ");
+        let end = lines.iter().position(|l| *l == format!("{pad}}}")).unwrap_or(lines.len());
+        if let Some(name) = lines[..end].iter().find_map(|l| l.strip_prefix(&inner)) {
+            let name: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            self.items.insert(format!("{path}::{name}"));
+            self.non_modules.insert(format!("{path}::{name}"));
         }
     }
 
@@ -262,6 +282,52 @@ impl Crate {
     }
 }
 
+/// The public surface in figures (issue #29's measure; `scripts/count-public-items` prints
+/// them): the names the crate root exports, the public modules, and the items reachable at a
+/// public path (each item once, wherever it is reachable; modules not counted). Items behind
+/// every feature count, as under `--all-features`; methods and fields are not items here.
+#[derive(Debug)]
+struct Surface {
+    root_reexports: BTreeSet<String>,
+    root_modules: BTreeSet<String>,
+    modules: BTreeSet<String>,
+    items: BTreeSet<String>,
+}
+
+impl Crate {
+    fn surface(&self) -> Surface {
+        let mut paths: BTreeSet<String> =
+            self.items.iter().filter(|item| self.module_public(item)).cloned().collect();
+        paths.extend(
+            self.reexports.iter().filter(|(alias, _)| self.module_public(alias)).map(|(a, _)| a.clone()),
+        );
+        let root = |p: &&String| p.strip_prefix("crate::").is_some_and(|name| !name.contains("::"));
+        let is_module = |p: &String| {
+            let target = self.resolve(p);
+            self.modules.contains_key(&target) && !self.non_modules.contains(&target)
+        };
+        Surface {
+            root_reexports: self
+                .reexports
+                .iter()
+                .map(|(alias, _)| alias)
+                .filter(root)
+                .map(|p| p["crate::".len()..].to_owned())
+                .collect(),
+            root_modules: self
+                .items
+                .iter()
+                .filter(root)
+                .filter(|p| is_module(p))
+                .map(|p| p["crate::".len()..].to_owned())
+                .collect(),
+            // Public modules at the paths a user writes (a re-exported module at its alias).
+            modules: paths.iter().filter(|p| is_module(p)).cloned().collect(),
+            items: paths.iter().filter(|p| !is_module(p)).map(|p| self.resolve(p)).collect(),
+        }
+    }
+}
+
 /// Expands a use tree (`a::{b, c::{d as e, self}}`) into (path, name bound) pairs.
 fn expand_use(tree: &str) -> Vec<(String, String)> {
     let tree: String = tree.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -330,8 +396,8 @@ fn no_public_item_is_reachable_at_two_paths() {
     let duplicates = krate.duplicates();
     assert!(
         duplicates.is_empty(),
-        "items reachable at more than one public path (keep one: the crate root for the everyday API, \
-         the module for the adapter interface):\n{duplicates:#?}"
+        "items reachable at more than one public path (keep one: the crate root for what a first \
+         program names, the item's module for the rest):\n{duplicates:#?}"
     );
 }
 
@@ -383,4 +449,52 @@ fn the_check_follows_chains_paths_and_inline_modules() {
     assert!(krate.refused.is_empty());
     let glob = scan_tree(&[("src/lib.rs", "mod a;\npub use a::*;\n"), ("src/a.rs", "pub struct X;\n")]);
     assert_eq!(glob.refused.len(), 1, "{glob:?}");
+}
+
+/// The crate root exports what a first program names and nothing else (issue #29): the rest
+/// of the API is at its module (`sandboxio::exec`, `fs`, `policy`, …). A name added here is
+/// a decision about the first page of the docs, not a side effect of a `pub use`.
+#[test]
+fn the_root_exports_what_a_first_program_names() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let krate = Crate::scan(&|p: &Path| std::fs::read_to_string(p).ok(), &root.join("src/lib.rs"));
+    let surface = krate.surface();
+    let names: Vec<&str> = surface.root_reexports.iter().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "Code",
+            "CodeResult",
+            "Command",
+            "Error",
+            "ErrorCode",
+            "ExecResult",
+            "ExitStatus",
+            "NetworkPolicy",
+            "ResourceLimits",
+            "Result",
+            "Sandbox",
+            "SandboxBuilder",
+        ]
+    );
+}
+
+/// Prints the surface's figures (`scripts/count-public-items` runs it with `--nocapture`).
+#[test]
+fn surface_figures() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let krate = Crate::scan(&|p: &Path| std::fs::read_to_string(p).ok(), &root.join("src/lib.rs"));
+    let surface = krate.surface();
+    println!("root re-exports ({}): {}", surface.root_reexports.len(), join(&surface.root_reexports));
+    println!("root modules ({}): {}", surface.root_modules.len(), join(&surface.root_modules));
+    println!("public modules ({}): {}", surface.modules.len(), join(&surface.modules));
+    println!("public items ({}), each once:", surface.items.len());
+    for item in &surface.items {
+        println!("  {item}");
+    }
+    assert!(surface.items.contains("crate::api::sandbox::Sandbox"), "{surface:#?}");
+}
+
+fn join(names: &BTreeSet<String>) -> String {
+    names.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
 }

@@ -149,7 +149,7 @@ fn run__bad_input_is_a_typed_error_and_nothing_runs() {
         assert!(!err.to_string().contains("hunter2"));
     }
     assert!(
-        fake.calls().iter().all(|c| c.kind != sandboxio::OperationKind::Run),
+        fake.calls().iter().all(|c| c.kind != sandboxio::audit::OperationKind::Run),
         "nothing reached the backend"
     );
 }
@@ -189,7 +189,7 @@ fn run__unmodelled_shell_syntax_ends_the_whole_command_with_status_2() {
 
 #[test]
 fn run__argument_lists_past_the_kernel_limits_are_invalid_input() {
-    use sandboxio::{MAX_ARG_STRLEN, MAX_ARG_TOTAL};
+    use sandboxio::exec::{MAX_ARG_STRLEN, MAX_ARG_TOTAL};
     // The boundary, exactly: a string of MAX_ARG_STRLEN bytes with its NUL passes, one more
     // byte does not; for env strings, `NAME=value` and the NUL count.
     let longest = "a".repeat(MAX_ARG_STRLEN - 1);

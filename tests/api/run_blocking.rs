@@ -175,7 +175,7 @@ fn run_blocking__a_panicking_hook_registered_after_the_drop_does_not_unwind_into
 // ---- blocking_chunks: a blocking iterator of output chunks as a stream
 
 use sandboxio::backend::{BlockingChunks, blocking_chunks};
-use sandboxio::{OutputChunk, StreamKind};
+use sandboxio::exec::{OutputChunk, StreamKind};
 
 #[expect(clippy::unnecessary_wraps, reason = "an iterator item, as a provider SDK yields it")]
 fn chunk(text: &str) -> sandboxio::Result<OutputChunk> {

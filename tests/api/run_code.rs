@@ -6,7 +6,7 @@ use crate::support;
 use std::time::Duration;
 
 use sandboxio::testing::FakeBackend;
-use sandboxio::{Capabilities, Code, ErrorCode, ExitStatus, NetworkPolicy, Sandbox};
+use sandboxio::{Code, ErrorCode, ExitStatus, NetworkPolicy, Sandbox, policy::Capabilities};
 use support::{block_on, fake_sandbox};
 
 #[test]
@@ -142,13 +142,13 @@ fn run_code__valid_python_the_fake_cannot_parse_is_not_called_a_syntax_error() {
 }
 
 /// Every chunk of a streamed cell, as `(stdout, stderr)`.
-fn drain(stream: &mut sandboxio::CodeStream) -> (String, String) {
+fn drain(stream: &mut sandboxio::exec::CodeStream) -> (String, String) {
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
     while let Some(chunk) = block_on(stream.next_chunk()) {
         let chunk = chunk.unwrap();
         match chunk.stream {
-            sandboxio::StreamKind::Stdout => stdout.extend_from_slice(&chunk.data),
-            sandboxio::StreamKind::Stderr => stderr.extend_from_slice(&chunk.data),
+            sandboxio::exec::StreamKind::Stdout => stdout.extend_from_slice(&chunk.data),
+            sandboxio::exec::StreamKind::Stderr => stderr.extend_from_slice(&chunk.data),
         }
     }
     (String::from_utf8(stdout).unwrap(), String::from_utf8(stderr).unwrap())
@@ -186,7 +186,7 @@ fn run_code_stream__a_scripted_answer_streams_its_stdout_then_its_stderr() {
 
 #[test]
 fn run_code_stream__one_audit_record_when_it_ends_is_dropped_or_is_refused() {
-    use sandboxio::{OperationKind, Outcome};
+    use sandboxio::audit::{OperationKind, Outcome};
     let fake = FakeBackend::new();
     let sink = fake.audit_sink();
     let sbx =
@@ -195,7 +195,7 @@ fn run_code_stream__one_audit_record_when_it_ends_is_dropped_or_is_refused() {
     let _ = drain(&mut ended);
     let dropped = sbx.run_code_stream("print(2)").unwrap();
     drop(dropped);
-    let outcomes = |sink: &sandboxio::RecordingSink| {
+    let outcomes = |sink: &sandboxio::audit::RecordingSink| {
         sink.records_of(OperationKind::RunCodeStream).into_iter().map(|r| r.outcome).collect::<Vec<_>>()
     };
     assert_eq!(outcomes(&sink), [Outcome::Ok, Outcome::Cancelled]);

@@ -18,7 +18,7 @@ async fn exercise() {
     assert_eq!(n, 2);
     sbx.close().await.unwrap();
     drop(Sandbox::builder("fake://").unwrap().network(NetworkPolicy::deny_all()).create().await.unwrap());
-    assert_eq!(sandboxio::shutdown(Duration::from_secs(5)).await, 0);
+    assert_eq!(sandboxio::runtime::shutdown(Duration::from_secs(5)).await, 0);
 }
 
 #[tokio::test(flavor = "current_thread")]

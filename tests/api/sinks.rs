@@ -4,7 +4,10 @@
 use std::sync::{Arc, Mutex};
 
 use sandboxio::testing::FakeBackend;
-use sandboxio::{AuditConfig, Command, JsonLinesSink, NetworkPolicy, Sandbox, TracingSink};
+use sandboxio::{
+    Command, NetworkPolicy, Sandbox,
+    audit::{AuditConfig, JsonLinesSink, TracingSink},
+};
 
 /// Collects every event and span field as text.
 #[derive(Clone, Default)]

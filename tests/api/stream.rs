@@ -8,7 +8,10 @@ use std::time::Duration;
 use futures_lite::StreamExt;
 use sandboxio::testing::FakeBackend;
 use sandboxio::{
-    Capabilities, Command, ErrorCode, ExecStream, NetworkPolicy, OperationKind, Sandbox, StreamKind,
+    Command, ErrorCode, NetworkPolicy, Sandbox,
+    audit::OperationKind,
+    exec::{ExecStream, StreamKind},
+    policy::Capabilities,
 };
 use support::{block_on, fake_sandbox, poll_k_times};
 
@@ -162,7 +165,7 @@ fn streaming_cleanup__early_break_terminates_the_process() {
     assert_eq!(fake.live_processes(), 0);
     let records = fake.audit_sink().records_of(OperationKind::Stream);
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0].outcome, sandboxio::Outcome::Cancelled);
+    assert_eq!(records[0].outcome, sandboxio::audit::Outcome::Cancelled);
 }
 
 #[test]
@@ -215,7 +218,9 @@ mod careless {
     use sandboxio::backend::{
         Backend, BackendExecStream, BackendSandbox, BoxFuture, CreateSpec, KillOutcome,
     };
-    use sandboxio::{Capabilities, Command, Error, ExecResult, ExitStatus, OutputChunk, Result};
+    use sandboxio::{
+        Command, Error, ExecResult, ExitStatus, Result, exec::OutputChunk, policy::Capabilities,
+    };
 
     #[derive(Debug)]
     pub struct Careless;
@@ -380,7 +385,7 @@ fn streaming__blocking_lines_are_an_iterator() {
 /// default refusals), as a half-written one would.
 mod lazy {
     use sandboxio::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec, KillOutcome};
-    use sandboxio::{Capabilities, Result};
+    use sandboxio::{Result, policy::Capabilities};
 
     #[derive(Debug)]
     pub struct Lazy;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::process::{Command as OsCommand, ExitCode};
 use std::time::{Duration, Instant};
 
-use sandboxio::backends::docker::{DockerBackend, ExecPath, container_labels};
+use sandboxio::backends::docker::{DockerBackend, ExecPath};
 use sandboxio::testing::contract::{
     Canary, CancellationPoints, ContractSuite, Inapplicable, ProbeFuture, ProbeKind, Probes,
     python_egress_probe,
@@ -152,7 +152,7 @@ impl Probes for DockerProbes {
     fn provider_labels(&self, sandbox_id: &str) -> Option<ProbeFuture<BTreeMap<String, String>>> {
         let (backend, id) = (self.backend.clone(), sandbox_id.to_owned());
         Some(Box::pin(async move {
-            let labels = container_labels(&backend, &id).await.map_err(|e| e.to_string())?;
+            let labels = backend.container_labels(&id).await.map_err(|e| e.to_string())?;
             Ok(labels.into_iter().collect())
         }))
     }
@@ -235,12 +235,12 @@ pub fn run(path: ExecPath, name: &str) -> ExitCode {
             drop(conn);
         }
     });
-    let sink = sandboxio::RecordingSink::new();
+    let sink = sandboxio::audit::RecordingSink::new();
     let backend = DockerBackend::from_env()
         .expect("DOCKER_HOST")
         .with_image(IMAGE)
         .with_exec_path(path)
-        .with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
+        .with_audit(sandboxio::audit::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
     let network = sandboxio::testing::TestNetwork::load();
     let backend = match &network {
         Ok(net) => backend.with_egress_resolver(net.resolver().expect("a documentation range")),

@@ -107,8 +107,9 @@ mod canary;
 
 fn main() -> ExitCode {
     let stub = Arc::new(e2b_stub::Stub::start());
-    let sink = sandboxio::RecordingSink::new();
-    let backend = stub.backend().with_audit(sandboxio::AuditConfig::new().with_sink(Arc::clone(&sink)));
+    let sink = sandboxio::audit::RecordingSink::new();
+    let backend =
+        stub.backend().with_audit(sandboxio::audit::AuditConfig::new().with_sink(Arc::clone(&sink)));
     let probes = StubProbes { stub, canary: canary::loopback() };
     ContractSuite::new(backend)
         .probes(probes)

@@ -36,8 +36,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let sink = sandboxio::RecordingSink::new();
-    let audited = backend.with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
+    let sink = sandboxio::audit::RecordingSink::new();
+    let audited =
+        backend.with_audit(sandboxio::audit::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
     ContractSuite::new(audited)
         .probes(LiveProbes)
         .audit_sink(sink)

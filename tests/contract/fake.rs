@@ -21,7 +21,7 @@
 
 use std::process::ExitCode;
 
-use sandboxio::Capabilities;
+use sandboxio::policy::Capabilities;
 use sandboxio::testing::FakeBackend;
 use sandboxio::testing::contract::{Arguments, ContractSuite, Facade, FakeProbes};
 

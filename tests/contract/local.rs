@@ -81,9 +81,9 @@ impl Probes for LocalProbes {
 mod canary;
 
 fn main() -> ExitCode {
-    let sink = sandboxio::RecordingSink::new();
-    let mut backend =
-        LocalBackend::new().with_audit(sandboxio::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
+    let sink = sandboxio::audit::RecordingSink::new();
+    let mut backend = LocalBackend::new()
+        .with_audit(sandboxio::audit::AuditConfig::new().with_sink(std::sync::Arc::clone(&sink)));
     // The gates resolve through the test network's DNS server, the only one that knows its
     // names (and treat its documentation-range block as public), when it is up.
     let network = TestNetwork::load();

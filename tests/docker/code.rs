@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use futures_lite::future::block_on;
-use sandboxio::{Code, CodeContext, ErrorCode, NetworkPolicy, Sandbox};
+use sandboxio::{Code, ErrorCode, NetworkPolicy, Sandbox, exec::CodeContext};
 
 use crate::support;
 

@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 
 use sandboxio::backends::docker::DockerBackend;
-use sandboxio::{Capabilities, Command, ErrorCode, NetworkPolicy, Sandbox};
+use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox, policy::Capabilities};
 
 use crate::egress_support;
 use crate::support;

@@ -12,9 +12,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command as OsCommand, Stdio};
 use std::time::{Duration, Instant};
 
-use sandboxio::ReapOptions;
 use sandboxio::backends::docker::{DockerBackend, RegistryAuth};
-use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox, SandboxBuilder, state};
+use sandboxio::inventory::ReapOptions;
+use sandboxio::{Command, ErrorCode, NetworkPolicy, Sandbox, SandboxBuilder, builder::state};
 
 mod code;
 mod default_image;
@@ -437,9 +437,12 @@ async fn docker__runsc_is_a_userspace_kernel_or_fails_closed() {
         .network(NetworkPolicy::deny_all())
         .metadata("test", "runsc-fails-closed");
     if registered {
-        let sandbox =
-            builder.require_isolation(sandboxio::IsolationTier::UserspaceKernel).create().await.unwrap();
-        assert_eq!(sandbox.isolation(), sandboxio::IsolationTier::UserspaceKernel);
+        let sandbox = builder
+            .require_isolation(sandboxio::policy::IsolationTier::UserspaceKernel)
+            .create()
+            .await
+            .unwrap();
+        assert_eq!(sandbox.isolation(), sandboxio::policy::IsolationTier::UserspaceKernel);
         let kernel = sandbox.run(Command::shell("dmesg 2>/dev/null | head -3")).await.unwrap();
         assert!(kernel.stdout_lossy().contains("gVisor"), "not gVisor: {:?}", kernel.stdout_lossy());
         sandbox.close().await.unwrap();
@@ -554,7 +557,7 @@ async fn docker__file_operations_need_no_program_in_the_image() {
     fs.write("/data/sub/f.txt", "hi").await.unwrap();
     assert_eq!(fs.read_text("/data/sub/f.txt").await.unwrap(), "hi");
     let entries = fs.list("/data/sub").await.unwrap();
-    assert_eq!(entries, [sandboxio::DirEntry::new("f.txt", sandboxio::FileKind::File, 2, 0o644)]);
+    assert_eq!(entries, [sandboxio::fs::DirEntry::new("f.txt", sandboxio::fs::FileKind::File, 2, 0o644)]);
     fs.remove("/data", true).await.unwrap();
     assert_eq!(fs.read("/data/sub/f.txt").await.unwrap_err().code(), ErrorCode::NotFound);
     sandbox.close().await.unwrap();
@@ -769,13 +772,13 @@ fn docker__secrets_reach_the_command_and_nothing_else() {
     tracing::subscriber::set_global_default(capture::Tracing).unwrap();
     log::set_logger(&capture::Log).unwrap();
     log::set_max_level(log::LevelFilter::Trace);
-    let sink = sandboxio::RecordingSink::new();
+    let sink = sandboxio::audit::RecordingSink::new();
     let jsonl = std::env::temp_dir().join(format!("sbx-docker-secrets-{}.jsonl", std::process::id()));
     let _ = std::fs::remove_file(&jsonl);
-    let audit = sandboxio::AuditConfig::new()
+    let audit = sandboxio::audit::AuditConfig::new()
         .with_sink(std::sync::Arc::clone(&sink))
-        .with_sink(sandboxio::TracingSink::new())
-        .with_sink(sandboxio::JsonLinesSink::append(&jsonl).unwrap());
+        .with_sink(sandboxio::audit::TracingSink::new())
+        .with_sink(sandboxio::audit::JsonLinesSink::append(&jsonl).unwrap());
     let mut errors = Vec::new();
     let mut backends_debug = Vec::new();
     let (inspect, labels) = futures_lite::future::block_on(async {
@@ -862,7 +865,7 @@ async fn docker__detaching_an_owned_sandbox_lets_it_outlive_its_handle() {
     };
     let id = sandbox.id().to_owned();
     sandbox.detach().await.unwrap();
-    let _ = sandboxio::shutdown(Duration::from_secs(10)).await;
+    let _ = sandboxio::runtime::shutdown(Duration::from_secs(10)).await;
     std::thread::sleep(Duration::from_secs(2));
     assert!(container_exists(&id), "a detached sandbox died with its handle");
     // Another handle (same process) runs commands without colliding with earlier keys.

@@ -185,8 +185,7 @@ fn templates__a_template_sandbox_runs_on_sandboxd_and_on_the_exec_api() {
         assert!(said.contains(&format!("{sandboxd_digest}  /.sandboxio/sandboxd")), "{path:?}: {said}");
         support::block_on(sandbox.fs().write("/tmp/x", b"written".to_vec())).unwrap();
         assert_eq!(support::block_on(sandbox.fs().read("/tmp/x")).unwrap(), b"written", "{path:?}");
-        let labels =
-            support::block_on(sandboxio::backends::docker::container_labels(&backend, sandbox.id())).unwrap();
+        let labels = support::block_on(backend.container_labels(sandbox.id())).unwrap();
         assert_eq!(labels.get("io.sandboxio.exec").map(String::as_str), Some(path.as_str()), "{labels:?}");
         assert_eq!(labels.get(TEMPLATE_SETUP_LABEL).map(String::as_str), Some(""), "{labels:?}");
         support::block_on(sandbox.close()).unwrap();

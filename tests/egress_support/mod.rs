@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use sandboxio::{Command, NetworkEnforcement, NetworkPolicy, Sandbox};
+use sandboxio::{Command, NetworkPolicy, Sandbox, policy::NetworkEnforcement};
 
 pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
     futures_lite::future::block_on(f)
@@ -184,7 +184,10 @@ pub fn detached_way_out_lasts_while_its_process_does<T>(
 /// Every decision of a sandbox's gate is an audit record for the sandbox's sinks: a relayed
 /// connection with the address dialled, a refused one with the gate's reason.
 pub fn gate_decisions_are_audit_records(dsn: &str, python: &str) {
-    use sandboxio::{AuditConfig, ErrorCode, OperationKind, Outcome, RecordingSink};
+    use sandboxio::{
+        ErrorCode,
+        audit::{AuditConfig, OperationKind, Outcome, RecordingSink},
+    };
     let (port, _) = canary("127.0.0.2");
     let sink = RecordingSink::new();
     let policy = NetworkPolicy::allowlist([format!("127.0.0.2:{port}")]).unwrap();

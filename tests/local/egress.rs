@@ -70,7 +70,7 @@ fn local_egress__commands_get_the_proxy_and_the_way_out_ends_with_the_handle() {
     let policy = NetworkPolicy::allowlist([format!("127.0.0.2:{port}")]).unwrap();
     let sbx = block_on(Sandbox::builder("local://").unwrap().network(policy).create()).unwrap();
     let enforcement = sbx.network_enforcement().expect("local:// reports its enforcement");
-    assert_eq!(enforcement, sandboxio::NetworkEnforcement::egress_gate());
+    assert_eq!(enforcement, sandboxio::policy::NetworkEnforcement::egress_gate());
     assert!(!enforcement.dns_from_inside && !enforcement.udp_out && enforcement.domain_fronting_possible);
     let out = run(&sbx, Command::shell("echo $HTTPS_PROXY $https_proxy $ALL_PROXY"));
     assert_eq!(out.trim(), "http://127.0.0.1:3128 http://127.0.0.1:3128 http://127.0.0.1:3128");
@@ -78,7 +78,7 @@ fn local_egress__commands_get_the_proxy_and_the_way_out_ends_with_the_handle() {
     let denied =
         block_on(Sandbox::builder("local://").unwrap().network(NetworkPolicy::deny_all()).create()).unwrap();
     assert_eq!(run(&denied, Command::shell("echo \"[$HTTPS_PROXY]\"")).trim(), "[]");
-    assert_eq!(denied.network_enforcement(), Some(sandboxio::NetworkEnforcement::no_route()));
+    assert_eq!(denied.network_enforcement(), Some(sandboxio::policy::NetworkEnforcement::no_route()));
     block_on(denied.close()).unwrap();
     let root = std::env::temp_dir().join(format!("sandboxio-local-{}", host_uid()));
     let socket = root.join(sbx.id()).join("run").join("egress.sock");

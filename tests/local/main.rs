@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use sandboxio::{Command, ErrorCode, ExitStatus, IsolationTier, NetworkPolicy, Sandbox};
+use sandboxio::{Command, ErrorCode, ExitStatus, NetworkPolicy, Sandbox, policy::IsolationTier};
 
 mod egress;
 #[path = "../egress_support/mod.rs"]
@@ -165,9 +165,9 @@ fn local__owner_sigkill_leaves_no_sandbox_process() {
 
     // Its workspace is left on disk; the sweep removes it only when asked to judge owners.
     let backend = sandboxio::backends::local::LocalBackend::new();
-    let kept = backend.reap_blocking(sandboxio::ReapOptions::new()).unwrap();
+    let kept = backend.reap_blocking(sandboxio::inventory::ReapOptions::new()).unwrap();
     assert!(!kept.removed.contains(&id), "{kept:?}");
-    let swept = backend.reap_blocking(sandboxio::ReapOptions::new().owner_dead(true)).unwrap();
+    let swept = backend.reap_blocking(sandboxio::inventory::ReapOptions::new().owner_dead(true)).unwrap();
     assert!(swept.removed.contains(&id), "{swept:?}");
 }
 
@@ -209,7 +209,7 @@ fn local__lines_keep_a_character_split_between_two_writes_whole() {
     });
     assert!(chunks.iter().any(|c| c.ends_with(b"\xC3")), "{chunks:?}");
     let mut stream = sbx.stream(Command::shell(script)).unwrap();
-    let lines: Vec<(sandboxio::StreamKind, String)> = block_on(async {
+    let lines: Vec<(sandboxio::exec::StreamKind, String)> = block_on(async {
         let mut lines = stream.lines();
         let mut seen = Vec::new();
         while let Some(line) = lines.next_line().await {
@@ -221,8 +221,8 @@ fn local__lines_keep_a_character_split_between_two_writes_whole() {
     assert_eq!(
         lines,
         [
-            (sandboxio::StreamKind::Stderr, "e1".to_owned()),
-            (sandboxio::StreamKind::Stdout, "café".to_owned())
+            (sandboxio::exec::StreamKind::Stderr, "e1".to_owned()),
+            (sandboxio::exec::StreamKind::Stdout, "café".to_owned())
         ]
     );
     assert!(block_on(stream.wait()).unwrap().success());

@@ -70,7 +70,7 @@ impl Bounds {
     /// `InvalidInput` naming the bound.
     pub fn ttl(&self, asked: Option<u64>) -> sandboxio::Result<Duration> {
         match asked {
-            None => Ok(sandboxio::DEFAULT_TTL.min(self.max_ttl)),
+            None => Ok(sandboxio::builder::DEFAULT_TTL.min(self.max_ttl)),
             Some(secs) if Duration::from_secs(secs) <= self.max_ttl => Ok(Duration::from_secs(secs)),
             Some(secs) => Err(Error::invalid_input(format!(
                 "a TTL of {secs} s is above the operator's bound, {} s",

@@ -8,7 +8,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sandboxio::{
-    Code, CodeResult, Command, Error, ErrorCode, ExecResult, OutputChunk, ResourceLimits, Sandbox, StreamKind,
+    Code, CodeResult, Command, Error, ErrorCode, ExecResult, ResourceLimits, Sandbox,
+    exec::{OutputChunk, StreamKind},
 };
 use serde_json::{Value, json};
 
@@ -33,7 +34,7 @@ pub(crate) async fn create_sandbox(
     ttl: Option<Duration>,
 ) -> sandboxio::Result<Sandbox> {
     if opts.memory.is_some()
-        && !Sandbox::capabilities_of(dsn)?.contains(sandboxio::Capabilities::LIMIT_MEMORY)
+        && !Sandbox::capabilities_of(dsn)?.contains(sandboxio::policy::Capabilities::LIMIT_MEMORY)
     {
         // Said in the CLI's words: the library's refusal speaks of `.limits(..)`.
         let scheme = dsn.split("://").next().unwrap_or(dsn);
@@ -167,8 +168,8 @@ async fn stream_command(
 ) -> sandboxio::Result<ExecResult> {
     let mut stream = sandbox.stream(command)?;
     let mut input = if interactive {
-        if !sandbox.capabilities().contains(sandboxio::Capabilities::STDIN) {
-            return Err(Error::missing_capability(sandbox.backend(), sandboxio::Capabilities::STDIN));
+        if !sandbox.capabilities().contains(sandboxio::policy::Capabilities::STDIN) {
+            return Err(Error::missing_capability(sandbox.backend(), sandboxio::policy::Capabilities::STDIN));
         }
         Some(forward_stdin())
     } else {

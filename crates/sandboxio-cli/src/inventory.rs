@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 
 use sandboxio::text::escape;
-use sandboxio::{Error, ErrorCode, ReapOptions, Sandbox, SandboxInfo};
+use sandboxio::{
+    Error, ErrorCode, Sandbox,
+    inventory::{ReapOptions, SandboxInfo},
+};
 use serde_json::{Value, json};
 
 use crate::args::{Backends, ExtendArgs, LsArgs, ReapArgs, human};

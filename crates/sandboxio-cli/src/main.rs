@@ -54,7 +54,7 @@ fn main() {
             Cmd::Image(a) => image::run(a).await,
             Cmd::Completions { .. } => unreachable!("handled before the runtime starts"),
         };
-        sandboxio::shutdown(SHUTDOWN_WAIT).await;
+        sandboxio::runtime::shutdown(SHUTDOWN_WAIT).await;
         code
     });
     // Stop the runtime before exit so no task outlives the teardown wait.

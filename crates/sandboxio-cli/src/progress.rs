@@ -8,7 +8,7 @@ use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sandboxio::TransferProgress;
+use sandboxio::fs::TransferProgress;
 
 /// Which way the bytes go.
 #[derive(Clone, Copy)]

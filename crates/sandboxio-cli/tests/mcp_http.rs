@@ -679,7 +679,7 @@ fn the_token_counts_only_in_its_header_and_foreign_hosts_are_refused() {
 }
 
 /// The server's durations at their extreme (`u64::MAX` seconds) saturate at
-/// `sandboxio::MAX_TIMEOUT`: with `--header-timeout 18446744073709551615` every connection's
+/// `sandboxio::exec::MAX_TIMEOUT`: with `--header-timeout 18446744073709551615` every connection's
 /// task panicked adding it to an `Instant`, and no request was answered (class 21). The
 /// other durations ride along. Positive control: the same request on a default server is
 /// answered 200.

@@ -2,7 +2,7 @@
 //! engine client it connects on first use, and [`Backend`] (create, connect, list, reap).
 //! Pulls and builds add their methods in `image/`, templates in `template/`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -11,10 +11,10 @@ use bollard::Docker;
 use crate::backend::{Backend, BackendOption, BackendSandbox, BoxFuture, CreateSpec};
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
+use crate::inventory::{ReapOptions, ReapReport};
 use crate::policy::{Capabilities, IsolationTier};
-use crate::{ReapOptions, ReapReport};
 
-use super::client::{self, Endpoint, sandbox_error};
+use super::client::{self, Endpoint};
 use super::exec_path::ExecPath;
 use super::image::{PULL_STALL_TIMEOUT, PullPolicy, PullProgress, RegistryAuth, build, credentials, pull};
 use super::template::{self, Template};
@@ -59,9 +59,9 @@ pub(super) struct Inner {
     pub(super) user: Option<String>,
     /// The exec path asked for (`None`: the default for this build and runtime).
     pub(super) exec_path: Option<ExecPath>,
-    pub(super) audit: crate::AuditConfig,
+    pub(super) audit: crate::audit::AuditConfig,
     /// How the egress gates of this backend's allowlisted sandboxes resolve names.
-    pub(super) resolver: crate::EgressResolver,
+    pub(super) resolver: crate::policy::EgressResolver,
     /// Whether `create` pulls its image.
     pub(super) pull: PullPolicy,
     /// Where pulls find registry credentials.
@@ -110,8 +110,8 @@ impl DockerBackend {
                 runtime: None,
                 user: None,
                 exec_path: None,
-                audit: crate::AuditConfig::new(),
-                resolver: crate::EgressResolver::system(),
+                audit: crate::audit::AuditConfig::new(),
+                resolver: crate::policy::EgressResolver::system(),
                 pull: PullPolicy::Never,
                 credentials: credentials::CredentialSources::default(),
                 progress: pull::Progress::default(),
@@ -192,15 +192,15 @@ impl DockerBackend {
 
     /// The same backend writing every sandbox's audit records to `audit` as well.
     #[must_use]
-    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+    pub fn with_audit(self, audit: crate::audit::AuditConfig) -> Self {
         self.rebuild(|i| i.audit = audit)
     }
 
     /// The same backend resolving the names its allowlisted sandboxes ask for through
-    /// `resolver` (default: [`EgressResolver::system`](crate::EgressResolver::system)), in the
+    /// `resolver` (default: [`EgressResolver::system`](crate::policy::EgressResolver::system)), in the
     /// egress gate on the host.
     #[must_use]
-    pub fn with_egress_resolver(self, resolver: crate::EgressResolver) -> Self {
+    pub fn with_egress_resolver(self, resolver: crate::policy::EgressResolver) -> Self {
         self.rebuild(|i| i.resolver = resolver)
     }
 
@@ -411,7 +411,7 @@ impl Backend for DockerBackend {
         }
     }
 
-    fn audit(&self) -> crate::AuditConfig {
+    fn audit(&self) -> crate::audit::AuditConfig {
         self.inner.audit.clone()
     }
 
@@ -427,7 +427,10 @@ impl Backend for DockerBackend {
         })
     }
 
-    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<crate::SandboxInfo>>> {
+    fn list(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> BoxFuture<'_, Result<Vec<crate::inventory::SandboxInfo>>> {
         let (inner, labels) = (Arc::clone(&self.inner), labels.clone());
         Box::pin(rt::spawn(async move { reap::list(&Self::client(&inner).await?, &labels).await }))
     }
@@ -435,26 +438,4 @@ impl Backend for DockerBackend {
     fn reap(&self, options: ReapOptions) -> BoxFuture<'_, Result<ReapReport>> {
         Box::pin(DockerBackend::reap(self, options))
     }
-}
-
-/// The labels of a container (sandboxio's `io.sandboxio.*` ones and the user's metadata),
-/// as the engine reports them, for tests and operators.
-///
-/// # Errors
-///
-/// As [`DockerBackend::reap`], and [`Error::SandboxGone`]
-/// for a container that no longer exists.
-///
-/// # Cancel safety
-///
-/// Cancel safe: it only reads.
-pub async fn container_labels(backend: &DockerBackend, id: &str) -> Result<HashMap<String, String>> {
-    let (inner, id) = (Arc::clone(&backend.inner), id.to_owned());
-    rt::spawn(async move {
-        let docker = DockerBackend::client(&inner).await?;
-        let inspected =
-            docker.inspect_container(&id, None).await.map_err(|e| sandbox_error(&id, "inspecting", e))?;
-        Ok(inspected.config.and_then(|c| c.labels).unwrap_or_default())
-    })
-    .await
 }

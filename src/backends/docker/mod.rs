@@ -8,7 +8,7 @@
 //! - `docker:///path/to/docker.sock` — an explicit socket; `docker://host:2375` — plain TCP;
 //! - options: `image=<name:tag>` (default [`DEFAULT_IMAGE`]; the builder's `.image()` wins),
 //!   `pull=never|missing|always` ([`PullPolicy`], default `never`; see [Images](#images)),
-//!   `runtime=runsc` (gVisor; reports [`IsolationTier::UserspaceKernel`](crate::IsolationTier::UserspaceKernel)), `user=<name|uid>`
+//!   `runtime=runsc` (gVisor; reports [`IsolationTier::UserspaceKernel`](crate::policy::IsolationTier::UserspaceKernel)), `user=<name|uid>`
 //!   (default: the image's configured user), `exec=sandboxd|api` (how commands run, below;
 //!   default `sandboxd`).
 //!
@@ -130,7 +130,8 @@
 //! `owner_link.rs`, `sandbox.rs` (the state both exec paths share), `sandboxd_path/` and
 //! `exec_api/` (each its own `BackendSandbox`), `image/` (pull, credentials, reference,
 //! build, `.dockerignore`), `template/` (prepare, setup, prune), `users/`, `labels.rs`,
-//! `reap.rs`, `client.rs` (the engine connection) and `rt.rs` (its runtime).
+//! `reap.rs`, `client.rs` (the engine connection), `rt.rs` (its runtime), and `hooks.rs`
+//! (the test hooks the contract suite's probes use, feature `contract`).
 
 mod backend;
 mod client;
@@ -139,6 +140,8 @@ mod container;
 mod create;
 mod exec_api;
 mod exec_path;
+#[cfg(feature = "contract")]
+mod hooks;
 mod image;
 pub mod labels;
 mod owner_link;
@@ -149,7 +152,7 @@ mod sandboxd_path;
 mod template;
 mod users;
 
-pub use backend::{DEFAULT_IMAGE, DockerBackend, container_labels, sandboxd_id};
+pub use backend::{DEFAULT_IMAGE, DockerBackend, sandboxd_id};
 pub use client::CONNECT_TIMEOUT;
 pub use container::{DEFAULT_PIDS_LIMIT, SUPERVISOR_ID};
 pub use exec_path::ExecPath;

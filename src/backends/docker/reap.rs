@@ -10,7 +10,7 @@ use bollard::query_parameters::ListContainersOptions;
 
 use crate::error::Result;
 use crate::inventory::SandboxInfo;
-use crate::{ReapOptions, ReapReport};
+use crate::inventory::{ReapOptions, ReapReport};
 
 use super::client::{provider, status};
 use super::labels::{self, Owner};

@@ -221,14 +221,14 @@ impl Shared {
     }
 
     /// How the sandbox's network policy is enforced.
-    pub(super) fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+    pub(super) fn network_enforcement(&self) -> Option<crate::policy::NetworkEnforcement> {
         // `network_mode: none` under deny-all and an allowlist, whose one way out is the gate.
         Some(match self.network.as_ref()? {
-            NetworkPolicy::AllowAll => crate::NetworkEnforcement::unrestricted(),
-            NetworkPolicy::Allowlist(_) => crate::NetworkEnforcement::egress_gate(),
+            NetworkPolicy::AllowAll => crate::policy::NetworkEnforcement::unrestricted(),
+            NetworkPolicy::Allowlist(_) => crate::policy::NetworkEnforcement::egress_gate(),
             // A provider allowlist is refused at `create()` (no `PROVIDER_ALLOWLIST`).
             NetworkPolicy::DenyAll | NetworkPolicy::ProviderAllowlist(_) => {
-                crate::NetworkEnforcement::no_route()
+                crate::policy::NetworkEnforcement::no_route()
             }
         })
     }

@@ -61,7 +61,7 @@
 //! allowlist contract's bypass tests defeat; it is offered as
 //! [`NetworkPolicy::provider_allowlist`](crate::NetworkPolicy::provider_allowlist) instead,
 //! sent as `network.allowOut` over a `denyOut` of `0.0.0.0/0`, and reported as
-//! [`EgressMechanism::ProviderNameFilter`](crate::EgressMechanism::ProviderNameFilter)),
+//! [`EgressMechanism::ProviderNameFilter`](crate::policy::EgressMechanism::ProviderNameFilter)),
 //! resource limits (they come from the template: `limits(..)` is a
 //! configuration error), command-scoped secrets. Isolation tier: micro-VM.
 //!
@@ -91,6 +91,8 @@ static PORTAL: crate::backends::common::portal::Portal =
 
 mod cell;
 mod exec;
+#[cfg(feature = "contract")]
+mod hooks;
 mod sandbox;
 mod stream;
 
@@ -124,7 +126,7 @@ pub struct E2bBackend {
 struct Inner {
     config: E2bConfig,
     stub: Option<http::StubTrust>,
-    audit: crate::AuditConfig,
+    audit: crate::audit::AuditConfig,
     lease: Lease,
     /// How often envd is asked for a keepalive on a quiet stream ([`envd::KEEPALIVE`]).
     stream_keepalive: std::time::Duration,
@@ -160,7 +162,7 @@ impl E2bBackend {
             inner: Arc::new(Inner {
                 config,
                 stub,
-                audit: crate::AuditConfig::new(),
+                audit: crate::audit::AuditConfig::new(),
                 lease: Lease::DEFAULT,
                 stream_keepalive: envd::KEEPALIVE,
                 http: OnceLock::new(),
@@ -180,7 +182,7 @@ impl E2bBackend {
 
     /// The same backend writing to `audit`'s sinks as well.
     #[must_use]
-    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+    pub fn with_audit(self, audit: crate::audit::AuditConfig) -> Self {
         self.rebuilt(audit, self.inner.lease, self.inner.stream_keepalive)
     }
 
@@ -188,7 +190,7 @@ impl E2bBackend {
     /// (a new HTTP client).
     fn rebuilt(
         &self,
-        audit: crate::AuditConfig,
+        audit: crate::audit::AuditConfig,
         lease: Lease,
         stream_keepalive: std::time::Duration,
     ) -> Self {
@@ -203,49 +205,6 @@ impl E2bBackend {
                 http: OnceLock::new(),
             }),
         }
-    }
-
-    /// Test support (feature `contract`): the backend of a protocol stub that serves
-    /// every host under `domain_host` at `addr`, over TLS with a certificate signed by the
-    /// PEM `ca_pem`, which is trusted besides the built-in roots. TLS stays on: there is no
-    /// plaintext mode. `api_key` stands for `E2B_API_KEY`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Configuration`] for a malformed domain.
-    #[cfg(feature = "contract")]
-    pub fn for_stub(
-        domain_host: &str,
-        addr: std::net::SocketAddr,
-        ca_pem: &[u8],
-        api_key: &str,
-    ) -> Result<Self> {
-        let dsn = Dsn::parse(&format!("e2b://?domain={domain_host}:{}", addr.port()))?;
-        let key = api_key.to_owned();
-        let config = E2bConfig::parse(&dsn, |k| (k == config::API_KEY_ENV).then(|| key.clone()))?;
-        let stub = http::StubTrust { domain_host: domain_host.to_owned(), addr, ca_pem: ca_pem.to_vec() };
-        Ok(Self::with_config(config, Some(stub)))
-    }
-
-    /// Test support (feature `contract`): the same backend keeping owned sandboxes alive
-    /// with a TTL of at most `ttl`, renewed every `every`, instead of [`OWNER_TTL`] and
-    /// [`KEEPALIVE_EVERY`], so that a test can watch a sandbox outlive several leases while
-    /// its owner lives and end within one after the owner dies.
-    #[cfg(feature = "contract")]
-    #[must_use]
-    pub fn with_owner_lease(self, ttl: std::time::Duration, every: std::time::Duration) -> Self {
-        self.rebuilt(self.inner.audit.clone(), Lease { ttl, every }, self.inner.stream_keepalive)
-    }
-
-    /// Test support (feature `contract`): the same backend asking envd for a keepalive
-    /// every `every` (whole seconds, at least one) on a quiet command stream instead of
-    /// every 30 s, and taking a stream silent for twice that as dead, so
-    /// that a test can watch both within seconds.
-    #[cfg(feature = "contract")]
-    #[must_use]
-    pub fn with_stream_keepalive(self, every: std::time::Duration) -> Self {
-        let every = std::time::Duration::from_secs(every.as_secs().max(1));
-        self.rebuilt(self.inner.audit.clone(), self.inner.lease, every)
     }
 
     /// Kills every running or paused sandbox of this account whose metadata holds all of
@@ -382,7 +341,7 @@ impl Backend for E2bBackend {
         option == BackendOption::Template
     }
 
-    fn audit(&self) -> crate::AuditConfig {
+    fn audit(&self) -> crate::audit::AuditConfig {
         self.inner.audit.clone()
     }
 
@@ -418,7 +377,10 @@ impl Backend for E2bBackend {
     /// The account's running and paused sandboxes (at most 100 pages of 100), with ages and
     /// TTLs from E2B's `startedAt` and `endAt`. E2B records no owner process and no
     /// detachment: `owner_alive` and `detached` are `None`.
-    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<crate::SandboxInfo>>> {
+    fn list(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> BoxFuture<'_, Result<Vec<crate::inventory::SandboxInfo>>> {
         let (backend, labels) = (self.clone(), labels.clone());
         Box::pin(PORTAL.spawn(async move {
             let now = unix_now();
@@ -426,7 +388,7 @@ impl Backend for E2bBackend {
             Ok(listed
                 .into_iter()
                 .map(|l| {
-                    let mut info = crate::SandboxInfo::new(l.sandbox_id, SCHEME);
+                    let mut info = crate::inventory::SandboxInfo::new(l.sandbox_id, SCHEME);
                     let at = |stamp: &str| client::unix_seconds(stamp);
                     info.age = at(&l.started_at).map(|t| Duration::from_secs(now.saturating_sub(t)));
                     info.ttl_left = at(&l.end_at).map(|t| Duration::from_secs(t.saturating_sub(now)));
@@ -441,11 +403,14 @@ impl Backend for E2bBackend {
     /// Nothing to remove: E2B ends a sandbox at its TTL itself, and an owned sandbox's TTL
     /// is never set more than [`OWNER_TTL`] ahead, so it ends soon after its owner stops
     /// renewing it. Every listed sandbox is kept; [`E2bBackend::sweep`] kills by metadata.
-    fn reap(&self, options: crate::ReapOptions) -> BoxFuture<'_, Result<crate::ReapReport>> {
+    fn reap(
+        &self,
+        options: crate::inventory::ReapOptions,
+    ) -> BoxFuture<'_, Result<crate::inventory::ReapReport>> {
         let _ = options;
         Box::pin(async move {
             let kept = Backend::list(self, &BTreeMap::new()).await?.len();
-            Ok(crate::ReapReport { kept, ..Default::default() })
+            Ok(crate::inventory::ReapReport { kept, ..Default::default() })
         })
     }
 }

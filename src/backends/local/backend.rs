@@ -1,21 +1,20 @@
 //! The `local://` backend value: where its sandboxes live on the host, which `bwrap` it
-//! runs, the sandboxes this process holds, the operator and test hooks that read them, and
-//! [`Backend`] (create and connect in `create.rs`, list and reap in `reap.rs`).
+//! runs, the sandboxes this process holds, and [`Backend`] (create and connect in
+//! `create.rs`, list and reap in `reap.rs`, the test hooks that read the sandboxes in
+//! `hooks.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec};
-use crate::backends::owner::Owner;
 use crate::dsn::Dsn;
 use crate::error::{Error, Result};
 use crate::policy::{Capabilities, IsolationTier};
 
 use super::dirs::{current_gid, current_uid, run_as};
 use super::sandbox::State;
-use super::{CAPABILITIES, SCHEME, launch, record};
+use super::{CAPABILITIES, SCHEME};
 
 /// The `local://` backend. Cheap to clone; clones share their sandboxes.
 #[derive(Debug, Clone)]
@@ -25,9 +24,9 @@ pub struct LocalBackend {
 
 #[derive(Debug)]
 pub(super) struct Inner {
-    pub(super) audit: crate::AuditConfig,
+    pub(super) audit: crate::audit::AuditConfig,
     /// How the egress gates of this backend's allowlisted sandboxes resolve names.
-    pub(super) resolver: crate::EgressResolver,
+    pub(super) resolver: crate::policy::EgressResolver,
     pub(super) bwrap: PathBuf,
     pub(super) root: PathBuf,
     pub(super) sandboxes: Mutex<HashMap<String, Arc<State>>>,
@@ -47,8 +46,8 @@ impl LocalBackend {
             .unwrap_or_else(|| PathBuf::from("/usr/bin/bwrap"));
         LocalBackend {
             inner: Arc::new(Inner {
-                audit: crate::AuditConfig::new(),
-                resolver: crate::EgressResolver::system(),
+                audit: crate::audit::AuditConfig::new(),
+                resolver: crate::policy::EgressResolver::system(),
                 bwrap,
                 root: std::env::temp_dir().join(format!("sandboxio-local-{}", current_uid())),
                 sandboxes: Mutex::new(HashMap::new()),
@@ -60,20 +59,20 @@ impl LocalBackend {
     /// The same backend writing every sandbox's audit records to `audit` as well (the
     /// contract suite's recording sink, for one). Call it before creating sandboxes.
     #[must_use]
-    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+    pub fn with_audit(self, audit: crate::audit::AuditConfig) -> Self {
         self.rebuilt(audit, self.inner.resolver.clone())
     }
 
     /// The same backend resolving the names its allowlisted sandboxes ask for through
-    /// `resolver` (default: [`EgressResolver::system`](crate::EgressResolver::system)), in the
+    /// `resolver` (default: [`EgressResolver::system`](crate::policy::EgressResolver::system)), in the
     /// egress gate on the host. Call it before creating sandboxes.
     #[must_use]
-    pub fn with_egress_resolver(self, resolver: crate::EgressResolver) -> Self {
+    pub fn with_egress_resolver(self, resolver: crate::policy::EgressResolver) -> Self {
         self.rebuilt(self.inner.audit.clone(), resolver)
     }
 
     /// A backend with these settings and the same `bwrap` and root, owning no sandbox yet.
-    fn rebuilt(&self, audit: crate::AuditConfig, resolver: crate::EgressResolver) -> Self {
+    fn rebuilt(&self, audit: crate::audit::AuditConfig, resolver: crate::policy::EgressResolver) -> Self {
         LocalBackend {
             inner: Arc::new(Inner {
                 audit,
@@ -103,58 +102,6 @@ impl LocalBackend {
         self.inner.sandboxes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Descriptions (`pid N (comm)`) of the processes of a sandbox still running on this
-    /// host, found by the sandbox's PID namespace, wherever they were re-parented, and after
-    /// the sandbox was killed (the contract suite's orphan probe): empty means none.
-    /// sandboxd's own processes (named `sandboxd`) are not listed. Reads `/proc`: processes
-    /// of another user are not seen.
-    #[must_use]
-    pub fn running_processes(&self, sandbox_id: &str) -> Vec<String> {
-        let known = self.sandboxes().get(sandbox_id).and_then(|s| s.pid_namespace);
-        let namespace = known.or_else(|| {
-            let sandboxd = record::sandboxd(&record::read(&self.inner.root.join(sandbox_id))?)?;
-            let namespace = launch::pid_namespace(sandboxd.pid)?;
-            // Read after the namespace: the pid was still the sandbox's sandboxd then.
-            (Owner::of(sandboxd.pid)? == sandboxd).then_some(namespace)
-        });
-        namespace.map(launch::processes_in).unwrap_or_default()
-    }
-
-    /// Ids of this backend's live sandboxes whose metadata has `key` = `value`.
-    #[must_use]
-    pub fn live_sandboxes_labelled(&self, key: &str, value: &str) -> Vec<String> {
-        self.sandboxes()
-            .values()
-            .filter(|s| s.is_alive() && s.metadata.get(key).is_some_and(|v| v == value))
-            .map(|s| s.id.clone())
-            .collect()
-    }
-
-    /// Everything the backend stores about a sandbox, as text (secret values appear only as
-    /// `[redacted]`).
-    #[must_use]
-    pub fn stored_config(&self, sandbox_id: &str) -> Option<String> {
-        self.sandboxes().get(sandbox_id).map(|s| s.config.clone())
-    }
-
-    /// Ends a sandbox's TTL now, as if it had expired (its commands are killed and its
-    /// next operation raises `SandboxGone`). Returns whether it was alive. Operators use it
-    /// to cut a sandbox short; the contract suite's `expire_sandbox` probe uses it too.
-    #[expect(clippy::must_use_candidate, reason = "expiring is the point; the answer is optional")]
-    pub fn expire(&self, sandbox_id: &str) -> bool {
-        let Some(state) = self.sandboxes().get(sandbox_id).cloned() else { return false };
-        let was = state.is_alive();
-        state.expired_early.store(true, Ordering::Release);
-        let _ = state.check_alive();
-        was
-    }
-
-    /// The labels recorded with a sandbox.
-    #[must_use]
-    pub fn labels(&self, sandbox_id: &str) -> Option<BTreeMap<String, String>> {
-        self.sandboxes().get(sandbox_id).map(|s| s.metadata.clone())
-    }
-
     /// The uid and gid of the sandbox user, as the host and the sandbox both see them (the
     /// user namespace maps it to itself).
     pub(super) fn sandbox_user() -> (u32, u32) {
@@ -181,7 +128,7 @@ impl Backend for LocalBackend {
         IsolationTier::Process
     }
 
-    fn audit(&self) -> crate::AuditConfig {
+    fn audit(&self) -> crate::audit::AuditConfig {
         self.inner.audit.clone()
     }
 
@@ -194,12 +141,18 @@ impl Backend for LocalBackend {
         Box::pin(async move { Ok(Box::new(self.connect_sandbox(&id).await?) as Box<dyn BackendSandbox>) })
     }
 
-    fn list(&self, labels: &BTreeMap<String, String>) -> BoxFuture<'_, Result<Vec<crate::SandboxInfo>>> {
+    fn list(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> BoxFuture<'_, Result<Vec<crate::inventory::SandboxInfo>>> {
         let labels = labels.clone();
         Box::pin(async move { self.list_recorded(&labels).await })
     }
 
-    fn reap(&self, options: crate::ReapOptions) -> BoxFuture<'_, Result<crate::ReapReport>> {
+    fn reap(
+        &self,
+        options: crate::inventory::ReapOptions,
+    ) -> BoxFuture<'_, Result<crate::inventory::ReapReport>> {
         Box::pin(LocalBackend::reap(self, options))
     }
 }

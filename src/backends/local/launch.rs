@@ -187,6 +187,7 @@ pub(super) fn pid_namespace(pid: u32) -> Option<u64> {
 
 /// The processes of the PID namespace `namespace` other than sandboxd's own (its init,
 /// its session children and its shepherds, all named `sandboxd`), as `pid N (comm)`.
+#[cfg_attr(not(feature = "contract"), expect(dead_code, reason = "used by the test hooks only (hooks.rs)"))]
 pub(super) fn processes_in(namespace: u64) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries

@@ -38,7 +38,7 @@
 //! context, results by MIME type; a host without it declares none of the three), `STREAM`,
 //! `STDIN`, `FILESYSTEM`, `NETWORK_DENY`, `NETWORK_ALLOWLIST` (an egress gate in the owner's
 //! process, reached through a relay inside: `egress.rs`), `CONNECT`, `DETACH`. Isolation tier:
-//! [`IsolationTier::Process`](crate::IsolationTier::Process). Not declared (and so refused): command-scoped secrets (the
+//! [`IsolationTier::Process`](crate::policy::IsolationTier::Process). Not declared (and so refused): command-scoped secrets (the
 //! user namespace maps one uid and one gid, so every command of a sandbox is the same user
 //! and can read another's `/proc/<pid>/environ`) and resource limits.
 
@@ -48,12 +48,15 @@
 //! `backend.rs` (the backend value and [`Backend`](crate::backend::Backend)), `create.rs`
 //! (create and connect), `sandbox.rs` (a handle and its state), `reap.rs` (list and
 //! reap), `launch.rs` (the `bwrap` command line), `session/` (sandboxd's binary, the link
-//! and socket), `reactor.rs`, `seccomp.rs`, `dirs.rs`, `record.rs`, `fs.rs`.
+//! and socket), `reactor.rs`, `seccomp.rs`, `dirs.rs`, `record.rs`, `fs.rs`, and
+//! `hooks.rs` (the test hooks the contract suite's probes use, feature `contract`).
 
 mod backend;
 mod create;
 mod dirs;
 mod fs;
+#[cfg(feature = "contract")]
+mod hooks;
 mod launch;
 mod reactor;
 mod reap;

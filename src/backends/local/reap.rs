@@ -11,14 +11,14 @@ use super::{SCHEME, record, session};
 
 impl LocalBackend {
     /// Removes the local sandboxes past their TTL and, with
-    /// [`ReapOptions::owner_dead`](crate::ReapOptions::owner_dead), the owned
+    /// [`ReapOptions::owner_dead`](crate::inventory::ReapOptions::owner_dead), the owned
     /// (not detached) sandboxes whose owner process on this host is gone: kills their
     /// sandboxd if it still runs (normally it ended with its owner's session, or at its
     /// TTL), then removes their directory. Judged by the record written beside each
     /// workspace (owner pid *and* start time), so a running process never loses its
     /// sandboxes to another's sweep, and a detached sandbox is kept until its TTL. With
-    /// [`ReapOptions::dry_run`](crate::ReapOptions::dry_run) it removes nothing and reports
-    /// what it would remove; with [`ReapOptions::labels`](crate::ReapOptions::labels) it
+    /// [`ReapOptions::dry_run`](crate::inventory::ReapOptions::dry_run) it removes nothing and reports
+    /// what it would remove; with [`ReapOptions::labels`](crate::inventory::ReapOptions::labels) it
     /// looks only at the sandboxes so labelled.
     ///
     /// # Errors
@@ -29,11 +29,11 @@ impl LocalBackend {
     /// # Cancel safety
     ///
     /// The sweep runs on a library thread and completes even if the future is dropped.
-    pub async fn reap(&self, options: crate::ReapOptions) -> Result<crate::ReapReport> {
+    pub async fn reap(&self, options: crate::inventory::ReapOptions) -> Result<crate::inventory::ReapReport> {
         let root = self.inner.root.clone();
         let live: Vec<String> = self.sandboxes().keys().cloned().collect();
         crate::runtime::unblock(move || {
-            let mut report = crate::ReapReport::default();
+            let mut report = crate::inventory::ReapReport::default();
             let entries = match std::fs::read_dir(&root) {
                 Ok(entries) => entries,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
@@ -73,7 +73,7 @@ impl LocalBackend {
     pub(super) async fn list_recorded(
         &self,
         labels: &BTreeMap<String, String>,
-    ) -> Result<Vec<crate::SandboxInfo>> {
+    ) -> Result<Vec<crate::inventory::SandboxInfo>> {
         let root = self.inner.root.clone();
         let labels = labels.clone();
         crate::runtime::unblock(move || {
@@ -82,7 +82,7 @@ impl LocalBackend {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
                 Err(e) => return Err(Error::provider(SCHEME, "cannot read the workspace root", e)),
             };
-            let mut listed: Vec<crate::SandboxInfo> = entries
+            let mut listed: Vec<crate::inventory::SandboxInfo> = entries
                 .flatten()
                 .filter_map(|entry| {
                     let id = entry.file_name().to_string_lossy().into_owned();
@@ -101,7 +101,10 @@ impl LocalBackend {
     /// # Errors
     ///
     /// As [`LocalBackend::reap`].
-    pub fn reap_blocking(&self, options: crate::ReapOptions) -> Result<crate::ReapReport> {
+    pub fn reap_blocking(
+        &self,
+        options: crate::inventory::ReapOptions,
+    ) -> Result<crate::inventory::ReapReport> {
         futures_lite::future::block_on(self.reap(options))
     }
 }

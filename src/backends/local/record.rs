@@ -43,10 +43,10 @@ pub(super) fn sweepable(dir: &Path, owner_dead: bool) -> bool {
 
 /// What `Sandbox::list` reports of the sandbox `id` recorded in `text`. Records written
 /// before the `created` line have no age.
-pub(super) fn info(id: &str, text: &str) -> crate::SandboxInfo {
+pub(super) fn info(id: &str, text: &str) -> crate::inventory::SandboxInfo {
     let now = crate::backends::owner::unix_now();
     let seconds = |name| field(text, name).and_then(|v| v.parse::<u64>().ok());
-    let mut info = crate::SandboxInfo::new(id, SCHEME);
+    let mut info = crate::inventory::SandboxInfo::new(id, SCHEME);
     info.age = seconds("created").map(|at| std::time::Duration::from_secs(now.saturating_sub(at)));
     info.ttl_left = seconds("expires").map(|at| std::time::Duration::from_secs(at.saturating_sub(now)));
     info.owner_alive =
@@ -183,7 +183,10 @@ mod tests {
         assert_eq!(info.owner_alive, Some(true));
         assert_eq!(info.detached, Some(false));
         assert!(info.age.is_some_and(|a| a.as_secs() < 5), "{info:?}");
-        assert!(info.ttl_left.is_some_and(|t| t <= crate::DEFAULT_TTL && t.as_secs() > 500), "{info:?}");
+        assert!(
+            info.ttl_left.is_some_and(|t| t <= crate::builder::DEFAULT_TTL && t.as_secs() > 500),
+            "{info:?}"
+        );
     }
 
     #[test]

@@ -33,9 +33,13 @@ pub(super) struct State {
     /// `None` for a `connect`ed handle (the record does not keep it).
     pub(super) network: Option<NetworkPolicy>,
     /// What `stored_config` shows (the spec, secrets redacted).
+    #[cfg_attr(
+        not(feature = "contract"),
+        expect(dead_code, reason = "read by the test hooks only (hooks.rs)")
+    )]
     pub(super) config: String,
     pub(super) expires: Instant,
-    /// Set by [`LocalBackend::expire`]: the TTL is over now.
+    /// Set by the `expire` test hook (`hooks.rs`): the TTL is over now.
     pub(super) expired_early: AtomicBool,
     pub(super) alive: AtomicBool,
     pub(super) session: Arc<Session>,
@@ -44,6 +48,10 @@ pub(super) struct State {
     pub(super) bwrap: Mutex<Option<Child>>,
     pub(super) sandboxd: Owner,
     /// The inode of the sandbox's PID namespace (the processes probe).
+    #[cfg_attr(
+        not(feature = "contract"),
+        expect(dead_code, reason = "read by the test hooks only (hooks.rs)")
+    )]
     pub(super) pid_namespace: Option<u64>,
     /// The gate and relay of a sandbox under an allowlist (`sandboxd/session/egress.rs`), held by the handle
     /// that created it.
@@ -189,11 +197,11 @@ impl BackendSandbox for LocalSandbox {
         self.state.network.clone()
     }
 
-    fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+    fn network_enforcement(&self) -> Option<crate::policy::NetworkEnforcement> {
         Some(match self.state.network.as_ref()? {
-            NetworkPolicy::AllowAll => crate::NetworkEnforcement::unrestricted(),
-            NetworkPolicy::Allowlist(_) => crate::NetworkEnforcement::egress_gate(),
-            _ => crate::NetworkEnforcement::no_route(),
+            NetworkPolicy::AllowAll => crate::policy::NetworkEnforcement::unrestricted(),
+            NetworkPolicy::Allowlist(_) => crate::policy::NetworkEnforcement::egress_gate(),
+            _ => crate::policy::NetworkEnforcement::no_route(),
         })
     }
 

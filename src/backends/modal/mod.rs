@@ -79,6 +79,8 @@ mod client;
 mod errors;
 mod exec;
 mod files;
+#[cfg(feature = "contract")]
+mod hooks;
 #[cfg(test)]
 mod live;
 mod proto;
@@ -133,7 +135,7 @@ pub struct ModalBackend {
 struct Inner {
     config: ModalConfig,
     trust: Option<Trust>,
-    audit: crate::AuditConfig,
+    audit: crate::audit::AuditConfig,
     /// The settings and the client, made once.
     control: OnceLock<(Settings, Control)>,
 }
@@ -167,7 +169,7 @@ impl ModalBackend {
             inner: Arc::new(Inner {
                 config,
                 trust,
-                audit: crate::AuditConfig::new(),
+                audit: crate::audit::AuditConfig::new(),
                 control: OnceLock::new(),
             }),
         }
@@ -185,7 +187,7 @@ impl ModalBackend {
 
     /// The same backend writing to `audit`'s sinks as well.
     #[must_use]
-    pub fn with_audit(self, audit: crate::AuditConfig) -> Self {
+    pub fn with_audit(self, audit: crate::audit::AuditConfig) -> Self {
         let inner = &self.inner;
         ModalBackend {
             inner: Arc::new(Inner {
@@ -195,35 +197,6 @@ impl ModalBackend {
                 control: OnceLock::new(),
             }),
         }
-    }
-
-    /// Test support (feature `contract`): the backend of a protocol stub serving the control
-    /// plane at `server_url` (`https://host:port`) over TLS with a certificate for `domain`
-    /// signed by the PEM `ca_pem`, which is then the only authority trusted (for the
-    /// routers it hands out too). TLS stays on: there is no plaintext mode. `token_id` and
-    /// `token_secret` stand for `MODAL_TOKEN_ID` and `MODAL_TOKEN_SECRET` (an empty one is
-    /// missing); no profile file is read. `dsn` carries the usual options.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Configuration`] for a malformed DSN.
-    #[cfg(feature = "contract")]
-    pub fn for_stub(
-        dsn: &str,
-        server_url: &str,
-        ca_pem: &[u8],
-        domain: &str,
-        token_id: &str,
-        token_secret: &str,
-    ) -> Result<Self> {
-        let env = |k: &str| match k {
-            config::SERVER_URL_ENV => Some(server_url.to_owned()),
-            config::TOKEN_ID_ENV => Some(token_id.to_owned()),
-            config::TOKEN_SECRET_ENV => Some(token_secret.to_owned()),
-            _ => None,
-        };
-        let config = ModalConfig::parse(&Dsn::parse(dsn)?, env)?;
-        Ok(Self::with_config(config, Some(Trust { ca_pem: ca_pem.to_vec(), domain: domain.to_owned() })))
     }
 
     fn trust(&self) -> Option<(&[u8], &str)> {
@@ -355,7 +328,7 @@ impl Backend for ModalBackend {
         option == BackendOption::Image
     }
 
-    fn audit(&self) -> crate::AuditConfig {
+    fn audit(&self) -> crate::audit::AuditConfig {
         self.inner.audit.clone()
     }
 

@@ -52,7 +52,7 @@ pub(crate) struct CreatePlan<'a> {
     pub(crate) metadata: &'a BTreeMap<String, String>,
 }
 
-/// Whole seconds, rounded up, at most [`MAX_TIMEOUT`](crate::MAX_TIMEOUT)'s (`Duration::MAX`
+/// Whole seconds, rounded up, at most [`MAX_TIMEOUT`](crate::exec::MAX_TIMEOUT)'s (`Duration::MAX`
 /// overflowed the rounding).
 fn whole_seconds(d: Duration) -> u64 {
     crate::duration::whole_seconds(d, 0)
@@ -132,7 +132,7 @@ pub(crate) fn create_request(
 }
 
 /// The sandbox's `NetworkAccess`: `deny_all()` is `BLOCKED`, `allow_all()` is `OPEN`, and a
-/// [`ProviderAllowlist`](crate::ProviderAllowlist) is `ALLOWLIST` with its domains as
+/// [`ProviderAllowlist`](crate::policy::ProviderAllowlist) is `ALLOWLIST` with its domains as
 /// `allowed_domains` (Modal's domain allowlist: TLS on port 443 to a listed server name,
 /// `*.suffix` wildcards as Modal writes them) and no `allowed_cidrs`. Modal's CIDR allowlist
 /// is an address filter, but no sandboxio policy a `modal://` sandbox takes carries address

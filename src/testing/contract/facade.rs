@@ -15,12 +15,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::Backend;
-use crate::state::{
+use crate::builder::state::{
     LimitsNotChosen, LimitsSet, LimitsUnset, NetworkChosen, NetworkNotChosen, NetworkSet, NetworkUnset,
 };
 use crate::{
-    Code, CodeContext, CodeResult, Command, DirEntry, ExecResult, IsolationTier, NetworkPolicy, OutputChunk,
-    ResourceLimits, Result, SecretString, sync,
+    Code, CodeResult, Command, ExecResult, NetworkPolicy, ResourceLimits, Result,
+    exec::{CodeContext, OutputChunk},
+    fs::DirEntry,
+    policy::IsolationTier,
+    secret::SecretString,
+    sync,
 };
 
 /// Which API the contract tests drive ([`ContractSuite::facade`](super::ContractSuite::facade)).
@@ -41,10 +45,10 @@ pub enum Facade {
 }
 
 impl Facade {
-    /// `sandboxio::shutdown` or `sandboxio::sync::shutdown`.
+    /// `sandboxio::runtime::shutdown` or `sandboxio::sync::shutdown`.
     pub(crate) async fn shutdown(self, deadline: Duration) -> usize {
         match self {
-            Facade::Async => crate::shutdown(deadline).await,
+            Facade::Async => crate::runtime::shutdown(deadline).await,
             Facade::Blocking => sync::shutdown(deadline),
         }
     }
@@ -63,7 +67,7 @@ impl Facade {
         self,
         backend: Arc<dyn Backend>,
         labels: &std::collections::BTreeMap<String, String>,
-    ) -> Result<Vec<crate::SandboxInfo>> {
+    ) -> Result<Vec<crate::inventory::SandboxInfo>> {
         match self {
             Facade::Async => crate::Sandbox::list_with(backend, labels).await,
             Facade::Blocking => sync::Sandbox::list_with(backend, labels),
@@ -193,7 +197,7 @@ impl AnySandbox {
         }
     }
 
-    pub(crate) fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+    pub(crate) fn network_enforcement(&self) -> Option<crate::policy::NetworkEnforcement> {
         match self {
             AnySandbox::Async(s) => s.network_enforcement(),
             AnySandbox::Blocking(s) => s.network_enforcement(),
@@ -271,9 +275,9 @@ impl AnySandbox {
     }
 }
 
-/// A [`crate::ExecStream`] or a [`sync::ExecStream`] (an [`Iterator`]).
+/// A [`crate::exec::ExecStream`] or a [`sync::ExecStream`] (an [`Iterator`]).
 pub(crate) enum AnyStream {
-    Async(crate::ExecStream),
+    Async(crate::exec::ExecStream),
     Blocking(sync::ExecStream),
 }
 
@@ -308,9 +312,9 @@ impl AnyStream {
     }
 }
 
-/// A [`crate::CodeStream`] or a [`sync::CodeStream`] (an [`Iterator`]).
+/// A [`crate::exec::CodeStream`] or a [`sync::CodeStream`] (an [`Iterator`]).
 pub(crate) enum AnyCodeStream {
-    Async(crate::CodeStream),
+    Async(crate::exec::CodeStream),
     Blocking(sync::CodeStream),
 }
 
@@ -331,10 +335,10 @@ impl AnyCodeStream {
     }
 }
 
-/// A [`crate::Fs`] or a [`sync::Fs`].
+/// A [`crate::fs::Fs`] or a [`sync::Fs`].
 #[derive(Clone, Copy)]
 pub(crate) enum AnyFs<'a> {
-    Async(crate::Fs<'a>),
+    Async(crate::fs::Fs<'a>),
     Blocking(sync::Fs<'a>),
 }
 

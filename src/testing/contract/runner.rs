@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use libtest_mimic::{Arguments, Completion, Trial};
 
-use crate::IntoBackend;
 use crate::audit::RecordingSink;
 use crate::backend::{Backend, BoxFuture};
+use crate::builder::IntoBackend;
 use crate::policy::Capabilities;
 
 use super::Row;

@@ -42,7 +42,7 @@ impl Launch {
         clock: Duration,
         s: &SandboxState,
         extra_env: &[(String, String)],
-        extra_secret: &[(String, crate::SecretString)],
+        extra_secret: &[(String, crate::secret::SecretString)],
         timeout: Option<Duration>,
     ) -> Launch {
         let mut env = BTreeMap::new();
@@ -163,7 +163,7 @@ pub(super) fn simulate_cell(
         None => python::Globals::default(),
     };
     let (result, proc, journal) =
-        launch.run(sandbox, rng, crate::DEFAULT_OUTPUT_LIMIT, |sh| sh.run_cell(source, &mut globals));
+        launch.run(sandbox, rng, crate::exec::DEFAULT_OUTPUT_LIMIT, |sh| sh.run_cell(source, &mut globals));
     if let Some(ctx) = context {
         sandbox.contexts.insert(ctx.to_owned(), globals);
     }

@@ -104,8 +104,8 @@ impl FakeSandbox {
             self.advance(trace, start, event.at, &mut applied)?;
             match (sink, event.stream) {
                 (Some(sink), stream) => sink.send(OutputChunk { stream, data: event.data.clone() }).await,
-                (None, crate::StreamKind::Stdout) => stdout.extend_from_slice(&event.data),
-                (None, crate::StreamKind::Stderr) => stderr.extend_from_slice(&event.data),
+                (None, crate::exec::StreamKind::Stdout) => stdout.extend_from_slice(&event.data),
+                (None, crate::exec::StreamKind::Stderr) => stderr.extend_from_slice(&event.data),
             }
         }
         future::yield_now().await;
@@ -255,8 +255,8 @@ impl BackendSandbox for FakeSandbox {
         self.world().sandboxes.get(&self.id).map(|s| s.spec.network.clone())
     }
 
-    fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
-        Some(crate::NetworkEnforcement::simulated())
+    fn network_enforcement(&self) -> Option<crate::policy::NetworkEnforcement> {
+        Some(crate::policy::NetworkEnforcement::simulated())
     }
 
     fn metadata(&self) -> BTreeMap<String, String> {

@@ -221,7 +221,7 @@ impl FakeExecStream {
 pub(super) fn scripted_trace(answer: &ExecResult) -> Trace {
     let mut events = Vec::new();
     for (stream, data) in
-        [(crate::StreamKind::Stdout, &answer.stdout), (crate::StreamKind::Stderr, &answer.stderr)]
+        [(crate::exec::StreamKind::Stdout, &answer.stdout), (crate::exec::StreamKind::Stderr, &answer.stderr)]
     {
         if !data.is_empty() {
             events.push(super::machine::Event { at: Duration::ZERO, stream, data: data.clone() });

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use sandboxio::SecretString;
+use sandboxio::secret::SecretString;
 use serde::de::DeserializeOwned;
 use ureq::http::Response;
 

@@ -27,7 +27,12 @@ use std::sync::Arc;
 
 use sandboxio::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec, run_blocking};
 use sandboxio::dsn::Dsn;
-use sandboxio::{AuditConfig, Capabilities, Error, IsolationTier, NetworkPolicy, Result, SecretString};
+use sandboxio::{
+    Error, NetworkPolicy, Result,
+    audit::AuditConfig,
+    policy::{Capabilities, IsolationTier},
+    secret::SecretString,
+};
 
 use crate::api::{CreateRequest, Network};
 use crate::client::Client;

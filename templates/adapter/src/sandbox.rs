@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sandboxio::backend::{BackendSandbox, BoxFuture, KillOutcome, run_blocking};
-use sandboxio::{Capabilities, Command, Error, ExecResult, ExitStatus, Result};
+use sandboxio::{Command, Error, ExecResult, ExitStatus, Result, policy::Capabilities};
 
 use crate::api::{ExecReply, ExecRequest};
 use crate::client::Client;

@@ -17,7 +17,10 @@ use sandboxio::backends::local::LocalBackend;
 use sandboxio::testing::contract::{
     Canary, CancellationPoints, ContractSuite, ProbeFuture, Probes, python_egress_probe,
 };
-use sandboxio::{AuditConfig, Command, RecordingSink};
+use sandboxio::{
+    Command,
+    audit::{AuditConfig, RecordingSink},
+};
 use sandboxio_example::client::{ApiError, Client};
 use sandboxio_example::{API_KEY_ENV, ExampleBackend};
 

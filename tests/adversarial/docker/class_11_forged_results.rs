@@ -112,7 +112,9 @@ fn forge_the_runners_channel(test: &str) {
             let found = futures_lite::future::or(
                 async {
                     while let Some(Ok(chunk)) = forger.next_chunk().await {
-                        if chunk.stream == sandboxio::StreamKind::Stdout && chunk.data.starts_with(b"found") {
+                        if chunk.stream == sandboxio::exec::StreamKind::Stdout
+                            && chunk.data.starts_with(b"found")
+                        {
                             return true;
                         }
                     }

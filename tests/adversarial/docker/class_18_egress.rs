@@ -2,7 +2,7 @@
 //! socket is bind-mounted read-only): code in a sandbox under an allowlist tries every way
 //! past the egress gate it can name (`egress_attacks.rs`), as the image's user and as root.
 
-use sandboxio::{AuditConfig, NetworkPolicy, Sandbox};
+use sandboxio::{NetworkPolicy, Sandbox, audit::AuditConfig};
 
 use crate::egress_attacks::{Target, attack_the_allowlist};
 use crate::support::{DOCKER_IMAGE, block_on, docker_ready};

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use sandboxio::ReapOptions;
 use sandboxio::backends::local::LocalBackend;
+use sandboxio::inventory::ReapOptions;
 use sandboxio::{Command, NetworkPolicy};
 
 use crate::support::{block_on, eventually, local, local_root};

@@ -2,7 +2,7 @@
 //! egress gate it can name (`egress_attacks.rs`), as the caller's uid (CI runs this binary
 //! as root, whose sandboxes run as an unprivileged uid, and as an unprivileged user).
 
-use sandboxio::{AuditConfig, NetworkPolicy, Sandbox};
+use sandboxio::{NetworkPolicy, Sandbox, audit::AuditConfig};
 
 use crate::egress_attacks::{Target, attack_the_allowlist};
 use crate::support::{block_on, is_root};
@@ -71,7 +71,7 @@ sys.stdin.readline()"#
     let before = (fds(), crate::support::peak_rss_mib());
     let mut stream =
         sandbox.stream(sandboxio::Command::new("/usr/bin/python3").arg("-c").arg(script)).unwrap();
-    let line = |stream: &mut sandboxio::ExecStream| {
+    let line = |stream: &mut sandboxio::exec::ExecStream| {
         let mut out = Vec::new();
         while !out.ends_with(b"\n") {
             match block_on(stream.next_chunk()) {

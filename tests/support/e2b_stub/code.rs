@@ -12,7 +12,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use hyper::{Method, Request, Response, StatusCode};
-use sandboxio::{Code, CodeContext, StreamKind};
+use sandboxio::{
+    Code,
+    exec::{CodeContext, StreamKind},
+};
 use tokio::sync::mpsc;
 
 use super::{Body, StubSandbox, body_bytes, json, text};
@@ -43,7 +46,7 @@ fn line(value: &serde_json::Value) -> Bytes {
 }
 
 /// A sandboxio MIME bundle as the server's `result` line.
-fn result_line(bundle: &sandboxio::MimeBundle) -> serde_json::Value {
+fn result_line(bundle: &sandboxio::exec::MimeBundle) -> serde_json::Value {
     let mut out = serde_json::json!({"type": "result", "is_main_result": false});
     let mut extra = serde_json::Map::new();
     for (mime, data) in bundle {

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use hyper::{Method, Request, Response, StatusCode};
-use sandboxio::{Command, ErrorCode, ExitStatus, StreamKind};
+use sandboxio::{Command, ErrorCode, ExitStatus, exec::StreamKind};
 use tokio::sync::mpsc;
 
 use super::{Body, State, StubSandbox, body_bytes, empty, json, multipart};
@@ -272,8 +272,8 @@ async fn unary(sandbox: &StubSandbox, rpc: &str, msg: &serde_json::Value) -> Res
                     .iter()
                     .map(|e| {
                         let kind = match e.kind {
-                            sandboxio::FileKind::Dir => "FILE_TYPE_DIRECTORY",
-                            sandboxio::FileKind::Symlink => "FILE_TYPE_SYMLINK",
+                            sandboxio::fs::FileKind::Dir => "FILE_TYPE_DIRECTORY",
+                            sandboxio::fs::FileKind::Symlink => "FILE_TYPE_SYMLINK",
                             _ => "FILE_TYPE_FILE",
                         };
                         // int64 as a string; zero values omitted.
@@ -413,7 +413,7 @@ fn event(value: &serde_json::Value) -> Bytes {
 
 /// What a process's pump met next: output, or a stdin request.
 enum Next {
-    Chunk(Option<sandboxio::Result<sandboxio::OutputChunk>>),
+    Chunk(Option<sandboxio::Result<sandboxio::exec::OutputChunk>>),
     Stdin(Option<StdinOp>),
     /// The stream was quiet for a keepalive period.
     Quiet,

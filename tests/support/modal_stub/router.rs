@@ -90,7 +90,7 @@ async fn pump(
         tokio::select! {
             chunk = stream.next_chunk() => match chunk {
                 Some(Ok(chunk)) => {
-                    let buf = if chunk.stream == sandboxio::StreamKind::Stdout { &exec.stdout } else { &exec.stderr };
+                    let buf = if chunk.stream == sandboxio::exec::StreamKind::Stdout { &exec.stdout } else { &exec.stderr };
                     buf.lock().unwrap().extend_from_slice(&chunk.data);
                     exec.bump();
                 }

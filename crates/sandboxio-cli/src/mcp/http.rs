@@ -280,12 +280,12 @@ pub async fn serve(server: SandboxServer, opts: &HttpOpts, token: &str) -> i32 {
     EXIT_INTERRUPTED
 }
 
-/// `secs` seconds, at most [`sandboxio::MAX_TIMEOUT`]: hyper adds the header timeout to an
+/// `secs` seconds, at most [`sandboxio::exec::MAX_TIMEOUT`]: hyper adds the header timeout to an
 /// `Instant` for every connection, and `--header-timeout 18446744073709551615` made each
 /// connection's task panic ("overflow when adding duration to instant"), so no request was
 /// ever answered.
 fn seconds(secs: u64) -> Duration {
-    Duration::from_secs(secs).min(sandboxio::MAX_TIMEOUT)
+    Duration::from_secs(secs).min(sandboxio::exec::MAX_TIMEOUT)
 }
 
 #[cfg(test)]

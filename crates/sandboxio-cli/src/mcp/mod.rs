@@ -36,7 +36,10 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use sandboxio::{
-    Capabilities, Code, Command, Error, ErrorCode, ExitStatus, FileKind, MimeBundle, Sandbox, StreamKind,
+    Code, Command, Error, ErrorCode, ExitStatus, Sandbox,
+    exec::{MimeBundle, StreamKind},
+    fs::FileKind,
+    policy::Capabilities,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -238,7 +241,7 @@ impl Outputs {
         Outputs { stdout: Capture::new(limit), stderr: Capture::new(limit) }
     }
 
-    fn push(&mut self, chunk: &sandboxio::OutputChunk) {
+    fn push(&mut self, chunk: &sandboxio::exec::OutputChunk) {
         match chunk.stream {
             StreamKind::Stdout => self.stdout.push(&chunk.data),
             StreamKind::Stderr => self.stderr.push(&chunk.data),
@@ -929,7 +932,7 @@ mod tests {
     use rmcp::model::{CallToolRequestParams, ContentBlock};
     use sandboxio::backend::Backend;
     use sandboxio::testing::FakeBackend;
-    use sandboxio::{Capabilities, NetworkPolicy};
+    use sandboxio::{NetworkPolicy, policy::Capabilities};
 
     use super::SandboxServer;
     use crate::args::SandboxOpts;
@@ -1160,7 +1163,7 @@ mod tests {
         client.cancel().await.unwrap();
         serving.await.unwrap().unwrap();
 
-        let mut frame = sandboxio::MimeBundle::new();
+        let mut frame = sandboxio::exec::MimeBundle::new();
         frame.insert("text/html".into(), b"<table></table>".to_vec());
         frame.insert("text/plain".into(), b"   a\n0  1".to_vec());
         let shown: Vec<String> = super::bundle_content(&frame)

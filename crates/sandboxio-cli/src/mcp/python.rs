@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use sandboxio::{Capabilities, Code, CodeContext, Error, ErrorCode, Sandbox};
+use sandboxio::{Code, Error, ErrorCode, Sandbox, exec::CodeContext, policy::Capabilities};
 use tokio::sync::Mutex;
 
 /// What became of a sandbox's Python session.

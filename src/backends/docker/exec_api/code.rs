@@ -74,7 +74,8 @@ async fn read_record(shared: &Arc<Shared>, record: String) -> Result<Option<Vec<
     let reader = Arc::clone(shared);
     let path = record.clone();
     // Bounded like any read from the sandbox; on the Docker runtime, which bollard needs.
-    let read = rt::spawn(async move { fs::read(&reader, &path, crate::DEFAULT_OUTPUT_LIMIT as u64).await });
+    let read =
+        rt::spawn(async move { fs::read(&reader, &path, crate::exec::DEFAULT_OUTPUT_LIMIT as u64).await });
     match read.await {
         Ok(bytes) => {
             let cleanup = Arc::clone(shared);

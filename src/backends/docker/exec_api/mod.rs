@@ -164,7 +164,7 @@ impl BackendSandbox for ExecApiSandbox {
         self.shared.network.clone()
     }
 
-    fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+    fn network_enforcement(&self) -> Option<crate::policy::NetworkEnforcement> {
         self.shared.network_enforcement()
     }
 

@@ -127,8 +127,8 @@ pub(crate) fn gate_dir(
     if !matches!(policy, crate::NetworkPolicy::Allowlist(_)) {
         return Ok(None);
     }
-    if !backend.capabilities().contains(crate::Capabilities::NETWORK_ALLOWLIST) {
-        return Err(Error::missing_capability(SCHEME, crate::Capabilities::NETWORK_ALLOWLIST));
+    if !backend.capabilities().contains(crate::policy::Capabilities::NETWORK_ALLOWLIST) {
+        return Err(Error::missing_capability(SCHEME, crate::policy::Capabilities::NETWORK_ALLOWLIST));
     }
     GateDir::create(name).map(Some)
 }

@@ -52,7 +52,7 @@ impl BackendSandbox for SandboxdSandbox {
         self.shared.network.clone()
     }
 
-    fn network_enforcement(&self) -> Option<crate::NetworkEnforcement> {
+    fn network_enforcement(&self) -> Option<crate::policy::NetworkEnforcement> {
         self.shared.network_enforcement()
     }
 

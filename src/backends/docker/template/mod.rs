@@ -148,7 +148,7 @@ impl Template {
     }
 
     /// How long the setup may run before it is killed and the template fails (default
-    /// [`DEFAULT_SETUP_TIMEOUT`]). A timeout above [`MAX_TIMEOUT`](crate::MAX_TIMEOUT)
+    /// [`DEFAULT_SETUP_TIMEOUT`]). A timeout above [`MAX_TIMEOUT`](crate::exec::MAX_TIMEOUT)
     /// (30 days) saturates at it, `Duration::MAX` included; zero fails the setup at once.
     #[must_use]
     pub fn setup_timeout(mut self, timeout: Duration) -> Self {

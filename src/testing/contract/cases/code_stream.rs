@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::policy::Capabilities as C;
-use crate::{ErrorCode, StreamKind};
+use crate::{ErrorCode, exec::StreamKind};
 
 use super::super::ProbeKind as P;
 use super::super::Row;

@@ -6,7 +6,11 @@ use std::time::Duration;
 use futures_core::Stream;
 
 use crate::policy::Capabilities as C;
-use crate::{Command, Error, ErrorCode, ExecStream, ExitStatus, StreamKind, sync};
+use crate::{
+    Command, Error, ErrorCode, ExitStatus,
+    exec::{ExecStream, StreamKind},
+    sync,
+};
 
 use super::super::ProbeKind as P;
 use super::super::Row;
@@ -397,7 +401,7 @@ async fn not_awaitable(cx: Arc<Ctx>) -> Verdict {
     struct IsFuture;
     impl<T: ?Sized + std::future::IntoFuture> AmbiguousIfFuture<IsFuture> for T {}
     fn is_stream<S: Stream>() {}
-    fn is_iterator<I: Iterator<Item = crate::Result<crate::OutputChunk>>>() {}
+    fn is_iterator<I: Iterator<Item = crate::Result<crate::exec::OutputChunk>>>() {}
     match cx.facade {
         Facade::Async => {
             <ExecStream as AmbiguousIfFuture<_>>::check();

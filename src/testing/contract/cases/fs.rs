@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::policy::Capabilities as C;
-use crate::{ErrorCode, FileKind};
+use crate::{ErrorCode, fs::FileKind};
 
 use super::super::Row;
 use super::super::ctx::{Ctx, Verdict, expect, expect_code, expect_eq};
@@ -200,7 +200,7 @@ async fn no_escape(cx: Arc<Ctx>) -> Verdict {
         let dotdot = sandbox.fs().write("../escape.txt", "x").await;
         expect_code(&dotdot, ErrorCode::InvalidInput, "a path with '..'")?;
         sandbox.fs().write("out/ok.txt", "fine").await.map_err(|e| cx.unexpected("write", &e))?;
-        if cx.caps.contains(crate::Capabilities::RUN) {
+        if cx.caps.contains(crate::policy::Capabilities::RUN) {
             // A link inside the sandbox pointing out of it is never followed on the host.
             let made = sandbox.run(cx.probes.symlink("/etc/passwd", "out/link")).await;
             expect(made.as_ref().is_ok_and(crate::ExecResult::success), || {

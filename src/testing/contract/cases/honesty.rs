@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::backend::{Backend, BackendSandbox, BoxFuture, CreateSpec};
 use crate::policy::Capabilities as C;
-use crate::{ErrorCode, IsolationTier, NetworkPolicy, ResourceLimits};
+use crate::{ErrorCode, NetworkPolicy, ResourceLimits, policy::IsolationTier};
 
 use super::super::Row;
 use super::super::ctx::{Ctx, Verdict, expect, expect_code};

@@ -50,7 +50,7 @@ pub(super) fn cases() -> Vec<Case> {
 }
 
 /// This run's sandboxes as the backend lists them, or `None` where it cannot list.
-async fn list_mine(cx: &Ctx) -> std::result::Result<Option<Vec<crate::SandboxInfo>>, String> {
+async fn list_mine(cx: &Ctx) -> std::result::Result<Option<Vec<crate::inventory::SandboxInfo>>, String> {
     let mine = std::collections::BTreeMap::from([(super::super::LABEL_KEY.to_owned(), cx.token.clone())]);
     match cx.facade.list(Arc::clone(&cx.backend), &mine).await {
         Ok(listed) => Ok(Some(listed)),
@@ -116,7 +116,7 @@ async fn extend_ttl(cx: Arc<Ctx>) -> Verdict {
     let verdict = async {
         let zero = sandbox.extend_ttl(Duration::ZERO).await;
         expect_code(&zero, ErrorCode::InvalidInput, "extend_ttl(0)")?;
-        let huge = sandbox.extend_ttl(crate::MAX_TTL + Duration::from_secs(1)).await;
+        let huge = sandbox.extend_ttl(crate::builder::MAX_TTL + Duration::from_secs(1)).await;
         expect_code(&huge, ErrorCode::InvalidInput, "extend_ttl(above MAX_TTL)")?;
         sandbox
             .extend_ttl(Duration::from_hours(2))

@@ -50,7 +50,11 @@ async fn one_record(cx: Arc<Ctx>) -> Verdict {
     let kinds: Vec<K> = records.iter().map(|r| r.kind).collect();
     expect_eq(kinds, expected, "the operation records, in order")?;
     let kills: Vec<_> = records.iter().filter(|r| r.kind == K::Kill).map(|r| r.outcome).collect();
-    expect_eq(kills, vec![crate::Outcome::Ok, crate::Outcome::NoOp], "the outcomes of kill() twice")?;
+    expect_eq(
+        kills,
+        vec![crate::audit::Outcome::Ok, crate::audit::Outcome::NoOp],
+        "the outcomes of kill() twice",
+    )?;
     let policy = Some(cx.default_policy());
     expect(records.iter().all(|r| r.policy == policy && r.backend == cx.backend.scheme()), || {
         format!("expected every record to carry the policy {policy:?} and backend, observed {records:?}")

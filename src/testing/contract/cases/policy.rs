@@ -188,15 +188,15 @@ async fn provider_allowlist(cx: Arc<Ctx>) -> Verdict {
     let _ = sandbox.close().await;
     expect_eq(kept.as_ref(), Some(&policy), "the sandbox's policy")?;
     let Some(report) = report else { return Ok(()) };
-    let honest = report.mechanisms == [crate::EgressMechanism::Simulated]
-        || (report.mechanisms.contains(&crate::EgressMechanism::ProviderNameFilter)
+    let honest = report.mechanisms == [crate::policy::EgressMechanism::Simulated]
+        || (report.mechanisms.contains(&crate::policy::EgressMechanism::ProviderNameFilter)
             && report.domain_fronting_possible
             && !report.mechanisms.iter().any(|m| {
                 matches!(
                     m,
-                    crate::EgressMechanism::ProxyConnect
-                        | crate::EgressMechanism::TlsTerminate
-                        | crate::EgressMechanism::NoRoute
+                    crate::policy::EgressMechanism::ProxyConnect
+                        | crate::policy::EgressMechanism::TlsTerminate
+                        | crate::policy::EgressMechanism::NoRoute
                 )
             }));
     expect(honest, || {

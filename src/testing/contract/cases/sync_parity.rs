@@ -52,7 +52,7 @@ async fn facade_lifecycle(cx: Arc<Ctx>) -> Verdict {
         let mut stdout = Vec::new();
         for chunk in stream {
             let chunk = chunk.map_err(|e| cx.unexpected("iterating the blocking stream", &e))?;
-            if chunk.stream == crate::StreamKind::Stdout {
+            if chunk.stream == crate::exec::StreamKind::Stdout {
                 stdout.extend(chunk.data);
             }
         }
@@ -76,7 +76,7 @@ async fn facade_errors(cx: Arc<Ctx>) -> Verdict {
     let result = cx
         .sync_builder()
         .network(cx.default_policy())
-        .require_isolation(crate::IsolationTier::Unknown)
+        .require_isolation(crate::policy::IsolationTier::Unknown)
         .create();
     expect_code(&result, ErrorCode::IsolationUnsatisfied, "sync create() requiring an Unknown tier")?;
     let sandbox = blocking_sandbox(&cx)?;

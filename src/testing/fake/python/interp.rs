@@ -33,8 +33,8 @@ const DISPLAY_HOOKS: &[(&str, &str)] = &[
 impl Interp<'_> {
     /// The MIME bundle of a displayed value. A hook that raises is left out, as `IPython`
     /// leaves out a failing formatter.
-    pub(super) fn display(&mut self, v: &Value) -> Result<crate::MimeBundle, Stop> {
-        let mut bundle = crate::MimeBundle::new();
+    pub(super) fn display(&mut self, v: &Value) -> Result<crate::exec::MimeBundle, Stop> {
+        let mut bundle = crate::exec::MimeBundle::new();
         bundle.insert("text/plain".to_owned(), repr(v).into_bytes());
         if let Value::Instance(class) = v {
             for (hook, mime) in DISPLAY_HOOKS {

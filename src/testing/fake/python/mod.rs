@@ -66,7 +66,7 @@ pub(crate) struct Globals {
 pub(crate) struct Outcome {
     /// The display of the last expression statement, when it is not `None`: `text/plain`
     /// plus whatever its `_repr_*_` hooks produce.
-    pub(crate) display: Option<crate::MimeBundle>,
+    pub(crate) display: Option<crate::exec::MimeBundle>,
     pub(crate) error: Option<CodeError>,
     /// `sys.exit(n)` was called with this code.
     pub(crate) exit_code: Option<i32>,

@@ -104,7 +104,7 @@ pub(super) fn printf(format: &str, args: &[String]) -> (Vec<u8>, Vec<String>) {
                 .next()
                 .and_then(|w| w.parse().ok())
                 .unwrap_or(0)
-                .min(crate::DEFAULT_OUTPUT_LIMIT + 1);
+                .min(crate::exec::DEFAULT_OUTPUT_LIMIT + 1);
             let mut number = || {
                 let trimmed = arg.trim();
                 trimmed.parse::<i64>().unwrap_or_else(|_| {

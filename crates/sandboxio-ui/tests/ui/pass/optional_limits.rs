@@ -2,7 +2,7 @@
 //! chosen at run time, all giving one builder type.
 
 use sandboxio::{NetworkPolicy, ResourceLimits, Sandbox, SandboxBuilder};
-use sandboxio::state::{LimitsSet, NetworkSet};
+use sandboxio::builder::state::{LimitsSet, NetworkSet};
 
 fn chosen(want: bool) -> SandboxBuilder<NetworkSet, LimitsSet> {
     let builder = Sandbox::builder("fake://").unwrap().network(NetworkPolicy::deny_all());
