@@ -333,10 +333,10 @@ fn a_create_dropped_while_its_reply_is_on_the_way_leaves_no_sandbox() {
     start_race::dropped_at_create::<modal_stub::Stub>();
 }
 
-/// Waits until every router token issued so far has ended (the stub's tokens end on a whole
-/// second).
+/// Waits until every router token issued so far with a lifetime of `secs` has ended (the
+/// stub's tokens end on a whole second, at most `secs + 1` after they were issued).
 fn outlive_tokens(secs: u64) {
-    std::thread::sleep(Duration::from_secs(secs + 1));
+    std::thread::sleep(Duration::from_secs(secs + 2));
 }
 
 #[test]

@@ -108,13 +108,16 @@ impl StubSandbox {
         self.router_tokens.lock().unwrap().last().map(|(t, _)| t.clone()).unwrap_or_default()
     }
 
-    /// Issues a router token that ends `lifetime` from now: a JWT, as Modal's are (its
-    /// clients read `exp` from the payload; the signature is not checked by them).
+    /// Issues a router token that ends at least `lifetime` from now (at most a second more:
+    /// `exp` is in whole seconds): a JWT, as Modal's are (its clients read `exp` from the
+    /// payload; the signature is not checked by them). Rounding `exp` down gave a 1-s token
+    /// issued late in a second a few milliseconds of life, so that a call retried with it
+    /// met an ended token again (a flaky `an_expired_router_token_...` in CI).
     pub fn issue_router_token(&self, lifetime: Duration) -> String {
         use base64::Engine as _;
         let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
         let mut tokens = self.router_tokens.lock().unwrap();
-        let exp = unix_secs() + lifetime.as_secs();
+        let exp = unix_secs() + 1 + lifetime.as_secs();
         let claims = format!(r#"{{"task_id":"{}","n":{},"exp":{exp}}}"#, self.task_id, tokens.len());
         let token = format!("{}.{}.c3R1Yg", b64(r#"{"alg":"HS256","typ":"JWT"}"#), b64(&claims));
         tokens.push((token.clone(), exp));

@@ -595,7 +595,7 @@ impl SandboxServer {
             let limit = usize::try_from(self.bounds.max_read).unwrap_or(usize::MAX);
             let cell = held.python.cell(&held.sandbox).await?;
             let mut code = Code::new(p.code).timeout(timeout).output_limit(limit);
-            if let python::Cell::InContext(ctx) = &cell {
+            if let python::Cell::InContext(ctx, _) = &cell {
                 code = code.in_context(ctx);
             }
             let mut stream = held.sandbox.run_code_stream(code)?;
@@ -604,20 +604,22 @@ impl SandboxServer {
                 outputs.push(&chunk);
             }
             let ended = stream.wait().await;
-            Ok::<_, Error>((held, cell, ended, outputs))
+            // The cell has ended: no longer in flight (a timed-out one's probe may go).
+            let ctx = cell.ended();
+            Ok::<_, Error>((held, ctx, ended, outputs))
         };
-        let (held, cell, ended, outputs) = match run.await {
+        let (held, ctx, ended, outputs) = match run.await {
             Ok(ran) => ran,
             Err(e) => return tool_error(&e),
         };
         let mut content = Vec::new();
-        if let python::Cell::Alone = cell {
+        if ctx.is_none() {
             content.push(ContentBlock::text(
                 "(this backend keeps no Python state between cells: this cell ran on its own)",
             ));
         }
-        let timed_out = match (&ended, &cell) {
-            (Err(e), python::Cell::InContext(ctx)) if e.code() == ErrorCode::ExecutionTimeout => {
+        let timed_out = match (&ended, &ctx) {
+            (Err(e), Some(ctx)) if e.code() == ErrorCode::ExecutionTimeout => {
                 let kept = held.python.survived(&held.sandbox, ctx).await;
                 Some(if kept {
                     format!(
@@ -629,16 +631,16 @@ impl SandboxServer {
                     )
                 })
             }
-            (Err(e), python::Cell::Alone) if e.code() == ErrorCode::ExecutionTimeout => {
+            (Err(e), None) if e.code() == ErrorCode::ExecutionTimeout => {
                 Some(format!("timed out: {e}. Its output until then:"))
             }
-            (Err(e), python::Cell::InContext(ctx)) => {
+            (Err(e), Some(ctx)) => {
                 if held.python.after(ctx, Some(e)).await {
                     return tool_error(&python::lost_error(&e.to_string()));
                 }
                 return tool_error(e);
             }
-            (Err(e), python::Cell::Alone) => return tool_error(e),
+            (Err(e), None) => return tool_error(e),
             (Ok(_), _) => None,
         };
         if let Some(said) = &timed_out {

@@ -29,14 +29,41 @@ pub enum State {
 #[derive(Debug, Default)]
 pub struct Python {
     state: Mutex<State>,
+    /// Cells that [`Python::cell`] gave the context to and that have not ended (their
+    /// [`Flight`]s): a timed-out cell's interrupt probe must not reach another call's cell.
+    in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A cell in the context, counted until it ends (dropped: a call that failed or was
+/// cancelled counts as ended too).
+#[derive(Debug)]
+pub struct Flight(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// The cell to run, in the session's context where the backend keeps one.
 pub enum Cell {
-    /// Run in this context.
-    InContext(CodeContext),
+    /// Run in this context (counted while the [`Flight`] lives).
+    InContext(CodeContext, Flight),
     /// The backend keeps no state: run on its own.
     Alone,
+}
+
+impl Cell {
+    /// The context the cell ran in, once it has ended (no longer counted).
+    pub fn ended(self) -> Option<CodeContext> {
+        match self {
+            Cell::InContext(ctx, flight) => {
+                drop(flight);
+                Some(ctx)
+            }
+            Cell::Alone => None,
+        }
+    }
 }
 
 /// The tool error of a session whose context is lost.
@@ -58,15 +85,17 @@ impl Python {
             return Ok(Cell::Alone);
         }
         let mut state = self.state.lock().await;
-        match &*state {
-            State::Live(ctx) => Ok(Cell::InContext(ctx.clone())),
-            State::Lost(why) => Err(lost_error(why)),
+        let ctx = match &*state {
+            State::Live(ctx) => ctx.clone(),
+            State::Lost(why) => return Err(lost_error(why)),
             State::Unstarted => {
                 let ctx = sandbox.create_context("python").await?;
                 *state = State::Live(ctx.clone());
-                Ok(Cell::InContext(ctx))
+                ctx
             }
-        }
+        };
+        self.in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(Cell::InContext(ctx, Flight(std::sync::Arc::clone(&self.in_flight))))
     }
 
     /// Records what a cell's end says of its context: a `ContextLost` error loses it.
@@ -84,8 +113,13 @@ impl Python {
     }
 
     /// After a timed-out cell: whether its context survived the interrupt (an interrupt
-    /// with no cell running does nothing, and on a lost context says it is lost).
+    /// with no cell running does nothing, and on a lost context says it is lost). With
+    /// another call's cell in the context, no probe is sent (it would interrupt that cell):
+    /// a loss then shows at the next cell.
     pub async fn survived(&self, sandbox: &Sandbox, ctx: &CodeContext) -> bool {
+        if self.in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return !matches!(&*self.state.lock().await, State::Lost(_));
+        }
         let interrupted = sandbox.interrupt(ctx).await;
         let lost = interrupted.as_ref().err().filter(|e| e.code() == ErrorCode::ContextLost);
         !self.after(ctx, lost).await
