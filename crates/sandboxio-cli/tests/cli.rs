@@ -132,7 +132,8 @@ fn run_json_shape_uploads_and_downloads() {
     assert_eq!(stream("stderr"), "warn\n");
     let mut keys: Vec<&str> = exit.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["downloaded", "duration_ms", "exit_code", "sandbox_id", "signal"]);
+    assert_eq!(keys, ["downloaded", "duration_ms", "exit_code", "oom_killed", "sandbox_id", "signal"]);
+    assert_eq!(exit["oom_killed"], false);
     assert_eq!(exit["exit_code"], 4);
     assert_eq!(exit["signal"], serde_json::Value::Null);
     assert!(exit["sandbox_id"].as_str().unwrap().starts_with("local-"));
@@ -157,7 +158,7 @@ fn errors_exit_125_with_the_code_and_timeouts_124() {
     assert_eq!(out.status.code(), Some(125), "local:// refuses memory limits");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["code"], "SBX-003", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("LIMIT_MEMORY"), "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("drop --memory"), "{v}");
     let out = s.run(&["run", "--timeout", "1", "--", "sleep", "30"]);
     assert_eq!(out.status.code(), Some(124), "{out:?}");
     assert!(text(&out.stderr).contains("[SBX-006]"), "{}", text(&out.stderr));

@@ -20,8 +20,11 @@
 
 mod accept;
 mod bearer;
+mod content;
+mod exec;
 mod http;
 pub mod output;
+mod params;
 mod python;
 mod sessions;
 
@@ -35,20 +38,17 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
-use sandboxio::{
-    Code, Command, Error, ErrorCode, ExitStatus, Sandbox,
-    exec::{MimeBundle, StreamKind},
-    fs::FileKind,
-    policy::Capabilities,
-};
-use schemars::JsonSchema;
-use serde::Deserialize;
+use sandboxio::{Error, ErrorCode, Sandbox, fs::FileKind, policy::Capabilities};
 use tokio::sync::Mutex;
 
 use crate::args::{McpArgs, SandboxOpts, Transport, parse_network};
 use crate::bounds::Bounds;
 use crate::commands::create_sandbox;
+use content::{argument_error, instructions, tool_error};
 use output::{Capture, Saved};
+pub use params::{
+    CreateParams, ExtendParams, IdParams, PathParams, RunCodeParams, RunCommandParams, WriteFileParams,
+};
 
 /// Which capability each tool needs; a tool whose capability the backend lacks is not
 /// registered.
@@ -65,87 +65,6 @@ pub const TOOL_NEEDS: &[(&str, Capabilities)] = &[
     ("write_file", Capabilities::FILESYSTEM),
     ("list_files", Capabilities::FILESYSTEM),
 ];
-
-/// `create_sandbox`'s arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateParams {
-    /// Network policy: `deny`, `allow`, or `allow=HOST,..`; within the operator's (the
-    /// operator's own when absent).
-    pub network: Option<String>,
-    /// How long the sandbox may live, in seconds, within the operator's bound (10 minutes,
-    /// or the bound if shorter, when absent).
-    pub ttl_seconds: Option<u64>,
-}
-
-/// The arguments of the tools that take only a sandbox.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IdParams {
-    /// The id `create_sandbox` returned.
-    pub sandbox_id: String,
-}
-
-/// `extend_sandbox`'s arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExtendParams {
-    /// The id `create_sandbox` returned.
-    pub sandbox_id: String,
-    /// The sandbox then lives this many seconds from now (within the operator's bound).
-    pub ttl_seconds: u64,
-}
-
-/// `run_command`'s arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunCommandParams {
-    /// The id `create_sandbox` returned.
-    pub sandbox_id: String,
-    /// The command, run by `sh -c` in the sandbox.
-    pub command: String,
-    /// Kill it after this many seconds (0: at once). At most the operator's timeout, which
-    /// is also the default (60 s unless the operator set another).
-    pub timeout_seconds: Option<u64>,
-}
-
-/// `run_code`'s arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunCodeParams {
-    /// The id `create_sandbox` returned.
-    pub sandbox_id: String,
-    /// A Python cell; its last expression's value comes back as a rich result.
-    pub code: String,
-    /// Interrupt it after this many seconds (0: at once). At most the operator's timeout,
-    /// which is also the default (60 s unless the operator set another).
-    pub timeout_seconds: Option<u64>,
-}
-
-/// `read_file`'s and `list_files`' arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PathParams {
-    /// The id `create_sandbox` returned.
-    pub sandbox_id: String,
-    /// A path in the sandbox (relative ones are under its working directory).
-    pub path: String,
-}
-
-/// `write_file`'s arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WriteFileParams {
-    /// The id `create_sandbox` returned.
-    pub sandbox_id: String,
-    /// A path in the sandbox (relative ones are under its working directory).
-    pub path: String,
-    /// The file's new content: text, or base64 with `encoding: "base64"` (for bytes that
-    /// are not UTF-8).
-    pub content: String,
-    /// `text` (the default) or `base64`.
-    pub encoding: Option<String>,
-}
 
 /// One of the client's sandboxes and its Python session.
 struct Held {
@@ -210,96 +129,6 @@ impl Drop for Slot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
-}
-
-/// A tool error carrying the sandboxio code and message (`[SBX-008] ...`), and the code as
-/// structured content.
-fn tool_error(e: &Error) -> CallToolResult {
-    let mut result = CallToolResult::error(vec![ContentBlock::text(e.to_string())]);
-    result.structured_content =
-        Some(serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }));
-    result
-}
-
-/// A command's end as the first line of its answer.
-fn status_text(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit code {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        (None, None) => "ended".to_owned(),
-    }
-}
-
-/// stdout and stderr of a command or a cell, each within its budget.
-struct Outputs {
-    stdout: Capture,
-    stderr: Capture,
-}
-
-impl Outputs {
-    fn new(limit: usize) -> Self {
-        Outputs { stdout: Capture::new(limit), stderr: Capture::new(limit) }
-    }
-
-    fn push(&mut self, chunk: &sandboxio::exec::OutputChunk) {
-        match chunk.stream {
-            StreamKind::Stdout => self.stdout.push(&chunk.data),
-            StreamKind::Stderr => self.stderr.push(&chunk.data),
-        }
-    }
-
-    /// Each non-empty stream under its header; the whole of a cut one is first copied into
-    /// the sandbox, and its marker says where.
-    async fn render(&self, sandbox: &Sandbox) -> Vec<String> {
-        let mut texts = Vec::new();
-        for (name, capture) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
-            if capture.total() == 0 {
-                continue;
-            }
-            let saved = match capture.spool() {
-                Some(spool) => Some(save(sandbox, name, spool).await),
-                None => None,
-            };
-            texts.push(output::render(name, capture, saved.as_ref()));
-        }
-        texts
-    }
-}
-
-/// Copies a spooled stream into the sandbox, under [`output::SAVED_DIR`].
-async fn save(sandbox: &Sandbox, stream: &str, spool: &output::Spool) -> Saved {
-    let path = output::saved_path(stream);
-    let copied = async {
-        sandbox.fs().mkdir(output::SAVED_DIR).await?;
-        sandbox.fs().upload(spool.path(), &path).await
-    };
-    match (copied.await, spool.stopped()) {
-        (Ok(()), None) => Saved::Whole(path),
-        (Ok(()), Some(why)) => Saved::Part { path, bytes: spool.written(), why: why.to_owned() },
-        (Err(e), _) => Saved::Nowhere(format!("copying it into the sandbox failed: {e}")),
-    }
-}
-
-/// A rich result as MCP content: images as image content, HTML and other text as text.
-fn bundle_content(bundle: &MimeBundle) -> Vec<ContentBlock> {
-    let mut content = Vec::new();
-    for (mime, data) in bundle {
-        if mime.starts_with("image/") && mime != "image/svg+xml" {
-            content.push(ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(data), mime));
-        }
-    }
-    for mime in ["text/html", "image/svg+xml", "text/markdown", "application/json"] {
-        if let Some(data) = bundle.get(mime) {
-            content.push(ContentBlock::text(String::from_utf8_lossy(data)));
-        }
-    }
-    // A plain form beside HTML (a DataFrame's text table), or alone when nothing richer came.
-    if (content.is_empty() || bundle.contains_key("text/html"))
-        && let Some(text) = bundle.get("text/plain")
-    {
-        content.push(ContentBlock::text(String::from_utf8_lossy(text)));
-    }
-    content
 }
 
 #[tool_router]
@@ -543,43 +372,7 @@ impl SandboxServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false)
     )]
     async fn run_command(&self, Parameters(p): Parameters<RunCommandParams>) -> CallToolResult {
-        let run = async {
-            let held = self.held(&p.sandbox_id).await?;
-            let timeout = self.bounds.exec_timeout(p.timeout_seconds)?;
-            let mut stream = held.sandbox.stream(Command::shell(p.command).timeout(timeout))?;
-            let mut outputs = Outputs::new(self.output_limit);
-            // The stream's one error item ends it; `wait` then gives that error again.
-            while let Some(Ok(chunk)) = stream.next_chunk().await {
-                outputs.push(&chunk);
-            }
-            let ended = stream.wait().await;
-            Ok::<_, Error>((held, ended, outputs))
-        };
-        let (held, ended, outputs) = match run.await {
-            Ok(ran) => ran,
-            Err(e) => return tool_error(&e),
-        };
-        let first = match &ended {
-            Ok(result) => status_text(result.status),
-            Err(e) if e.code() == ErrorCode::ExecutionTimeout => {
-                format!("timed out: {e}; the command was killed. Its output until then:")
-            }
-            Err(e) => return tool_error(e),
-        };
-        let mut text = first;
-        for part in outputs.render(&held.sandbox).await {
-            text.push('\n');
-            text.push_str(&part);
-        }
-        match ended {
-            Ok(_) => CallToolResult::success(vec![ContentBlock::text(text)]),
-            Err(e) => {
-                let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-                result.structured_content =
-                    Some(serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }));
-                result
-            }
-        }
+        self.run_command_call(p).await
     }
 
     #[tool(
@@ -587,98 +380,7 @@ impl SandboxServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false)
     )]
     async fn run_code(&self, Parameters(p): Parameters<RunCodeParams>) -> CallToolResult {
-        let run = async {
-            let held = self.held(&p.sandbox_id).await?;
-            let timeout = self.bounds.cell_timeout(p.timeout_seconds)?;
-            // Rich results keep at most --max-read: the answer holds them two or three times
-            // over (content, then its JSON).
-            let limit = usize::try_from(self.bounds.max_read).unwrap_or(usize::MAX);
-            let cell = held.python.cell(&held.sandbox).await?;
-            let mut code = Code::new(p.code).timeout(timeout).output_limit(limit);
-            if let python::Cell::InContext(ctx, _) = &cell {
-                code = code.in_context(ctx);
-            }
-            let mut stream = held.sandbox.run_code_stream(code)?;
-            let mut outputs = Outputs::new(self.output_limit);
-            while let Some(Ok(chunk)) = stream.next_chunk().await {
-                outputs.push(&chunk);
-            }
-            let ended = stream.wait().await;
-            // The cell has ended: no longer in flight (a timed-out one's probe may go).
-            let ctx = cell.ended();
-            Ok::<_, Error>((held, ctx, ended, outputs))
-        };
-        let (held, ctx, ended, outputs) = match run.await {
-            Ok(ran) => ran,
-            Err(e) => return tool_error(&e),
-        };
-        let mut content = Vec::new();
-        if ctx.is_none() {
-            content.push(ContentBlock::text(
-                "(this backend keeps no Python state between cells: this cell ran on its own)",
-            ));
-        }
-        let timed_out = match (&ended, &ctx) {
-            (Err(e), Some(ctx)) if e.code() == ErrorCode::ExecutionTimeout => {
-                let kept = held.python.survived(&held.sandbox, ctx).await;
-                Some(if kept {
-                    format!(
-                        "timed out: {e}; the cell was interrupted and the Python session keeps its state. Its output until then:"
-                    )
-                } else {
-                    format!(
-                        "timed out: {e}; the interpreter did not stop on the interrupt and was killed, so the Python session's state is lost: call restart_python for a fresh one. Its output until then:"
-                    )
-                })
-            }
-            (Err(e), None) if e.code() == ErrorCode::ExecutionTimeout => {
-                Some(format!("timed out: {e}. Its output until then:"))
-            }
-            (Err(e), Some(ctx)) => {
-                if held.python.after(ctx, Some(e)).await {
-                    return tool_error(&python::lost_error(&e.to_string()));
-                }
-                return tool_error(e);
-            }
-            (Err(e), None) => return tool_error(e),
-            (Ok(_), _) => None,
-        };
-        if let Some(said) = &timed_out {
-            content.push(ContentBlock::text(said.clone()));
-        }
-        for part in outputs.render(&held.sandbox).await {
-            content.push(ContentBlock::text(part));
-        }
-        let result = match ended {
-            Ok(result) => result,
-            Err(e) => {
-                let mut result = CallToolResult::error(content);
-                result.structured_content =
-                    Some(serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }));
-                return result;
-            }
-        };
-        for bundle in &result.results {
-            content.extend(bundle_content(bundle));
-        }
-        if result.truncated {
-            content.push(ContentBlock::text(format!(
-                "[truncated: the cell's rich results past the server's {} bytes (--max-read) were dropped]",
-                self.bounds.max_read
-            )));
-        }
-        match &result.error {
-            Some(e) => {
-                let text = if e.traceback.is_empty() {
-                    format!("{}: {}", e.name, e.value)
-                } else {
-                    e.traceback.join("\n")
-                };
-                content.push(ContentBlock::text(text));
-                CallToolResult::error(content)
-            }
-            None => CallToolResult::success(content),
-        }
+        self.run_code_call(p).await
     }
 
     #[tool(
@@ -849,40 +551,6 @@ impl ServerHandler for SandboxServer {
     }
 }
 
-/// What `initialize` tells the agent (see [`SandboxServer::get_info`]).
-fn instructions(over_http: bool) -> String {
-    let lifetime = if over_http {
-        "Sandboxes belong to this server's token, not to an MCP session: every session of the token sees and may use them, and they outlive the session; they end by kill_sandbox, by their TTL, or when the server stops."
-    } else {
-        "The sandboxes of this session are removed when it ends."
-    };
-    format!(
-        "Runs commands and Python code in sandboxes: create_sandbox returns an id that every other tool takes. {lifetime} \
-         Each sandbox keeps one Python session: run_code cells share variables and imports until restart_python. \
-         Long output comes back as its head and tail, with a line naming the file in the sandbox that holds all of it. \
-         Commands and cells end at the operator's timeout unless the call asks for less. \
-         The operator chose the backend and the widest network policy, TTL and number of sandboxes."
-    )
-}
-
-/// rmcp answers arguments that do not deserialize with a bare text error; this gives it the
-/// SBX code (`InvalidInput`) and structured content of the others.
-fn argument_error(result: CallToolResult) -> CallToolResult {
-    if result.is_error != Some(true) || result.structured_content.is_some() {
-        return result;
-    }
-    let said = match result.content.as_slice() {
-        [ContentBlock::Text(text)] if text.text.starts_with("failed to deserialize parameters:") => {
-            &text.text
-        }
-        _ => return result,
-    };
-    tool_error(&Error::invalid_input(format!(
-        "the tool's arguments: {}; its input schema (tools/list) names the fields it takes",
-        said.trim_start_matches("failed to deserialize parameters:").trim()
-    )))
-}
-
 /// `sandboxio mcp`: over stdio, serves until the client closes stdin (or Ctrl-C); over
 /// HTTP, until SIGINT or SIGTERM. Then kills the client's sandboxes.
 pub async fn serve(args: McpArgs) -> i32 {
@@ -927,254 +595,4 @@ pub async fn serve(args: McpArgs) -> i32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use rmcp::ServiceExt;
-    use rmcp::model::{CallToolRequestParams, ContentBlock};
-    use sandboxio::backend::Backend;
-    use sandboxio::testing::FakeBackend;
-    use sandboxio::{NetworkPolicy, policy::Capabilities};
-
-    use super::SandboxServer;
-    use crate::args::SandboxOpts;
-
-    fn deny() -> SandboxOpts {
-        SandboxOpts { network: NetworkPolicy::deny_all(), memory: None, label: Vec::new() }
-    }
-
-    #[expect(clippy::unnecessary_wraps, reason = "the signature of a scheme factory")]
-    fn run_only(_: &sandboxio::dsn::Dsn) -> sandboxio::Result<Arc<dyn Backend>> {
-        Ok(Arc::new(FakeBackend::new().with_capabilities(Capabilities::RUN | Capabilities::NETWORK_DENY)))
-    }
-
-    fn server(dsn: &str) -> sandboxio::Result<SandboxServer> {
-        SandboxServer::new(dsn, deny(), std::time::Duration::from_mins(10), 2)
-    }
-
-    #[test]
-    fn tools_follow_the_capabilities() {
-        let all = server("fake://").unwrap();
-        let mut every: Vec<&str> = super::TOOL_NEEDS.iter().map(|(name, _)| *name).collect();
-        every.sort_unstable();
-        assert_eq!(all.tool_names(), every, "the fake serves every tool");
-        assert_eq!(every.len(), 11);
-        sandboxio::dsn::register_scheme("clitestrun", run_only).unwrap();
-        let narrow = server("clitestrun://").unwrap();
-        assert_eq!(narrow.tool_names(), ["create_sandbox", "kill_sandbox", "list_sandboxes", "run_command"]);
-        let err = server("nosuch://").err().unwrap();
-        assert_eq!(err.code(), sandboxio::ErrorCode::Configuration);
-    }
-
-    /// `read_file` returns at most the operator's `--max-read` bytes; a larger file is
-    /// `TooLarge`, the file of exactly that size the control.
-    #[tokio::test]
-    async fn read_file_is_bounded_by_the_operators_max_read() {
-        let (server_io, client_io) = tokio::io::duplex(1 << 16);
-        let server = server("fake://").unwrap().with_max_read(16);
-        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
-        let client = ().serve(client_io).await.unwrap();
-        let call = async |tool: &'static str, args: serde_json::Value| {
-            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
-            client.call_tool(params).await.unwrap()
-        };
-        let out = call("create_sandbox", serde_json::json!({})).await;
-        let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
-        for (path, size) in [("/at.txt", 16), ("/over.txt", 17)] {
-            let content = "x".repeat(size);
-            let out =
-                call("write_file", serde_json::json!({ "sandbox_id": id, "path": path, "content": content }))
-                    .await;
-            assert_eq!(out.is_error, Some(false), "{out:?}");
-        }
-        let out = call("read_file", serde_json::json!({ "sandbox_id": id, "path": "/at.txt" })).await;
-        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
-        assert_eq!((out.is_error, text.text.as_str()), (Some(false), "x".repeat(16).as_str()));
-        let out = call("read_file", serde_json::json!({ "sandbox_id": id, "path": "/over.txt" })).await;
-        let code = out.structured_content.as_ref().unwrap()["code"].clone();
-        assert_eq!((out.is_error, code), (Some(true), "SBX-016".into()), "{out:?}");
-        client.cancel().await.unwrap();
-        serving.await.unwrap().unwrap();
-    }
-
-    /// The server behind rmcp's own client over an in-memory pipe, on the fake: the
-    /// protocol path without a process (the binary's stdio path is `tests/mcp_stdio.rs`).
-    #[tokio::test]
-    async fn over_a_pipe_on_the_fake() {
-        let (server_io, client_io) = tokio::io::duplex(1 << 16);
-        let server = server("fake://").unwrap();
-        let session = server.clone();
-        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
-        let client = ().serve(client_io).await.unwrap();
-        let tools: Vec<String> =
-            client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into_owned()).collect();
-        assert_eq!(tools.len(), 11, "{tools:?}");
-        let call = async |tool: &'static str, args: serde_json::Value| {
-            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
-            client.call_tool(params).await.unwrap()
-        };
-        let code =
-            |out: &rmcp::model::CallToolResult| out.structured_content.as_ref().unwrap()["code"].clone();
-
-        let out = call("run_command", serde_json::json!({ "sandbox_id": "fake-1", "command": "true" })).await;
-        assert_eq!((out.is_error, code(&out)), (Some(true), "SBX-007".into()), "no such sandbox: {out:?}");
-        let out = call("create_sandbox", serde_json::json!({ "network": "allow" })).await;
-        assert_eq!((out.is_error, code(&out)), (Some(true), "SBX-013".into()), "wider than deny: {out:?}");
-        let out = call("create_sandbox", serde_json::json!({ "ttl_seconds": 601 })).await;
-        assert_eq!(
-            (out.is_error, code(&out)),
-            (Some(true), "SBX-013".into()),
-            "above the TTL bound: {out:?}"
-        );
-
-        let out = call("create_sandbox", serde_json::json!({ "ttl_seconds": 60 })).await;
-        assert_eq!(out.is_error, Some(false), "{out:?}");
-        let id = out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
-        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
-        assert_eq!(text.text, id);
-        let out =
-            call("run_command", serde_json::json!({ "sandbox_id": id, "command": "echo hello; exit 3" }))
-                .await;
-        assert_eq!(out.is_error, Some(false));
-        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
-        assert_eq!(text.text, "exit code 3\n--- stdout ---\nhello\n");
-        let out = call("read_file", serde_json::json!({ "sandbox_id": id, "path": "/missing.txt" })).await;
-        assert_eq!((out.is_error, code(&out)), (Some(true), "SBX-010".into()));
-        let out = call("extend_sandbox", serde_json::json!({ "sandbox_id": id, "ttl_seconds": 600 })).await;
-        assert_eq!(out.is_error, Some(false), "{out:?}");
-
-        let second = call("create_sandbox", serde_json::json!({})).await;
-        assert_eq!(second.is_error, Some(false));
-        let out = call("create_sandbox", serde_json::json!({})).await;
-        assert_eq!((out.is_error, code(&out)), (Some(true), "SBX-013".into()), "a third is over the bound");
-        let out = call("list_sandboxes", serde_json::json!({})).await;
-        assert_eq!(out.structured_content.as_ref().unwrap()["sandbox_ids"].as_array().unwrap().len(), 2);
-        let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": id })).await;
-        assert_eq!(out.is_error, Some(false), "{out:?}");
-        let out = call("run_command", serde_json::json!({ "sandbox_id": id, "command": "true" })).await;
-        assert_eq!(code(&out), "SBX-007", "killed: {out:?}");
-
-        client.cancel().await.unwrap();
-        serving.await.unwrap().unwrap();
-        assert_eq!(session.sandboxes.lock().await.len(), 1, "the second is still there");
-        session.end_session().await;
-        assert!(session.sandboxes.lock().await.is_empty());
-    }
-
-    /// Issue #30 item 6: a sandbox past its TTL no longer counts against `--max-sandboxes`
-    /// nor is listed; `kill_sandbox` twice succeeds, as the library's `kill` does (the
-    /// second was SBX-007).
-    #[tokio::test]
-    async fn ended_sandboxes_free_their_place_and_killing_twice_succeeds() {
-        let (server_io, client_io) = tokio::io::duplex(1 << 16);
-        let server = server("fake://").unwrap();
-        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
-        let client = ().serve(client_io).await.unwrap();
-        let call = async |tool: &'static str, args: serde_json::Value| {
-            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
-            client.call_tool(params).await.unwrap()
-        };
-        let id_of = |out: &rmcp::model::CallToolResult| {
-            out.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned()
-        };
-        let short = id_of(&call("create_sandbox", serde_json::json!({ "ttl_seconds": 1 })).await);
-        let long = id_of(&call("create_sandbox", serde_json::json!({})).await);
-        let out = call("create_sandbox", serde_json::json!({})).await;
-        assert_eq!(out.is_error, Some(true), "control: a third is over the bound of 2: {out:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-        let out = call("list_sandboxes", serde_json::json!({})).await;
-        assert_eq!(out.structured_content.as_ref().unwrap()["sandbox_ids"], serde_json::json!([long]));
-        let out = call("create_sandbox", serde_json::json!({})).await;
-        assert_eq!(out.is_error, Some(false), "the expired one's place is free: {out:?}");
-        for _ in 0..2 {
-            let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": long })).await;
-            assert_eq!(out.is_error, Some(false), "{out:?}");
-        }
-        let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": short })).await;
-        assert_eq!(out.is_error, Some(false), "an expired one: {out:?}");
-        let out = call("run_command", serde_json::json!({ "sandbox_id": long, "command": "true" })).await;
-        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
-        assert!(text.text.contains("was killed or its TTL ran out"), "{out:?}");
-        let out = call("kill_sandbox", serde_json::json!({ "sandbox_id": "never-made" })).await;
-        assert_eq!(out.is_error, Some(true), "an id this session never had: {out:?}");
-        client.cancel().await.unwrap();
-        serving.await.unwrap().unwrap();
-    }
-
-    /// Issue #30 item 7: every tool says what it does to the world (MCP annotations);
-    /// malformed arguments, unknown ones included, are tool errors with an SBX code (they
-    /// were bare text, and unknown ones were ignored); `write_file` takes base64, which
-    /// `read_file` gives back; a `DataFrame`'s plain table comes beside its HTML.
-    #[tokio::test]
-    async fn tools_are_annotated_arguments_are_checked_and_bytes_round_trip() {
-        let (server_io, client_io) = tokio::io::duplex(1 << 16);
-        let server = server("fake://").unwrap();
-        let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
-        let client = ().serve(client_io).await.unwrap();
-        let tools = client.list_all_tools().await.unwrap();
-        assert!(tools.iter().all(|t| t.annotations.is_some()), "every tool is annotated");
-        let hint = |name: &str| {
-            let tool = tools.iter().find(|t| t.name == name).unwrap();
-            let a = tool.annotations.as_ref().unwrap();
-            (a.read_only_hint, a.destructive_hint, a.idempotent_hint)
-        };
-        assert_eq!(hint("read_file"), (Some(true), None, None));
-        assert_eq!(hint("kill_sandbox"), (Some(false), Some(true), Some(true)));
-        assert_eq!(hint("run_command"), (Some(false), Some(true), Some(false)));
-        let call = async |tool: &'static str, args: serde_json::Value| {
-            let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
-            client.call_tool(params).await.unwrap()
-        };
-        let code =
-            |out: &rmcp::model::CallToolResult| out.structured_content.as_ref().map(|c| c["code"].clone());
-        let made = call("create_sandbox", serde_json::json!({})).await;
-        let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
-        let out =
-            call("run_command", serde_json::json!({ "sandbox_id": id, "command": "true", "timeout": 5 }))
-                .await;
-        assert_eq!(
-            (out.is_error, code(&out)),
-            (Some(true), Some("SBX-013".into())),
-            "an unknown argument: {out:?}"
-        );
-        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
-        assert!(text.text.contains("unknown field `timeout`"), "{out:?}");
-        let out = call("run_command", serde_json::json!({ "command": "true" })).await;
-        assert_eq!(
-            (out.is_error, code(&out)),
-            (Some(true), Some("SBX-013".into())),
-            "a missing one: {out:?}"
-        );
-        let bytes: Vec<u8> = vec![0, 159, 146, 150, 255];
-        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bytes);
-        let out = call(
-            "write_file",
-            serde_json::json!({ "sandbox_id": id, "path": "/b.bin", "content": encoded, "encoding": "base64" }),
-        )
-        .await;
-        assert_eq!(out.is_error, Some(false), "{out:?}");
-        let out = call("read_file", serde_json::json!({ "sandbox_id": id, "path": "/b.bin" })).await;
-        let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
-        assert_eq!(text.text, format!("(not UTF-8: 5 bytes, base64)\n{encoded}"));
-        let out = call(
-            "write_file",
-            serde_json::json!({ "sandbox_id": id, "path": "/c.bin", "content": "!!", "encoding": "base64" }),
-        )
-        .await;
-        assert_eq!(code(&out), Some("SBX-013".into()), "not base64: {out:?}");
-        client.cancel().await.unwrap();
-        serving.await.unwrap().unwrap();
-
-        let mut frame = sandboxio::exec::MimeBundle::new();
-        frame.insert("text/html".into(), b"<table></table>".to_vec());
-        frame.insert("text/plain".into(), b"   a\n0  1".to_vec());
-        let shown: Vec<String> = super::bundle_content(&frame)
-            .into_iter()
-            .map(|c| match c {
-                ContentBlock::Text(t) => t.text.clone(),
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(shown, ["<table></table>", "   a\n0  1"], "the plain table beside the HTML");
-    }
-}
+mod tests;
