@@ -32,6 +32,11 @@ fn run_streams_both_streams_and_exits_with_the_command_code() {
     assert_eq!(s.leftovers(), Vec::<String>::new());
 }
 
+/// The binary with `args`, its stdin, stdout and stderr piped.
+fn piped(s: &Scratch, args: &[&str]) -> std::process::Child {
+    s.cmd(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
 /// Issue #30 item 4: a command that reads stdin never waits for input the CLI does not
 /// give (`cat` ran until the sandbox's TTL); with `-i` the CLI's stdin reaches it, whole,
 /// and its end is end-of-file.
@@ -40,13 +45,7 @@ fn stdin_is_forwarded_with_dash_i_and_closed_without() {
     use std::io::Write as _;
     let s = Scratch::new("stdin");
     // Without -i, and with the CLI's stdin a pipe that never ends: end-of-file at once.
-    let mut child = s
-        .cmd(&["run", "--timeout", "60", "--", "cat"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped(&s, &["run", "--timeout", "60", "--", "cat"]);
     let held_open = child.stdin.take();
     let started = Instant::now();
     let out = child.wait_with_output().unwrap();
@@ -54,13 +53,7 @@ fn stdin_is_forwarded_with_dash_i_and_closed_without() {
     assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), ""), "{out:?}");
     assert!(started.elapsed() < Duration::from_secs(30), "cat waited {:?} for stdin", started.elapsed());
     // With -i: a Python program on stdin, 200 KiB of it, runs.
-    let mut child = s
-        .cmd(&["run", "-i", "--", "python3", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped(&s, &["run", "-i", "--", "python3", "-"]);
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
         stdin.write_all(format!("x = '{}'\nprint(len(x) + 1)\n", "a".repeat(200 * 1024)).as_bytes()).unwrap();
@@ -69,13 +62,7 @@ fn stdin_is_forwarded_with_dash_i_and_closed_without() {
     writer.join().unwrap();
     assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "204801\n"), "{out:?}");
     // A command that stops reading early (head) ends; the rest of stdin is dropped.
-    let mut child = s
-        .cmd(&["run", "-i", "--", "head", "-c", "3"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped(&s, &["run", "-i", "--", "head", "-c", "3"]);
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
         let chunk = vec![b'z'; 64 * 1024];
