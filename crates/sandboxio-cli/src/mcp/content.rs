@@ -38,6 +38,12 @@ impl Outputs {
         Outputs { stdout: Capture::new(limit), stderr: Capture::new(limit) }
     }
 
+    /// Adds a whole result's output (a backend that does not stream).
+    pub(super) fn push_all(&mut self, stdout: &[u8], stderr: &[u8]) {
+        self.stdout.push(stdout);
+        self.stderr.push(stderr);
+    }
+
     pub(super) fn push(&mut self, chunk: &OutputChunk) {
         match chunk.stream {
             StreamKind::Stdout => self.stdout.push(&chunk.data),

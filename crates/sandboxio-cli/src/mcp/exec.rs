@@ -3,7 +3,7 @@
 //! said lost) across calls.
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use sandboxio::{Code, Command, Error, ErrorCode};
+use sandboxio::{Code, CodeResult, Command, Error, ErrorCode, Sandbox, policy::Capabilities};
 
 use super::content::{Outputs, bundle_content, status_text, tool_error};
 use super::params::{RunCodeParams, RunCommandParams};
@@ -15,13 +15,28 @@ impl SandboxServer {
         let run = async {
             let held = self.held(&p.sandbox_id).await?;
             let timeout = self.bounds.exec_timeout(p.timeout_seconds)?;
-            let mut stream = held.sandbox.stream(Command::shell(p.command).timeout(timeout))?;
+            let command = Command::shell(p.command).timeout(timeout);
             let mut outputs = Outputs::new(self.output_limit);
-            // The stream's one error item ends it; `wait` then gives that error again.
-            while let Some(Ok(chunk)) = stream.next_chunk().await {
-                outputs.push(&chunk);
-            }
-            let ended = stream.wait().await;
+            let ended = if held.sandbox.capabilities().contains(Capabilities::STREAM) {
+                let mut stream = held.sandbox.stream(command)?;
+                // The stream's one error item ends it; `wait` then gives that error again.
+                while let Some(Ok(chunk)) = stream.next_chunk().await {
+                    outputs.push(&chunk);
+                }
+                stream.wait().await
+            } else {
+                // A backend that runs commands but does not stream them: the whole result
+                // (or a timeout's partial one), then the same budgets.
+                let ran = held.sandbox.run(command).await;
+                match &ran {
+                    Ok(r) => outputs.push_all(&r.stdout, &r.stderr),
+                    Err(Error::ExecutionTimeout { partial, .. }) => {
+                        outputs.push_all(&partial.stdout, &partial.stderr);
+                    }
+                    Err(_) => {}
+                }
+                ran
+            };
             Ok::<_, Error>((held, ended, outputs))
         };
         let (held, ended, outputs) = match run.await {
@@ -64,12 +79,7 @@ impl SandboxServer {
             if let python::Cell::InContext(ctx, _) = &cell {
                 code = code.in_context(ctx);
             }
-            let mut stream = held.sandbox.run_code_stream(code)?;
-            let mut outputs = Outputs::new(self.output_limit);
-            while let Some(Ok(chunk)) = stream.next_chunk().await {
-                outputs.push(&chunk);
-            }
-            let ended = stream.wait().await;
+            let (ended, outputs) = run_cell(&held.sandbox, code, self.output_limit).await?;
             // The cell has ended: no longer in flight (a timed-out one's probe may go).
             let ctx = cell.ended();
             Ok::<_, Error>((held, ctx, ended, outputs))
@@ -146,4 +156,37 @@ impl SandboxServer {
             None => CallToolResult::success(content),
         }
     }
+}
+
+/// Runs `code` streamed into `limit`-byte budgets, or whole where the adapter cannot stream
+/// cells; returns how it ended and its output.
+///
+/// # Errors
+///
+/// The refusal to start it.
+async fn run_cell(
+    sandbox: &Sandbox,
+    code: Code,
+    limit: usize,
+) -> sandboxio::Result<(sandboxio::Result<CodeResult>, Outputs)> {
+    let mut outputs = Outputs::new(limit);
+    let ended = match sandbox.run_code_stream(code.clone()) {
+        Ok(mut stream) => {
+            while let Some(Ok(chunk)) = stream.next_chunk().await {
+                outputs.push(&chunk);
+            }
+            stream.wait().await
+        }
+        // An adapter that runs cells but cannot stream them: the whole result, then the
+        // same budgets.
+        Err(e) if e.code() == ErrorCode::CapabilityNotSupported => {
+            let ran = sandbox.run_code(code).await;
+            if let Ok(r) = &ran {
+                outputs.push_all(&r.stdout, &r.stderr);
+            }
+            ran
+        }
+        Err(e) => return Err(e),
+    };
+    Ok((ended, outputs))
 }

@@ -239,3 +239,36 @@ async fn tools_are_annotated_arguments_are_checked_and_bytes_round_trip() {
         .collect();
     assert_eq!(shown, ["<table></table>", "   a\n0  1"], "the plain table beside the HTML");
 }
+
+#[expect(clippy::unnecessary_wraps, reason = "the signature of a scheme factory")]
+fn run_only_with_files(_: &sandboxio::dsn::Dsn) -> sandboxio::Result<Arc<dyn Backend>> {
+    let caps = Capabilities::RUN | Capabilities::FILESYSTEM | Capabilities::NETWORK_DENY;
+    Ok(Arc::new(FakeBackend::new().with_capabilities(caps)))
+}
+
+/// A backend that runs commands but does not stream them still serves `run_command`, within
+/// the same budget (the tool streamed, and such a backend answered with a refusal).
+#[tokio::test]
+async fn run_command_serves_a_backend_without_streams() {
+    sandboxio::dsn::register_scheme("clitestnostream", run_only_with_files).unwrap();
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    let server = server("clitestnostream://").unwrap().with_output_limit(8);
+    let serving = tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
+    let client = ().serve(client_io).await.unwrap();
+    let call = async |tool: &'static str, args: serde_json::Value| {
+        let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+        client.call_tool(params).await.unwrap()
+    };
+    let made = call("create_sandbox", serde_json::json!({})).await;
+    let id = made.structured_content.as_ref().unwrap()["sandbox_id"].as_str().unwrap().to_owned();
+    let out = call("run_command", serde_json::json!({ "sandbox_id": id, "command": "echo hi" })).await;
+    let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+    assert_eq!((out.is_error, text.text.as_str()), (Some(false), "exit code 0\n--- stdout ---\nhi\n"));
+    let out =
+        call("run_command", serde_json::json!({ "sandbox_id": id, "command": "echo 0123456789abcdef" }))
+            .await;
+    let ContentBlock::Text(text) = &out.content[0] else { panic!("{out:?}") };
+    assert!(text.text.contains("bytes cut here: stdout was 17 bytes"), "{out:?}");
+    client.cancel().await.unwrap();
+    serving.await.unwrap().unwrap();
+}
